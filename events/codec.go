@@ -1,0 +1,162 @@
+package events
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// DecodeErrorKind classifies decode failures.
+type DecodeErrorKind string
+
+// The decode error kinds.
+const (
+	// Malformed: the bytes are not a well-formed event.
+	Malformed DecodeErrorKind = "malformed"
+	// UnknownType: the envelope names a type this build does not know.
+	UnknownType DecodeErrorKind = "unknown_type"
+	// UnsupportedVersion: the event was written by a newer schema.
+	UnsupportedVersion DecodeErrorKind = "unsupported_version"
+)
+
+// ErrDecode is matched (errors.Is) by every *DecodeError.
+var ErrDecode = errors.New("events: cannot decode event")
+
+// DecodeError says why bytes could not be decoded into an Event.
+type DecodeError struct {
+	Kind    DecodeErrorKind
+	Type    Type
+	Version int
+	Err     error
+}
+
+func (e *DecodeError) Error() string {
+	switch e.Kind {
+	case UnknownType:
+		return fmt.Sprintf("events: unknown event type %q", e.Type)
+	case UnsupportedVersion:
+		return fmt.Sprintf("events: %s has schema version %d, newer than the supported %d", e.Type, e.Version, SchemaVersion)
+	}
+	return fmt.Sprintf("events: malformed event: %v", e.Err)
+}
+
+// Unwrap returns the underlying error.
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrDecode) true.
+func (e *DecodeError) Is(target error) bool { return target == ErrDecode }
+
+// wire is the on-the-wire shape: the envelope fields plus the payload map
+// under "data".
+type wire struct {
+	Envelope `msgpack:",inline"`
+	Data     msgpack.RawMessage `msgpack:"data"`
+}
+
+// Encode serialises an event with msgpack.
+func Encode(e Event) ([]byte, error) {
+	if e.Payload == nil {
+		return nil, errors.New("events: encode: nil payload")
+	}
+	data, err := msgpack.Marshal(e.Payload)
+	if err != nil {
+		return nil, fmt.Errorf("events: encode %s: %w", e.Type, err)
+	}
+	w := wire{Envelope: e.Envelope, Data: data}
+	w.Type = e.Payload.EventType()
+	if w.Schema == 0 {
+		w.Schema = SchemaVersion
+	}
+	return msgpack.Marshal(&w)
+}
+
+// Decode parses bytes written by Encode (or by any client following
+// docs/events.md). It returns a *DecodeError for malformed bytes, unknown
+// types and newer schema versions, and never panics.
+func Decode(b []byte) (ev Event, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &DecodeError{Kind: Malformed, Err: fmt.Errorf("decoder panic: %v", r)}
+		}
+	}()
+	var w wire
+	dec := msgpack.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&w); err != nil {
+		return Event{}, &DecodeError{Kind: Malformed, Err: err}
+	}
+	if w.Schema > SchemaVersion {
+		return Event{}, &DecodeError{Kind: UnsupportedVersion, Type: w.Type, Version: w.Schema}
+	}
+	if w.Schema < 1 {
+		return Event{}, &DecodeError{Kind: Malformed, Type: w.Type, Err: fmt.Errorf("schema version %d", w.Schema)}
+	}
+	p, err := decodePayload(w.Type, w.Data)
+	if err != nil {
+		return Event{}, err
+	}
+	w.Envelope.OccurredAt = w.Envelope.OccurredAt.UTC()
+	return Event{Envelope: w.Envelope, Payload: p}, nil
+}
+
+func decodePayload(t Type, data []byte) (Payload, error) {
+	if len(data) == 0 {
+		return nil, &DecodeError{Kind: Malformed, Type: t, Err: errors.New("missing data")}
+	}
+	into := func(v any) error {
+		if err := msgpack.Unmarshal(data, v); err != nil {
+			return &DecodeError{Kind: Malformed, Type: t, Err: err}
+		}
+		return nil
+	}
+	switch t {
+	case TypeSnapshotRegistered:
+		var p SnapshotRegistered
+		if err := into(&p); err != nil {
+			return nil, err
+		}
+		p.normalize()
+		return p, nil
+	case TypePlanBuilt:
+		var p PlanBuilt
+		if err := into(&p); err != nil {
+			return nil, err
+		}
+		p.normalize()
+		return p, nil
+	case TypeIntervalsCompleted:
+		var p IntervalsCompleted
+		if err := into(&p); err != nil {
+			return nil, err
+		}
+		return p, nil
+	case TypeIntervalsInvalidated:
+		var p IntervalsInvalidated
+		if err := into(&p); err != nil {
+			return nil, err
+		}
+		return p, nil
+	case TypeSchedulerAdvanced:
+		var p SchedulerAdvanced
+		if err := into(&p); err != nil {
+			return nil, err
+		}
+		p.normalize()
+		return p, nil
+	case TypePromotionDecided:
+		var p PromotionDecided
+		if err := into(&p); err != nil {
+			return nil, err
+		}
+		p.normalize()
+		return p, nil
+	case TypeEnvironmentFinalized:
+		var p EnvironmentFinalized
+		if err := into(&p); err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
+	return nil, &DecodeError{Kind: UnknownType, Type: t}
+}

@@ -1,0 +1,119 @@
+package events
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/tidemark/tidemark/events/interval"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+
+func samplePayloads() []Payload {
+	r := interval.R(t0, t0.Add(time.Hour))
+	return []Payload{
+		SnapshotRegistered{Snapshot: "events@v1", Model: "events", Version: "v1", Fingerprint: "f", Cron: "0 * * * *", Unit: interval.Hour, Start: t0, Kind: Incremental, DependsOn: []string{}, Table: "events@v1"},
+		PlanBuilt{Plan: "p1", Env: "prod", BuiltAt: t0, Start: t0, End: t0.Add(time.Hour), Generation: 2, Policy: Policy{Version: 1},
+			Candidates: []Candidate{{Model: "events", Snapshot: "events@v2", Table: "events@v2", Upstream: []string{}, Incumbent: "events@v1", IncumbentFrontier: t0, IncumbentCron: "0 * * * *", IncumbentUnit: interval.Hour, Backfill: []interval.Range{r}}}},
+		IntervalsCompleted{Snapshot: "events@v1", Table: "events@v1", Ranges: []interval.Range{r}, RunKind: RunScheduled, RunID: "x"},
+		IntervalsInvalidated{Snapshot: "events@v1", Table: "events@v1", Ranges: []interval.Range{r}},
+		SchedulerAdvanced{Env: "prod", Model: "events", Snapshot: "events@v1", Tick: t0, Frontier: t0, Ranges: []interval.Range{r}, Generation: 1},
+		PromotionDecided{Plan: "p1", Env: "prod", Outcome: Rejected, Codes: []string{"missing_intervals"},
+			Models:         map[string]ModelFinding{"events": {Snapshot: "events@v2", Codes: []string{"missing_intervals"}, Missing: []interval.Range{r}, Advances: 1}},
+			EvaluatedAtSeq: 9, EvaluatedAt: t0, Policy: Policy{Version: 1}, Generation: 1},
+		EnvironmentFinalized{Env: "prod", Plan: "p1", Generation: 2},
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	ids := NewIDSource()
+	for _, p := range samplePayloads() {
+		t.Run(string(p.EventType()), func(t *testing.T) {
+			ev := New(ids, t0, p)
+			ev.Causation, ev.Actor = "cmd-1", "tester"
+			b, err := Encode(ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := Decode(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(back, ev) {
+				t.Fatalf("round trip:\n got %#v\nwant %#v", back, ev)
+			}
+		})
+	}
+}
+
+func TestDecodeErrors(t *testing.T) {
+	good, err := Encode(New(NewIDSource(), t0, EnvironmentFinalized{Env: "prod", Plan: "p1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := msgpack.Unmarshal(good, &m); err != nil {
+		t.Fatal(err)
+	}
+	mutate := func(k string, v any) []byte {
+		c := map[string]any{}
+		for a, b := range m {
+			c[a] = b
+		}
+		c[k] = v
+		b, err := msgpack.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	cases := []struct {
+		name string
+		in   []byte
+		kind DecodeErrorKind
+	}{
+		{"unknown type", mutate("type", "Bogus"), UnknownType},
+		{"newer schema", mutate("schema", SchemaVersion+1), UnsupportedVersion},
+		{"garbage", []byte{0xc1, 0x00, 0xff}, Malformed},
+		{"truncated", good[:len(good)/2], Malformed},
+		{"empty", nil, Malformed},
+		{"data wrong shape", mutate("data", "not a map"), Malformed},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Decode(c.in)
+			var de *DecodeError
+			if !errors.As(err, &de) || de.Kind != c.kind || !errors.Is(err, ErrDecode) {
+				t.Fatalf("got %v, want DecodeError kind %s", err, c.kind)
+			}
+		})
+	}
+}
+
+func TestIDsMonotonic(t *testing.T) {
+	ids := NewIDSource()
+	prev := ""
+	for i := 0; i < 1000; i++ {
+		at := t0
+		if i%3 == 0 {
+			at = t0.Add(-time.Duration(i) * time.Second) // clock going back
+		}
+		id := ids.New(at)
+		if id <= prev {
+			t.Fatalf("id %d %s not after %s", i, id, prev)
+		}
+		prev = id
+	}
+}
+
+func TestSubjects(t *testing.T) {
+	if s := (IntervalsCompleted{Snapshot: "events@v1+p1"}).Subject(); s != "tidemark.evt.snap.events.v1+p1" {
+		t.Fatal(s)
+	}
+	if ValidName("a.b") || ValidName("") || !ValidName("rollup_2") || !ValidVersion("v1+p1") {
+		t.Fatal("name validation")
+	}
+}

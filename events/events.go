@@ -1,0 +1,377 @@
+package events
+
+import (
+	"crypto/rand"
+	"fmt"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+	"github.com/tidemark/tidemark/events/interval"
+)
+
+// SchemaVersion is the envelope and payload schema this build writes and the
+// newest it reads.
+const SchemaVersion = 1
+
+// Type names an event type on the wire.
+type Type string
+
+// The event types.
+const (
+	TypeSnapshotRegistered   Type = "SnapshotRegistered"
+	TypePlanBuilt            Type = "PlanBuilt"
+	TypeIntervalsCompleted   Type = "IntervalsCompleted"
+	TypeIntervalsInvalidated Type = "IntervalsInvalidated"
+	TypeSchedulerAdvanced    Type = "SchedulerAdvanced"
+	TypePromotionDecided     Type = "PromotionDecided"
+	TypeEnvironmentFinalized Type = "EnvironmentFinalized"
+)
+
+// Envelope is the metadata every event carries.
+type Envelope struct {
+	// ID is a ULID, monotonic within the writing process.
+	ID string `msgpack:"id" json:"id"`
+	// Type selects the payload type.
+	Type Type `msgpack:"type" json:"type"`
+	// Schema is the schema version the event was written with.
+	Schema int `msgpack:"schema" json:"schema"`
+	// OccurredAt is when the fact happened, on the engine's clock (simulated
+	// in scenarios). Never the time of a replay.
+	OccurredAt time.Time `msgpack:"at" json:"at"`
+	// Causation is the id of the command that caused the event.
+	Causation string `msgpack:"causation,omitempty" json:"causation,omitempty"`
+	// Correlation groups the events of one workflow (a plan id, a run id).
+	Correlation string `msgpack:"correlation,omitempty" json:"correlation,omitempty"`
+	// Actor is who issued the command ("scheduler", "worker:<id>", a user).
+	Actor string `msgpack:"actor,omitempty" json:"actor,omitempty"`
+}
+
+// Event is an envelope with its decoded payload.
+type Event struct {
+	Envelope
+	Payload Payload
+}
+
+// Payload is implemented by every event payload type.
+type Payload interface {
+	// EventType is the payload's Type.
+	EventType() Type
+	// Subject is the aggregate subject the event is stored under.
+	Subject() string
+}
+
+// Subject prefixes.
+const (
+	// StreamName is the one JetStream stream that holds every event.
+	StreamName = "TIDEMARK"
+	// SubjectPrefix starts every event subject.
+	SubjectPrefix = "tidemark.evt."
+	// SubjectAll matches every event subject.
+	SubjectAll = "tidemark.evt.>"
+)
+
+// SnapshotSubject is the aggregate subject of a snapshot.
+func SnapshotSubject(model, version string) string {
+	return SubjectPrefix + "snap." + model + "." + version
+}
+
+// PlanSubject is the aggregate subject of a plan.
+func PlanSubject(plan string) string { return SubjectPrefix + "plan." + plan }
+
+// EnvSubject is the aggregate subject of an environment.
+func EnvSubject(env string) string { return SubjectPrefix + "env." + env }
+
+// SnapshotID is the identity of a model version: "model@version".
+func SnapshotID(model, version string) string { return model + "@" + version }
+
+var (
+	nameRe    = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,127}$`)
+	versionRe = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_+-]{0,127}$`)
+)
+
+// ValidName reports whether s can name a model, plan or environment: letters,
+// digits, '_' and '-', at most 128 characters (it becomes a subject token).
+func ValidName(s string) bool { return nameRe.MatchString(s) }
+
+// ValidVersion reports whether s can name a version: like ValidName, plus '+'.
+func ValidVersion(s string) bool { return versionRe.MatchString(s) }
+
+// Kind is how a snapshot's table relates to its incumbent's.
+type Kind string
+
+// The snapshot kinds.
+const (
+	// Incremental versions get a new table and must be backfilled.
+	Incremental Kind = "incremental"
+	// ForwardOnly versions reuse the incumbent's table and its coverage.
+	ForwardOnly Kind = "forward_only"
+)
+
+// RunKind says why intervals were computed.
+type RunKind string
+
+// The run kinds.
+const (
+	RunBackfill  RunKind = "backfill"
+	RunScheduled RunKind = "scheduled"
+	RunCatchUp   RunKind = "catch_up"
+	RunManual    RunKind = "manual"
+)
+
+// Valid reports whether k is a defined run kind.
+func (k RunKind) Valid() bool {
+	switch k {
+	case RunBackfill, RunScheduled, RunCatchUp, RunManual:
+		return true
+	}
+	return false
+}
+
+// SnapshotRegistered records a model version's definition.
+type SnapshotRegistered struct {
+	Snapshot    string        `msgpack:"snapshot" json:"snapshot"`
+	Model       string        `msgpack:"model" json:"model"`
+	Version     string        `msgpack:"version" json:"version"`
+	Fingerprint string        `msgpack:"fingerprint" json:"fingerprint"`
+	Cron        string        `msgpack:"cron" json:"cron"`
+	Unit        interval.Unit `msgpack:"unit" json:"unit"`
+	Start       time.Time     `msgpack:"start" json:"start"`
+	Lookback    int           `msgpack:"lookback" json:"lookback"`
+	Kind        Kind          `msgpack:"kind" json:"kind"`
+	// AllowPartials lets the last interval be partial.
+	AllowPartials bool `msgpack:"allow_partials" json:"allow_partials"`
+	// DependsOn names the upstream models.
+	DependsOn []string `msgpack:"depends_on" json:"depends_on"`
+	// Upstream lists upstream snapshot ids when they were fixed at
+	// registration (derived versions); a plan resolves the rest.
+	Upstream []string `msgpack:"upstream,omitempty" json:"upstream,omitempty"`
+	// Table is the physical table the snapshot writes; coverage belongs to a
+	// table. A forward-only version shares its incumbent's table.
+	Table string `msgpack:"table" json:"table"`
+}
+
+// Policy is the promotion policy a plan was built with.
+type Policy struct {
+	// Version of the policy rules; re-evaluation runs this version.
+	Version                int `msgpack:"version" json:"version"`
+	MaxTrailingGapAdvances int `msgpack:"max_trailing_gap_advances" json:"max_trailing_gap_advances"`
+	MaxCatchUpAdvances     int `msgpack:"max_catch_up_advances" json:"max_catch_up_advances"`
+}
+
+// Name is "strict", "trailing_gap", "catch_up" or "catch_up+trailing_gap".
+func (p Policy) Name() string {
+	switch {
+	case p.MaxTrailingGapAdvances == 0 && p.MaxCatchUpAdvances == 0:
+		return "strict"
+	case p.MaxCatchUpAdvances == 0:
+		return "trailing_gap"
+	case p.MaxTrailingGapAdvances == 0:
+		return "catch_up"
+	}
+	return "catch_up+trailing_gap"
+}
+
+// Candidate is one model a plan replaces, with what was captured at build.
+type Candidate struct {
+	Model string `msgpack:"model" json:"model"`
+	// Snapshot is the candidate snapshot id.
+	Snapshot string `msgpack:"snapshot" json:"snapshot"`
+	// Table is the candidate's table.
+	Table string `msgpack:"table" json:"table"`
+	// Derived is set for a downstream model the plan did not set.
+	Derived bool `msgpack:"derived" json:"derived"`
+	// Upstream lists the snapshots the candidate reads from in this plan.
+	Upstream []string `msgpack:"upstream" json:"upstream"`
+	// Incumbent is the snapshot serving the model at build ("" if none).
+	Incumbent string `msgpack:"incumbent" json:"incumbent"`
+	// IncumbentFrontier is the incumbent's frontier at build (zero if none).
+	IncumbentFrontier time.Time `msgpack:"incumbent_frontier" json:"incumbent_frontier"`
+	// IncumbentCron and IncumbentUnit are the incumbent's schedule at build.
+	IncumbentCron          string        `msgpack:"incumbent_cron" json:"incumbent_cron"`
+	IncumbentUnit          interval.Unit `msgpack:"incumbent_unit" json:"incumbent_unit"`
+	IncumbentAllowPartials bool          `msgpack:"incumbent_allow_partials" json:"incumbent_allow_partials"`
+	// Backfill is the set fixed at build: what the candidate's table missed up
+	// to the captured frontier.
+	Backfill []interval.Range `msgpack:"backfill" json:"backfill"`
+}
+
+// PlanBuilt records a plan and everything its promotion check will compare.
+type PlanBuilt struct {
+	Plan    string    `msgpack:"plan" json:"plan"`
+	Env     string    `msgpack:"env" json:"env"`
+	BuiltAt time.Time `msgpack:"built_at" json:"built_at"`
+	// Start and End bound the plan's backfill.
+	Start time.Time `msgpack:"start" json:"start"`
+	End   time.Time `msgpack:"end" json:"end"`
+	// Generation is the environment's generation at build.
+	Generation uint64      `msgpack:"generation" json:"generation"`
+	Policy     Policy      `msgpack:"policy" json:"policy"`
+	Candidates []Candidate `msgpack:"candidates" json:"candidates"`
+}
+
+// IntervalsCompleted merges ranges into a table's coverage.
+type IntervalsCompleted struct {
+	Snapshot string           `msgpack:"snapshot" json:"snapshot"`
+	Table    string           `msgpack:"table" json:"table"`
+	Ranges   []interval.Range `msgpack:"ranges" json:"ranges"`
+	RunKind  RunKind          `msgpack:"run_kind" json:"run_kind"`
+	RunID    string           `msgpack:"run_id,omitempty" json:"run_id,omitempty"`
+}
+
+// IntervalsInvalidated removes ranges from a table's coverage.
+type IntervalsInvalidated struct {
+	Snapshot string           `msgpack:"snapshot" json:"snapshot"`
+	Table    string           `msgpack:"table" json:"table"`
+	Ranges   []interval.Range `msgpack:"ranges" json:"ranges"`
+	Reason   string           `msgpack:"reason,omitempty" json:"reason,omitempty"`
+}
+
+// SchedulerAdvanced records that a cron tick made intervals of an env's
+// incumbent ready.
+type SchedulerAdvanced struct {
+	Env      string    `msgpack:"env" json:"env"`
+	Model    string    `msgpack:"model" json:"model"`
+	Snapshot string    `msgpack:"snapshot" json:"snapshot"`
+	Tick     time.Time `msgpack:"tick" json:"tick"`
+	// Frontier is the readiness frontier the tick produced.
+	Frontier time.Time `msgpack:"frontier" json:"frontier"`
+	// Ranges is the work the tick scheduled (missing ready intervals).
+	Ranges []interval.Range `msgpack:"ranges" json:"ranges"`
+	// Generation is the env generation the scheduler read.
+	Generation uint64 `msgpack:"generation" json:"generation"`
+}
+
+// Outcome is a promotion decision's verdict.
+type Outcome string
+
+// The outcomes.
+const (
+	Accepted Outcome = "accepted"
+	Rejected Outcome = "rejected"
+)
+
+// ModelFinding is what a decision found for one candidate model.
+type ModelFinding struct {
+	Snapshot string           `msgpack:"snapshot" json:"snapshot"`
+	Codes    []string         `msgpack:"codes" json:"codes"`
+	Missing  []interval.Range `msgpack:"missing" json:"missing"`
+	Advances int              `msgpack:"advances" json:"advances"`
+}
+
+// PromotionDecided records a promotion decision and what it was based on.
+type PromotionDecided struct {
+	Plan    string  `msgpack:"plan" json:"plan"`
+	Env     string  `msgpack:"env" json:"env"`
+	Outcome Outcome `msgpack:"outcome" json:"outcome"`
+	// Codes is the union of every candidate's codes and warnings (sorted).
+	Codes  []string                `msgpack:"codes" json:"codes"`
+	Models map[string]ModelFinding `msgpack:"models" json:"models"`
+	// EvaluatedAtSeq is the stream sequence of the view the policy read.
+	EvaluatedAtSeq uint64 `msgpack:"evaluated_at_seq" json:"evaluated_at_seq"`
+	// EvaluatedAt is the clock the policy evaluated at.
+	EvaluatedAt time.Time `msgpack:"evaluated_at" json:"evaluated_at"`
+	Policy      Policy    `msgpack:"policy" json:"policy"`
+	// Generation is the env generation after the decision (bumped on accept).
+	Generation uint64 `msgpack:"generation" json:"generation"`
+}
+
+// EnvironmentFinalized marks a promoted plan's environment as finalized.
+type EnvironmentFinalized struct {
+	Env        string `msgpack:"env" json:"env"`
+	Plan       string `msgpack:"plan" json:"plan"`
+	Generation uint64 `msgpack:"generation" json:"generation"`
+}
+
+// EventType implements Payload.
+func (SnapshotRegistered) EventType() Type   { return TypeSnapshotRegistered }
+func (PlanBuilt) EventType() Type            { return TypePlanBuilt }
+func (IntervalsCompleted) EventType() Type   { return TypeIntervalsCompleted }
+func (IntervalsInvalidated) EventType() Type { return TypeIntervalsInvalidated }
+func (SchedulerAdvanced) EventType() Type    { return TypeSchedulerAdvanced }
+func (PromotionDecided) EventType() Type     { return TypePromotionDecided }
+func (EnvironmentFinalized) EventType() Type { return TypeEnvironmentFinalized }
+
+// Subject implements Payload.
+func (p SnapshotRegistered) Subject() string { return SnapshotSubject(p.Model, p.Version) }
+func (p PlanBuilt) Subject() string          { return PlanSubject(p.Plan) }
+func (p IntervalsCompleted) Subject() string { return snapSubject(p.Snapshot) }
+func (p IntervalsInvalidated) Subject() string {
+	return snapSubject(p.Snapshot)
+}
+func (p SchedulerAdvanced) Subject() string    { return EnvSubject(p.Env) }
+func (p PromotionDecided) Subject() string     { return PlanSubject(p.Plan) }
+func (p EnvironmentFinalized) Subject() string { return EnvSubject(p.Env) }
+
+func snapSubject(id string) string {
+	for i := len(id) - 1; i >= 0; i-- {
+		if id[i] == '@' {
+			return SnapshotSubject(id[:i], id[i+1:])
+		}
+	}
+	return SnapshotSubject(id, "")
+}
+
+func utc(t *time.Time) {
+	if !t.IsZero() {
+		*t = t.UTC()
+	} else {
+		*t = time.Time{}
+	}
+}
+
+func (p *SnapshotRegistered) normalize() { utc(&p.Start) }
+func (p *PlanBuilt) normalize() {
+	utc(&p.BuiltAt)
+	utc(&p.Start)
+	utc(&p.End)
+	for i := range p.Candidates {
+		utc(&p.Candidates[i].IncumbentFrontier)
+	}
+}
+func (p *SchedulerAdvanced) normalize()    { utc(&p.Tick); utc(&p.Frontier) }
+func (p *PromotionDecided) normalize()     { utc(&p.EvaluatedAt) }
+
+// IDSource hands out ULIDs that are monotonic within the process even when
+// the clock it is given stands still or goes back.
+type IDSource struct {
+	mu      sync.Mutex
+	last    uint64
+	entropy *ulid.MonotonicEntropy
+}
+
+// NewIDSource returns an IDSource seeded from crypto/rand.
+func NewIDSource() *IDSource {
+	return &IDSource{entropy: ulid.Monotonic(rand.Reader, 0)}
+}
+
+// New returns a ULID for an event that occurred at t.
+func (s *IDSource) New(t time.Time) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ms := ulid.Timestamp(t)
+	if ms < s.last {
+		ms = s.last
+	}
+	id, err := ulid.New(ms, s.entropy)
+	if err != nil {
+		// Entropy overflow within one millisecond: move to the next one.
+		ms++
+		id = ulid.MustNew(ms, s.entropy)
+	}
+	s.last = ms
+	return id.String()
+}
+
+// New builds an event with a fresh id, the current schema version and the
+// given occurrence time.
+func New(ids *IDSource, at time.Time, p Payload) Event {
+	return Event{
+		Envelope: Envelope{ID: ids.New(at), Type: p.EventType(), Schema: SchemaVersion, OccurredAt: at.UTC()},
+		Payload:  p,
+	}
+}
+
+// String is a short human description of an event.
+func (e Event) String() string { return fmt.Sprintf("%s %s %s", e.Type, e.ID, e.Payload.Subject()) }

@@ -1,0 +1,318 @@
+package interval
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Range is a half-open time range [Start, End) in UTC.
+//
+// On the wire (msgpack) a Range is an array of two integers, the Unix
+// seconds of Start and End; in JSON and text it is "START/END" in RFC 3339.
+type Range struct {
+	Start time.Time
+	End   time.Time
+}
+
+// R builds a Range, normalising both ends to UTC.
+func R(start, end time.Time) Range { return Range{Start: start.UTC(), End: end.UTC()} }
+
+// Empty reports whether the range holds no time.
+func (r Range) Empty() bool { return !r.Start.Before(r.End) }
+
+// Duration is End - Start.
+func (r Range) Duration() time.Duration { return r.End.Sub(r.Start) }
+
+// Overlaps reports whether r and o share any instant.
+func (r Range) Overlaps(o Range) bool { return r.Start.Before(o.End) && o.Start.Before(r.End) }
+
+// Intersect returns the common part of r and o (possibly empty).
+func (r Range) Intersect(o Range) Range {
+	s, e := r.Start, r.End
+	if o.Start.After(s) {
+		s = o.Start
+	}
+	if o.End.Before(e) {
+		e = o.End
+	}
+	if !s.Before(e) {
+		return Range{Start: s, End: s}
+	}
+	return Range{Start: s, End: e}
+}
+
+// String renders the range as "START/END" in RFC 3339.
+func (r Range) String() string {
+	return r.Start.UTC().Format(time.RFC3339) + "/" + r.End.UTC().Format(time.RFC3339)
+}
+
+// ParseRange parses "START/END" (RFC 3339 both) and requires START < END.
+func ParseRange(s string) (Range, error) {
+	a, b, ok := strings.Cut(s, "/")
+	if !ok {
+		return Range{}, fmt.Errorf("range %q: want START/END in RFC 3339", s)
+	}
+	start, err := time.Parse(time.RFC3339, strings.TrimSpace(a))
+	if err != nil {
+		return Range{}, fmt.Errorf("range %q: start: %w", s, err)
+	}
+	end, err := time.Parse(time.RFC3339, strings.TrimSpace(b))
+	if err != nil {
+		return Range{}, fmt.Errorf("range %q: end: %w", s, err)
+	}
+	r := R(start, end)
+	if r.Empty() {
+		return Range{}, fmt.Errorf("range %q: end is not after start", s)
+	}
+	return r, nil
+}
+
+// MarshalText implements encoding.TextMarshaler ("START/END").
+func (r Range) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (r *Range) UnmarshalText(b []byte) error {
+	p, err := ParseRange(string(b))
+	if err != nil {
+		return err
+	}
+	*r = p
+	return nil
+}
+
+var _ msgpack.CustomEncoder = Range{}
+var _ msgpack.CustomDecoder = (*Range)(nil)
+
+// EncodeMsgpack writes the range as [start_unix_seconds, end_unix_seconds].
+func (r Range) EncodeMsgpack(enc *msgpack.Encoder) error {
+	if err := enc.EncodeArrayLen(2); err != nil {
+		return err
+	}
+	if err := enc.EncodeInt(r.Start.Unix()); err != nil {
+		return err
+	}
+	return enc.EncodeInt(r.End.Unix())
+}
+
+// DecodeMsgpack reads [start_unix_seconds, end_unix_seconds].
+func (r *Range) DecodeMsgpack(dec *msgpack.Decoder) error {
+	n, err := dec.DecodeArrayLen()
+	if err != nil {
+		return err
+	}
+	if n != 2 {
+		return fmt.Errorf("interval: range must be an array of 2 integers, got %d elements", n)
+	}
+	s, err := dec.DecodeInt64()
+	if err != nil {
+		return err
+	}
+	e, err := dec.DecodeInt64()
+	if err != nil {
+		return err
+	}
+	*r = Range{Start: time.Unix(s, 0).UTC(), End: time.Unix(e, 0).UTC()}
+	return nil
+}
+
+// Set is a set of time as sorted, disjoint, non-touching ranges. The zero
+// value is the empty set. A Set's methods never modify a Set passed to them;
+// Add and Subtract return a new Set.
+type Set []Range
+
+// NewSet builds a normalised Set from any ranges (overlapping, touching,
+// unsorted or empty ones are fine).
+func NewSet(rs ...Range) Set {
+	var s Set
+	for _, r := range rs {
+		s = s.Add(r)
+	}
+	return s
+}
+
+// Ranges returns the set's ranges (shared; do not modify).
+func (s Set) Ranges() []Range { return s }
+
+// Empty reports whether the set holds no time.
+func (s Set) Empty() bool { return len(s) == 0 }
+
+// Frontier is the end of the last range, or the zero time for an empty set.
+func (s Set) Frontier() time.Time {
+	if len(s) == 0 {
+		return time.Time{}
+	}
+	return s[len(s)-1].End
+}
+
+// Start is the start of the first range, or the zero time for an empty set.
+func (s Set) Start() time.Time {
+	if len(s) == 0 {
+		return time.Time{}
+	}
+	return s[0].Start
+}
+
+// Add returns s ∪ r.
+func (s Set) Add(r Range) Set {
+	r = R(r.Start, r.End)
+	if r.Empty() {
+		return s
+	}
+	// first range whose end >= r.Start (touching merges)
+	i := sort.Search(len(s), func(i int) bool { return !s[i].End.Before(r.Start) })
+	// first range whose start > r.End
+	j := sort.Search(len(s), func(j int) bool { return s[j].Start.After(r.End) })
+	out := make(Set, 0, len(s)-(j-i)+1)
+	out = append(out, s[:i]...)
+	if i < j {
+		if s[i].Start.Before(r.Start) {
+			r.Start = s[i].Start
+		}
+		if s[j-1].End.After(r.End) {
+			r.End = s[j-1].End
+		}
+	}
+	out = append(out, r)
+	out = append(out, s[j:]...)
+	return out
+}
+
+// AddSet returns s ∪ o.
+func (s Set) AddSet(o Set) Set {
+	for _, r := range o {
+		s = s.Add(r)
+	}
+	return s
+}
+
+// Subtract returns s \ r.
+func (s Set) Subtract(r Range) Set {
+	if r.Empty() || len(s) == 0 {
+		return s
+	}
+	// first range that ends after r.Start
+	i := sort.Search(len(s), func(i int) bool { return s[i].End.After(r.Start) })
+	// first range that starts at or after r.End
+	j := sort.Search(len(s), func(j int) bool { return !s[j].Start.Before(r.End) })
+	if i >= j {
+		return s
+	}
+	out := make(Set, 0, len(s)+1)
+	out = append(out, s[:i]...)
+	if s[i].Start.Before(r.Start) {
+		out = append(out, Range{Start: s[i].Start, End: r.Start})
+	}
+	if s[j-1].End.After(r.End) {
+		out = append(out, Range{Start: r.End, End: s[j-1].End})
+	}
+	out = append(out, s[j:]...)
+	return out
+}
+
+// SubtractSet returns s \ o.
+func (s Set) SubtractSet(o Set) Set {
+	for _, r := range o {
+		s = s.Subtract(r)
+	}
+	return s
+}
+
+// Clip returns s ∩ w.
+func (s Set) Clip(w Range) Set {
+	if w.Empty() {
+		return nil
+	}
+	var out Set
+	i := sort.Search(len(s), func(i int) bool { return s[i].End.After(w.Start) })
+	for ; i < len(s) && s[i].Start.Before(w.End); i++ {
+		out = append(out, s[i].Intersect(w))
+	}
+	return out
+}
+
+// Missing returns the parts of window w that s does not cover.
+func (s Set) Missing(w Range) Set {
+	if w.Empty() {
+		return nil
+	}
+	return NewSet(w).SubtractSet(s.Clip(w))
+}
+
+// Covers reports whether s covers all of r.
+func (s Set) Covers(r Range) bool {
+	if r.Empty() {
+		return true
+	}
+	i := sort.Search(len(s), func(i int) bool { return s[i].End.After(r.Start) })
+	return i < len(s) && !s[i].Start.After(r.Start) && !s[i].End.Before(r.End)
+}
+
+// Overlaps reports whether s shares any instant with r.
+func (s Set) Overlaps(r Range) bool {
+	if r.Empty() {
+		return false
+	}
+	i := sort.Search(len(s), func(i int) bool { return s[i].End.After(r.Start) })
+	return i < len(s) && s[i].Start.Before(r.End)
+}
+
+// OverlapsSet reports whether s and o share any instant.
+func (s Set) OverlapsSet(o Set) bool {
+	for _, r := range o {
+		if s.Overlaps(r) {
+			return true
+		}
+	}
+	return false
+}
+
+// IsSuffix reports whether s (non-empty) is one contiguous range that ends at
+// end: the shape a trailing gap must have.
+func (s Set) IsSuffix(end time.Time) bool {
+	return len(s) == 1 && s[0].End.Equal(end)
+}
+
+// Equal reports whether s and o hold the same time.
+func (s Set) Equal(o Set) bool {
+	if len(s) != len(o) {
+		return false
+	}
+	for i := range s {
+		if !s[i].Start.Equal(o[i].Start) || !s[i].End.Equal(o[i].End) {
+			return false
+		}
+	}
+	return true
+}
+
+// Strings renders every range as "START/END".
+func (s Set) Strings() []string {
+	out := make([]string, len(s))
+	for i, r := range s {
+		out[i] = r.String()
+	}
+	return out
+}
+
+// String renders the set as a comma-separated list of ranges.
+func (s Set) String() string { return "[" + strings.Join(s.Strings(), ", ") + "]" }
+
+// Split cuts each range of s into aligned unit intervals.
+func (s Set) Split(u Unit) []Range {
+	var out []Range
+	for _, r := range s {
+		for t := r.Start; t.Before(r.End); {
+			n := u.Add(t, 1)
+			if n.After(r.End) {
+				n = r.End
+			}
+			out = append(out, Range{Start: t, End: n})
+			t = n
+		}
+	}
+	return out
+}
