@@ -305,12 +305,8 @@ func (p PromotionDecided) Subject() string     { return PlanSubject(p.Plan) }
 func (p EnvironmentFinalized) Subject() string { return EnvSubject(p.Env) }
 
 func snapSubject(id string) string {
-	for i := len(id) - 1; i >= 0; i-- {
-		if id[i] == '@' {
-			return SnapshotSubject(id[:i], id[i+1:])
-		}
-	}
-	return SnapshotSubject(id, "")
+	m, v, _ := ParseSnapshotID(id)
+	return SnapshotSubject(m, v)
 }
 
 func utc(t *time.Time) {
@@ -375,3 +371,13 @@ func New(ids *IDSource, at time.Time, p Payload) Event {
 
 // String is a short human description of an event.
 func (e Event) String() string { return fmt.Sprintf("%s %s %s", e.Type, e.ID, e.Payload.Subject()) }
+
+// ParseSnapshotID splits "model@version".
+func ParseSnapshotID(id string) (model, version string, ok bool) {
+	for i := len(id) - 1; i >= 0; i-- {
+		if id[i] == '@' {
+			return id[:i], id[i+1:], true
+		}
+	}
+	return id, "", false
+}

@@ -1,0 +1,352 @@
+// Package commands defines tidemark's command messages, their validation,
+// the NATS request/reply service that carries them (NATS micro, service
+// "tidemark") and a Go client.
+//
+// A command is addressed to subject tidemark.cmd.<kind>. Its body is msgpack
+// (Content-Type application/msgpack, the default) or JSON (Content-Type
+// application/json); the reply uses the request's encoding. Unknown fields
+// are an error. Every command carries an id that becomes the Nats-Msg-Id of
+// the events it appends, so a retried command is applied once.
+package commands
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/events/interval"
+)
+
+// Meta is carried by every command.
+type Meta struct {
+	// ID identifies the command; a retry must reuse it. Required.
+	ID string `msgpack:"id" json:"id"`
+	// Actor is who issues the command.
+	Actor string `msgpack:"actor,omitempty" json:"actor,omitempty"`
+	// At is the command's clock. Zero means the engine's clock. Scenarios
+	// and tests set it; policy and projections never read any other clock.
+	At time.Time `msgpack:"at,omitempty" json:"at,omitempty"`
+	// Correlation groups related commands (a plan id, a run id).
+	Correlation string `msgpack:"correlation,omitempty" json:"correlation,omitempty"`
+}
+
+// Command is implemented by every command type.
+type Command interface {
+	// Kind is the command's name and subject token.
+	Kind() string
+	// Header returns the command's Meta for reading and filling in.
+	Header() *Meta
+	// Validate checks the command on its own (no state); it returns an
+	// *Error naming the field.
+	Validate() error
+}
+
+// The command kinds.
+const (
+	KindRegisterSnapshot    = "register_snapshot"
+	KindBuildPlan           = "build_plan"
+	KindCompleteIntervals   = "complete_intervals"
+	KindInvalidateIntervals = "invalidate_intervals"
+	KindAdvanceScheduler    = "advance_scheduler"
+	KindPromote             = "promote"
+	KindFinalize            = "finalize"
+)
+
+// Kinds lists every command kind.
+var Kinds = []string{KindRegisterSnapshot, KindBuildPlan, KindCompleteIntervals, KindInvalidateIntervals, KindAdvanceScheduler, KindPromote, KindFinalize}
+
+// New returns an empty command of the given kind.
+func New(kind string) (Command, error) {
+	switch kind {
+	case KindRegisterSnapshot:
+		return &RegisterSnapshot{}, nil
+	case KindBuildPlan:
+		return &BuildPlan{}, nil
+	case KindCompleteIntervals:
+		return &CompleteIntervals{}, nil
+	case KindInvalidateIntervals:
+		return &InvalidateIntervals{}, nil
+	case KindAdvanceScheduler:
+		return &AdvanceScheduler{}, nil
+	case KindPromote:
+		return &Promote{}, nil
+	case KindFinalize:
+		return &Finalize{}, nil
+	}
+	return nil, Errorf(CodeInvalid, "kind", "unknown command kind %q", kind)
+}
+
+// RegisterSnapshot registers a model version.
+type RegisterSnapshot struct {
+	Meta          `msgpack:",inline"`
+	Model         string        `msgpack:"model" json:"model"`
+	Version       string        `msgpack:"version" json:"version"`
+	Cron          string        `msgpack:"cron" json:"cron"`
+	IntervalUnit  interval.Unit `msgpack:"interval_unit,omitempty" json:"interval_unit,omitempty"`
+	Start         time.Time     `msgpack:"start" json:"start"`
+	Lookback      int           `msgpack:"lookback,omitempty" json:"lookback,omitempty"`
+	SnapshotKind  events.Kind   `msgpack:"kind,omitempty" json:"kind,omitempty"`
+	AllowPartials bool          `msgpack:"allow_partials,omitempty" json:"allow_partials,omitempty"`
+	DependsOn     []string      `msgpack:"depends_on,omitempty" json:"depends_on,omitempty"`
+}
+
+// BuildPlan builds a plan at the command's clock.
+type BuildPlan struct {
+	Meta `msgpack:",inline"`
+	Plan string `msgpack:"plan" json:"plan"`
+	Env  string `msgpack:"env" json:"env"`
+	// Versions maps model to the version the plan sets.
+	Versions               map[string]string `msgpack:"versions" json:"versions"`
+	MaxTrailingGapAdvances int               `msgpack:"max_trailing_gap_advances,omitempty" json:"max_trailing_gap_advances,omitempty"`
+	MaxCatchUpAdvances     int               `msgpack:"max_catch_up_advances,omitempty" json:"max_catch_up_advances,omitempty"`
+}
+
+// CompleteIntervals records computed intervals of a snapshot.
+type CompleteIntervals struct {
+	Meta    `msgpack:",inline"`
+	Model   string           `msgpack:"model" json:"model"`
+	Version string           `msgpack:"version" json:"version"`
+	Ranges  []interval.Range `msgpack:"ranges" json:"ranges"`
+	RunKind events.RunKind   `msgpack:"run_kind,omitempty" json:"run_kind,omitempty"`
+	RunID   string           `msgpack:"run_id,omitempty" json:"run_id,omitempty"`
+}
+
+// InvalidateIntervals removes intervals from a snapshot's coverage.
+type InvalidateIntervals struct {
+	Meta    `msgpack:",inline"`
+	Model   string           `msgpack:"model" json:"model"`
+	Version string           `msgpack:"version" json:"version"`
+	Ranges  []interval.Range `msgpack:"ranges" json:"ranges"`
+	Reason  string           `msgpack:"reason,omitempty" json:"reason,omitempty"`
+}
+
+// AdvanceScheduler runs one scheduler tick for an environment at the
+// command's clock: every missing ready interval of its incumbents is
+// scheduled.
+type AdvanceScheduler struct {
+	Meta `msgpack:",inline"`
+	Env  string `msgpack:"env" json:"env"`
+}
+
+// Promote evaluates a plan's promotion and records the decision.
+type Promote struct {
+	Meta `msgpack:",inline"`
+	Plan string `msgpack:"plan" json:"plan"`
+}
+
+// Finalize finalizes the environment of a promoted plan.
+type Finalize struct {
+	Meta `msgpack:",inline"`
+	Plan string `msgpack:"plan" json:"plan"`
+}
+
+// Kind implements Command.
+func (*RegisterSnapshot) Kind() string    { return KindRegisterSnapshot }
+func (*BuildPlan) Kind() string           { return KindBuildPlan }
+func (*CompleteIntervals) Kind() string   { return KindCompleteIntervals }
+func (*InvalidateIntervals) Kind() string { return KindInvalidateIntervals }
+func (*AdvanceScheduler) Kind() string    { return KindAdvanceScheduler }
+func (*Promote) Kind() string             { return KindPromote }
+func (*Finalize) Kind() string            { return KindFinalize }
+
+// Header implements Command.
+func (c *RegisterSnapshot) Header() *Meta    { return &c.Meta }
+func (c *BuildPlan) Header() *Meta           { return &c.Meta }
+func (c *CompleteIntervals) Header() *Meta   { return &c.Meta }
+func (c *InvalidateIntervals) Header() *Meta { return &c.Meta }
+func (c *AdvanceScheduler) Header() *Meta    { return &c.Meta }
+func (c *Promote) Header() *Meta             { return &c.Meta }
+func (c *Finalize) Header() *Meta            { return &c.Meta }
+
+// Limits on input.
+const (
+	// MaxBodyBytes is the largest command body accepted.
+	MaxBodyBytes = 1 << 20
+	// MaxRanges is the most ranges one completion or invalidation may carry.
+	MaxRanges = 10_000
+	// MaxPlanModels is the most versions one plan may set.
+	MaxPlanModels = 1_000
+	// MaxIDLen bounds command ids (they become Nats-Msg-Id headers).
+	MaxIDLen = 128
+)
+
+func (m *Meta) validate() error {
+	if m.ID == "" {
+		return Errorf(CodeInvalid, "id", "command id is required")
+	}
+	if len(m.ID) > MaxIDLen {
+		return Errorf(CodeInvalid, "id", "command id is longer than %d bytes", MaxIDLen)
+	}
+	return nil
+}
+
+func name(field, v string) error {
+	if v == "" {
+		return Errorf(CodeInvalid, field, "%s is required", field)
+	}
+	if !events.ValidName(v) {
+		return Errorf(CodeInvalid, field, "%s %q: use letters, digits, '_' and '-' (at most 128)", field, v)
+	}
+	return nil
+}
+
+func version(field, v string) error {
+	if v == "" {
+		return Errorf(CodeInvalid, field, "%s is required", field)
+	}
+	if !events.ValidVersion(v) {
+		return Errorf(CodeInvalid, field, "%s %q: use letters, digits, '_', '-' and '+' (at most 128)", field, v)
+	}
+	return nil
+}
+
+// Validate implements Command.
+func (c *RegisterSnapshot) Validate() error {
+	if err := c.Meta.validate(); err != nil {
+		return err
+	}
+	if err := name("model", c.Model); err != nil {
+		return err
+	}
+	if err := version("version", c.Version); err != nil {
+		return err
+	}
+	if c.IntervalUnit != "" && !c.IntervalUnit.Valid() {
+		_, err := interval.ParseUnit(string(c.IntervalUnit))
+		return Errorf(CodeInvalid, "interval_unit", "%v", err)
+	}
+	sched, err := interval.NewSchedule(c.Cron, c.IntervalUnit, c.AllowPartials)
+	if err != nil {
+		return Errorf(CodeInvalid, "cron", "%v", err)
+	}
+	if c.Start.IsZero() {
+		return Errorf(CodeInvalid, "start", "start is required")
+	}
+	if !sched.Unit().Aligned(c.Start) {
+		return Errorf(CodeInvalid, "start", "start %s is not aligned to the %s unit", c.Start.UTC().Format(time.RFC3339), sched.Unit())
+	}
+	if c.Lookback < 0 {
+		return Errorf(CodeInvalid, "lookback", "lookback must be >= 0")
+	}
+	switch c.SnapshotKind {
+	case "", events.Incremental, events.ForwardOnly:
+	default:
+		return Errorf(CodeInvalid, "kind", "kind %q: want incremental or forward_only", c.SnapshotKind)
+	}
+	for i, d := range c.DependsOn {
+		if err := name(fmt.Sprintf("depends_on[%d]", i), d); err != nil {
+			return err
+		}
+		if d == c.Model {
+			return Errorf(CodeInvalid, fmt.Sprintf("depends_on[%d]", i), "a model cannot depend on itself")
+		}
+	}
+	return nil
+}
+
+// Validate implements Command.
+func (c *BuildPlan) Validate() error {
+	if err := c.Meta.validate(); err != nil {
+		return err
+	}
+	if err := name("plan", c.Plan); err != nil {
+		return err
+	}
+	if err := name("env", c.Env); err != nil {
+		return err
+	}
+	if len(c.Versions) == 0 {
+		return Errorf(CodeInvalid, "versions", "a plan must set at least one version")
+	}
+	if len(c.Versions) > MaxPlanModels {
+		return Errorf(CodeLimit, "versions", "a plan may set at most %d models, got %d", MaxPlanModels, len(c.Versions))
+	}
+	for m, v := range c.Versions {
+		if err := name("versions", m); err != nil {
+			return err
+		}
+		if err := version("versions."+m, v); err != nil {
+			return err
+		}
+	}
+	if c.MaxTrailingGapAdvances < 0 {
+		return Errorf(CodeInvalid, "max_trailing_gap_advances", "must be >= 0")
+	}
+	if c.MaxCatchUpAdvances < 0 {
+		return Errorf(CodeInvalid, "max_catch_up_advances", "must be >= 0")
+	}
+	return nil
+}
+
+func validateRanges(rs []interval.Range) error {
+	if len(rs) == 0 {
+		return Errorf(CodeInvalid, "ranges", "at least one range is required")
+	}
+	if len(rs) > MaxRanges {
+		return Errorf(CodeLimit, "ranges", "at most %d ranges per command, got %d", MaxRanges, len(rs))
+	}
+	for i, r := range rs {
+		if r.Start.IsZero() || r.End.IsZero() {
+			return Errorf(CodeInvalid, fmt.Sprintf("ranges[%d]", i), "range needs a start and an end")
+		}
+		if !r.Start.Before(r.End) {
+			return Errorf(CodeInvalid, fmt.Sprintf("ranges[%d]", i), "range %s: end is not after start", r)
+		}
+	}
+	return nil
+}
+
+// Validate implements Command.
+func (c *CompleteIntervals) Validate() error {
+	if err := c.Meta.validate(); err != nil {
+		return err
+	}
+	if err := name("model", c.Model); err != nil {
+		return err
+	}
+	if err := version("version", c.Version); err != nil {
+		return err
+	}
+	if c.RunKind != "" && !c.RunKind.Valid() {
+		return Errorf(CodeInvalid, "run_kind", "run_kind %q: want backfill, scheduled, catch_up or manual", c.RunKind)
+	}
+	return validateRanges(c.Ranges)
+}
+
+// Validate implements Command.
+func (c *InvalidateIntervals) Validate() error {
+	if err := c.Meta.validate(); err != nil {
+		return err
+	}
+	if err := name("model", c.Model); err != nil {
+		return err
+	}
+	if err := version("version", c.Version); err != nil {
+		return err
+	}
+	return validateRanges(c.Ranges)
+}
+
+// Validate implements Command.
+func (c *AdvanceScheduler) Validate() error {
+	if err := c.Meta.validate(); err != nil {
+		return err
+	}
+	return name("env", c.Env)
+}
+
+// Validate implements Command.
+func (c *Promote) Validate() error {
+	if err := c.Meta.validate(); err != nil {
+		return err
+	}
+	return name("plan", c.Plan)
+}
+
+// Validate implements Command.
+func (c *Finalize) Validate() error {
+	if err := c.Meta.validate(); err != nil {
+		return err
+	}
+	return name("plan", c.Plan)
+}

@@ -1,0 +1,98 @@
+package commands
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/tidemark/tidemark/events"
+)
+
+// Code classifies a rejected command.
+type Code string
+
+// The rejection codes.
+const (
+	// CodeInvalid: the command is malformed or breaks a rule; fix the field.
+	CodeInvalid Code = "invalid"
+	// CodeMalformed: the body could not be decoded.
+	CodeMalformed Code = "malformed"
+	// CodeTooLarge: the body is over MaxBodyBytes.
+	CodeTooLarge Code = "too_large"
+	// CodeLimit: a count limit was exceeded.
+	CodeLimit Code = "limit_exceeded"
+	// CodeNotFound: the command names a model, snapshot or plan that does not exist.
+	CodeNotFound Code = "not_found"
+	// CodeConflict: the state changed under the command too often, or the
+	// command contradicts the state (a plan id that already exists).
+	CodeConflict Code = "conflict"
+	// CodeUnavailable: the engine could not reach the stream; retry with the same id.
+	CodeUnavailable Code = "unavailable"
+	// CodeInternal: a bug or an unexpected failure.
+	CodeInternal Code = "internal"
+)
+
+// ErrRejected is matched (errors.Is) by every *Error.
+var ErrRejected = errors.New("commands: rejected")
+
+// Error is a typed command rejection naming the offending field.
+type Error struct {
+	Code    Code
+	Field   string
+	Message string
+}
+
+func (e *Error) Error() string {
+	if e.Field != "" {
+		return fmt.Sprintf("%s: %s: %s", e.Code, e.Field, e.Message)
+	}
+	return fmt.Sprintf("%s: %s", e.Code, e.Message)
+}
+
+// Is makes errors.Is(err, ErrRejected) true.
+func (e *Error) Is(target error) bool { return target == ErrRejected }
+
+// Errorf builds an *Error.
+func Errorf(code Code, field, format string, args ...any) *Error {
+	return &Error{Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// Reply answers every command.
+type Reply struct {
+	// Accepted is true when the command was carried out (a promotion whose
+	// decision was recorded is accepted; the decision says whether it passed).
+	Accepted bool `msgpack:"accepted" json:"accepted"`
+	// Code and Field classify a rejection; Message explains either outcome.
+	Code    Code   `msgpack:"code,omitempty" json:"code,omitempty"`
+	Field   string `msgpack:"field,omitempty" json:"field,omitempty"`
+	Message string `msgpack:"message,omitempty" json:"message,omitempty"`
+	// Seq is the stream sequence of the last event the command appended (or,
+	// for a duplicate, had appended).
+	Seq uint64 `msgpack:"seq,omitempty" json:"seq,omitempty"`
+	// Events is how many events the command appended.
+	Events int `msgpack:"events" json:"events"`
+	// Duplicate is set when the command id had already been applied.
+	Duplicate bool `msgpack:"duplicate,omitempty" json:"duplicate,omitempty"`
+	// Decision is set by promote.
+	Decision *events.PromotionDecided `msgpack:"decision,omitempty" json:"decision,omitempty"`
+	// Plan is set by build_plan.
+	Plan *events.PlanBuilt `msgpack:"plan,omitempty" json:"plan,omitempty"`
+	// Advances is set by advance_scheduler.
+	Advances []events.SchedulerAdvanced `msgpack:"advances,omitempty" json:"advances,omitempty"`
+}
+
+// Err returns the rejection as an *Error, or nil if the command was accepted.
+func (r Reply) Err() error {
+	if r.Accepted {
+		return nil
+	}
+	return &Error{Code: r.Code, Field: r.Field, Message: r.Message}
+}
+
+// Rejection turns an error into a rejected Reply.
+func Rejection(err error) Reply {
+	var ce *Error
+	if errors.As(err, &ce) {
+		return Reply{Code: ce.Code, Field: ce.Field, Message: ce.Message}
+	}
+	return Reply{Code: CodeInternal, Message: err.Error()}
+}

@@ -1,0 +1,166 @@
+package commands
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/oklog/ulid/v2"
+)
+
+// SubjectPrefix starts every command subject: tidemark.cmd.<kind>.
+const SubjectPrefix = "tidemark.cmd"
+
+// Subject is the request subject of a command kind.
+func Subject(kind string) string { return SubjectPrefix + "." + kind }
+
+// ServiceName is the NATS micro service name (visible to `nats micro ls`).
+const ServiceName = "tidemark"
+
+// ServiceVersion is the micro service version.
+const ServiceVersion = "0.1.0"
+
+// Handler carries out validated commands. The engine implements it.
+type Handler interface {
+	Handle(ctx context.Context, cmd Command) Reply
+}
+
+// Service serves commands over NATS request/reply.
+type Service struct {
+	svc micro.Service
+}
+
+// ServiceConfig configures Serve.
+type ServiceConfig struct {
+	// QueueGroup is the micro queue group; replicas share one. Default "tidemark".
+	QueueGroup string
+	// Timeout bounds the handling of one command. Default 30s.
+	Timeout time.Duration
+	Logger  *slog.Logger
+}
+
+// Serve registers the tidemark micro service on nc with one endpoint per
+// command kind. Bad bodies are rejected before the handler sees them.
+func Serve(nc *nats.Conn, h Handler, cfg ServiceConfig) (*Service, error) {
+	if cfg.QueueGroup == "" {
+		cfg.QueueGroup = "tidemark"
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	svc, err := micro.AddService(nc, micro.Config{
+		Name:        ServiceName,
+		Version:     ServiceVersion,
+		Description: "tidemark promotion control plane commands",
+		QueueGroup:  cfg.QueueGroup,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("commands: add service: %w", err)
+	}
+	g := svc.AddGroup(SubjectPrefix)
+	for _, kind := range Kinds {
+		kind := kind
+		handler := micro.HandlerFunc(func(r micro.Request) {
+			ct := r.Headers().Get(HeaderContentType)
+			asJSON := IsJSON(ct)
+			var reply Reply
+			cmd, err := Decode(kind, ct, r.Data())
+			if err != nil {
+				reply = Rejection(err)
+			} else {
+				ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
+				reply = h.Handle(ctx, cmd)
+				cancel()
+			}
+			body, err := EncodeReply(reply, asJSON)
+			if err != nil {
+				cfg.Logger.Error("encode reply", "kind", kind, "err", err)
+				_ = r.Error("500", "cannot encode reply", nil)
+				return
+			}
+			hdr := micro.Headers{}
+			if asJSON {
+				hdr[HeaderContentType] = []string{ContentJSON}
+			} else {
+				hdr[HeaderContentType] = []string{ContentMsgpack}
+			}
+			if err := r.Respond(body, micro.WithHeaders(hdr)); err != nil {
+				cfg.Logger.Warn("respond", "kind", kind, "err", err)
+			}
+		})
+		if err := g.AddEndpoint(kind, handler, micro.WithEndpointQueueGroup(cfg.QueueGroup)); err != nil {
+			_ = svc.Stop()
+			return nil, fmt.Errorf("commands: add endpoint %s: %w", kind, err)
+		}
+	}
+	return &Service{svc: svc}, nil
+}
+
+// Stop drains the service's subscriptions.
+func (s *Service) Stop() error { return s.svc.Stop() }
+
+// Info is the micro service info.
+func (s *Service) Info() micro.Info { return s.svc.Info() }
+
+// Client sends commands to a tidemark service.
+type Client struct {
+	nc *nats.Conn
+	// JSON selects JSON bodies instead of msgpack.
+	JSON bool
+	// Timeout bounds a request when ctx has no deadline. Default 30s.
+	Timeout time.Duration
+}
+
+// NewClient returns a client over nc.
+func NewClient(nc *nats.Conn) *Client { return &Client{nc: nc, Timeout: 30 * time.Second} }
+
+// NewID returns a fresh command id (a ULID).
+func NewID() string { return ulid.MustNew(ulid.Now(), rand.Reader).String() }
+
+// ErrNoService is returned when no tidemark service answers.
+var ErrNoService = errors.New("commands: no tidemark service is listening")
+
+// Do sends cmd and waits for the reply. An empty id is filled with a fresh
+// one, so retry a failed Do with the same cmd value to keep its id. A
+// rejection is a Reply with Accepted false, not an error; errors are
+// transport failures.
+func (c *Client) Do(ctx context.Context, cmd Command) (Reply, error) {
+	if cmd.Header().ID == "" {
+		cmd.Header().ID = NewID()
+	}
+	body, err := Encode(cmd, c.JSON)
+	if err != nil {
+		return Reply{}, fmt.Errorf("commands: encode %s: %w", cmd.Kind(), err)
+	}
+	msg := nats.NewMsg(Subject(cmd.Kind()))
+	msg.Data = body
+	if c.JSON {
+		msg.Header.Set(HeaderContentType, ContentJSON)
+	} else {
+		msg.Header.Set(HeaderContentType, ContentMsgpack)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
+		defer cancel()
+	}
+	resp, err := c.nc.RequestMsgWithContext(ctx, msg)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return Reply{}, ErrNoService
+	}
+	if err != nil {
+		return Reply{}, fmt.Errorf("commands: %s: %w", cmd.Kind(), err)
+	}
+	if code := resp.Header.Get(micro.ErrorCodeHeader); code != "" {
+		return Reply{}, fmt.Errorf("commands: %s: service error %s: %s", cmd.Kind(), code, resp.Header.Get(micro.ErrorHeader))
+	}
+	return DecodeReply(resp.Data, IsJSON(resp.Header.Get(HeaderContentType)))
+}

@@ -1,0 +1,325 @@
+// Package engine runs tidemark on NATS JetStream: it starts (or connects
+// to) the server, owns the event stream, folds the live projection, carries
+// out commands with optimistic concurrency, and runs the scheduler and the
+// built-in worker.
+//
+// Data flows one way: command → validation → decision against the
+// projection at sequence S → conditional append → stream → projection.
+// Command handling in one engine is serialised by cmdMu; across engines
+// (replicas) the expected-sequence condition on every append keeps two
+// writers from both acting on one state: the loser re-reads and re-decides.
+//
+// Lock order: cmdMu, then the projector's mu (held only while deciding).
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/projections"
+)
+
+// Config configures an Engine. The zero value plus DataDir is a working
+// embedded setup.
+type Config struct {
+	// DataDir holds the embedded server's JetStream store. Required unless
+	// NatsURL is set.
+	DataDir string
+	// NatsURL connects to an external NATS server instead of embedding one.
+	NatsURL string
+	// Listen makes the embedded server accept clients on HOST:PORT (e.g.
+	// 127.0.0.1:4222). Empty: in-process connections only.
+	Listen string
+	// SyncAlways makes the embedded server fsync every append before it
+	// acknowledges it. Without it an acknowledged event can be lost if the
+	// machine (not just the process) crashes within the sync interval.
+	SyncAlways bool
+	// MemoryStorage keeps the stream in memory (tests and benchmarks only:
+	// nothing survives a restart).
+	MemoryStorage bool
+	// Replicas is the stream's replica count (1 unless clustered).
+	Replicas int
+	// Clock gives the time of commands that carry none. Default time.Now.
+	Clock func() time.Time
+	// MaxRetries bounds re-decisions after a conflict. Default 8.
+	MaxRetries int
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Validate reports configuration errors.
+func (c Config) Validate() error {
+	var errs []error
+	if c.NatsURL == "" && c.DataDir == "" {
+		errs = append(errs, errors.New("engine: DataDir is required for the embedded server"))
+	}
+	if c.NatsURL != "" && c.Listen != "" {
+		errs = append(errs, errors.New("engine: Listen applies to the embedded server only, not with NatsURL"))
+	}
+	if c.Replicas < 0 || c.Replicas > 5 {
+		errs = append(errs, fmt.Errorf("engine: Replicas %d: want 1..5", c.Replicas))
+	}
+	return errors.Join(errs...)
+}
+
+// Engine is a running tidemark engine.
+type Engine struct {
+	cfg    Config
+	log    *slog.Logger
+	srv    *server.Server
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	stream jetstream.Stream
+	proj   *projector
+	ids    *events.IDSource
+
+	cmdMu  sync.Mutex
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	closed bool
+}
+
+// Open starts the engine: server (embedded unless NatsURL), stream, and
+// the live projection, which it lets catch up with the stream before
+// returning.
+func Open(ctx context.Context, cfg Config) (*Engine, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.MaxRetries == 0 {
+		cfg.MaxRetries = 8
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	e := &Engine{cfg: cfg, log: cfg.Logger.With("subsystem", "engine"), ids: events.NewIDSource()}
+	var err error
+	if cfg.NatsURL == "" {
+		if e.srv, err = startEmbedded(cfg); err != nil {
+			return nil, err
+		}
+		e.nc, err = nats.Connect("", nats.InProcessServer(e.srv), nats.Name("tidemark-engine"))
+	} else {
+		e.nc, err = nats.Connect(cfg.NatsURL, nats.Name("tidemark-engine"), nats.MaxReconnects(-1))
+	}
+	if err != nil {
+		e.shutdownServer()
+		return nil, fmt.Errorf("engine: connect: %w", err)
+	}
+	if e.js, err = jetstream.New(e.nc); err != nil {
+		e.Close(ctx)
+		return nil, fmt.Errorf("engine: jetstream: %w", err)
+	}
+	if e.stream, err = e.js.CreateOrUpdateStream(ctx, StreamConfig(cfg.Replicas, cfg.MemoryStorage)); err != nil {
+		e.Close(ctx)
+		return nil, fmt.Errorf("engine: stream %s: %w", events.StreamName, err)
+	}
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	e.proj = newProjector(e.log.With("subsystem", "projection"))
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		if err := e.proj.run(e.ctx, e.js); err != nil {
+			e.log.Error("projection stopped", "err", err)
+			e.proj.fail(err)
+		}
+	}()
+	if err := e.CatchUp(ctx); err != nil {
+		e.Close(ctx)
+		return nil, err
+	}
+	return e, nil
+}
+
+// Conn is the engine's NATS connection (for serving commands).
+func (e *Engine) Conn() *nats.Conn { return e.nc }
+
+// JetStream is the engine's JetStream context.
+func (e *Engine) JetStream() jetstream.JetStream { return e.js }
+
+// Server is the embedded server, or nil with NatsURL.
+func (e *Engine) Server() *server.Server { return e.srv }
+
+// ClientURL is a URL other processes can connect to, when there is one.
+func (e *Engine) ClientURL() string {
+	if e.srv != nil && e.cfg.Listen != "" {
+		return e.srv.ClientURL()
+	}
+	return e.cfg.NatsURL
+}
+
+// Close stops the projection and the connection, then the embedded server.
+func (e *Engine) Close(ctx context.Context) error {
+	e.cmdMu.Lock()
+	e.closed = true
+	e.cmdMu.Unlock()
+	if e.cancel != nil {
+		e.cancel()
+	}
+	e.wg.Wait()
+	if e.nc != nil {
+		_ = e.nc.Drain()
+		e.nc.Close()
+	}
+	e.shutdownServer()
+	return nil
+}
+
+func (e *Engine) shutdownServer() {
+	if e.srv != nil {
+		e.srv.Shutdown()
+		e.srv.WaitForShutdown()
+	}
+}
+
+// LastSeq is the stream's last sequence as the server reports it now.
+func (e *Engine) LastSeq(ctx context.Context) (uint64, error) {
+	info, err := e.stream.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("engine: stream info: %w", err)
+	}
+	return info.State.LastSeq, nil
+}
+
+// CatchUp waits until the projection has applied everything the stream held
+// when it was called.
+func (e *Engine) CatchUp(ctx context.Context) error {
+	last, err := e.LastSeq(ctx)
+	if err != nil {
+		return err
+	}
+	return e.proj.waitFor(ctx, last)
+}
+
+// View runs fn with the live projection state under its read lock. fn must
+// not keep or modify st.
+func (e *Engine) View(fn func(st *projections.State)) { e.proj.read(fn) }
+
+// Now is the engine's clock.
+func (e *Engine) Now() time.Time { return e.cfg.Clock().UTC() }
+
+// decision is what a command decides: the events to append under an
+// expectation and the reply to give once they are stored.
+type decision struct {
+	payloads []events.Payload
+	expect   expectation
+	reply    commands.Reply
+}
+
+var _ commands.Handler = (*Engine)(nil)
+
+// Handle carries out one command: it validates it, decides against the
+// projection, appends conditionally, and waits until the projection has
+// applied its own events (read-your-writes for the next command). A command
+// id already applied is answered as a duplicate and appends nothing.
+func (e *Engine) Handle(ctx context.Context, cmd commands.Command) commands.Reply {
+	e.cmdMu.Lock()
+	defer e.cmdMu.Unlock()
+	if e.closed {
+		return commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "%v", ErrStopped))
+	}
+	m := cmd.Header()
+	if m.At.IsZero() {
+		m.At = e.Now()
+	}
+	m.At = m.At.UTC()
+	if err := cmd.Validate(); err != nil {
+		return commands.Rejection(err)
+	}
+	for attempt := 0; attempt <= e.cfg.MaxRetries; attempt++ {
+		var d decision
+		var err error
+		dup := false
+		e.proj.read(func(st *projections.State) {
+			if seq, ok := st.Commands[m.ID]; ok {
+				dup = true
+				d.reply = duplicateReply(st, cmd, seq)
+				return
+			}
+			d, err = e.decide(st, cmd)
+		})
+		if dup {
+			return d.reply
+		}
+		if err != nil {
+			return commands.Rejection(err)
+		}
+		if len(d.payloads) == 0 {
+			d.reply.Accepted = true
+			return d.reply
+		}
+		evs := make([]events.Event, len(d.payloads))
+		for i, p := range d.payloads {
+			ev := events.New(e.ids, m.At, p)
+			ev.Causation, ev.Actor, ev.Correlation = m.ID, m.Actor, m.Correlation
+			evs[i] = ev
+		}
+		seq, err := appendEvents(ctx, e.js, m.ID, evs, d.expect)
+		switch {
+		case err == nil:
+			if err := e.proj.waitFor(ctx, seq); err != nil {
+				return commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "appended at seq %d but the projection did not catch up: %v", seq, err))
+			}
+			d.reply.Accepted, d.reply.Seq, d.reply.Events = true, seq, len(evs)
+			return d.reply
+		case errors.Is(err, ErrConflict), errors.Is(err, ErrAmbiguous):
+			e.log.Debug("re-deciding", "kind", cmd.Kind(), "id", m.ID, "attempt", attempt, "err", err)
+			if cerr := e.CatchUp(ctx); cerr != nil {
+				return commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "re-reading the stream: %v", cerr))
+			}
+		default:
+			return commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "append: %v", err))
+		}
+	}
+	return commands.Rejection(commands.Errorf(commands.CodeConflict, "", "the state kept changing: gave up after %d attempts", e.cfg.MaxRetries+1))
+}
+
+func duplicateReply(st *projections.State, cmd commands.Command, seq uint64) commands.Reply {
+	r := commands.Reply{Accepted: true, Duplicate: true, Seq: seq, Message: "command already applied"}
+	switch c := cmd.(type) {
+	case *commands.Promote:
+		if pl, ok := st.Plans[c.Plan]; ok && pl.Decision != nil {
+			d := *pl.Decision
+			r.Decision = &d
+		}
+	case *commands.BuildPlan:
+		if pl, ok := st.Plans[c.Plan]; ok {
+			b := pl.Built
+			r.Plan = &b
+		}
+	}
+	return r
+}
+
+func (e *Engine) decide(st *projections.State, cmd commands.Command) (decision, error) {
+	switch c := cmd.(type) {
+	case *commands.RegisterSnapshot:
+		return decideRegister(st, c)
+	case *commands.BuildPlan:
+		return decideBuildPlan(st, c)
+	case *commands.CompleteIntervals:
+		return decideComplete(st, c)
+	case *commands.InvalidateIntervals:
+		return decideInvalidate(st, c)
+	case *commands.AdvanceScheduler:
+		return decideAdvance(st, c)
+	case *commands.Promote:
+		return decidePromote(st, c)
+	case *commands.Finalize:
+		return decideFinalize(st, c)
+	}
+	return decision{}, commands.Errorf(commands.CodeInvalid, "kind", "unsupported command %T", cmd)
+}

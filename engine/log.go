@@ -1,0 +1,208 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
+	"github.com/tidemark/tidemark/events"
+)
+
+// ErrConflict means an append's expected sequence no longer matched: some
+// other writer changed an aggregate the decision read. Re-read and re-decide.
+// Both JetStream codes for it (10071, and 10164 on replicated streams) map
+// here.
+var ErrConflict = errors.New("engine: concurrent change (expected sequence mismatch)")
+
+// ErrAmbiguous means an append may or may not have been stored (the ack was
+// lost). Re-read the tail before deciding again.
+var ErrAmbiguous = errors.New("engine: append outcome unknown")
+
+// ErrStopped is returned by an engine that is closing or closed.
+var ErrStopped = errors.New("engine: stopped")
+
+// DuplicateWindow is the stream's Nats-Msg-Id deduplication window. Retries
+// beyond it are still applied once: the projection remembers command ids.
+const DuplicateWindow = 5 * time.Minute
+
+// StreamConfig is the configuration of the event stream.
+func StreamConfig(replicas int, memory bool) jetstream.StreamConfig {
+	if replicas < 1 {
+		replicas = 1
+	}
+	storage := jetstream.FileStorage
+	if memory {
+		storage = jetstream.MemoryStorage
+	}
+	return jetstream.StreamConfig{
+		Name:               events.StreamName,
+		Description:        "tidemark events: every plan build, completion, scheduler advance and promotion decision",
+		Subjects:           []string{events.SubjectAll},
+		Storage:            storage,
+		Replicas:           replicas,
+		Retention:          jetstream.LimitsPolicy,
+		Discard:            jetstream.DiscardNew,
+		MaxMsgs:            -1,
+		MaxBytes:           -1,
+		MaxAge:             0,
+		MaxMsgsPerSubject:  -1,
+		Duplicates:         DuplicateWindow,
+		DenyDelete:         true,
+		DenyPurge:          true,
+		AllowAtomicPublish: true,
+	}
+}
+
+// startEmbedded starts an in-process nats-server with JetStream whose store
+// lives under dataDir.
+func startEmbedded(cfg Config) (*server.Server, error) {
+	opts := &server.Options{
+		ServerName:         "tidemark",
+		Host:               "127.0.0.1",
+		Port:               server.RANDOM_PORT,
+		JetStream:          true,
+		JetStreamMaxMemory: 256 << 20,
+		StoreDir:           filepath.Join(cfg.DataDir, "jetstream"),
+		SyncAlways:         cfg.SyncAlways,
+		NoLog:              true,
+		NoSigs:             true,
+		DontListen:         cfg.Listen == "",
+		MaxPayload:         8 << 20,
+	}
+	if cfg.Listen != "" {
+		host, port, err := splitHostPort(cfg.Listen)
+		if err != nil {
+			return nil, err
+		}
+		opts.Host, opts.Port = host, port
+	}
+	s, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("engine: embedded server: %w", err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(30 * time.Second) {
+		s.Shutdown()
+		return nil, errors.New("engine: embedded server did not become ready in 30s")
+	}
+	return s, nil
+}
+
+func splitHostPort(hp string) (string, int, error) {
+	for i := len(hp) - 1; i >= 0; i-- {
+		if hp[i] == ':' {
+			p, err := strconv.Atoi(hp[i+1:])
+			if err != nil {
+				return "", 0, fmt.Errorf("engine: listen address %q: bad port", hp)
+			}
+			return hp[:i], p, nil
+		}
+	}
+	return "", 0, fmt.Errorf("engine: listen address %q: want HOST:PORT", hp)
+}
+
+// expectation is the condition an append is made under.
+type expectation struct {
+	// stream, when set, requires the whole stream's last sequence to equal
+	// *stream: nothing at all changed since the view was read.
+	stream *uint64
+	// subjects requires, per subject, the last sequence on that subject.
+	subjects map[string]uint64
+}
+
+func expectStream(seq uint64) expectation { return expectation{stream: &seq} }
+
+func expectSubjects(st map[string]uint64, subjects ...string) expectation {
+	e := expectation{subjects: map[string]uint64{}}
+	for _, s := range subjects {
+		e.subjects[s] = st[s]
+	}
+	return e
+}
+
+// mapErr turns JetStream publish errors into ErrConflict / ErrAmbiguous.
+func mapErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	code := jetstream.ErrorCode(0)
+	var apiErr *jetstream.APIError
+	var jsErr jetstream.JetStreamError
+	switch {
+	case errors.As(err, &apiErr):
+		code = apiErr.ErrorCode
+	case errors.As(err, &jsErr) && jsErr.APIError() != nil:
+		code = jsErr.APIError().ErrorCode
+	}
+	switch code {
+	case jetstream.JSErrCodeStreamWrongLastSequence, jetstream.JSErrCodeStreamWrongLastSequenceConstant:
+		return fmt.Errorf("%w: %v", ErrConflict, err)
+	case jetstreamext.JSErrCodeBatchPublishDuplicateMsgID:
+		// A retried batch whose ids are already stored: treat like a
+		// conflict, so the caller re-reads and finds the command applied.
+		return fmt.Errorf("%w: %v", ErrConflict, err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrConnectionReconnecting) {
+		return fmt.Errorf("%w: %v", ErrAmbiguous, err)
+	}
+	return err
+}
+
+// appendEvents stores evs under exp: one event as one conditional publish,
+// several as one atomic batch, never half. Message ids derive from the
+// command id so a retried command is deduplicated by the stream.
+func appendEvents(ctx context.Context, js jetstream.JetStream, cmdID string, evs []events.Event, exp expectation) (uint64, error) {
+	msgs := make([]*nats.Msg, len(evs))
+	checked := map[string]bool{}
+	for i, ev := range evs {
+		b, err := events.Encode(ev)
+		if err != nil {
+			return 0, err
+		}
+		subj := ev.Payload.Subject()
+		m := nats.NewMsg(subj)
+		m.Data = b
+		id := cmdID
+		if len(evs) > 1 {
+			id = cmdID + "#" + strconv.Itoa(i)
+		}
+		if id != "" {
+			m.Header.Set(jetstream.MsgIDHeader, id)
+		}
+		if i == 0 && exp.stream != nil {
+			m.Header.Set(jetstream.ExpectedLastSeqHeader, strconv.FormatUint(*exp.stream, 10))
+		}
+		if seq, ok := exp.subjects[subj]; ok && !checked[subj] {
+			m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(seq, 10))
+			checked[subj] = true
+		}
+		msgs[i] = m
+	}
+	// Every expectation must sit on a message of its own subject.
+	for s := range exp.subjects {
+		if !checked[s] {
+			return 0, fmt.Errorf("engine: expectation on %s, which the append does not write", s)
+		}
+	}
+	if len(msgs) == 1 {
+		ack, err := js.PublishMsg(ctx, msgs[0])
+		if err != nil {
+			return 0, mapErr(err)
+		}
+		return ack.Sequence, nil
+	}
+	ack, err := jetstreamext.PublishMsgBatch(ctx, js, msgs)
+	if err != nil {
+		return 0, mapErr(err)
+	}
+	return ack.Sequence, nil
+}

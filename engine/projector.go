@@ -1,0 +1,121 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/projections"
+)
+
+// projector keeps a live projections.State folded from the stream by an
+// ordered consumer. It is the only writer of its state.
+type projector struct {
+	mu      sync.RWMutex
+	st      *projections.State
+	changed chan struct{} // closed and replaced after every applied event
+	err     error         // set when the consumer stops for good
+	log     *slog.Logger
+}
+
+func newProjector(log *slog.Logger) *projector {
+	return &projector{st: projections.New(), changed: make(chan struct{}), log: log}
+}
+
+// read runs fn with the state under the read lock. fn must not keep st.
+func (p *projector) read(fn func(st *projections.State)) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	fn(p.st)
+}
+
+func (p *projector) seq() uint64 {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.st.Seq
+}
+
+// waitFor blocks until the state has applied seq.
+func (p *projector) waitFor(ctx context.Context, seq uint64) error {
+	for {
+		p.mu.RLock()
+		cur, ch, err := p.st.Seq, p.changed, p.err
+		p.mu.RUnlock()
+		if cur >= seq {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("engine: waiting for projection to reach seq %d (at %d): %w", seq, cur, ctx.Err())
+		case <-ch:
+		}
+	}
+}
+
+func (p *projector) apply(seq uint64, subject string, data []byte) {
+	ev, derr := events.Decode(data)
+	p.mu.Lock()
+	if derr != nil {
+		projections.Skip(p.st, seq, subject)
+	} else if err := projections.Apply(p.st, seq, ev); err != nil {
+		p.log.Warn("event not applied", "seq", seq, "err", err)
+	}
+	close(p.changed)
+	p.changed = make(chan struct{})
+	p.mu.Unlock()
+	if derr != nil {
+		p.log.Warn("event skipped", "seq", seq, "subject", subject, "err", derr)
+	}
+}
+
+func (p *projector) fail(err error) {
+	p.mu.Lock()
+	p.err = err
+	close(p.changed)
+	p.changed = make(chan struct{})
+	p.mu.Unlock()
+}
+
+// run folds the stream from the state's next sequence until ctx ends.
+func (p *projector) run(ctx context.Context, js jetstream.JetStream) error {
+	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
+	if s := p.seq(); s > 0 {
+		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cfg.OptStartSeq = s + 1
+	}
+	cons, err := js.OrderedConsumer(ctx, events.StreamName, cfg)
+	if err != nil {
+		return fmt.Errorf("engine: projection consumer: %w", err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return fmt.Errorf("engine: projection consumer: %w", err)
+	}
+	go func() {
+		<-ctx.Done()
+		it.Stop()
+	}()
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return nil
+			}
+			p.log.Warn("projection consumer", "err", err)
+			continue
+		}
+		md, err := msg.Metadata()
+		if err != nil {
+			p.log.Warn("projection consumer: no metadata", "err", err)
+			continue
+		}
+		p.apply(md.Sequence.Stream, msg.Subject(), msg.Data())
+	}
+}

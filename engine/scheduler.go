@@ -1,0 +1,169 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/projections"
+)
+
+// Worker is the built-in worker: it "computes" work by recording it
+// complete. Scenarios and the demo use it; real deployments run `tidemark
+// worker` processes that execute model commands.
+type Worker struct {
+	Handler commands.Handler
+	Actor   string
+}
+
+// Complete records ranges of a snapshot as computed.
+func (w *Worker) Complete(ctx context.Context, snapshot string, ranges []interval.Range, kind events.RunKind, runID string, at time.Time) error {
+	if len(ranges) == 0 {
+		return nil
+	}
+	model, version, _ := events.ParseSnapshotID(snapshot)
+	r := w.Handler.Handle(ctx, &commands.CompleteIntervals{
+		Meta:  commands.Meta{ID: commands.NewID(), Actor: w.Actor, At: at, Correlation: runID},
+		Model: model, Version: version, Ranges: ranges, RunKind: kind, RunID: runID,
+	})
+	if err := r.Err(); err != nil {
+		return fmt.Errorf("worker: complete %s %v: %w", snapshot, interval.Set(ranges), err)
+	}
+	return nil
+}
+
+// RunAdvances completes the work of scheduler advances, in their order
+// (dependency order).
+func (w *Worker) RunAdvances(ctx context.Context, advs []events.SchedulerAdvanced, at time.Time) error {
+	for _, a := range advs {
+		runID := "sched:" + a.Snapshot + ":" + a.Tick.Format(time.RFC3339)
+		if err := w.Complete(ctx, a.Snapshot, a.Ranges, events.RunScheduled, runID, at); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Backfill completes a plan's backfill set (fixed at build), in dependency
+// order, stopping at through when it is not zero.
+func (w *Worker) Backfill(ctx context.Context, plan events.PlanBuilt, through, at time.Time) error {
+	for _, c := range plan.Candidates {
+		set := interval.Set(c.Backfill)
+		if !through.IsZero() {
+			set = set.Clip(interval.R(set.Start(), through))
+		}
+		if err := w.Complete(ctx, c.Snapshot, set, events.RunBackfill, "backfill:"+plan.Plan, at); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Tick runs one scheduler tick for env at t and returns the advances it
+// recorded (none when nothing was due).
+func (e *Engine) Tick(ctx context.Context, env string, t time.Time) ([]events.SchedulerAdvanced, error) {
+	r := e.Handle(ctx, &commands.AdvanceScheduler{Meta: commands.Meta{ID: commands.NewID(), Actor: "scheduler", At: t}, Env: env})
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("scheduler: %s at %s: %w", env, t.Format(time.RFC3339), err)
+	}
+	return r.Advances, nil
+}
+
+// NextTick returns the first cron tick after t of any incumbent in any of
+// envs (all envs when envs is empty), or the zero time if there is none.
+func NextTick(st *projections.State, envs []string, t time.Time) time.Time {
+	if len(envs) == 0 {
+		for name := range st.Envs {
+			envs = append(envs, name)
+		}
+	}
+	var next time.Time
+	for _, name := range envs {
+		for _, id := range st.Env(name).Incumbents {
+			sn, ok := st.Snapshots[id]
+			if !ok {
+				continue
+			}
+			if n := sn.Schedule.Next(t); !n.IsZero() && (next.IsZero() || n.Before(next)) {
+				next = n
+			}
+		}
+	}
+	return next
+}
+
+// Scheduler fires the scheduler on the wall clock: at every cron tick of an
+// env's incumbents it records the advances, and, with a Worker, completes
+// them.
+type Scheduler struct {
+	Engine *Engine
+	// Worker, when set, completes scheduled work in-process.
+	Worker *Worker
+	// Envs limits the scheduler to these environments (all when empty).
+	Envs []string
+	// Recheck bounds how long the loop sleeps before looking for new
+	// incumbents again. Default 30s.
+	Recheck time.Duration
+}
+
+// Run loops until ctx ends.
+func (s *Scheduler) Run(ctx context.Context) error {
+	if s.Recheck == 0 {
+		s.Recheck = 30 * time.Second
+	}
+	log := s.Engine.log.With("subsystem", "scheduler")
+	last := s.Engine.Now()
+	for {
+		var next time.Time
+		var envs []string
+		s.Engine.View(func(st *projections.State) {
+			next = NextTick(st, s.Envs, last)
+			envs = append(envs, s.Envs...)
+			if len(envs) == 0 {
+				for name := range st.Envs {
+					envs = append(envs, name)
+				}
+			}
+		})
+		sort.Strings(envs)
+		wait := s.Recheck
+		if !next.IsZero() {
+			if d := next.Sub(s.Engine.Now()); d < wait {
+				wait = d
+			}
+		}
+		if wait > 0 {
+			timer := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				return nil
+			case <-timer.C:
+			}
+		}
+		now := s.Engine.Now()
+		if next.IsZero() || now.Before(next) {
+			continue
+		}
+		for _, env := range envs {
+			advs, err := s.Engine.Tick(ctx, env, next)
+			if err != nil {
+				log.Warn("tick failed", "env", env, "err", err)
+				continue
+			}
+			if len(advs) > 0 {
+				log.Info("scheduler advanced", "env", env, "tick", next, "models", len(advs))
+			}
+			if s.Worker != nil {
+				if err := s.Worker.RunAdvances(ctx, advs, now); err != nil {
+					log.Warn("built-in worker", "env", env, "err", err)
+				}
+			}
+		}
+		last = next
+	}
+}

@@ -1,0 +1,357 @@
+package projections
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/events/interval"
+)
+
+// Snapshot is a registered model version with its parsed schedule.
+type Snapshot struct {
+	events.SnapshotRegistered
+	// Schedule is parsed from the registration (not stored).
+	Schedule interval.Schedule `json:"-"`
+	// Seq is the stream sequence of the registration.
+	Seq uint64 `json:"seq"`
+}
+
+// Env is an environment: which snapshot serves each model.
+type Env struct {
+	Name string `json:"name"`
+	// Generation increases with every accepted promotion.
+	Generation uint64 `json:"generation"`
+	// Incumbents maps model to the serving snapshot id.
+	Incumbents map[string]string `json:"incumbents"`
+	// Finalized is the plan most recently finalized in the env.
+	Finalized string `json:"finalized,omitempty"`
+	// FinalizedGeneration is the generation that plan finalized.
+	FinalizedGeneration uint64 `json:"finalized_generation,omitempty"`
+	// LastTick is the newest scheduler tick recorded per model.
+	LastTick map[string]time.Time `json:"last_tick,omitempty"`
+}
+
+// Plan is a built plan and its latest decision.
+type Plan struct {
+	Built    events.PlanBuilt `json:"built"`
+	BuiltSeq uint64           `json:"built_seq"`
+	// Decision is the most recent decision, nil before the first promote.
+	Decision    *events.PromotionDecided `json:"decision,omitempty"`
+	DecisionSeq uint64                   `json:"decision_seq,omitempty"`
+	Finalized   bool                     `json:"finalized"`
+}
+
+// Accepted reports whether the plan has been promoted.
+func (p *Plan) Accepted() bool {
+	return p.Decision != nil && p.Decision.Outcome == events.Accepted
+}
+
+// DecisionRef locates a recorded decision in the stream.
+type DecisionRef struct {
+	Plan string `json:"plan"`
+	Seq  uint64 `json:"seq"`
+}
+
+// State is every projection folded together. The zero value is not usable;
+// call New.
+type State struct {
+	// Seq is the stream sequence of the last event applied.
+	Seq uint64 `json:"seq"`
+	// SubjectSeq is the stream sequence of the last event on each subject:
+	// the expected-sequence value for the next append to that aggregate.
+	SubjectSeq map[string]uint64 `json:"subject_seq"`
+	Snapshots  map[string]*Snapshot `json:"snapshots"`
+	// Coverage maps a table to the ranges computed into it.
+	Coverage map[string]interval.Set `json:"coverage"`
+	Envs     map[string]*Env         `json:"envs"`
+	Plans    map[string]*Plan        `json:"plans"`
+	// Commands maps an applied command id to the sequence of its last event.
+	Commands map[string]uint64 `json:"commands"`
+	// Decisions lists every PromotionDecided in stream order.
+	Decisions []DecisionRef `json:"decisions"`
+	// Repairs lists repair debt: one per candidate accepted with a gap.
+	Repairs []*Repair `json:"repairs"`
+	// Skipped counts events that could not be decoded or applied.
+	Skipped int `json:"skipped"`
+	// Events counts events applied.
+	Events int `json:"events"`
+}
+
+// New returns an empty State.
+func New() *State {
+	return &State{
+		SubjectSeq: map[string]uint64{},
+		Snapshots:  map[string]*Snapshot{},
+		Coverage:   map[string]interval.Set{},
+		Envs:       map[string]*Env{},
+		Plans:      map[string]*Plan{},
+		Commands:   map[string]uint64{},
+	}
+}
+
+// Repair is the debt a promotion accepted with a gap leaves: the candidate's
+// table must still compute Ranges. It closes when the table covers them, by
+// any route.
+type Repair struct {
+	Env      string           `json:"env"`
+	Plan     string           `json:"plan"`
+	Model    string           `json:"model"`
+	Snapshot string           `json:"snapshot"`
+	Table    string           `json:"table"`
+	Ranges   []interval.Range `json:"ranges"`
+	OpenedAt time.Time        `json:"opened_at"`
+	OpenSeq  uint64           `json:"open_seq"`
+	// ClosedAt is zero while the debt is open.
+	ClosedAt  time.Time `json:"closed_at,omitempty"`
+	ClosedSeq uint64    `json:"closed_seq,omitempty"`
+}
+
+// Open reports whether the debt is still owed.
+func (r *Repair) Open() bool { return r.ClosedSeq == 0 }
+
+// OpenRepairs returns the debts still owed, oldest first.
+func (s *State) OpenRepairs() []*Repair {
+	var out []*Repair
+	for _, r := range s.Repairs {
+		if r.Open() {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (s *State) closeRepairs(table string, seq uint64, at time.Time) {
+	cov := s.Coverage[table]
+	for _, r := range s.Repairs {
+		if !r.Open() || r.Table != table {
+			continue
+		}
+		covered := true
+		for _, g := range r.Ranges {
+			covered = covered && cov.Covers(g)
+		}
+		if covered {
+			r.ClosedAt, r.ClosedSeq = at, seq
+		}
+	}
+}
+
+func apply(s *State, seq uint64, ev events.Event) error {
+	switch p := ev.Payload.(type) {
+	case events.SnapshotRegistered:
+		sched, err := interval.NewSchedule(p.Cron, p.Unit, p.AllowPartials)
+		if err != nil {
+			return err
+		}
+		s.Snapshots[p.Snapshot] = &Snapshot{SnapshotRegistered: p, Schedule: sched, Seq: seq}
+	case events.PlanBuilt:
+		s.Plans[p.Plan] = &Plan{Built: p, BuiltSeq: seq}
+	case events.IntervalsCompleted:
+		cov := s.Coverage[p.Table]
+		for _, r := range p.Ranges {
+			cov = cov.Add(r)
+		}
+		s.Coverage[p.Table] = cov
+		s.closeRepairs(p.Table, seq, ev.OccurredAt)
+	case events.IntervalsInvalidated:
+		cov := s.Coverage[p.Table]
+		for _, r := range p.Ranges {
+			cov = cov.Subtract(r)
+		}
+		s.Coverage[p.Table] = cov
+	case events.SchedulerAdvanced:
+		env := s.ensureEnv(p.Env)
+		env.LastTick[p.Model] = p.Tick
+	case events.PromotionDecided:
+		pl, ok := s.Plans[p.Plan]
+		if !ok {
+			return fmt.Errorf("decision for unknown plan %q", p.Plan)
+		}
+		d := p
+		pl.Decision, pl.DecisionSeq = &d, seq
+		s.Decisions = append(s.Decisions, DecisionRef{Plan: p.Plan, Seq: seq})
+		if p.Outcome == events.Accepted {
+			env := s.ensureEnv(p.Env)
+			env.Generation = p.Generation
+			for _, c := range pl.Built.Candidates {
+				env.Incumbents[c.Model] = c.Snapshot
+				if f := p.Models[c.Model]; len(f.Missing) > 0 {
+					s.Repairs = append(s.Repairs, &Repair{Env: p.Env, Plan: p.Plan, Model: c.Model, Snapshot: c.Snapshot,
+						Table: c.Table, Ranges: f.Missing, OpenedAt: ev.OccurredAt, OpenSeq: seq})
+				}
+			}
+		}
+	case events.EnvironmentFinalized:
+		env := s.ensureEnv(p.Env)
+		env.Finalized, env.FinalizedGeneration = p.Plan, p.Generation
+		if pl, ok := s.Plans[p.Plan]; ok {
+			pl.Finalized = true
+		}
+	default:
+		return fmt.Errorf("no fold for %T", p)
+	}
+	return nil
+}
+
+func (s *State) ensureEnv(name string) *Env {
+	e, ok := s.Envs[name]
+	if !ok {
+		e = &Env{Name: name, Incumbents: map[string]string{}, LastTick: map[string]time.Time{}}
+		s.Envs[name] = e
+	}
+	if e.LastTick == nil {
+		e.LastTick = map[string]time.Time{}
+	}
+	return e
+}
+
+// DependencyOrder returns the env's incumbent models so that every model
+// comes after the models it depends on (ties by name), for scheduling.
+func (s *State) DependencyOrder(env string) []string {
+	e := s.Env(env)
+	deps := map[string][]string{}
+	for m, id := range e.Incumbents {
+		if sn, ok := s.Snapshots[id]; ok {
+			deps[m] = sn.DependsOn
+		}
+	}
+	return TopoSort(deps)
+}
+
+// TopoSort orders the keys of deps so that each follows its dependencies
+// (dependencies that are not keys are ignored; cycles are broken by name).
+func TopoSort(deps map[string][]string) []string {
+	names := make([]string, 0, len(deps))
+	for m := range deps {
+		names = append(names, m)
+	}
+	sort.Strings(names)
+	seen := map[string]int{} // 1 visiting, 2 done
+	var out []string
+	var visit func(string)
+	visit = func(m string) {
+		if seen[m] != 0 {
+			return
+		}
+		seen[m] = 1
+		ds := append([]string(nil), deps[m]...)
+		sort.Strings(ds)
+		for _, d := range ds {
+			if _, ok := deps[d]; ok {
+				visit(d)
+			}
+		}
+		seen[m] = 2
+		out = append(out, m)
+	}
+	for _, m := range names {
+		visit(m)
+	}
+	return out
+}
+
+// Downstream returns the env's incumbent models that depend, directly or
+// transitively, on any of roots (roots excluded), sorted.
+func (s *State) Downstream(env string, roots []string) []string {
+	e := s.Env(env)
+	children := map[string][]string{}
+	for m, id := range e.Incumbents {
+		if sn, ok := s.Snapshots[id]; ok {
+			for _, d := range sn.DependsOn {
+				children[d] = append(children[d], m)
+			}
+		}
+	}
+	in := map[string]bool{}
+	for _, r := range roots {
+		in[r] = true
+	}
+	found := map[string]bool{}
+	queue := append([]string(nil), roots...)
+	for len(queue) > 0 {
+		m := queue[0]
+		queue = queue[1:]
+		for _, c := range children[m] {
+			if !in[c] && !found[c] {
+				found[c] = true
+				queue = append(queue, c)
+			}
+		}
+	}
+	out := make([]string, 0, len(found))
+	for m := range found {
+		out = append(out, m)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Env returns the named environment, or an empty one that is not stored.
+func (s *State) Env(name string) *Env {
+	if e, ok := s.Envs[name]; ok {
+		return e
+	}
+	return &Env{Name: name, Incumbents: map[string]string{}}
+}
+
+// Table returns a table's coverage.
+func (s *State) Table(table string) interval.Set { return s.Coverage[table] }
+
+// SnapshotCoverage returns the coverage of a snapshot's table.
+func (s *State) SnapshotCoverage(id string) interval.Set {
+	sn, ok := s.Snapshots[id]
+	if !ok {
+		return nil
+	}
+	return s.Coverage[sn.Table]
+}
+
+// Frontier is a snapshot's frontier: the end of the last range of its
+// table's coverage, holes or not (zero when it has none).
+func (s *State) Frontier(id string) time.Time { return s.SnapshotCoverage(id).Frontier() }
+
+// LatestVersion returns the most recently registered snapshot of a model.
+func (s *State) LatestVersion(model string) *Snapshot {
+	var best *Snapshot
+	for _, sn := range s.Snapshots {
+		if sn.Model == model && (best == nil || sn.Seq > best.Seq) {
+			best = sn
+		}
+	}
+	return best
+}
+
+// Apply folds one event, stored at stream sequence seq, into s. Events at or
+// below s.Seq are ignored. An event that contradicts the state (it names an
+// unknown plan, say) is counted in Skipped and otherwise ignored, so a fold
+// never stops half-way; the engine validates before it appends, so this
+// only happens to a stream written by something else.
+func Apply(s *State, seq uint64, ev events.Event) error {
+	if seq <= s.Seq {
+		return nil
+	}
+	s.Seq = seq
+	s.SubjectSeq[ev.Payload.Subject()] = seq
+	if ev.Causation != "" {
+		s.Commands[ev.Causation] = seq
+	}
+	s.Events++
+	if err := apply(s, seq, ev); err != nil {
+		s.Skipped++
+		return fmt.Errorf("projections: event %s at seq %d: %w", ev.ID, seq, err)
+	}
+	return nil
+}
+
+// Skip records that the event at seq on subject could not be decoded: the
+// sequence still advances so expected-sequence values stay right.
+func Skip(s *State, seq uint64, subject string) {
+	if seq <= s.Seq {
+		return
+	}
+	s.Seq = seq
+	s.SubjectSeq[subject] = seq
+	s.Skipped++
+}
