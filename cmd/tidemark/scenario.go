@@ -1,0 +1,113 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"github.com/tidemark/tidemark/engine/scenario"
+)
+
+func newScenarioCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "scenario", Short: "Play scenario files"}
+	var asJSON bool
+	var dataDir string
+	run := &cobra.Command{
+		Use:   "run FILE...",
+		Short: "Run scenario files on a simulated clock against an embedded JetStream engine",
+		Long: "Run plays each file's steps on a simulated clock against a real embedded JetStream\n" +
+			"server and checks its expectations. Exit status: 0 when every expectation holds,\n" +
+			"1 when one fails, 2 when a file is invalid (then nothing is run).",
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runScenarios(cmd, args, asJSON, dataDir)
+		},
+	}
+	run.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per step, then a summary line")
+	run.Flags().StringVar(&dataDir, "data-dir", "", "keep the stream in this directory (one subdirectory per file when several)")
+	cmd.AddCommand(run)
+	return cmd
+}
+
+func runScenarios(cmd *cobra.Command, paths []string, asJSON bool, dataDir string) error {
+	out := cmd.OutOrStdout()
+	var files []*scenario.File
+	for _, p := range paths {
+		f, err := scenario.Load(p)
+		if err != nil {
+			return &exitError{code: 2, err: err}
+		}
+		files = append(files, f)
+	}
+	failed := 0
+	for i, f := range files {
+		opts := scenario.Options{DataDir: dataDir}
+		if dataDir != "" && len(files) > 1 {
+			opts.DataDir = filepath.Join(dataDir, fmt.Sprintf("%02d-%s", i+1, strings.TrimSuffix(filepath.Base(f.Path), filepath.Ext(f.Path))))
+		}
+		var tw *tabwriter.Writer
+		if asJSON {
+			enc := json.NewEncoder(out)
+			opts.OnStep = func(sr scenario.StepResult) { _ = enc.Encode(sr) }
+		} else {
+			fmt.Fprintf(out, "%s — %s\n", f.Path, f.Name)
+			tw = tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "STEP\tKIND\tPLAN\tOUTCOME\tCODES\tMISSING\tREPAIRS\tCLOCK\tCHECK")
+			opts.OnStep = func(sr scenario.StepResult) { printStep(tw, sr) }
+		}
+		res, err := scenario.Run(cmd.Context(), f, opts)
+		if tw != nil {
+			tw.Flush()
+		}
+		if err != nil {
+			return &exitError{code: 1, err: err}
+		}
+		failed += res.Failed
+		if asJSON {
+			_ = json.NewEncoder(out).Encode(map[string]any{"summary": true, "file": filepath.Base(f.Path), "steps": len(res.Steps), "expectations": res.Expectations, "failed": res.Failed})
+		} else {
+			fmt.Fprintf(out, "%d steps, %d expectations, %d failed\n", len(res.Steps), res.Expectations, res.Failed)
+		}
+		for _, fl := range res.Failures {
+			fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s\n", f.Path, fl)
+		}
+	}
+	if failed > 0 {
+		return &exitError{code: 1, err: errors.New("")}
+	}
+	return nil
+}
+
+func printStep(w io.Writer, sr scenario.StepResult) {
+	var missing []string
+	for m, r := range sr.Models {
+		if len(r.Missing) > 0 {
+			missing = append(missing, fmt.Sprintf("%s:%s", m, strings.Join(r.Missing, ",")))
+		}
+	}
+	check := "ok"
+	if len(sr.Failures) > 0 {
+		var parts []string
+		for _, f := range sr.Failures {
+			parts = append(parts, fmt.Sprintf("%s want %s got %s", f.Key, f.Want, f.Got))
+		}
+		check = "FAIL " + strings.Join(parts, "; ")
+	}
+	if sr.Divergences != nil {
+		missing = append(missing, fmt.Sprintf("divergences=%d", *sr.Divergences))
+	}
+	fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", sr.Step, sr.Kind, dash(sr.Plan), dash(sr.Outcome),
+		dash(strings.Join(sr.Codes, ",")), dash(strings.Join(missing, " ")), sr.RepairsOpen, sr.Clock.Format("2006-01-02T15:04Z"), check)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,138 @@
+package scenario
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"strings"
+
+	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/projections"
+)
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// check evaluates a step's expectations against what it observed.
+func (r *runner) check(ctx context.Context, st Step, sr *StepResult) []Failure {
+	e := st.Expect
+	if e == nil {
+		return nil
+	}
+	var fails []Failure
+	fail := func(key, want, got string) {
+		fails = append(fails, Failure{Step: st.Num, Key: key, Want: want, Got: got})
+	}
+	d := sr.decision
+	if e.Outcome != nil {
+		got := "<no decision in this step>"
+		if d != nil {
+			got = string(d.Outcome)
+		}
+		if got != *e.Outcome {
+			fail("outcome", *e.Outcome, got)
+		}
+	}
+	if e.Codes != nil {
+		var have []string
+		if d != nil {
+			have = d.Codes
+		}
+		for _, c := range e.Codes {
+			if !contains(have, c) {
+				fail("codes", fmt.Sprintf("%s present", c), fmt.Sprintf("%v", orEmpty(have)))
+			}
+		}
+	}
+	for _, m := range sortedKeys(e.Missing) {
+		want := interval.NewSet(e.Missing[m]...)
+		var got interval.Set
+		if d != nil {
+			got = interval.NewSet(d.Models[m].Missing...)
+		}
+		if d == nil || !want.Equal(got) {
+			fail("missing."+m, fmt.Sprint(orEmpty(want.Strings())), gotOrNone(d, fmt.Sprint(orEmpty(got.Strings()))))
+		}
+	}
+	for _, m := range sortedKeys(e.Advances) {
+		got := 0
+		if d != nil {
+			got = d.Models[m].Advances
+		}
+		if d == nil || got != e.Advances[m] {
+			fail("advances."+m, fmt.Sprint(e.Advances[m]), gotOrNone(d, fmt.Sprint(got)))
+		}
+	}
+	if e.RepairsOpen != nil && sr.RepairsOpen != *e.RepairsOpen {
+		fail("repairs_open", fmt.Sprint(*e.RepairsOpen), fmt.Sprint(sr.RepairsOpen))
+	}
+	if e.Divergences != nil {
+		n := 0
+		if sr.Divergences != nil {
+			n = *sr.Divergences
+		} else if divs, err := r.verify(ctx); err != nil {
+			fail("divergences", fmt.Sprint(*e.Divergences), "error: "+err.Error())
+			n = -1
+		} else {
+			n = len(divs)
+			sr.divs = divs
+		}
+		if n >= 0 && n != *e.Divergences {
+			var parts []string
+			for _, dv := range sr.divs {
+				parts = append(parts, dv.String())
+			}
+			fail("divergences", fmt.Sprint(*e.Divergences), fmt.Sprintf("%d (%s)", n, strings.Join(parts, "; ")))
+		}
+	}
+	if len(e.Incumbent) > 0 {
+		env := sr.Env
+		if env == "" {
+			env = r.env
+		}
+		var inc map[string]string
+		r.eng.View(func(s *projections.State) {
+			inc = map[string]string{}
+			for m, id := range s.Env(env).Incumbents {
+				_, v, _ := events.ParseSnapshotID(id)
+				inc[m] = v
+			}
+		})
+		for _, m := range sortedKeys(e.Incumbent) {
+			got, ok := inc[m]
+			if !ok {
+				got = "<none>"
+			}
+			if got != e.Incumbent[m] {
+				fail("incumbent."+m, e.Incumbent[m], got)
+			}
+		}
+	}
+	sort.SliceStable(fails, func(i, j int) bool { return fails[i].Key < fails[j].Key })
+	return fails
+}
+
+func gotOrNone(d *events.PromotionDecided, s string) string {
+	if d == nil {
+		return "<no decision in this step>"
+	}
+	return s
+}
+
+func contains(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func orEmpty(l []string) []string {
+	if l == nil {
+		return []string{}
+	}
+	return l
+}

@@ -1,0 +1,340 @@
+package scenario
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/engine"
+	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/projections"
+	"github.com/tidemark/tidemark/replay"
+)
+
+// Options configures Run.
+type Options struct {
+	// DataDir keeps the engine's stream there (for audit and replay later);
+	// empty uses a temporary directory removed afterwards.
+	DataDir string
+	// OnStep, when set, is called after each step with its result.
+	OnStep func(StepResult)
+}
+
+// ModelResult is a decision's finding for one model.
+type ModelResult struct {
+	Missing  []string `json:"missing"`
+	Advances int      `json:"advances"`
+}
+
+// Failure is one expectation that did not hold.
+type Failure struct {
+	Step int    `json:"step"`
+	Key  string `json:"key"`
+	Want string `json:"want"`
+	Got  string `json:"got"`
+}
+
+func (f Failure) String() string {
+	return fmt.Sprintf("step %d: %s: want %s, got %s", f.Step, f.Key, f.Want, f.Got)
+}
+
+// StepResult is what one step did and observed.
+type StepResult struct {
+	Step        int                    `json:"step"`
+	Kind        string                 `json:"kind"`
+	Plan        string                 `json:"plan,omitempty"`
+	Env         string                 `json:"env,omitempty"`
+	Outcome     string                 `json:"outcome,omitempty"`
+	Codes       []string               `json:"codes,omitempty"`
+	Models      map[string]ModelResult `json:"models,omitempty"`
+	Divergences *int                   `json:"divergences,omitempty"`
+	RepairsOpen int                    `json:"repairs_open"`
+	Clock       time.Time              `json:"clock"`
+	Seq         uint64                 `json:"seq"`
+	Failures    []Failure              `json:"failures,omitempty"`
+	decision    *events.PromotionDecided
+	divs        []replay.Divergence
+}
+
+// Result sums up a run.
+type Result struct {
+	File         string       `json:"file"`
+	Name         string       `json:"name"`
+	Steps        []StepResult `json:"steps"`
+	Expectations int          `json:"expectations"`
+	Failed       int          `json:"failed"`
+	Failures     []Failure    `json:"failures,omitempty"`
+}
+
+// simClock is the scenario's simulated clock.
+type simClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *simClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *simClock) set(t time.Time) { c.mu.Lock(); c.t = t.UTC(); c.mu.Unlock() }
+
+type runner struct {
+	f      *File
+	eng    *engine.Engine
+	worker *engine.Worker
+	clock  *simClock
+	env    string // the env the last step concerned
+	ids    int
+}
+
+// Run plays a validated file against a fresh embedded engine.
+func Run(ctx context.Context, f *File, opts Options) (*Result, error) {
+	dir := opts.DataDir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "tidemark-scenario-*")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	}
+	clock := &simClock{t: f.Clock}
+	eng, err := engine.Open(ctx, engine.Config{DataDir: dir, Clock: clock.now, Logger: quietLogger()})
+	if err != nil {
+		return nil, err
+	}
+	defer eng.Close(context.WithoutCancel(ctx))
+	r := &runner{f: f, eng: eng, clock: clock, worker: &engine.Worker{Handler: eng, Actor: "worker:builtin"}}
+	res := &Result{File: f.Path, Name: f.Name}
+	for _, st := range f.Steps {
+		sr, err := r.step(ctx, st)
+		if err != nil {
+			return res, fmt.Errorf("%s: step %d (%s): %w", f.Path, st.Num, st.Kind, err)
+		}
+		sr.Failures = r.check(ctx, st, &sr)
+		res.Expectations += st.Expect.Keys()
+		res.Failed += len(sr.Failures)
+		res.Failures = append(res.Failures, sr.Failures...)
+		res.Steps = append(res.Steps, sr)
+		if opts.OnStep != nil {
+			opts.OnStep(sr)
+		}
+	}
+	return res, nil
+}
+
+func (r *runner) id(kind string) string {
+	r.ids++
+	return fmt.Sprintf("scenario-%s-%d", kind, r.ids)
+}
+
+func (r *runner) do(ctx context.Context, cmd commands.Command) (commands.Reply, error) {
+	m := cmd.Header()
+	if m.ID == "" {
+		m.ID = r.id(cmd.Kind())
+	}
+	m.At, m.Actor = r.clock.now(), "scenario"
+	rep := r.eng.Handle(ctx, cmd)
+	if err := rep.Err(); err != nil {
+		return rep, fmt.Errorf("%s: %w", cmd.Kind(), err)
+	}
+	return rep, nil
+}
+
+func (r *runner) register(ctx context.Context, vs map[string]Version) error {
+	for _, model := range sortedKeys(vs) {
+		v := vs[model]
+		m := v.Model
+		if _, err := r.do(ctx, &commands.RegisterSnapshot{
+			Model: model, Version: v.Name, Cron: m.Cron, IntervalUnit: m.IntervalUnit, Start: m.Start,
+			Lookback: m.Lookback, SnapshotKind: m.Kind, AllowPartials: m.AllowPartials, DependsOn: m.DependsOn,
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *runner) buildPlan(ctx context.Context, id, env string, vs map[string]Version, trailing, catchUp int) (events.PlanBuilt, error) {
+	if err := r.register(ctx, vs); err != nil {
+		return events.PlanBuilt{}, err
+	}
+	versions := map[string]string{}
+	for m, v := range vs {
+		versions[m] = v.Name
+	}
+	rep, err := r.do(ctx, &commands.BuildPlan{Plan: id, Env: env, Versions: versions, MaxTrailingGapAdvances: trailing, MaxCatchUpAdvances: catchUp})
+	if err != nil {
+		return events.PlanBuilt{}, err
+	}
+	return *rep.Plan, nil
+}
+
+func (r *runner) plan(id string) (events.PlanBuilt, bool) {
+	var pl events.PlanBuilt
+	ok := false
+	r.eng.View(func(st *projections.State) {
+		if p, found := st.Plans[id]; found {
+			pl, ok = p.Built, true
+		}
+	})
+	return pl, ok
+}
+
+func (r *runner) promote(ctx context.Context, id string, finalize bool, advanceTo time.Time) (*events.PromotionDecided, error) {
+	rep, err := r.do(ctx, &commands.Promote{Plan: id})
+	if err != nil {
+		return nil, err
+	}
+	d := rep.Decision
+	if d != nil && d.Outcome == events.Accepted && finalize {
+		if _, err := r.do(ctx, &commands.Finalize{Plan: id}); err != nil {
+			return d, err
+		}
+	}
+	if !advanceTo.IsZero() {
+		// Without a catch-up phase there is nothing to interleave with: the
+		// clock still moves, so later steps see the same time as written.
+		if err := r.runScheduler(ctx, d.Env, advanceTo, false); err != nil {
+			return d, err
+		}
+	}
+	return d, nil
+}
+
+// MaxTicks bounds the ticks one run_scheduler step may fire.
+const MaxTicks = 1_000_000
+
+func (r *runner) runScheduler(ctx context.Context, env string, until time.Time, paused bool) error {
+	for i := 0; ; i++ {
+		if i >= MaxTicks {
+			return fmt.Errorf("more than %d ticks before %s", MaxTicks, until.Format(time.RFC3339))
+		}
+		var next time.Time
+		r.eng.View(func(st *projections.State) { next = engine.NextTick(st, []string{env}, r.clock.now()) })
+		if next.IsZero() || next.After(until) {
+			break
+		}
+		r.clock.set(next)
+		advs, err := r.eng.Tick(ctx, env, next)
+		if err != nil {
+			return err
+		}
+		if !paused {
+			if err := r.worker.RunAdvances(ctx, advs, next); err != nil {
+				return err
+			}
+		}
+	}
+	r.clock.set(until)
+	return nil
+}
+
+func (r *runner) step(ctx context.Context, st Step) (StepResult, error) {
+	sr := StepResult{Step: st.Num, Kind: st.Kind, Plan: st.Plan, Env: st.Env}
+	if st.Env != "" {
+		r.env = st.Env
+	}
+	if st.Plan != "" && st.Env == "" {
+		if pl, ok := r.plan(st.Plan); ok {
+			r.env = pl.Env
+			sr.Env = pl.Env
+		}
+	}
+	switch st.Kind {
+	case "deploy":
+		id := fmt.Sprintf("deploy-%d", st.Num)
+		sr.Plan = id
+		pl, err := r.buildPlan(ctx, id, st.Env, st.Versions, 0, 0)
+		if err != nil {
+			return sr, err
+		}
+		if err := r.worker.Backfill(ctx, pl, time.Time{}, r.clock.now()); err != nil {
+			return sr, err
+		}
+		if sr.decision, err = r.promote(ctx, id, true, time.Time{}); err != nil {
+			return sr, err
+		}
+	case "plan":
+		if _, err := r.buildPlan(ctx, st.Plan, st.Env, st.Versions, st.MaxTrailingGapAdvances, st.MaxCatchUpAdvances); err != nil {
+			return sr, err
+		}
+	case "backfill":
+		pl, _ := r.plan(st.Plan)
+		if err := r.worker.Backfill(ctx, pl, st.Through, r.clock.now()); err != nil {
+			return sr, err
+		}
+	case "run_scheduler":
+		if err := r.runScheduler(ctx, st.Env, st.Until, st.WorkerPaused); err != nil {
+			return sr, err
+		}
+	case "complete":
+		if _, err := r.do(ctx, &commands.CompleteIntervals{Model: st.Model, Version: st.VersionName, Ranges: st.Intervals, RunKind: events.RunManual}); err != nil {
+			return sr, err
+		}
+	case "invalidate":
+		if _, err := r.do(ctx, &commands.InvalidateIntervals{Model: st.Model, Version: st.VersionName, Ranges: st.Intervals, Reason: "scenario"}); err != nil {
+			return sr, err
+		}
+	case "promote":
+		var err error
+		if sr.decision, err = r.promote(ctx, st.Plan, st.Finalize, st.AdvanceDuringCatchUp); err != nil {
+			return sr, err
+		}
+	case "replay":
+		divs, err := r.verify(ctx)
+		if err != nil {
+			return sr, err
+		}
+		n := len(divs)
+		sr.Divergences, sr.divs = &n, divs
+	}
+	if d := sr.decision; d != nil {
+		sr.Outcome, sr.Codes = string(d.Outcome), d.Codes
+		sr.Models = map[string]ModelResult{}
+		for m, f := range d.Models {
+			sr.Models[m] = ModelResult{Missing: interval.Set(f.Missing).Strings(), Advances: f.Advances}
+		}
+	}
+	sr.Clock = r.clock.now()
+	r.eng.View(func(s *projections.State) {
+		sr.Seq = s.Seq
+		sr.RepairsOpen = len(s.OpenRepairs())
+	})
+	return sr, nil
+}
+
+// verify rebuilds every projection from the stream, compares it with the
+// live one, and re-evaluates every recorded decision.
+func (r *runner) verify(ctx context.Context) ([]replay.Divergence, error) {
+	recs, err := replay.Read(ctx, r.eng.JetStream(), 0)
+	if err != nil {
+		return nil, err
+	}
+	divs := replay.Verify(recs)
+	rebuilt, err := json.Marshal(replay.Fold(recs))
+	if err != nil {
+		return nil, err
+	}
+	var live []byte
+	r.eng.View(func(st *projections.State) { live, err = json.Marshal(st) })
+	if err != nil {
+		return nil, err
+	}
+	if string(live) != string(rebuilt) {
+		divs = append(divs, replay.Divergence{Field: "projections", Recorded: "live state", Recomputed: "rebuilt state differs"})
+	}
+	return divs, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
