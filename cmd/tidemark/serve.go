@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+
+	"github.com/spf13/cobra"
+	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/engine"
+)
+
+func newServeCmd() *cobra.Command {
+	var (
+		dataDir, natsURL, listen, logFormat string
+		noSync, builtinWorker               bool
+		replicas                            int
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the engine: JetStream (embedded or external), the command service and the scheduler",
+		Long: "serve runs an embedded NATS server with JetStream (or connects to --nats-url), the\n" +
+			"tidemark command service (NATS micro service \"tidemark\"), the live projections and the\n" +
+			"scheduler on the wall clock, until interrupted. Every append is fsynced before it is\n" +
+			"acknowledged unless --no-sync is given.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := newLogger(logFormat)
+			if err != nil {
+				return &exitError{code: 2, err: err}
+			}
+			cfg := engine.Config{DataDir: dataDir, NatsURL: natsURL, SyncAlways: !noSync, Replicas: replicas, Logger: log}
+			if natsURL == "" {
+				cfg.Listen = listen
+			}
+			if noSync {
+				log.Warn("fsync relaxed (--no-sync): acknowledged events can be lost if the machine crashes or loses power within the server's sync interval (2 minutes by default)")
+			}
+			ctx := cmd.Context()
+			eng, err := engine.Open(ctx, cfg)
+			if err != nil {
+				return &exitError{code: 2, err: err}
+			}
+			svc, err := commands.Serve(eng.Conn(), eng, commands.ServiceConfig{Logger: log})
+			if err != nil {
+				eng.Close(context.WithoutCancel(ctx))
+				return &exitError{code: 2, err: err}
+			}
+			sched := &engine.Scheduler{Engine: eng}
+			if builtinWorker {
+				sched.Worker = &engine.Worker{Handler: eng, Actor: "worker:builtin"}
+			}
+			schedCtx, stopSched := context.WithCancel(context.WithoutCancel(ctx))
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() { defer wg.Done(); _ = sched.Run(schedCtx) }()
+			where := eng.ClientURL()
+			if where == "" {
+				where = "in-process only"
+			}
+			log.Info("tidemark serving", "nats", where, "data_dir", dataDir, "fsync_every_append", !noSync)
+			fmt.Fprintf(cmd.OutOrStdout(), "tidemark serving on %s (Ctrl-C to stop)\n", where)
+			<-ctx.Done()
+			log.Info("shutting down: draining the command service")
+			// Stop accepting commands and let in-flight ones finish, then
+			// stop the scheduler and close the engine.
+			_ = svc.Stop()
+			stopSched()
+			wg.Wait()
+			return eng.Close(context.Background())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&dataDir, "data-dir", "tidemark-data", "directory of the embedded server's JetStream store")
+	f.StringVar(&natsURL, "nats-url", "", "connect to this NATS server instead of embedding one")
+	f.StringVar(&listen, "listen", "127.0.0.1:4222", "client address of the embedded NATS server")
+	f.BoolVar(&noSync, "no-sync", false, "do not fsync every append (faster; risks losing acknowledged events on a machine crash)")
+	f.BoolVar(&builtinWorker, "builtin-worker", true, "complete scheduled work in-process (no external workers)")
+	f.IntVar(&replicas, "replicas", 1, "stream replicas (3 on a cluster)")
+	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	return cmd
+}
+
+func newLogger(format string) (*slog.Logger, error) {
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, nil)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, nil)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
