@@ -1,0 +1,77 @@
+package commands
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidemark/tidemark/events/interval"
+)
+
+func TestDecodeBothEncodings(t *testing.T) {
+	r := interval.R(time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC), time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC))
+	in := &CompleteIntervals{Meta: Meta{ID: "c1"}, Model: "events", Version: "v1", Ranges: []interval.Range{r}, RunKind: "scheduled"}
+	for _, asJSON := range []bool{false, true} {
+		b, err := Encode(in, asJSON)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ct := ContentMsgpack
+		if asJSON {
+			ct = ContentJSON
+		}
+		got, err := Decode(KindCompleteIntervals, ct, b)
+		if err != nil {
+			t.Fatalf("json=%v: %v", asJSON, err)
+		}
+		c := got.(*CompleteIntervals)
+		if c.ID != "c1" || c.Model != "events" || len(c.Ranges) != 1 || !c.Ranges[0].Start.Equal(r.Start) || !c.Ranges[0].End.Equal(r.End) {
+			t.Fatalf("json=%v: decoded %+v", asJSON, c)
+		}
+	}
+}
+
+func TestDecodeErrorsNameTheField(t *testing.T) {
+	cases := []struct {
+		name, kind, ct, body string
+		code                 Code
+		field                string
+	}{
+		{"unknown json field", KindPromote, ContentJSON, `{"id":"a","plan":"p1","extra":1}`, CodeMalformed, "extra"},
+		{"wrong type", KindPromote, ContentJSON, `{"id":"a","plan":7}`, CodeMalformed, "plan"},
+		{"bad plan name", KindPromote, ContentJSON, `{"id":"a","plan":"p 1"}`, CodeInvalid, "plan"},
+		{"no ranges", KindCompleteIntervals, ContentJSON, `{"id":"a","model":"m","version":"v1","ranges":[]}`, CodeInvalid, "ranges"},
+		{"bad run kind", KindCompleteIntervals, ContentJSON, `{"id":"a","model":"m","version":"v1","run_kind":"x","ranges":["2026-12-01T01:00:00Z/2026-12-01T02:00:00Z"]}`, CodeInvalid, "run_kind"},
+		{"bad unit", KindRegisterSnapshot, ContentJSON, `{"id":"a","model":"m","version":"v1","cron":"@hourly","interval_unit":"week","start":"2026-12-01T00:00:00Z"}`, CodeInvalid, "interval_unit"},
+		{"coarse unit", KindRegisterSnapshot, ContentJSON, `{"id":"a","model":"m","version":"v1","cron":"@hourly","interval_unit":"day","start":"2026-12-01T00:00:00Z"}`, CodeInvalid, "cron"},
+		{"unaligned start", KindRegisterSnapshot, ContentJSON, `{"id":"a","model":"m","version":"v1","cron":"@daily","start":"2026-12-01T05:00:00Z"}`, CodeInvalid, "start"},
+		{"no versions", KindBuildPlan, ContentJSON, `{"id":"a","plan":"p","env":"prod"}`, CodeInvalid, "versions"},
+		{"negative bound", KindBuildPlan, ContentJSON, `{"id":"a","plan":"p","env":"prod","versions":{"m":"v"},"max_trailing_gap_advances":-1}`, CodeInvalid, "max_trailing_gap_advances"},
+		{"unknown content type", KindPromote, "text/plain", `x`, CodeMalformed, "Content-Type"},
+		{"empty", KindPromote, ContentJSON, ``, CodeMalformed, ""},
+		{"too large", KindPromote, ContentJSON, strings.Repeat(" ", MaxBodyBytes+1), CodeTooLarge, ""},
+		{"unknown kind", "explode", ContentJSON, `{}`, CodeInvalid, "kind"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Decode(c.kind, c.ct, []byte(c.body))
+			var ce *Error
+			if !errors.As(err, &ce) || !errors.Is(err, ErrRejected) {
+				t.Fatalf("want *Error, got %v", err)
+			}
+			if ce.Code != c.code || ce.Field != c.field {
+				t.Fatalf("got %s on %q (%s), want %s on %q", ce.Code, ce.Field, ce.Message, c.code, c.field)
+			}
+		})
+	}
+	// msgpack unknown field
+	b, _ := Encode(&Promote{Meta: Meta{ID: "a"}, Plan: "p1"}, false)
+	b = append([]byte{b[0] + 1}, b[1:]...) // one more map entry
+	b = append(b, 0xa5, 'e', 'x', 't', 'r', 'a', 0x01)
+	_, err := Decode(KindPromote, ContentMsgpack, b)
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Field != "extra" {
+		t.Fatalf("msgpack unknown field: %v", err)
+	}
+}

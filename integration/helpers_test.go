@@ -1,0 +1,94 @@
+// Package integration holds tests that start real embedded JetStream
+// servers (on loopback, random ports, temp store dirs).
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/engine"
+	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/projections"
+)
+
+var t0 = time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+
+func at(h int) time.Time { return t0.Add(time.Duration(h) * time.Hour) }
+
+func rng(a, b int) interval.Range { return interval.R(at(a), at(b)) }
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func open(t *testing.T, cfg engine.Config) *engine.Engine {
+	t.Helper()
+	cfg.Logger = quiet()
+	e, err := engine.Open(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close(context.Background()) })
+	return e
+}
+
+func must(t *testing.T, r commands.Reply) commands.Reply {
+	t.Helper()
+	if err := r.Err(); err != nil {
+		t.Fatalf("command rejected: %v", err)
+	}
+	return r
+}
+
+func stateJSON(t *testing.T, e *engine.Engine) string {
+	t.Helper()
+	var b []byte
+	var err error
+	e.View(func(st *projections.State) { b, err = json.Marshal(st) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func lastSeq(t *testing.T, e *engine.Engine) uint64 {
+	t.Helper()
+	s, err := e.LastSeq(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// deploy registers model@version, plans, backfills, promotes and finalizes
+// it into env at clock now, through h.
+func deploy(t *testing.T, h commands.Handler, env, plan, version string, now time.Time) commands.Reply {
+	t.Helper()
+	ctx := t.Context()
+	must(t, h.Handle(ctx, &commands.RegisterSnapshot{Meta: meta(now), Model: "events", Version: version, Cron: "@hourly", Start: t0}))
+	pr := must(t, h.Handle(ctx, &commands.BuildPlan{Meta: meta(now), Plan: plan, Env: env, Versions: map[string]string{"events": version}}))
+	for _, c := range pr.Plan.Candidates {
+		if len(c.Backfill) > 0 {
+			must(t, h.Handle(ctx, &commands.CompleteIntervals{Meta: meta(now), Model: c.Model, Version: version, Ranges: c.Backfill, RunKind: "backfill"}))
+		}
+	}
+	return must(t, h.Handle(ctx, &commands.Promote{Meta: meta(now), Plan: plan}))
+}
+
+func meta(now time.Time) commands.Meta {
+	return commands.Meta{ID: commands.NewID(), At: now, Actor: "test"}
+}
+
+func connect(t *testing.T, e *engine.Engine) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect("", nats.InProcessServer(e.Server()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
