@@ -11,6 +11,7 @@ require (
 	github.com/spf13/cobra v1.10.2
 	github.com/synadia-io/orbit.go/jetstreamext v0.4.0
 	github.com/vmihailenco/msgpack/v5 v5.4.1
+	pgregory.net/rapid v1.3.0
 )
 
 require (

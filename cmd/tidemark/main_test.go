@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runCLI(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	root := newRootCmd()
+	var out, errb bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	root.SetArgs(args)
+	err := root.ExecuteContext(t.Context())
+	code := 0
+	var ee *exitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.code
+		errb.WriteString(ee.Error())
+	case err != nil:
+		code = 2
+		errb.WriteString(err.Error())
+	}
+	return out.String(), errb.String(), code
+}
+
+const strictRace = "../../engine/scenario/testdata/strict-race.yaml"
+
+func TestScenarioRunJSON(t *testing.T) {
+	out, stderr, code := runCLI(t, "scenario", "run", strictRace, "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 7 {
+		t.Fatalf("want 6 step lines and a summary, got %d:\n%s", len(lines), out)
+	}
+	var promote, summary map[string]any
+	if err := json.Unmarshal([]byte(lines[5]), &promote); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(lines[6]), &summary); err != nil {
+		t.Fatal(err)
+	}
+	if promote["kind"] != "promote" || promote["outcome"] != "rejected" || promote["step"] != float64(6) {
+		t.Fatalf("promote line: %v", promote)
+	}
+	models := promote["models"].(map[string]any)["events"].(map[string]any)
+	if m := models["missing"].([]any); len(m) != 1 || m[0] != "2026-12-01T10:00:00Z/2026-12-01T11:00:00Z" {
+		t.Fatalf("missing: %v", models)
+	}
+	if summary["summary"] != true || summary["failed"] != float64(0) || summary["expectations"] != float64(7) {
+		t.Fatalf("summary: %v", summary)
+	}
+}
+
+func TestScenarioExitCodes(t *testing.T) {
+	b, err := os.ReadFile(strictRace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	wrong := filepath.Join(dir, "wrong.yaml")
+	os.WriteFile(wrong, []byte(strings.Replace(string(b), "codes: [missing_intervals]", "codes: [no_gaps]", 1)), 0o644)
+	_, stderr, code := runCLI(t, "scenario", "run", wrong)
+	if code != 1 || !strings.Contains(stderr, "step 6: codes") {
+		t.Fatalf("wrong expectation: exit %d, stderr %q", code, stderr)
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte(strings.Replace(string(b), "  - backfill: {plan: p1}", "  - backfill: {plan: p1, speed: 3}", 1)), 0o644)
+	out, stderr, code := runCLI(t, "scenario", "run", strictRace, bad)
+	if code != 2 || !strings.Contains(stderr, "bad.yaml: step 4.backfill.speed: unknown key") || out != "" {
+		t.Fatalf("malformed file: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+}
+
+func TestDemo(t *testing.T) {
+	out, stderr, code := runCLI(t, "demo")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"REJECTED [missing_intervals]", "events misses 2026-12-01T10:00:00Z/2026-12-01T11:00:00Z", "0 divergence(s)"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+}
