@@ -326,8 +326,8 @@ func (p *PlanBuilt) normalize() {
 		utc(&p.Candidates[i].IncumbentFrontier)
 	}
 }
-func (p *SchedulerAdvanced) normalize()    { utc(&p.Tick); utc(&p.Frontier) }
-func (p *PromotionDecided) normalize()     { utc(&p.EvaluatedAt) }
+func (p *SchedulerAdvanced) normalize() { utc(&p.Tick); utc(&p.Frontier) }
+func (p *PromotionDecided) normalize()  { utc(&p.EvaluatedAt) }
 
 // IDSource hands out ULIDs that are monotonic within the process even when
 // the clock it is given stands still or goes back.

@@ -2,11 +2,16 @@
 // is a pure function: no I/O, no wall clock, no randomness, so a recorded
 // decision can be re-evaluated from the stream and must come out the same.
 //
-// Version 1 implements the strict check: per candidate, against the
-// incumbent now, the candidate must cover everything in the window
-// [candidate start, incumbent frontier now). Plans that ask for a
-// trailing-gap or catch-up bound are rejected with policy_not_available
-// until those policies exist.
+// Version 1 implements the strict check and the trailing-gap allowance:
+// per candidate, against the incumbent now, the candidate must cover
+// everything in the window [candidate start, incumbent frontier now), or,
+// with max_trailing_gap_advances N > 0, may miss one contiguous trailing
+// suffix produced by at most N scheduler advances after plan build, when
+// the schedule is unchanged, history is complete, both frontiers are
+// cron-tick boundaries and no downstream candidate already computed
+// intervals overlapping the suffix. Bounded catch-up needs the engine to
+// backfill before a retry; plans that ask for it are rejected with
+// policy_not_available until it exists.
 package policy
 
 import (
@@ -24,15 +29,23 @@ const Version = 1
 // Decision codes. Rejecting codes fail a promotion; the others are findings
 // or warnings of an accepted one.
 const (
-	CodeNoGaps             = "no_gaps"
-	CodeMissingIntervals   = "missing_intervals"
-	CodeConflictingPlan    = "conflicting_plan"
-	CodePolicyNotAvailable = "policy_not_available"
-	CodeUnknownSnapshot    = "unknown_snapshot"
-	CodeUnsupportedPolicyV = "unsupported_policy_version"
+	CodeNoGaps                 = "no_gaps"
+	CodeMissingIntervals       = "missing_intervals"
+	CodeConflictingPlan        = "conflicting_plan"
+	CodeTrailingGapAccepted    = "trailing_gap_accepted"
+	CodeScheduleChanged        = "schedule_changed"
+	CodeHistoricalGap          = "historical_gap"
+	CodeInternalGap            = "internal_gap"
+	CodeAmbiguousBoundary      = "ambiguous_boundary"
+	CodeTrailingGapExceeds     = "trailing_gap_exceeds_bound"
+	CodeDownstreamOverlap      = "downstream_overlap"
+	CodeForwardOnlyOverlapKept = "forward_only_overlap_retained"
+	CodePolicyNotAvailable     = "policy_not_available"
+	CodeUnknownSnapshot        = "unknown_snapshot"
+	CodeUnsupportedPolicyV     = "unsupported_policy_version"
 )
 
-var accepting = map[string]bool{CodeNoGaps: true}
+var accepting = map[string]bool{CodeNoGaps: true, CodeTrailingGapAccepted: true, CodeForwardOnlyOverlapKept: true}
 
 // Rejects reports whether a code fails a promotion.
 func Rejects(code string) bool { return !accepting[code] }
@@ -90,12 +103,91 @@ func checkCandidate(st *projections.State, plan events.PlanBuilt, c events.Candi
 			f.Advances = inc.Schedule.Advances(last.Start, last.End)
 		}
 	}
-	if plan.Policy.MaxTrailingGapAdvances > 0 || plan.Policy.MaxCatchUpAdvances > 0 {
+	switch {
+	case plan.Policy.MaxCatchUpAdvances > 0:
 		f.Codes = []string{CodePolicyNotAvailable}
+	case plan.Policy.MaxTrailingGapAdvances > 0:
+		f = trailingGap(st, plan, c, cand, window, missing, f)
+	default:
+		f.Codes = []string{CodeMissingIntervals}
+	}
+	return f
+}
+
+// trailingGap judges a miss under the trailing-gap allowance; the first
+// failing condition gives the code.
+func trailingGap(st *projections.State, plan events.PlanBuilt, c events.Candidate, cand *projections.Snapshot, window interval.Range, missing interval.Set, f events.ModelFinding) events.ModelFinding {
+	inc := st.Snapshots[c.Incumbent]
+	captured, err := interval.NewSchedule(c.IncumbentCron, c.IncumbentUnit, c.IncumbentAllowPartials)
+	switch {
+	case err != nil || !captured.Same(inc.Schedule) || !captured.Same(cand.Schedule):
+		f.Codes = []string{CodeScheduleChanged}
+		return f
+	case window.Start.Before(c.IncumbentFrontier) && missing.Overlaps(interval.R(window.Start, c.IncumbentFrontier)):
+		f.Codes = []string{CodeHistoricalGap}
+		return f
+	case !missing.IsSuffix(window.End):
+		f.Codes = []string{CodeInternalGap}
+		return f
+	case !captured.IsBoundary(c.IncumbentFrontier) || !captured.IsBoundary(window.End):
+		f.Codes = []string{CodeAmbiguousBoundary}
+		return f
+	case f.Advances > plan.Policy.MaxTrailingGapAdvances:
+		f.Codes = []string{CodeTrailingGapExceeds}
 		return f
 	}
-	f.Codes = []string{CodeMissingIntervals}
+	suffix := missing[0]
+	for _, d := range descendants(plan, c.Snapshot) {
+		child, ok := st.Snapshots[d.Snapshot]
+		if !ok {
+			continue
+		}
+		u := child.Schedule.Unit()
+		inUnit := interval.R(u.Floor(suffix.Start), u.Ceil(suffix.End))
+		if !st.Table(d.Table).Overlaps(inUnit) {
+			continue
+		}
+		if child.Kind == events.ForwardOnly && d.Incumbent != "" && st.Snapshots[d.Incumbent] != nil && st.Snapshots[d.Incumbent].Table == d.Table {
+			f.Codes = appendOnce(f.Codes, CodeForwardOnlyOverlapKept)
+			continue
+		}
+		f.Codes = []string{CodeDownstreamOverlap}
+		return f
+	}
+	f.Codes = append([]string{CodeTrailingGapAccepted}, f.Codes...)
 	return f
+}
+
+// descendants returns the plan's candidates downstream of snapshot,
+// transitively, in plan order.
+func descendants(plan events.PlanBuilt, snapshot string) []events.Candidate {
+	reach := map[string]bool{snapshot: true}
+	var out []events.Candidate
+	for changed := true; changed; {
+		changed = false
+		for _, c := range plan.Candidates {
+			if reach[c.Snapshot] {
+				continue
+			}
+			for _, u := range c.Upstream {
+				if reach[u] {
+					reach[c.Snapshot], changed = true, true
+					out = append(out, c)
+					break
+				}
+			}
+		}
+	}
+	return out
+}
+
+func appendOnce(l []string, s string) []string {
+	for _, x := range l {
+		if x == s {
+			return l
+		}
+	}
+	return append(l, s)
 }
 
 // Window is the check window of a candidate: [candidate start, incumbent

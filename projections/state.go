@@ -61,7 +61,7 @@ type State struct {
 	Seq uint64 `json:"seq"`
 	// SubjectSeq is the stream sequence of the last event on each subject:
 	// the expected-sequence value for the next append to that aggregate.
-	SubjectSeq map[string]uint64 `json:"subject_seq"`
+	SubjectSeq map[string]uint64    `json:"subject_seq"`
 	Snapshots  map[string]*Snapshot `json:"snapshots"`
 	// Coverage maps a table to the ranges computed into it.
 	Coverage map[string]interval.Set `json:"coverage"`

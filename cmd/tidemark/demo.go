@@ -76,7 +76,7 @@ func narrate(w io.Writer, sr scenario.StepResult) {
 		fmt.Fprintf(w, "  %s  backfill of p1 done: events@v2 covers up to the captured frontier\n", at)
 	case "promote":
 		verdict := strings.ToUpper(sr.Outcome)
-		fmt.Fprintf(w, "  %s  promote p1: %s [%s] (decision recorded at seq %d)\n", at, verdict, strings.Join(sr.Codes, ", "), sr.Seq)
+		fmt.Fprintf(w, "  %s  promote p1: %s [%s] (stream at seq %d, open repair debt: %d)\n", at, verdict, strings.Join(sr.Codes, ", "), sr.Seq, sr.RepairsOpen)
 		for m, r := range sr.Models {
 			if len(r.Missing) > 0 {
 				fmt.Fprintf(w, "         %s misses %s: %d scheduler advance(s) after the plan was built\n", m, strings.Join(r.Missing, ", "), r.Advances)
@@ -100,8 +100,8 @@ var explanations = map[string]string{
 	"no_gaps":               "the candidate covers every interval the incumbent covers now",
 	"missing_intervals":     "strict policy: the candidate must cover everything the incumbent covers now; the scheduler won the race",
 	"conflicting_plan":      "the environment changed (another promotion) since the plan was built",
-	"policy_not_available":  "this build implements the strict policy only; the plan asked for a bound it cannot honour, so it is rejected rather than promoted unsafely",
-	"trailing_gap_accepted": "the gap is one trailing suffix within the allowed scheduler advances; it is tracked as repair debt",
+	"policy_not_available":  "bounded catch-up is not in this build yet; the plan asked for a bound it cannot honour, so it is rejected rather than promoted unsafely",
+	"trailing_gap_accepted": "the miss is one trailing suffix made by no more scheduler advances than allowed; it stays missing and is tracked as repair debt until the scheduler fills it",
 	"caught_up":             "the missing suffix was backfilled right before promotion and the strict retry passed",
 	"catch_up_exhausted":    "the scheduler advanced again during catch-up",
 }

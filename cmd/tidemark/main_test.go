@@ -86,7 +86,7 @@ func TestDemo(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	for _, want := range []string{"REJECTED [missing_intervals]", "events misses 2026-12-01T10:00:00Z/2026-12-01T11:00:00Z", "0 divergence(s)"} {
+	for _, want := range []string{"REJECTED [missing_intervals]", "events misses 2026-12-01T10:00:00Z/2026-12-01T11:00:00Z", "0 divergence(s)", "ACCEPTED [trailing_gap_accepted]", "open repair debt: 0"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("demo output lacks %q:\n%s", want, out)
 		}

@@ -78,7 +78,7 @@ type simClock struct {
 	t  time.Time
 }
 
-func (c *simClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *simClock) now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *simClock) set(t time.Time) { c.mu.Lock(); c.t = t.UTC(); c.mu.Unlock() }
 
 type runner struct {
