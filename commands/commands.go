@@ -200,15 +200,20 @@ func version(field, v string) error {
 	return nil
 }
 
+// snapshotRef validates the meta and the model/version pair a command names.
+func snapshotRef(m *Meta, model, v string) error {
+	if err := m.validate(); err != nil {
+		return err
+	}
+	if err := name("model", model); err != nil {
+		return err
+	}
+	return version("version", v)
+}
+
 // Validate implements Command.
 func (c *RegisterSnapshot) Validate() error {
-	if err := c.Meta.validate(); err != nil {
-		return err
-	}
-	if err := name("model", c.Model); err != nil {
-		return err
-	}
-	if err := version("version", c.Version); err != nil {
+	if err := snapshotRef(&c.Meta, c.Model, c.Version); err != nil {
 		return err
 	}
 	if c.IntervalUnit != "" && !c.IntervalUnit.Valid() {
@@ -298,13 +303,7 @@ func validateRanges(rs []interval.Range) error {
 
 // Validate implements Command.
 func (c *CompleteIntervals) Validate() error {
-	if err := c.Meta.validate(); err != nil {
-		return err
-	}
-	if err := name("model", c.Model); err != nil {
-		return err
-	}
-	if err := version("version", c.Version); err != nil {
+	if err := snapshotRef(&c.Meta, c.Model, c.Version); err != nil {
 		return err
 	}
 	if c.RunKind != "" && !c.RunKind.Valid() {
@@ -315,13 +314,7 @@ func (c *CompleteIntervals) Validate() error {
 
 // Validate implements Command.
 func (c *InvalidateIntervals) Validate() error {
-	if err := c.Meta.validate(); err != nil {
-		return err
-	}
-	if err := name("model", c.Model); err != nil {
-		return err
-	}
-	if err := version("version", c.Version); err != nil {
+	if err := snapshotRef(&c.Meta, c.Model, c.Version); err != nil {
 		return err
 	}
 	return validateRanges(c.Ranges)

@@ -194,12 +194,19 @@ func snapshotOf(st *projections.State, model, version string) (*projections.Snap
 	return sn, nil
 }
 
-func decideComplete(st *projections.State, c *commands.CompleteIntervals) (decision, error) {
-	sn, err := snapshotOf(st, c.Model, c.Version)
+// rangesOf resolves the snapshot a completion or invalidation names and
+// validates its ranges.
+func rangesOf(st *projections.State, model, version string, rs []interval.Range, ended bool, at time.Time) (*projections.Snapshot, interval.Set, error) {
+	sn, err := snapshotOf(st, model, version)
 	if err != nil {
-		return decision{}, err
+		return nil, nil, err
 	}
-	set, err := checkRanges(sn, c.Ranges, true, c.At)
+	set, err := checkRanges(sn, rs, ended, at)
+	return sn, set, err
+}
+
+func decideComplete(st *projections.State, c *commands.CompleteIntervals) (decision, error) {
+	sn, set, err := rangesOf(st, c.Model, c.Version, c.Ranges, true, c.At)
 	if err != nil {
 		return decision{}, err
 	}
@@ -212,11 +219,7 @@ func decideComplete(st *projections.State, c *commands.CompleteIntervals) (decis
 }
 
 func decideInvalidate(st *projections.State, c *commands.InvalidateIntervals) (decision, error) {
-	sn, err := snapshotOf(st, c.Model, c.Version)
-	if err != nil {
-		return decision{}, err
-	}
-	set, err := checkRanges(sn, c.Ranges, false, c.At)
+	sn, set, err := rangesOf(st, c.Model, c.Version, c.Ranges, false, c.At)
 	if err != nil {
 		return decision{}, err
 	}
