@@ -198,7 +198,8 @@ func (r *runner) promote(ctx context.Context, id string, finalize bool, advanceT
 	if !advanceTo.IsZero() {
 		// Without a catch-up phase there is nothing to interleave with: the
 		// clock still moves, so later steps see the same time as written.
-		if err := r.runScheduler(ctx, d.Env, advanceTo, false); err != nil {
+		pl, _ := r.plan(id)
+		if err := r.runScheduler(ctx, pl.Env, advanceTo, false); err != nil {
 			return d, err
 		}
 	}
