@@ -76,13 +76,8 @@ func (e *Engine) Tick(ctx context.Context, env string, t time.Time) ([]events.Sc
 // NextTick returns the first cron tick after t of any incumbent in any of
 // envs (all envs when envs is empty), or the zero time if there is none.
 func NextTick(st *projections.State, envs []string, t time.Time) time.Time {
-	if len(envs) == 0 {
-		for name := range st.Envs {
-			envs = append(envs, name)
-		}
-	}
 	var next time.Time
-	for _, name := range envs {
+	for _, name := range envNames(st, envs) {
 		for _, id := range st.Env(name).Incumbents {
 			sn, ok := st.Snapshots[id]
 			if !ok {
@@ -122,14 +117,8 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		var envs []string
 		s.Engine.View(func(st *projections.State) {
 			next = NextTick(st, s.Envs, last)
-			envs = append(envs, s.Envs...)
-			if len(envs) == 0 {
-				for name := range st.Envs {
-					envs = append(envs, name)
-				}
-			}
+			envs = envNames(st, s.Envs)
 		})
-		sort.Strings(envs)
 		wait := s.Recheck
 		if !next.IsZero() {
 			if d := next.Sub(s.Engine.Now()); d < wait {
@@ -166,4 +155,17 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		}
 		last = next
 	}
+}
+
+// envNames returns envs sorted, or every environment in st when envs is
+// empty.
+func envNames(st *projections.State, envs []string) []string {
+	out := append([]string(nil), envs...)
+	if len(out) == 0 {
+		for name := range st.Envs {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
 }

@@ -201,9 +201,6 @@ func (s *State) ensureEnv(name string) *Env {
 		e = &Env{Name: name, Incumbents: map[string]string{}, LastTick: map[string]time.Time{}}
 		s.Envs[name] = e
 	}
-	if e.LastTick == nil {
-		e.LastTick = map[string]time.Time{}
-	}
 	return e
 }
 

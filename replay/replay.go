@@ -6,7 +6,6 @@ package replay
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"reflect"
 	"sort"
@@ -187,6 +186,3 @@ func nonNil(s []string) []string {
 	}
 	return s
 }
-
-// ErrDiverged is returned by callers that treat any divergence as failure.
-var ErrDiverged = errors.New("replay: recomputed decisions differ from the recorded ones")
