@@ -123,9 +123,15 @@ type InvalidateIntervals struct {
 // AdvanceScheduler runs one scheduler tick for an environment at the
 // command's clock: every missing ready interval of its incumbents is
 // scheduled.
+//
+// Generation is the environment generation the scheduler read its
+// incumbents at (required, >= 1). An advance for an older generation is
+// rejected with stale_generation and appends nothing: promotion fences the
+// demoted snapshot's scheduler.
 type AdvanceScheduler struct {
-	Meta `msgpack:",inline"`
-	Env  string `msgpack:"env" json:"env"`
+	Meta       `msgpack:",inline"`
+	Env        string `msgpack:"env" json:"env"`
+	Generation uint64 `msgpack:"generation" json:"generation"`
 }
 
 // Promote evaluates a plan's promotion and records the decision.
@@ -325,7 +331,13 @@ func (c *AdvanceScheduler) Validate() error {
 	if err := c.Meta.validate(); err != nil {
 		return err
 	}
-	return name("env", c.Env)
+	if err := name("env", c.Env); err != nil {
+		return err
+	}
+	if c.Generation == 0 {
+		return Errorf(CodeInvalid, "generation", "generation is required: the environment generation the scheduler read (>= 1)")
+	}
+	return nil
 }
 
 // Validate implements Command.

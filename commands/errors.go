@@ -25,11 +25,18 @@ const (
 	// CodeConflict: the state changed under the command too often, or the
 	// command contradicts the state (a plan id that already exists).
 	CodeConflict Code = "conflict"
+	// CodeStaleGeneration: a scheduler advance read an older environment
+	// generation than the current one (a promotion happened since); it is
+	// fenced off and appends nothing. Re-read and schedule again.
+	CodeStaleGeneration Code = "stale_generation"
 	// CodeUnavailable: the engine could not reach the stream; retry with the same id.
 	CodeUnavailable Code = "unavailable"
 	// CodeInternal: a bug or an unexpected failure.
 	CodeInternal Code = "internal"
 )
+
+// String returns the code as written on the wire.
+func (c Code) String() string { return string(c) }
 
 // ErrRejected is matched (errors.Is) by every *Error.
 var ErrRejected = errors.New("commands: rejected")
@@ -72,8 +79,12 @@ type Reply struct {
 	Events int `msgpack:"events" json:"events"`
 	// Duplicate is set when the command id had already been applied.
 	Duplicate bool `msgpack:"duplicate,omitempty" json:"duplicate,omitempty"`
-	// Decision is set by promote.
+	// Decision is set by promote once the decision is recorded.
 	Decision *events.PromotionDecided `msgpack:"decision,omitempty" json:"decision,omitempty"`
+	// CatchUp is set by a promote that started bounded catch-up: the work
+	// listed is computed (run kind catch_up), then a promote of the same
+	// plan records the strict retry's decision.
+	CatchUp *events.CatchUpRequested `msgpack:"catch_up,omitempty" json:"catch_up,omitempty"`
 	// Plan is set by build_plan.
 	Plan *events.PlanBuilt `msgpack:"plan,omitempty" json:"plan,omitempty"`
 	// Advances is set by advance_scheduler.

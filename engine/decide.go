@@ -215,7 +215,18 @@ func decideComplete(st *projections.State, c *commands.CompleteIntervals) (decis
 		kind = events.RunManual
 	}
 	p := events.IntervalsCompleted{Snapshot: sn.Snapshot, Table: sn.Table, Ranges: set, RunKind: kind, RunID: c.RunID}
-	return decision{payloads: []events.Payload{p}, expect: expectSubjects(st.SubjectSeq, p.Subject())}, nil
+	payloads := []events.Payload{p}
+	subjects := []string{p.Subject()}
+	// A completion that closes repair debt carries its RepairCompleted in
+	// the same atomic batch, under the env's expected sequence too.
+	for _, r := range st.RepairsClosedBy(sn.Table, st.Table(sn.Table).AddSet(set)) {
+		rc := r.Completed(c.At)
+		payloads = append(payloads, rc)
+		if !contains(subjects, rc.Subject()) {
+			subjects = append(subjects, rc.Subject())
+		}
+	}
+	return decision{payloads: payloads, expect: expectSubjects(st.SubjectSeq, subjects...)}, nil
 }
 
 func decideInvalidate(st *projections.State, c *commands.InvalidateIntervals) (decision, error) {
@@ -250,17 +261,32 @@ func Due(st *projections.State, env string, t time.Time) []events.SchedulerAdvan
 			lb := interval.R(sn.Schedule.Unit().Add(sn.Schedule.Unit().Floor(window.End), -sn.Lookback), window.End)
 			missing = missing.Add(lb.Intersect(window))
 		}
+		var repairs interval.Set
+		for _, r := range st.OpenRepairs() {
+			if r.Env == env && r.Table == sn.Table {
+				for _, g := range r.Ranges {
+					repairs = repairs.AddSet(missing.Clip(g))
+				}
+			}
+		}
 		out = append(out, events.SchedulerAdvanced{
 			Env: env, Model: model, Snapshot: sn.Snapshot, Tick: sn.Schedule.Prev(t), Frontier: window.End,
-			Ranges: missing, Generation: e.Generation,
+			Ranges: missing, Repairs: repairs, Generation: e.Generation,
 		})
 	}
 	return out
 }
 
 func decideAdvance(st *projections.State, c *commands.AdvanceScheduler) (decision, error) {
-	if _, ok := st.Envs[c.Env]; !ok {
+	env, ok := st.Envs[c.Env]
+	if !ok {
 		return decision{}, commands.Errorf(commands.CodeNotFound, "env", "environment %q has no promoted models", c.Env)
+	}
+	if c.Generation != env.Generation {
+		// Fencing: a scheduler that read an older generation would advance
+		// snapshots a promotion demoted. It must re-read and schedule again.
+		return decision{}, commands.Errorf(commands.CodeStaleGeneration, "generation",
+			"environment %s is at generation %d, the scheduler read generation %d: re-read the incumbents and schedule again", c.Env, env.Generation, c.Generation)
 	}
 	due := Due(st, c.Env, c.At)
 	payloads := make([]events.Payload, len(due))
@@ -278,9 +304,63 @@ func decidePromote(st *projections.State, c *commands.Promote) (decision, error)
 	if pl.Accepted() {
 		return decision{}, commands.Errorf(commands.CodeConflict, "plan", "plan %q was already promoted at seq %d", c.Plan, pl.DecisionSeq)
 	}
+	gen := st.Env(pl.Built.Env).Generation
+	if pl.CatchUpOpen() {
+		if left := CatchUpOutstanding(st, *pl.CatchUp); len(left) > 0 {
+			return decision{}, commands.Errorf(commands.CodeConflict, "plan", "plan %q is catching up (requested at seq %d): %s still to compute before the strict retry", c.Plan, pl.CatchUpSeq, describeWork(left))
+		}
+		d := policy.Retry(st, pl.Built, *pl.CatchUp)
+		ev := d.Event(pl.Built, st.Seq, c.At, gen, pl.CatchUpSeq)
+		return decision{payloads: []events.Payload{ev}, expect: expectStream(st.Seq), reply: commands.Reply{Decision: &ev}}, nil
+	}
 	d := policy.Evaluate(st, pl.Built)
-	ev := d.Event(pl.Built, st.Seq, c.At, st.Env(pl.Built.Env).Generation)
+	if d.NeedsCatchUp() {
+		req := d.Request(pl.Built, st.Seq, c.At)
+		payloads := []events.Payload{req}
+		for _, w := range req.Work {
+			if len(w.Recompute) > 0 {
+				payloads = append(payloads, events.IntervalsInvalidated{Snapshot: w.Snapshot, Table: w.Table, Ranges: w.Recompute, Reason: "catch_up:" + c.Plan})
+			}
+		}
+		return decision{payloads: payloads, expect: expectStream(st.Seq), reply: commands.Reply{CatchUp: &req}}, nil
+	}
+	ev := d.Event(pl.Built, st.Seq, c.At, gen, 0)
 	return decision{payloads: []events.Payload{ev}, expect: expectStream(st.Seq), reply: commands.Reply{Decision: &ev}}, nil
+}
+
+// CatchUpOutstanding returns the catch-up work of req that is not computed
+// yet: per model, what its table still misses of Ranges and Recompute.
+func CatchUpOutstanding(st *projections.State, req events.CatchUpRequested) []events.CatchUpWork {
+	var out []events.CatchUpWork
+	for _, w := range req.Work {
+		todo := interval.NewSet(w.Ranges...).AddSet(w.Recompute)
+		var left interval.Set
+		for _, r := range todo {
+			left = left.AddSet(st.Table(w.Table).Missing(r))
+		}
+		if !left.Empty() {
+			w.Ranges, w.Recompute = left, nil
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+func contains(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func describeWork(ws []events.CatchUpWork) string {
+	parts := make([]string, len(ws))
+	for i, w := range ws {
+		parts[i] = fmt.Sprintf("%s %s", w.Snapshot, strings.Join(interval.Set(w.Ranges).Strings(), ", "))
+	}
+	return strings.Join(parts, "; ")
 }
 
 func decideFinalize(st *projections.State, c *commands.Finalize) (decision, error) {

@@ -291,7 +291,13 @@ func duplicateReply(st *projections.State, cmd commands.Command, seq uint64) com
 	r := commands.Reply{Accepted: true, Duplicate: true, Seq: seq, Message: "command already applied"}
 	switch c := cmd.(type) {
 	case *commands.Promote:
-		if pl, ok := st.Plans[c.Plan]; ok && pl.Decision != nil {
+		pl, ok := st.Plans[c.Plan]
+		switch {
+		case !ok:
+		case pl.CatchUp != nil && seq >= pl.CatchUpSeq && (pl.Decision == nil || seq < pl.DecisionSeq):
+			req := *pl.CatchUp
+			r.CatchUp = &req
+		case pl.Decision != nil:
 			d := *pl.Decision
 			r.Decision = &d
 		}

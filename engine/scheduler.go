@@ -37,11 +37,31 @@ func (w *Worker) Complete(ctx context.Context, snapshot string, ranges []interva
 }
 
 // RunAdvances completes the work of scheduler advances, in their order
-// (dependency order).
+// (dependency order); open repair debt in an advance is computed first.
 func (w *Worker) RunAdvances(ctx context.Context, advs []events.SchedulerAdvanced, at time.Time) error {
 	for _, a := range advs {
 		runID := "sched:" + a.Snapshot + ":" + a.Tick.Format(time.RFC3339)
-		if err := w.Complete(ctx, a.Snapshot, a.Ranges, events.RunScheduled, runID, at); err != nil {
+		rest := interval.Set(a.Ranges)
+		if len(a.Repairs) > 0 {
+			if err := w.Complete(ctx, a.Snapshot, a.Repairs, events.RunScheduled, runID+":repair", at); err != nil {
+				return err
+			}
+			rest = rest.SubtractSet(a.Repairs)
+		}
+		if err := w.Complete(ctx, a.Snapshot, rest, events.RunScheduled, runID, at); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CatchUp computes a catch-up request's work, in its order (dependency
+// order): each candidate's suffix, and the downstream intervals the request
+// invalidated, after the upstream suffix they read.
+func (w *Worker) CatchUp(ctx context.Context, req events.CatchUpRequested, at time.Time) error {
+	for _, wk := range req.Work {
+		set := interval.NewSet(wk.Ranges...).AddSet(wk.Recompute)
+		if err := w.Complete(ctx, wk.Snapshot, set, events.RunCatchUp, "catch_up:"+req.Plan, at); err != nil {
 			return err
 		}
 	}
@@ -63,14 +83,42 @@ func (w *Worker) Backfill(ctx context.Context, plan events.PlanBuilt, through, a
 	return nil
 }
 
-// Tick runs one scheduler tick for env at t and returns the advances it
-// recorded (none when nothing was due).
+// Tick runs one scheduler tick for env at t, with the env generation it
+// reads now, and returns the advances it recorded (none when nothing was
+// due).
 func (e *Engine) Tick(ctx context.Context, env string, t time.Time) ([]events.SchedulerAdvanced, error) {
-	r := e.Handle(ctx, &commands.AdvanceScheduler{Meta: commands.Meta{ID: commands.NewID(), Actor: "scheduler", At: t}, Env: env})
-	if err := r.Err(); err != nil {
-		return nil, fmt.Errorf("scheduler: %s at %s: %w", env, t.Format(time.RFC3339), err)
+	advs, _, err := e.TickFrom(ctx, env, t, 0)
+	return advs, err
+}
+
+// MaxFencedRetries bounds how often one tick re-reads the generation after
+// being fenced.
+const MaxFencedRetries = 3
+
+// TickFrom is Tick for a scheduler whose view was read at generation gen
+// (0: read it now). An advance fenced off as stale_generation appends
+// nothing; the scheduler re-reads the generation and the incumbents and
+// tries again. fenced counts the rejected advances.
+func (e *Engine) TickFrom(ctx context.Context, env string, t time.Time, gen uint64) (advs []events.SchedulerAdvanced, fenced int, err error) {
+	for attempt := 0; ; attempt++ {
+		if gen == 0 {
+			e.View(func(st *projections.State) { gen = st.Env(env).Generation })
+			if gen == 0 {
+				return nil, fenced, fmt.Errorf("scheduler: %w", commands.Errorf(commands.CodeNotFound, "env", "environment %q has no promoted models", env))
+			}
+		}
+		r := e.Handle(ctx, &commands.AdvanceScheduler{Meta: commands.Meta{ID: commands.NewID(), Actor: "scheduler", At: t}, Env: env, Generation: gen})
+		if r.Code == commands.CodeStaleGeneration && attempt < MaxFencedRetries {
+			e.log.Info("scheduler fenced: stale generation, re-reading", "env", env, "generation", gen, "tick", t)
+			fenced++
+			gen = 0
+			continue
+		}
+		if err := r.Err(); err != nil {
+			return nil, fenced, fmt.Errorf("scheduler: %s at %s: %w", env, t.Format(time.RFC3339), err)
+		}
+		return r.Advances, fenced, nil
 	}
-	return r.Advances, nil
 }
 
 // NextTick returns the first cron tick after t of any incumbent in any of

@@ -110,53 +110,60 @@ func decodePayload(t Type, data []byte) (Payload, error) {
 		}
 		return nil
 	}
+	var p Payload
 	switch t {
 	case TypeSnapshotRegistered:
-		var p SnapshotRegistered
-		if err := into(&p); err != nil {
-			return nil, err
-		}
-		p.normalize()
-		return p, nil
+		p = &SnapshotRegistered{}
 	case TypePlanBuilt:
-		var p PlanBuilt
-		if err := into(&p); err != nil {
-			return nil, err
-		}
-		p.normalize()
-		return p, nil
+		p = &PlanBuilt{}
 	case TypeIntervalsCompleted:
-		var p IntervalsCompleted
-		if err := into(&p); err != nil {
-			return nil, err
-		}
-		return p, nil
+		p = &IntervalsCompleted{}
 	case TypeIntervalsInvalidated:
-		var p IntervalsInvalidated
-		if err := into(&p); err != nil {
-			return nil, err
-		}
-		return p, nil
+		p = &IntervalsInvalidated{}
 	case TypeSchedulerAdvanced:
-		var p SchedulerAdvanced
-		if err := into(&p); err != nil {
-			return nil, err
-		}
-		p.normalize()
-		return p, nil
+		p = &SchedulerAdvanced{}
 	case TypePromotionDecided:
-		var p PromotionDecided
-		if err := into(&p); err != nil {
-			return nil, err
-		}
-		p.normalize()
-		return p, nil
+		p = &PromotionDecided{}
 	case TypeEnvironmentFinalized:
-		var p EnvironmentFinalized
-		if err := into(&p); err != nil {
-			return nil, err
-		}
-		return p, nil
+		p = &EnvironmentFinalized{}
+	case TypeCatchUpRequested:
+		p = &CatchUpRequested{}
+	case TypeRepairCompleted:
+		p = &RepairCompleted{}
+	default:
+		return nil, &DecodeError{Kind: UnknownType, Type: t}
 	}
-	return nil, &DecodeError{Kind: UnknownType, Type: t}
+	if err := into(p); err != nil {
+		return nil, err
+	}
+	if n, ok := p.(interface{ normalize() }); ok {
+		n.normalize()
+	}
+	return deref(p), nil
+}
+
+// deref turns the pointer decodePayload filled into the value type the rest
+// of the code switches on.
+func deref(p Payload) Payload {
+	switch v := p.(type) {
+	case *SnapshotRegistered:
+		return *v
+	case *PlanBuilt:
+		return *v
+	case *IntervalsCompleted:
+		return *v
+	case *IntervalsInvalidated:
+		return *v
+	case *SchedulerAdvanced:
+		return *v
+	case *PromotionDecided:
+		return *v
+	case *EnvironmentFinalized:
+		return *v
+	case *CatchUpRequested:
+		return *v
+	case *RepairCompleted:
+		return *v
+	}
+	return p
 }

@@ -27,6 +27,8 @@ const (
 	TypeSchedulerAdvanced    Type = "SchedulerAdvanced"
 	TypePromotionDecided     Type = "PromotionDecided"
 	TypeEnvironmentFinalized Type = "EnvironmentFinalized"
+	TypeCatchUpRequested     Type = "CatchUpRequested"
+	TypeRepairCompleted      Type = "RepairCompleted"
 )
 
 // Envelope is the metadata every event carries.
@@ -239,6 +241,9 @@ type SchedulerAdvanced struct {
 	Frontier time.Time `msgpack:"frontier" json:"frontier"`
 	// Ranges is the work the tick scheduled (missing ready intervals).
 	Ranges []interval.Range `msgpack:"ranges" json:"ranges"`
+	// Repairs is the part of Ranges that is open repair debt: a worker
+	// computes it first.
+	Repairs []interval.Range `msgpack:"repairs,omitempty" json:"repairs,omitempty"`
 	// Generation is the env generation the scheduler read.
 	Generation uint64 `msgpack:"generation" json:"generation"`
 }
@@ -260,6 +265,22 @@ type ModelFinding struct {
 	Advances int              `msgpack:"advances" json:"advances"`
 }
 
+// Finding is one structured explanation of a decision: what was found for
+// which model, with the ranges and advance count it concerns and one human
+// sentence. Findings are derived by the policy, so re-evaluation
+// reproduces them exactly.
+type Finding struct {
+	Code     string `msgpack:"code" json:"code"`
+	Model    string `msgpack:"model,omitempty" json:"model,omitempty"`
+	Snapshot string `msgpack:"snapshot,omitempty" json:"snapshot,omitempty"`
+	// Related names another snapshot the finding concerns (the downstream
+	// child of an overlap, the incumbent of a gap).
+	Related  string           `msgpack:"related,omitempty" json:"related,omitempty"`
+	Ranges   []interval.Range `msgpack:"ranges" json:"ranges"`
+	Advances int              `msgpack:"advances" json:"advances"`
+	Message  string           `msgpack:"message" json:"message"`
+}
+
 // PromotionDecided records a promotion decision and what it was based on.
 type PromotionDecided struct {
 	Plan    string  `msgpack:"plan" json:"plan"`
@@ -275,6 +296,66 @@ type PromotionDecided struct {
 	Policy      Policy    `msgpack:"policy" json:"policy"`
 	// Generation is the env generation after the decision (bumped on accept).
 	Generation uint64 `msgpack:"generation" json:"generation"`
+	// Findings explain the decision, one per code and model.
+	Findings []Finding `msgpack:"findings" json:"findings"`
+	// CatchUpSeq is the stream sequence of the CatchUpRequested this
+	// decision is the strict retry of (0 when there was no catch-up).
+	CatchUpSeq uint64 `msgpack:"catch_up_seq,omitempty" json:"catch_up_seq,omitempty"`
+}
+
+// CatchUpWork is what bounded catch-up computes for one candidate before
+// the strict retry.
+type CatchUpWork struct {
+	Model    string `msgpack:"model" json:"model"`
+	Snapshot string `msgpack:"snapshot" json:"snapshot"`
+	Table    string `msgpack:"table" json:"table"`
+	// Ranges is the candidate's missing suffix to backfill.
+	Ranges []interval.Range `msgpack:"ranges" json:"ranges"`
+	// Recompute is complete coverage overlapping an upstream candidate's
+	// suffix: it is invalidated with the request and computed again after
+	// the upstream suffix.
+	Recompute []interval.Range `msgpack:"recompute" json:"recompute"`
+	// Advances counts the scheduler advances that produced Ranges.
+	Advances int `msgpack:"advances" json:"advances"`
+	// IncumbentFrontier is the incumbent's frontier when catch-up was
+	// requested: a retry that finds it moved knows another advance happened.
+	IncumbentFrontier time.Time `msgpack:"incumbent_frontier" json:"incumbent_frontier"`
+}
+
+// CatchUpRequested records that a promotion under bounded catch-up found
+// only a suffix missing within the bound: the listed work is computed (run
+// kind catch_up, in the listed order) and the strict check is retried once.
+// It is appended in one atomic batch with the IntervalsInvalidated events
+// of its Recompute ranges.
+type CatchUpRequested struct {
+	Plan string `msgpack:"plan" json:"plan"`
+	Env  string `msgpack:"env" json:"env"`
+	// EvaluatedAtSeq and EvaluatedAt are the view and clock of the check.
+	EvaluatedAtSeq uint64    `msgpack:"evaluated_at_seq" json:"evaluated_at_seq"`
+	EvaluatedAt    time.Time `msgpack:"evaluated_at" json:"evaluated_at"`
+	Policy         Policy    `msgpack:"policy" json:"policy"`
+	// Work is per candidate with anything to compute, in dependency order.
+	Work     []CatchUpWork `msgpack:"work" json:"work"`
+	Findings []Finding     `msgpack:"findings" json:"findings"`
+}
+
+// RepairCompleted records that a repair debt closed: the table now covers
+// every range the accepted gap left missing. It is appended in one atomic
+// batch with the completion that closed it.
+type RepairCompleted struct {
+	Env      string           `msgpack:"env" json:"env"`
+	Plan     string           `msgpack:"plan" json:"plan"`
+	Model    string           `msgpack:"model" json:"model"`
+	Snapshot string           `msgpack:"snapshot" json:"snapshot"`
+	Table    string           `msgpack:"table" json:"table"`
+	Ranges   []interval.Range `msgpack:"ranges" json:"ranges"`
+	// OpenedAt and OpenSeq locate the decision that opened the debt.
+	OpenedAt time.Time `msgpack:"opened_at" json:"opened_at"`
+	OpenSeq  uint64    `msgpack:"open_seq" json:"open_seq"`
+	// ClosedAt is the clock of the completion that closed it.
+	ClosedAt time.Time `msgpack:"closed_at" json:"closed_at"`
+	// LatencyMS is ClosedAt - OpenedAt in milliseconds.
+	LatencyMS int64 `msgpack:"latency_ms" json:"latency_ms"`
 }
 
 // EnvironmentFinalized marks a promoted plan's environment as finalized.
@@ -292,6 +373,8 @@ func (IntervalsInvalidated) EventType() Type { return TypeIntervalsInvalidated }
 func (SchedulerAdvanced) EventType() Type    { return TypeSchedulerAdvanced }
 func (PromotionDecided) EventType() Type     { return TypePromotionDecided }
 func (EnvironmentFinalized) EventType() Type { return TypeEnvironmentFinalized }
+func (CatchUpRequested) EventType() Type     { return TypeCatchUpRequested }
+func (RepairCompleted) EventType() Type      { return TypeRepairCompleted }
 
 // Subject implements Payload.
 func (p SnapshotRegistered) Subject() string { return SnapshotSubject(p.Model, p.Version) }
@@ -303,6 +386,8 @@ func (p IntervalsInvalidated) Subject() string {
 func (p SchedulerAdvanced) Subject() string    { return EnvSubject(p.Env) }
 func (p PromotionDecided) Subject() string     { return PlanSubject(p.Plan) }
 func (p EnvironmentFinalized) Subject() string { return EnvSubject(p.Env) }
+func (p CatchUpRequested) Subject() string     { return PlanSubject(p.Plan) }
+func (p RepairCompleted) Subject() string      { return EnvSubject(p.Env) }
 
 func snapSubject(id string) string {
 	m, v, _ := ParseSnapshotID(id)
@@ -328,6 +413,13 @@ func (p *PlanBuilt) normalize() {
 }
 func (p *SchedulerAdvanced) normalize() { utc(&p.Tick); utc(&p.Frontier) }
 func (p *PromotionDecided) normalize()  { utc(&p.EvaluatedAt) }
+func (p *CatchUpRequested) normalize() {
+	utc(&p.EvaluatedAt)
+	for i := range p.Work {
+		utc(&p.Work[i].IncumbentFrontier)
+	}
+}
+func (p *RepairCompleted) normalize() { utc(&p.OpenedAt); utc(&p.ClosedAt) }
 
 // IDSource hands out ULIDs that are monotonic within the process even when
 // the clock it is given stands still or goes back.

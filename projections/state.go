@@ -41,7 +41,13 @@ type Plan struct {
 	Decision    *events.PromotionDecided `json:"decision,omitempty"`
 	DecisionSeq uint64                   `json:"decision_seq,omitempty"`
 	Finalized   bool                     `json:"finalized"`
+	// CatchUp is the most recent catch-up request, nil if none.
+	CatchUp    *events.CatchUpRequested `json:"catch_up,omitempty"`
+	CatchUpSeq uint64                   `json:"catch_up_seq,omitempty"`
 }
+
+// CatchUpOpen reports whether a catch-up request waits for its strict retry.
+func (p *Plan) CatchUpOpen() bool { return p.CatchUp != nil && p.CatchUpSeq > p.DecisionSeq }
 
 // Accepted reports whether the plan has been promoted.
 func (p *Plan) Accepted() bool {
@@ -92,8 +98,8 @@ func New() *State {
 }
 
 // Repair is the debt a promotion accepted with a gap leaves: the candidate's
-// table must still compute Ranges. It closes when the table covers them, by
-// any route.
+// table must still compute Ranges. It closes with the RepairCompleted event
+// the engine appends when the table covers them, by any route.
 type Repair struct {
 	Env      string           `json:"env"`
 	Plan     string           `json:"plan"`
@@ -106,6 +112,8 @@ type Repair struct {
 	// ClosedAt is zero while the debt is open.
 	ClosedAt  time.Time `json:"closed_at,omitempty"`
 	ClosedSeq uint64    `json:"closed_seq,omitempty"`
+	// LatencyMS is how long the debt was open, from its RepairCompleted.
+	LatencyMS int64 `json:"latency_ms,omitempty"`
 }
 
 // Open reports whether the debt is still owed.
@@ -122,8 +130,10 @@ func (s *State) OpenRepairs() []*Repair {
 	return out
 }
 
-func (s *State) closeRepairs(table string, seq uint64, at time.Time) {
-	cov := s.Coverage[table]
+// RepairsClosedBy returns the open debts on table that coverage cov (the
+// table's coverage after a completion) would close.
+func (s *State) RepairsClosedBy(table string, cov interval.Set) []*Repair {
+	var out []*Repair
 	for _, r := range s.Repairs {
 		if !r.Open() || r.Table != table {
 			continue
@@ -133,8 +143,17 @@ func (s *State) closeRepairs(table string, seq uint64, at time.Time) {
 			covered = covered && cov.Covers(g)
 		}
 		if covered {
-			r.ClosedAt, r.ClosedSeq = at, seq
+			out = append(out, r)
 		}
+	}
+	return out
+}
+
+// Completed is the RepairCompleted event that closes r at clock at.
+func (r *Repair) Completed(at time.Time) events.RepairCompleted {
+	return events.RepairCompleted{
+		Env: r.Env, Plan: r.Plan, Model: r.Model, Snapshot: r.Snapshot, Table: r.Table, Ranges: r.Ranges,
+		OpenedAt: r.OpenedAt, OpenSeq: r.OpenSeq, ClosedAt: at.UTC(), LatencyMS: at.Sub(r.OpenedAt).Milliseconds(),
 	}
 }
 
@@ -154,7 +173,6 @@ func apply(s *State, seq uint64, ev events.Event) error {
 			cov = cov.Add(r)
 		}
 		s.Coverage[p.Table] = cov
-		s.closeRepairs(p.Table, seq, ev.OccurredAt)
 	case events.IntervalsInvalidated:
 		cov := s.Coverage[p.Table]
 		for _, r := range p.Ranges {
@@ -181,6 +199,19 @@ func apply(s *State, seq uint64, ev events.Event) error {
 					s.Repairs = append(s.Repairs, &Repair{Env: p.Env, Plan: p.Plan, Model: c.Model, Snapshot: c.Snapshot,
 						Table: c.Table, Ranges: f.Missing, OpenedAt: ev.OccurredAt, OpenSeq: seq})
 				}
+			}
+		}
+	case events.CatchUpRequested:
+		pl, ok := s.Plans[p.Plan]
+		if !ok {
+			return fmt.Errorf("catch-up for unknown plan %q", p.Plan)
+		}
+		c := p
+		pl.CatchUp, pl.CatchUpSeq = &c, seq
+	case events.RepairCompleted:
+		for _, r := range s.Repairs {
+			if r.Open() && r.Plan == p.Plan && r.Model == p.Model && r.OpenSeq == p.OpenSeq {
+				r.ClosedAt, r.ClosedSeq, r.LatencyMS = p.ClosedAt, seq, p.LatencyMS
 			}
 		}
 	case events.EnvironmentFinalized:

@@ -31,7 +31,7 @@ func runCLI(t *testing.T, args ...string) (string, string, int) {
 	return out.String(), errb.String(), code
 }
 
-const strictRace = "../../engine/scenario/testdata/strict-race.yaml"
+const strictRace = "../../testdata/scenarios/strict-race.yaml"
 
 func TestScenarioRunJSON(t *testing.T) {
 	out, stderr, code := runCLI(t, "scenario", "run", strictRace, "--json")

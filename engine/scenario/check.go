@@ -36,10 +36,7 @@ func (r *runner) check(ctx context.Context, st Step, sr *StepResult) []Failure {
 		}
 	}
 	if e.Codes != nil {
-		var have []string
-		if d != nil {
-			have = d.Codes
-		}
+		have := sr.Codes
 		for _, c := range e.Codes {
 			if !contains(have, c) {
 				fail("codes", fmt.Sprintf("%s present", c), fmt.Sprintf("%v", orEmpty(have)))

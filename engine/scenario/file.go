@@ -93,6 +93,11 @@ type Step struct {
 	Until                time.Time
 	AdvanceDuringCatchUp time.Time
 	WorkerPaused         bool
+	// Generation (run_scheduler) makes the scheduler start from a view read
+	// at that env generation, as a lagging scheduler replica would: after a
+	// promotion its first advance is fenced (stale_generation), then it
+	// re-reads. 0: the current generation.
+	Generation uint64
 	// Finalize (promote) defaults to true.
 	Finalize bool
 	// Model, VersionName and Intervals are set by complete and invalidate.

@@ -10,7 +10,7 @@ import (
 // FuzzParse: the loader accepts a file or returns an *InvalidError, never a
 // panic.
 func FuzzParse(f *testing.F) {
-	files, _ := filepath.Glob("testdata/*.yaml")
+	files, _ := filepath.Glob("../../testdata/scenarios/*.yaml")
 	for _, p := range files {
 		b, err := os.ReadFile(p)
 		if err != nil {

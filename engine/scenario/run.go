@@ -46,18 +46,25 @@ func (f Failure) String() string {
 
 // StepResult is what one step did and observed.
 type StepResult struct {
-	Step        int                    `json:"step"`
-	Kind        string                 `json:"kind"`
-	Plan        string                 `json:"plan,omitempty"`
-	Env         string                 `json:"env,omitempty"`
-	Outcome     string                 `json:"outcome,omitempty"`
-	Codes       []string               `json:"codes,omitempty"`
-	Models      map[string]ModelResult `json:"models,omitempty"`
-	Divergences *int                   `json:"divergences,omitempty"`
-	RepairsOpen int                    `json:"repairs_open"`
-	Clock       time.Time              `json:"clock"`
-	Seq         uint64                 `json:"seq"`
-	Failures    []Failure              `json:"failures,omitempty"`
+	Step    int                    `json:"step"`
+	Kind    string                 `json:"kind"`
+	Plan    string                 `json:"plan,omitempty"`
+	Env     string                 `json:"env,omitempty"`
+	Outcome string                 `json:"outcome,omitempty"`
+	Codes   []string               `json:"codes,omitempty"`
+	Models  map[string]ModelResult `json:"models,omitempty"`
+	// Findings explain a decision, one sentence each.
+	Findings []events.Finding `json:"findings,omitempty"`
+	// CatchUp lists, per model, what bounded catch-up computed before the
+	// strict retry.
+	CatchUp map[string][]string `json:"catch_up,omitempty"`
+	// Fenced counts scheduler advances rejected as stale_generation.
+	Fenced      int       `json:"fenced,omitempty"`
+	Divergences *int      `json:"divergences,omitempty"`
+	RepairsOpen int       `json:"repairs_open"`
+	Clock       time.Time `json:"clock"`
+	Seq         uint64    `json:"seq"`
+	Failures    []Failure `json:"failures,omitempty"`
 	decision    *events.PromotionDecided
 	divs        []replay.Divergence
 }
@@ -184,35 +191,58 @@ func (r *runner) plan(id string) (events.PlanBuilt, bool) {
 	return pl, ok
 }
 
-func (r *runner) promote(ctx context.Context, id string, finalize bool, advanceTo time.Time) (*events.PromotionDecided, error) {
+// promote evaluates a plan's promotion. When the engine starts bounded
+// catch-up, the built-in worker computes the requested work, the clock
+// moves to advanceTo (the incumbents' ticks fire) when it is set, and the
+// plan is promoted again for the strict retry.
+func (r *runner) promote(ctx context.Context, id string, finalize bool, advanceTo time.Time) (*events.PromotionDecided, *events.CatchUpRequested, error) {
 	rep, err := r.do(ctx, &commands.Promote{Plan: id})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	pl, _ := r.plan(id)
+	req := rep.CatchUp
+	if req != nil {
+		if err := r.worker.CatchUp(ctx, *req, r.clock.now()); err != nil {
+			return nil, req, err
+		}
+		if !advanceTo.IsZero() {
+			if _, err := r.runScheduler(ctx, pl.Env, advanceTo, false, 0); err != nil {
+				return nil, req, err
+			}
+			advanceTo = time.Time{}
+		}
+		if rep, err = r.do(ctx, &commands.Promote{Plan: id}); err != nil {
+			return nil, req, err
+		}
 	}
 	d := rep.Decision
 	if d != nil && d.Outcome == events.Accepted && finalize {
 		if _, err := r.do(ctx, &commands.Finalize{Plan: id}); err != nil {
-			return d, err
+			return d, req, err
 		}
 	}
 	if !advanceTo.IsZero() {
 		// Without a catch-up phase there is nothing to interleave with: the
 		// clock still moves, so later steps see the same time as written.
-		pl, _ := r.plan(id)
-		if err := r.runScheduler(ctx, pl.Env, advanceTo, false); err != nil {
-			return d, err
+		if _, err := r.runScheduler(ctx, pl.Env, advanceTo, false, 0); err != nil {
+			return d, req, err
 		}
 	}
-	return d, nil
+	return d, req, nil
 }
 
 // MaxTicks bounds the ticks one run_scheduler step may fire.
 const MaxTicks = 1_000_000
 
-func (r *runner) runScheduler(ctx context.Context, env string, until time.Time, paused bool) error {
+// runScheduler fires every tick up to until. gen, when not 0, is the
+// generation the scheduler's first view was read at; it returns how many
+// advances were fenced off as stale.
+func (r *runner) runScheduler(ctx context.Context, env string, until time.Time, paused bool, gen uint64) (int, error) {
+	fenced := 0
 	for i := 0; ; i++ {
 		if i >= MaxTicks {
-			return fmt.Errorf("more than %d ticks before %s", MaxTicks, until.Format(time.RFC3339))
+			return fenced, fmt.Errorf("more than %d ticks before %s", MaxTicks, until.Format(time.RFC3339))
 		}
 		var next time.Time
 		r.eng.View(func(st *projections.State) { next = engine.NextTick(st, []string{env}, r.clock.now()) })
@@ -220,18 +250,20 @@ func (r *runner) runScheduler(ctx context.Context, env string, until time.Time, 
 			break
 		}
 		r.clock.set(next)
-		advs, err := r.eng.Tick(ctx, env, next)
+		advs, n, err := r.eng.TickFrom(ctx, env, next, gen)
 		if err != nil {
-			return err
+			return fenced, err
 		}
+		fenced += n
+		gen = 0
 		if !paused {
 			if err := r.worker.RunAdvances(ctx, advs, next); err != nil {
-				return err
+				return fenced, err
 			}
 		}
 	}
 	r.clock.set(until)
-	return nil
+	return fenced, nil
 }
 
 func (r *runner) step(ctx context.Context, st Step) (StepResult, error) {
@@ -256,7 +288,7 @@ func (r *runner) step(ctx context.Context, st Step) (StepResult, error) {
 		if err := r.worker.Backfill(ctx, pl, time.Time{}, r.clock.now()); err != nil {
 			return sr, err
 		}
-		if sr.decision, err = r.promote(ctx, id, true, time.Time{}); err != nil {
+		if sr.decision, _, err = r.promote(ctx, id, true, time.Time{}); err != nil {
 			return sr, err
 		}
 	case "plan":
@@ -269,8 +301,12 @@ func (r *runner) step(ctx context.Context, st Step) (StepResult, error) {
 			return sr, err
 		}
 	case "run_scheduler":
-		if err := r.runScheduler(ctx, st.Env, st.Until, st.WorkerPaused); err != nil {
+		fenced, err := r.runScheduler(ctx, st.Env, st.Until, st.WorkerPaused, st.Generation)
+		if err != nil {
 			return sr, err
+		}
+		if sr.Fenced = fenced; fenced > 0 {
+			sr.Codes = []string{commands.CodeStaleGeneration.String()}
 		}
 	case "complete":
 		if _, err := r.do(ctx, &commands.CompleteIntervals{Model: st.Model, Version: st.VersionName, Ranges: st.Intervals, RunKind: events.RunManual}); err != nil {
@@ -282,8 +318,17 @@ func (r *runner) step(ctx context.Context, st Step) (StepResult, error) {
 		}
 	case "promote":
 		var err error
-		if sr.decision, err = r.promote(ctx, st.Plan, st.Finalize, st.AdvanceDuringCatchUp); err != nil {
+		var req *events.CatchUpRequested
+		if sr.decision, req, err = r.promote(ctx, st.Plan, st.Finalize, st.AdvanceDuringCatchUp); err != nil {
 			return sr, err
+		}
+		if req != nil {
+			sr.CatchUp = map[string][]string{}
+			for _, w := range req.Work {
+				if set := interval.NewSet(w.Ranges...).AddSet(w.Recompute); !set.Empty() {
+					sr.CatchUp[w.Model] = set.Strings()
+				}
+			}
 		}
 	case "replay":
 		divs, err := r.verify(ctx)
@@ -294,7 +339,7 @@ func (r *runner) step(ctx context.Context, st Step) (StepResult, error) {
 		sr.Divergences, sr.divs = &n, divs
 	}
 	if d := sr.decision; d != nil {
-		sr.Outcome, sr.Codes = string(d.Outcome), d.Codes
+		sr.Outcome, sr.Codes, sr.Findings = string(d.Outcome), d.Codes, d.Findings
 		sr.Models = map[string]ModelResult{}
 		for m, f := range d.Models {
 			sr.Models[m] = ModelResult{Missing: interval.Set(f.Missing).Strings(), Advances: f.Advances}

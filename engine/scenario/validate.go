@@ -243,8 +243,16 @@ func (p *parser) step(f *File, ck *checker, n int, raw any) (Step, error) {
 			return st, err
 		}
 	case "run_scheduler":
-		if err := p.only(body, "env", "until", "worker"); err != nil {
+		if err := p.only(body, "env", "until", "worker", "generation"); err != nil {
 			return st, err
+		}
+		if n, ok, err := p.integer(body, "generation"); err != nil {
+			return st, err
+		} else if ok {
+			if n < 1 {
+				return st, p.errf(join(body.path, "generation"), "%d: an environment generation is >= 1", n)
+			}
+			st.Generation = uint64(n)
 		}
 		if st.Env, err = p.name(body, "env"); err != nil {
 			return st, err

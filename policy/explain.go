@@ -1,0 +1,57 @@
+package policy
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tidemark/tidemark/events/interval"
+)
+
+// The helpers below write the human sentences of findings. They must be
+// deterministic: a re-evaluated decision reproduces its findings exactly.
+
+func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
+
+func ts(t time.Time) string {
+	if t.IsZero() {
+		return "(none)"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func ranges(rs []interval.Range) string {
+	s := interval.Set(rs).Strings()
+	switch len(s) {
+	case 0:
+		return "nothing"
+	case 1:
+		return s[0]
+	}
+	return fmt.Sprintf("%d ranges (%s)", len(s), strings.Join(s, ", "))
+}
+
+func advances(n int) string {
+	if n == 1 {
+		return "1 scheduler advance"
+	}
+	return fmt.Sprintf("%d scheduler advances", n)
+}
+
+func sched(s interval.Schedule) string { return schedOf(s.Cron(), s.Unit()) }
+
+func schedOf(cron string, u interval.Unit) string { return fmt.Sprintf("%q (unit %s)", cron, u) }
+
+func orNone(s string) string {
+	if s == "" {
+		return "nothing"
+	}
+	return s
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
