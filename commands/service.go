@@ -101,6 +101,12 @@ func Serve(nc *nats.Conn, h Handler, cfg ServiceConfig) (*Service, error) {
 			return nil, fmt.Errorf("commands: add endpoint %s: %w", kind, err)
 		}
 	}
+	// Make sure the server has registered every endpoint's subscription
+	// before callers on other connections send requests.
+	if err := nc.FlushTimeout(cfg.Timeout); err != nil {
+		_ = svc.Stop()
+		return nil, fmt.Errorf("commands: flush endpoint subscriptions: %w", err)
+	}
 	return &Service{svc: svc}, nil
 }
 

@@ -261,6 +261,7 @@ func Due(st *projections.State, env string, t time.Time) []events.SchedulerAdvan
 			lb := interval.R(sn.Schedule.Unit().Add(sn.Schedule.Unit().Floor(window.End), -sn.Lookback), window.End)
 			missing = missing.Add(lb.Intersect(window))
 		}
+		missing = sn.Schedule.Work(missing)
 		var repairs interval.Set
 		for _, r := range st.OpenRepairs() {
 			if r.Env == env && r.Table == sn.Table {
@@ -268,6 +269,12 @@ func Due(st *projections.State, env string, t time.Time) []events.SchedulerAdvan
 					repairs = repairs.AddSet(missing.Clip(g))
 				}
 			}
+		}
+		repairs = sn.Schedule.Work(repairs)
+		if sn.Schedule.Work(missing.SubtractSet(repairs)).OverlapsSet(repairs) {
+			// The debt and the new work share an interval (a partial one):
+			// it is all one run.
+			repairs = missing
 		}
 		out = append(out, events.SchedulerAdvanced{
 			Env: env, Model: model, Snapshot: sn.Snapshot, Tick: sn.Schedule.Prev(t), Frontier: window.End,

@@ -43,7 +43,7 @@ func TestCommandsOverNATS(t *testing.T) {
 	}
 
 	deploy(t, clientHandler{t, mp}, "prod", "d1", "v1", at(6))
-	r := do(js, &commands.AdvanceScheduler{Meta: meta(at(9)), Env: "prod"})
+	r := do(js, &commands.AdvanceScheduler{Meta: meta(at(9)), Env: "prod", Generation: 1})
 	must(t, r)
 	if len(r.Advances) != 1 || !interval.Set(r.Advances[0].Ranges).Equal(interval.NewSet(rng(6, 9))) {
 		t.Fatalf("advance: %+v", r.Advances)
@@ -63,6 +63,9 @@ func TestCommandsOverNATS(t *testing.T) {
 		{&commands.RegisterSnapshot{Meta: meta(at(9)), Model: "events", Version: "v2", Cron: "* * * * *", Start: t0}, "invalid", "cron"},
 		{&commands.RegisterSnapshot{Meta: meta(at(9)), Model: "events", Version: "v1", Cron: "@daily", Start: t0}, "conflict", "version"},
 		{&commands.Promote{Meta: meta(at(9)), Plan: "nope"}, "not_found", "plan"},
+		{&commands.AdvanceScheduler{Meta: meta(at(10)), Env: "prod"}, "invalid", "generation"},
+		{&commands.AdvanceScheduler{Meta: meta(at(10)), Env: "prod", Generation: 7}, "stale_generation", "generation"},
+		{&commands.AdvanceScheduler{Meta: meta(at(10)), Env: "qa", Generation: 1}, "not_found", "env"},
 		{&commands.BuildPlan{Meta: meta(at(9)), Plan: "d1", Env: "prod", Versions: map[string]string{"events": "v1"}}, "conflict", "plan"},
 		{&commands.BuildPlan{Meta: meta(at(9)), Plan: "p7", Env: "prod", Versions: map[string]string{"events": "v5"}}, "not_found", "versions.events"},
 	}

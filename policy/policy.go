@@ -357,6 +357,9 @@ func catchUp(st *projections.State, plan events.PlanBuilt, vs map[string]*verdic
 			Recompute: []interval.Range{}, IncumbentFrontier: st.Frontier(c.Incumbent)}
 		if v.eligible {
 			w.Ranges, w.Advances = v.f.Missing, v.f.Advances
+			if sn, ok := st.Snapshots[c.Snapshot]; ok {
+				w.Ranges = sn.Schedule.Work(v.f.Missing)
+			}
 			findings = append(findings, events.Finding{Code: CodeCatchUpRequested, Model: c.Model, Snapshot: c.Snapshot, Related: c.Incumbent,
 				Ranges: v.f.Missing, Advances: v.f.Advances,
 				Message: sprintf("%s misses %s, produced by %s after plan build (catch-up bound %d): it is backfilled before a strict retry",

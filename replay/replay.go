@@ -107,77 +107,162 @@ func (d Divergence) String() string {
 	return fmt.Sprintf("plan %s (decision at seq %d): %s recorded %s, recomputed %s", d.Plan, d.Seq, d.Field, d.Recorded, d.Recomputed)
 }
 
-// Verify re-evaluates every recorded PromotionDecided in recs: it rebuilds
-// the view at the sequence the decision names, runs the policy version the
-// decision names on the plan as it was built, and compares outcome, codes,
-// per-model missing ranges and advance counts.
+// Verify re-evaluates every recorded PromotionDecided and CatchUpRequested
+// in recs: it rebuilds the view at the sequence the record names, runs the
+// policy version it names on the plan as it was built (a catch-up retry
+// against the request it answers), and compares outcome, codes, findings,
+// per-model missing ranges and advance counts, and catch-up work.
 func Verify(recs []Record) []Divergence {
 	type pending struct {
 		seq uint64
-		d   events.PromotionDecided
+		at  uint64 // evaluated_at_seq
+		ev  events.Payload
 	}
 	var decs []pending
 	for _, r := range recs {
-		if d, ok := r.Event.Payload.(events.PromotionDecided); ok && r.Err == nil {
-			decs = append(decs, pending{r.Seq, d})
+		if r.Err != nil {
+			continue
+		}
+		switch p := r.Event.Payload.(type) {
+		case events.PromotionDecided:
+			decs = append(decs, pending{r.Seq, p.EvaluatedAtSeq, p})
+		case events.CatchUpRequested:
+			decs = append(decs, pending{r.Seq, p.EvaluatedAtSeq, p})
 		}
 	}
-	sort.SliceStable(decs, func(i, j int) bool { return decs[i].d.EvaluatedAtSeq < decs[j].d.EvaluatedAtSeq })
+	sort.SliceStable(decs, func(i, j int) bool { return decs[i].at < decs[j].at })
 	var out []Divergence
 	st := projections.New()
 	i := 0
 	for _, p := range decs {
-		for ; i < len(recs) && recs[i].Seq <= p.d.EvaluatedAtSeq; i++ {
+		for ; i < len(recs) && recs[i].Seq <= p.at; i++ {
 			foldOne(st, recs[i])
 		}
-		out = append(out, compare(st, p.seq, p.d)...)
+		switch ev := p.ev.(type) {
+		case events.PromotionDecided:
+			out = append(out, compareDecision(st, p.seq, ev)...)
+		case events.CatchUpRequested:
+			out = append(out, compareRequest(st, p.seq, ev)...)
+		}
 	}
 	return out
 }
 
-func compare(st *projections.State, seq uint64, rec events.PromotionDecided) []Divergence {
-	div := func(field string, a, b any) Divergence {
-		return Divergence{Plan: rec.Plan, Seq: seq, Field: field, Recorded: fmt.Sprint(a), Recomputed: fmt.Sprint(b)}
+type differ struct {
+	plan string
+	seq  uint64
+	out  []Divergence
+}
+
+func (d *differ) diff(field string, recorded, recomputed any) {
+	if reflect.DeepEqual(recorded, recomputed) {
+		return
 	}
-	pl, ok := st.Plans[rec.Plan]
+	d.out = append(d.out, Divergence{Plan: d.plan, Seq: d.seq, Field: field, Recorded: fmt.Sprint(recorded), Recomputed: fmt.Sprint(recomputed)})
+}
+
+func (d *differ) missing(field string) {
+	d.out = append(d.out, Divergence{Plan: d.plan, Seq: d.seq, Field: field, Recorded: "present", Recomputed: "<absent>"})
+}
+
+// built returns the plan as built, with the recorded policy.
+func built(st *projections.State, d *differ, pol events.Policy, at uint64) (events.PlanBuilt, bool) {
+	pl, ok := st.Plans[d.plan]
 	if !ok {
-		return []Divergence{div("plan", rec.Plan, fmt.Sprintf("<not built at seq %d>", rec.EvaluatedAtSeq))}
+		d.diff("plan", d.plan, fmt.Sprintf("<not built at seq %d>", at))
+		return events.PlanBuilt{}, false
 	}
-	built := pl.Built
-	built.Policy = rec.Policy
-	got := policy.Evaluate(st, built)
-	var out []Divergence
-	if got.Outcome != rec.Outcome {
-		out = append(out, div("outcome", rec.Outcome, got.Outcome))
+	b := pl.Built
+	b.Policy = pol
+	return b, true
+}
+
+func compareDecision(st *projections.State, seq uint64, rec events.PromotionDecided) []Divergence {
+	d := &differ{plan: rec.Plan, seq: seq}
+	plan, ok := built(st, d, rec.Policy, rec.EvaluatedAtSeq)
+	if !ok {
+		return d.out
 	}
-	if !reflect.DeepEqual(nonNil(got.Codes), nonNil(rec.Codes)) {
-		out = append(out, div("codes", rec.Codes, got.Codes))
+	var got policy.Decision
+	if rec.CatchUpSeq > 0 {
+		pl := st.Plans[rec.Plan]
+		if pl.CatchUp == nil || pl.CatchUpSeq != rec.CatchUpSeq {
+			d.diff("catch_up_seq", rec.CatchUpSeq, pl.CatchUpSeq)
+			return d.out
+		}
+		got = policy.Retry(st, plan, *pl.CatchUp)
+	} else {
+		got = policy.Evaluate(st, plan)
+		if got.NeedsCatchUp() {
+			d.diff("outcome", rec.Outcome, "catch-up requested")
+			return d.out
+		}
 	}
-	models := map[string]bool{}
-	for m := range rec.Models {
-		models[m] = true
+	d.diff("outcome", rec.Outcome, got.Outcome)
+	d.diff("codes", nonNil(rec.Codes), nonNil(got.Codes))
+	d.diff("findings", findings(rec.Findings), findings(got.Findings))
+	for _, m := range modelNames(rec.Models, got.Models) {
+		a, b := rec.Models[m], got.Models[m]
+		d.diff("models."+m+".missing", interval.Set(a.Missing).String(), interval.Set(b.Missing).String())
+		d.diff("models."+m+".advances", a.Advances, b.Advances)
+		d.diff("models."+m+".codes", nonNil(a.Codes), nonNil(b.Codes))
 	}
-	for m := range got.Models {
-		models[m] = true
+	return d.out
+}
+
+func compareRequest(st *projections.State, seq uint64, rec events.CatchUpRequested) []Divergence {
+	d := &differ{plan: rec.Plan, seq: seq}
+	plan, ok := built(st, d, rec.Policy, rec.EvaluatedAtSeq)
+	if !ok {
+		return d.out
 	}
-	names := make([]string, 0, len(models))
-	for m := range models {
+	got := policy.Evaluate(st, plan)
+	if !got.NeedsCatchUp() {
+		d.diff("outcome", "catch-up requested", got.Outcome)
+		return d.out
+	}
+	d.diff("findings", findings(rec.Findings), findings(got.Findings))
+	want := map[string]events.CatchUpWork{}
+	for _, w := range rec.Work {
+		want[w.Model] = w
+	}
+	have := map[string]events.CatchUpWork{}
+	for _, w := range got.CatchUp {
+		have[w.Model] = w
+	}
+	for _, m := range modelNames(want, have) {
+		a, b := want[m], have[m]
+		d.diff("work."+m+".ranges", interval.Set(a.Ranges).String(), interval.Set(b.Ranges).String())
+		d.diff("work."+m+".recompute", interval.Set(a.Recompute).String(), interval.Set(b.Recompute).String())
+		d.diff("work."+m+".advances", a.Advances, b.Advances)
+		d.diff("work."+m+".incumbent_frontier", a.IncumbentFrontier.UTC().String(), b.IncumbentFrontier.UTC().String())
+	}
+	return d.out
+}
+
+// findings renders findings comparably (ranges as text, nil as empty).
+func findings(fs []events.Finding) []string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = fmt.Sprintf("%s|%s|%s|%s|%s|%d|%s", f.Code, f.Model, f.Snapshot, f.Related, interval.Set(f.Ranges).String(), f.Advances, f.Message)
+	}
+	return out
+}
+
+func modelNames[V any](a, b map[string]V) []string {
+	set := map[string]bool{}
+	for m := range a {
+		set[m] = true
+	}
+	for m := range b {
+		set[m] = true
+	}
+	names := make([]string, 0, len(set))
+	for m := range set {
 		names = append(names, m)
 	}
 	sort.Strings(names)
-	for _, m := range names {
-		a, b := rec.Models[m], got.Models[m]
-		if !interval.Set(a.Missing).Equal(interval.Set(b.Missing)) {
-			out = append(out, div("models."+m+".missing", interval.Set(a.Missing), interval.Set(b.Missing)))
-		}
-		if a.Advances != b.Advances {
-			out = append(out, div("models."+m+".advances", a.Advances, b.Advances))
-		}
-		if !reflect.DeepEqual(nonNil(a.Codes), nonNil(b.Codes)) {
-			out = append(out, div("models."+m+".codes", a.Codes, b.Codes))
-		}
-	}
-	return out
+	return names
 }
 
 func nonNil(s []string) []string {

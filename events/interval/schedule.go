@@ -249,3 +249,19 @@ func (s Schedule) Ready(start, t time.Time) Range {
 	}
 	return Range{Start: st, End: rf}
 }
+
+// Work widens ranges to what a run computes: whole intervals of the unit.
+// A range starting inside an interval (the rest of a partial interval)
+// starts at that interval's start; ends are rounded up unless partial
+// intervals are allowed.
+func (s Schedule) Work(rs Set) Set {
+	var out Set
+	for _, r := range rs {
+		end := r.End
+		if !s.allowPartials {
+			end = s.unit.Ceil(end)
+		}
+		out = out.Add(R(s.unit.Floor(r.Start), end))
+	}
+	return out
+}
