@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -71,7 +72,7 @@ func NewSchedule(expr string, unit Unit, allowPartials bool) (Schedule, error) {
 		ss.Location = time.UTC
 	}
 	s := Schedule{cron: norm, allowPartials: allowPartials, spec: spec}
-	gap, err := s.minGap()
+	gap, err := cachedMinGap(s)
 	if err != nil {
 		return Schedule{}, fmt.Errorf("%w: cron %q: %v", ErrInvalidSchedule, expr, err)
 	}
@@ -129,6 +130,25 @@ func (s Schedule) IsZero() bool { return s.spec == nil }
 // sampleStart is a fixed reference (a leap year) for measuring cron gaps, so
 // unit derivation never depends on the wall clock.
 var sampleStart = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// gaps caches minGap per normalised cron: measuring walks up to 2000
+// ticks, and schedules are parsed on every fold and policy check.
+var gaps sync.Map // string -> gapResult
+
+type gapResult struct {
+	gap time.Duration
+	err error
+}
+
+func cachedMinGap(s Schedule) (time.Duration, error) {
+	if g, ok := gaps.Load(s.cron); ok {
+		r := g.(gapResult)
+		return r.gap, r.err
+	}
+	gap, err := s.minGap()
+	gaps.Store(s.cron, gapResult{gap, err})
+	return gap, err
+}
 
 func (s Schedule) minGap() (time.Duration, error) {
 	const maxTicks = 2000

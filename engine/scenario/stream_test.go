@@ -1,0 +1,113 @@
+package scenario
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/tidemark/tidemark/engine"
+	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/replay"
+)
+
+// runAndRead plays a scenario file into a data dir, then reopens the
+// stream and returns every event in it.
+func runAndRead(t *testing.T, name string) []replay.Record {
+	t.Helper()
+	f, err := Load(filepath.Join(scenarioDir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	res, err := Run(t.Context(), f, Options{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Failed != 0 {
+		t.Fatalf("%s: %v", name, res.Failures)
+	}
+	e, err := engine.Open(t.Context(), engine.Config{DataDir: dir, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(context.Background())
+	recs, err := replay.Read(t.Context(), e.JetStream(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+// Catch-up order on the stream: the request and the child's invalidation
+// in one batch, then the parent's suffix, then the child's recomputation
+// (both run kind catch_up), then the strict retry's decision.
+func TestCatchUpRecomputesChildAfterParent(t *testing.T) {
+	recs := runAndRead(t, "catch-up-recompute-child.yaml")
+	var order []string
+	for _, r := range recs {
+		switch p := r.Event.Payload.(type) {
+		case events.CatchUpRequested:
+			order = append(order, "request")
+		case events.IntervalsInvalidated:
+			if p.Snapshot == "sessions@v1+p1" && p.Reason == "catch_up:p1" {
+				order = append(order, "invalidate sessions 10-11")
+			}
+		case events.IntervalsCompleted:
+			if p.RunKind == events.RunCatchUp {
+				order = append(order, "catch_up "+p.Snapshot+" "+p.Ranges[0].String())
+			}
+		case events.PromotionDecided:
+			if p.Plan == "p1" {
+				order = append(order, "decision "+p.Codes[0])
+				if p.CatchUpSeq == 0 {
+					t.Errorf("retry decision does not name its catch-up request")
+				}
+			}
+		}
+	}
+	want := []string{
+		"request",
+		"invalidate sessions 10-11",
+		"catch_up events@v2 2026-12-01T10:00:00Z/2026-12-01T11:00:00Z",
+		"catch_up sessions@v1+p1 2026-12-01T10:00:00Z/2026-12-01T11:00:00Z",
+		"decision caught_up",
+	}
+	if len(order) != len(want) {
+		t.Fatalf("catch-up events:\n got  %q\n want %q", order, want)
+	}
+	for i := range want {
+		if order[i] != want[i] {
+			t.Fatalf("catch-up events:\n got  %q\n want %q", order, want)
+		}
+	}
+}
+
+// A forward-only child shares the production table: catch-up never
+// invalidates it.
+func TestCatchUpKeepsForwardOnlyRows(t *testing.T) {
+	for _, r := range runAndRead(t, "catch-up-forward-only-child.yaml") {
+		if p, ok := r.Event.Payload.(events.IntervalsInvalidated); ok {
+			t.Fatalf("catch-up invalidated %s %v", p.Snapshot, p.Ranges)
+		}
+	}
+}
+
+// Closing repair debt appends RepairCompleted with the latency from the
+// accepting decision (11:07) to the completion that filled the gap (12:00).
+func TestRepairCompletedLatency(t *testing.T) {
+	var got []events.RepairCompleted
+	for _, r := range runAndRead(t, "trailing-gap.yaml") {
+		if p, ok := r.Event.Payload.(events.RepairCompleted); ok {
+			got = append(got, p)
+		}
+	}
+	if len(got) != 1 {
+		t.Fatalf("RepairCompleted events: %+v", got)
+	}
+	rc := got[0]
+	if rc.Plan != "p1" || rc.Model != "events" || rc.Snapshot != "events@v2" ||
+		time.Duration(rc.LatencyMS)*time.Millisecond != 53*time.Minute || len(rc.Ranges) != 1 {
+		t.Fatalf("RepairCompleted: %+v", rc)
+	}
+}
