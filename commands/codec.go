@@ -35,6 +35,9 @@ func Decode(kind string, contentType string, body []byte) (Command, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, query := cmd.(Query); query && len(body) == 0 {
+		return cmd, cmd.Validate()
+	}
 	if len(body) == 0 {
 		return nil, Errorf(CodeMalformed, "", "empty body")
 	}

@@ -50,10 +50,11 @@ const (
 	KindAdvanceScheduler    = "advance_scheduler"
 	KindPromote             = "promote"
 	KindFinalize            = "finalize"
+	KindOpenRepairs         = "open_repairs"
 )
 
 // Kinds lists every command kind.
-var Kinds = []string{KindRegisterSnapshot, KindBuildPlan, KindCompleteIntervals, KindInvalidateIntervals, KindAdvanceScheduler, KindPromote, KindFinalize}
+var Kinds = []string{KindRegisterSnapshot, KindBuildPlan, KindCompleteIntervals, KindInvalidateIntervals, KindAdvanceScheduler, KindPromote, KindFinalize, KindOpenRepairs}
 
 // New returns an empty command of the given kind.
 func New(kind string) (Command, error) {
@@ -72,6 +73,8 @@ func New(kind string) (Command, error) {
 		return &Promote{}, nil
 	case KindFinalize:
 		return &Finalize{}, nil
+	case KindOpenRepairs:
+		return &OpenRepairs{}, nil
 	}
 	return nil, Errorf(CodeInvalid, "kind", "unknown command kind %q", kind)
 }
@@ -146,6 +149,25 @@ type Finalize struct {
 	Plan string `msgpack:"plan" json:"plan"`
 }
 
+// OpenRepairs asks for the repair debt still owed: one record per candidate
+// promoted with a trailing gap the scheduler has not filled yet. It is a
+// query: it appends nothing and its id may be empty.
+type OpenRepairs struct {
+	Meta `msgpack:",inline"`
+	// Env limits the answer to one environment (all when empty).
+	Env string `msgpack:"env,omitempty" json:"env,omitempty"`
+}
+
+// Query is implemented by commands that only read.
+type Query interface {
+	Command
+	// ReadOnly marks the command as a query.
+	ReadOnly()
+}
+
+// ReadOnly implements Query.
+func (*OpenRepairs) ReadOnly() {}
+
 // Kind implements Command.
 func (*RegisterSnapshot) Kind() string    { return KindRegisterSnapshot }
 func (*BuildPlan) Kind() string           { return KindBuildPlan }
@@ -154,6 +176,7 @@ func (*InvalidateIntervals) Kind() string { return KindInvalidateIntervals }
 func (*AdvanceScheduler) Kind() string    { return KindAdvanceScheduler }
 func (*Promote) Kind() string             { return KindPromote }
 func (*Finalize) Kind() string            { return KindFinalize }
+func (*OpenRepairs) Kind() string         { return KindOpenRepairs }
 
 // Header implements Command.
 func (c *RegisterSnapshot) Header() *Meta    { return &c.Meta }
@@ -163,6 +186,7 @@ func (c *InvalidateIntervals) Header() *Meta { return &c.Meta }
 func (c *AdvanceScheduler) Header() *Meta    { return &c.Meta }
 func (c *Promote) Header() *Meta             { return &c.Meta }
 func (c *Finalize) Header() *Meta            { return &c.Meta }
+func (c *OpenRepairs) Header() *Meta         { return &c.Meta }
 
 // Limits on input.
 const (
@@ -354,4 +378,15 @@ func (c *Finalize) Validate() error {
 		return err
 	}
 	return name("plan", c.Plan)
+}
+
+// Validate implements Command.
+func (c *OpenRepairs) Validate() error {
+	if len(c.ID) > MaxIDLen {
+		return Errorf(CodeInvalid, "id", "command id is longer than %d bytes", MaxIDLen)
+	}
+	if c.Env != "" {
+		return name("env", c.Env)
+	}
+	return nil
 }

@@ -3,8 +3,10 @@ package commands
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/events/interval"
 )
 
 // Code classifies a rejected command.
@@ -89,6 +91,25 @@ type Reply struct {
 	Plan *events.PlanBuilt `msgpack:"plan,omitempty" json:"plan,omitempty"`
 	// Advances is set by advance_scheduler.
 	Advances []events.SchedulerAdvanced `msgpack:"advances,omitempty" json:"advances,omitempty"`
+	// Repairs is set by open_repairs, oldest first.
+	Repairs []Repair `msgpack:"repairs,omitempty" json:"repairs,omitempty"`
+}
+
+// Repair is one open repair debt: the ranges a candidate promoted with a
+// trailing gap still misses.
+type Repair struct {
+	Env      string           `msgpack:"env" json:"env"`
+	Plan     string           `msgpack:"plan" json:"plan"`
+	Model    string           `msgpack:"model" json:"model"`
+	Snapshot string           `msgpack:"snapshot" json:"snapshot"`
+	Table    string           `msgpack:"table" json:"table"`
+	Ranges   []interval.Range `msgpack:"ranges" json:"ranges"`
+	// Missing is what the table still misses of Ranges now.
+	Missing  []interval.Range `msgpack:"missing" json:"missing"`
+	OpenedAt time.Time        `msgpack:"opened_at" json:"opened_at"`
+	OpenSeq  uint64           `msgpack:"open_seq" json:"open_seq"`
+	// OpenForMS is how long the debt has been open at the query's clock.
+	OpenForMS int64 `msgpack:"open_for_ms" json:"open_for_ms"`
 }
 
 // Err returns the rejection as an *Error, or nil if the command was accepted.

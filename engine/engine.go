@@ -25,6 +25,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/projections"
 )
 
@@ -239,6 +240,16 @@ func (e *Engine) Handle(ctx context.Context, cmd commands.Command) commands.Repl
 	if err := cmd.Validate(); err != nil {
 		return commands.Rejection(err)
 	}
+	if q, ok := cmd.(commands.Query); ok {
+		var r commands.Reply
+		var err error
+		e.proj.read(func(st *projections.State) { r, err = answer(st, q, m.At) })
+		if err != nil {
+			return commands.Rejection(err)
+		}
+		r.Accepted, r.Seq = true, e.proj.seq()
+		return r
+	}
 	for attempt := 0; attempt <= e.cfg.MaxRetries; attempt++ {
 		var d decision
 		var err error
@@ -328,4 +339,36 @@ func (e *Engine) decide(st *projections.State, cmd commands.Command) (decision, 
 		return decideFinalize(st, c)
 	}
 	return decision{}, commands.Errorf(commands.CodeInvalid, "kind", "unsupported command %T", cmd)
+}
+
+// answer runs a query against the projection.
+func answer(st *projections.State, q commands.Query, at time.Time) (commands.Reply, error) {
+	switch c := q.(type) {
+	case *commands.OpenRepairs:
+		if c.Env != "" {
+			if _, ok := st.Envs[c.Env]; !ok {
+				return commands.Reply{}, commands.Errorf(commands.CodeNotFound, "env", "environment %q has no promoted models", c.Env)
+			}
+		}
+		r := commands.Reply{Repairs: []commands.Repair{}}
+		for _, d := range st.OpenRepairs() {
+			if c.Env != "" && d.Env != c.Env {
+				continue
+			}
+			var left interval.Set
+			for _, g := range d.Ranges {
+				left = left.AddSet(st.Table(d.Table).Missing(g))
+			}
+			r.Repairs = append(r.Repairs, commands.Repair{
+				Env: d.Env, Plan: d.Plan, Model: d.Model, Snapshot: d.Snapshot, Table: d.Table, Ranges: d.Ranges,
+				Missing: left, OpenedAt: d.OpenedAt, OpenSeq: d.OpenSeq, OpenForMS: at.Sub(d.OpenedAt).Milliseconds(),
+			})
+		}
+		if r.Repairs == nil {
+			r.Repairs = []commands.Repair{}
+		}
+		r.Message = fmt.Sprintf("%d open repair debt(s)", len(r.Repairs))
+		return r, nil
+	}
+	return commands.Reply{}, commands.Errorf(commands.CodeInvalid, "kind", "unsupported query %T", q)
 }
