@@ -3,7 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
+	"sort"
 	"strings"
+	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/tidemark/tidemark/engine/scenario"
@@ -11,7 +14,8 @@ import (
 
 // demoScenario is the hourly race: a plan is built at 10:00, backfilled,
 // and promoted at 11:07, after the scheduler completed 10:00-11:00 for the
-// incumbent.
+// incumbent. Afterwards a lagging scheduler replica that still read
+// generation 1 tries to advance the env, and the stream is replayed.
 const demoScenario = `
 name: the hourly race (%[1]s)
 clock: 2026-12-01T06:00:00Z
@@ -26,14 +30,19 @@ steps:
   - backfill: {plan: p1}
   - run_scheduler: {env: prod, until: 2026-12-01T11:07:00Z}
   - promote: {plan: p1}
-  - run_scheduler: {env: prod, until: 2026-12-01T12:00:00Z}
+  - run_scheduler: {env: prod, until: 2026-12-01T12:00:00Z, generation: 1}
   - replay: {}
 `
 
 var demoPolicies = []struct{ name, params, about string }{
 	{"strict", "", "the candidate must cover everything the incumbent covers now"},
-	{"trailing-gap allowance", ", max_trailing_gap_advances: 1", "promote although the candidate misses a trailing suffix made by at most 1 scheduler advance"},
-	{"bounded catch-up", ", max_catch_up_advances: 1", "backfill the newly missing suffix right before promotion, then check strictly"},
+	{"trailing-gap", ", max_trailing_gap_advances: 1", "promote although the candidate misses a trailing suffix made by at most 1 scheduler advance"},
+	{"catch-up", ", max_catch_up_advances: 1", "backfill the newly missing suffix right before promotion, then check strictly"},
+}
+
+// demoRun is what the demo keeps of one policy's run for the comparison.
+type demoRun struct {
+	promote, after, replay scenario.StepResult
 }
 
 func newDemoCmd() *cobra.Command {
@@ -46,18 +55,32 @@ func newDemoCmd() *cobra.Command {
 			fmt.Fprintln(out, "tidemark demo: the scheduler race")
 			fmt.Fprintln(out, "A plan rebuilds model `events` (hourly) as v2 while the scheduler keeps running v1 in prod.")
 			fmt.Fprintln(out, "The plan is built at 10:00 and backfilled to the frontier it captured; at 11:00 the scheduler")
-			fmt.Fprintln(out, "completes 10:00-11:00 for v1; the promotion is evaluated at 11:07.")
-			for _, p := range demoPolicies {
+			fmt.Fprintln(out, "completes 10:00-11:00 for v1; the promotion is evaluated at 11:07. At 12:00 a scheduler")
+			fmt.Fprintln(out, "replica that still read generation 1 (v1 serving) tries to advance prod.")
+			runs := make([]demoRun, len(demoPolicies))
+			for i, p := range demoPolicies {
 				fmt.Fprintf(out, "\n== policy: %s (%s)\n", p.name, p.about)
 				f, err := scenario.Parse("demo", []byte(fmt.Sprintf(demoScenario, p.name, p.params)))
 				if err != nil {
 					return err
 				}
-				opts := scenario.Options{OnStep: func(sr scenario.StepResult) { narrate(out, sr) }}
+				opts := scenario.Options{OnStep: func(sr scenario.StepResult) {
+					narrate(out, sr)
+					switch {
+					case sr.Kind == "promote":
+						runs[i].promote = sr
+					case sr.Kind == "run_scheduler" && sr.Step == 7:
+						runs[i].after = sr
+					case sr.Kind == "replay":
+						runs[i].replay = sr
+					}
+				}}
 				if _, err := scenario.Run(cmd.Context(), f, opts); err != nil {
 					return err
 				}
 			}
+			fmt.Fprintln(out, "\n== side by side")
+			compare(out, runs)
 			return nil
 		},
 	}
@@ -70,38 +93,77 @@ func narrate(w io.Writer, sr scenario.StepResult) {
 		fmt.Fprintf(w, "  %s  deploy events v1 to prod: backfilled to its readiness frontier, %s (%s)\n", at, sr.Outcome, strings.Join(sr.Codes, ", "))
 	case "run_scheduler":
 		fmt.Fprintf(w, "  %s  scheduler ran every hourly tick up to now; the built-in worker completed the work (seq %d)\n", at, sr.Seq)
+		if sr.Fenced > 0 {
+			fmt.Fprintf(w, "         fenced: %d advance from the stale replica rejected (stale_generation, nothing appended); it re-read and scheduled the new incumbent\n", sr.Fenced)
+		}
+		for _, rc := range sr.RepairsClosed {
+			fmt.Fprintf(w, "         repair debt closed: %s now covers %s, %s after the promotion (RepairCompleted)\n",
+				rc.Snapshot, strings.Join(rc.Ranges, ", "), time.Duration(rc.LatencyMS)*time.Millisecond)
+		}
 	case "plan":
 		fmt.Fprintf(w, "  %s  plan p1 built: candidate events@v2, captured incumbent events@v1 and its frontier\n", at)
 	case "backfill":
 		fmt.Fprintf(w, "  %s  backfill of p1 done: events@v2 covers up to the captured frontier\n", at)
 	case "promote":
-		verdict := strings.ToUpper(sr.Outcome)
-		fmt.Fprintf(w, "  %s  promote p1: %s [%s] (stream at seq %d, open repair debt: %d)\n", at, verdict, strings.Join(sr.Codes, ", "), sr.Seq, sr.RepairsOpen)
-		for m, r := range sr.Models {
-			if len(r.Missing) > 0 {
-				fmt.Fprintf(w, "         %s misses %s: %d scheduler advance(s) after the plan was built\n", m, strings.Join(r.Missing, ", "), r.Advances)
-			}
+		for _, m := range sortedKeys(sr.CatchUp) {
+			fmt.Fprintf(w, "  %s  catch-up: computed %s for %s (run kind catch_up), then retried the strict check\n", at, strings.Join(sr.CatchUp[m], ", "), m)
 		}
-		for _, c := range sr.Codes {
-			if why, ok := explanations[c]; ok {
-				fmt.Fprintf(w, "         why: %s\n", why)
-			}
+		fmt.Fprintf(w, "  %s  promote p1: %s [%s] (stream at seq %d, open repair debt: %d)\n", at, strings.ToUpper(sr.Outcome), strings.Join(sr.Codes, ", "), sr.Seq, sr.RepairsOpen)
+		for _, f := range sr.Findings {
+			fmt.Fprintf(w, "         %s: %s\n", f.Code, f.Message)
 		}
 	case "replay":
 		n := 0
 		if sr.Divergences != nil {
 			n = *sr.Divergences
 		}
-		fmt.Fprintf(w, "  %s  replayed the stream and re-evaluated every decision: %d divergence(s); open repair debt: %d\n", at, n, sr.RepairsOpen)
+		fmt.Fprintf(w, "  %s  replayed the stream and re-evaluated every decision: %d divergence(s)\n", at, n)
 	}
 }
 
-var explanations = map[string]string{
-	"no_gaps":               "the candidate covers every interval the incumbent covers now",
-	"missing_intervals":     "strict policy: the candidate must cover everything the incumbent covers now; the scheduler won the race",
-	"conflicting_plan":      "the environment changed (another promotion) since the plan was built",
-	"policy_not_available":  "bounded catch-up is not in this build yet; the plan asked for a bound it cannot honour, so it is rejected rather than promoted unsafely",
-	"trailing_gap_accepted": "the miss is one trailing suffix made by no more scheduler advances than allowed; it stays missing and is tracked as repair debt until the scheduler fills it",
-	"caught_up":             "the missing suffix was backfilled right before promotion and the strict retry passed",
-	"catch_up_exhausted":    "the scheduler advanced again during catch-up",
+// compare prints the three runs as columns.
+func compare(w io.Writer, runs []demoRun) {
+	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
+	row := func(label string, cell func(demoRun) string) {
+		cells := []string{label}
+		for _, r := range runs {
+			cells = append(cells, cell(r))
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
+	head := []string{""}
+	for _, p := range demoPolicies {
+		head = append(head, p.name)
+	}
+	fmt.Fprintln(tw, strings.Join(head, "\t"))
+	row("decision at 11:07", func(r demoRun) string { return r.promote.Outcome })
+	row("codes", func(r demoRun) string { return strings.Join(r.promote.Codes, ", ") })
+	row("catch-up backfill", func(r demoRun) string { return orDash(strings.Join(r.promote.CatchUp["events"], ", ")) })
+	row("events@v2 missing", func(r demoRun) string { return orDash(strings.Join(r.promote.Models["events"].Missing, ", ")) })
+	row("repair debt at 11:07", func(r demoRun) string { return fmt.Sprint(r.promote.RepairsOpen) })
+	row("repair debt at 12:00", func(r demoRun) string { return fmt.Sprint(r.after.RepairsOpen) })
+	row("stale advances fenced", func(r demoRun) string { return fmt.Sprint(r.after.Fenced) })
+	row("replay divergences", func(r demoRun) string {
+		if r.replay.Divergences == nil {
+			return "-"
+		}
+		return fmt.Sprint(*r.replay.Divergences)
+	})
+	tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

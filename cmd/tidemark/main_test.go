@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -86,9 +87,34 @@ func TestDemo(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	for _, want := range []string{"REJECTED [missing_intervals]", "events misses 2026-12-01T10:00:00Z/2026-12-01T11:00:00Z", "0 divergence(s)", "ACCEPTED [trailing_gap_accepted]", "open repair debt: 0"} {
+	for _, want := range []string{
+		"REJECTED [missing_intervals]", "ACCEPTED [trailing_gap_accepted]", "ACCEPTED [caught_up]",
+		"missing_intervals: events@v2 misses 2026-12-01T10:00:00Z/2026-12-01T11:00:00Z",
+		"catch-up: computed 2026-12-01T10:00:00Z/2026-12-01T11:00:00Z for events",
+		"repair debt closed: events@v2 now covers 2026-12-01T10:00:00Z/2026-12-01T11:00:00Z, 53m0s",
+		"fenced: 1 advance",
+	} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+	// The side-by-side table: one column per policy, same race.
+	rows := map[string][]string{}
+	for _, line := range strings.Split(out[strings.Index(out, "== side by side"):], "\n")[2:] {
+		if cols := regexp.MustCompile(`\s{3,}`).Split(strings.TrimSpace(line), -1); len(cols) == 4 {
+			rows[cols[0]] = cols[1:]
+		}
+	}
+	for label, want := range map[string][]string{
+		"decision at 11:07":     {"rejected", "accepted", "accepted"},
+		"codes":                 {"missing_intervals", "trailing_gap_accepted", "caught_up"},
+		"repair debt at 11:07":  {"0", "1", "0"},
+		"repair debt at 12:00":  {"0", "0", "0"},
+		"stale advances fenced": {"0", "1", "1"},
+		"replay divergences":    {"0", "0", "0"},
+	} {
+		if strings.Join(rows[label], "|") != strings.Join(want, "|") {
+			t.Errorf("side by side %q: got %q, want %q", label, rows[label], want)
 		}
 	}
 }

@@ -58,6 +58,8 @@ type StepResult struct {
 	// CatchUp lists, per model, what bounded catch-up computed before the
 	// strict retry.
 	CatchUp map[string][]string `json:"catch_up,omitempty"`
+	// RepairsClosed lists the repair debts the step closed.
+	RepairsClosed []RepairClosed `json:"repairs_closed,omitempty"`
 	// Fenced counts scheduler advances rejected as stale_generation.
 	Fenced      int       `json:"fenced,omitempty"`
 	Divergences *int      `json:"divergences,omitempty"`
@@ -67,6 +69,14 @@ type StepResult struct {
 	Failures    []Failure `json:"failures,omitempty"`
 	decision    *events.PromotionDecided
 	divs        []replay.Divergence
+}
+
+// RepairClosed is a repair debt closed during a step, with its latency.
+type RepairClosed struct {
+	Model     string   `json:"model"`
+	Snapshot  string   `json:"snapshot"`
+	Ranges    []string `json:"ranges"`
+	LatencyMS int64    `json:"latency_ms"`
 }
 
 // Result sums up a run.
@@ -268,6 +278,12 @@ func (r *runner) runScheduler(ctx context.Context, env string, until time.Time, 
 
 func (r *runner) step(ctx context.Context, st Step) (StepResult, error) {
 	sr := StepResult{Step: st.Num, Kind: st.Kind, Plan: st.Plan, Env: st.Env}
+	closedBefore := map[uint64]bool{}
+	r.eng.View(func(s *projections.State) {
+		for _, d := range s.Repairs {
+			closedBefore[d.OpenSeq] = !d.Open()
+		}
+	})
 	if st.Env != "" {
 		r.env = st.Env
 	}
@@ -349,6 +365,12 @@ func (r *runner) step(ctx context.Context, st Step) (StepResult, error) {
 	r.eng.View(func(s *projections.State) {
 		sr.Seq = s.Seq
 		sr.RepairsOpen = len(s.OpenRepairs())
+		for _, d := range s.Repairs {
+			if !d.Open() && !closedBefore[d.OpenSeq] {
+				sr.RepairsClosed = append(sr.RepairsClosed, RepairClosed{Model: d.Model, Snapshot: d.Snapshot,
+					Ranges: interval.Set(d.Ranges).Strings(), LatencyMS: d.LatencyMS})
+			}
+		}
 	})
 	return sr, nil
 }
