@@ -59,6 +59,15 @@ func (p *projector) waitFor(ctx context.Context, seq uint64) error {
 	}
 }
 
+// watch returns a channel closed when the next event is applied (or the
+// projection fails). Take it before reading the state, so no change is
+// missed between the read and the wait.
+func (p *projector) watch() (<-chan struct{}, error) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.changed, p.err
+}
+
 func (p *projector) apply(seq uint64, subject string, data []byte) {
 	ev, derr := events.Decode(data)
 	p.mu.Lock()

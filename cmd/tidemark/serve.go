@@ -49,13 +49,16 @@ func newServeCmd() *cobra.Command {
 				return &exitError{code: 2, err: err}
 			}
 			sched := &engine.Scheduler{Engine: eng}
+			catchUps := &engine.CatchUps{Engine: eng}
 			if builtinWorker {
 				sched.Worker = &engine.Worker{Handler: eng, Actor: "worker:builtin"}
+				catchUps.Worker = sched.Worker
 			}
 			schedCtx, stopSched := context.WithCancel(context.WithoutCancel(ctx))
 			var wg sync.WaitGroup
-			wg.Add(1)
+			wg.Add(2)
 			go func() { defer wg.Done(); _ = sched.Run(schedCtx) }()
+			go func() { defer wg.Done(); _ = catchUps.Run(schedCtx) }()
 			where := eng.ClientURL()
 			if where == "" {
 				where = "in-process only"

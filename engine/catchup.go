@@ -1,0 +1,113 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/projections"
+)
+
+// CatchUps drives bounded catch-up outside scenarios: for every plan whose
+// catch-up request waits for its strict retry, it has the Worker (when set)
+// compute the outstanding work, and once nothing is outstanding it records
+// the retry's decision with a promote command. The retry's command id is
+// derived from the request, so several drivers (replicas) record it once.
+type CatchUps struct {
+	Engine *Engine
+	// Worker computes catch-up work in-process; without one, external
+	// workers must complete it (run kind catch_up).
+	Worker *Worker
+	// Recheck bounds how long the loop waits for a change before looking
+	// again. Default 5s.
+	Recheck time.Duration
+}
+
+// RetryID is the command id of the strict retry answering the catch-up
+// request stored at seq for plan.
+func RetryID(plan string, seq uint64) string { return fmt.Sprintf("catch-up-retry:%s:%d", plan, seq) }
+
+// Run loops until ctx ends.
+func (c *CatchUps) Run(ctx context.Context) error {
+	if c.Recheck == 0 {
+		c.Recheck = 5 * time.Second
+	}
+	log := c.Engine.log.With("subsystem", "catch-up")
+	for {
+		changed, _ := c.Engine.proj.watch()
+		if err := c.Step(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("catch-up", "err", err)
+		}
+		timer := time.NewTimer(c.Recheck)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil
+		case <-changed:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+// Step does one pass over the open catch-up requests.
+func (c *CatchUps) Step(ctx context.Context) error {
+	type open struct {
+		req  events.CatchUpRequested
+		seq  uint64
+		left []events.CatchUpWork
+	}
+	var todo []open
+	c.Engine.View(func(st *projections.State) {
+		for _, pl := range st.Plans {
+			if pl.CatchUpOpen() {
+				todo = append(todo, open{*pl.CatchUp, pl.CatchUpSeq, CatchUpOutstanding(st, *pl.CatchUp)})
+			}
+		}
+	})
+	sort.Slice(todo, func(i, j int) bool { return todo[i].seq < todo[j].seq })
+	for _, o := range todo {
+		if len(o.left) > 0 {
+			if c.Worker == nil {
+				continue
+			}
+			req := o.req
+			req.Work = o.left
+			if err := c.Worker.CatchUp(ctx, req, c.Engine.Now()); err != nil {
+				return err
+			}
+		}
+		r := c.Engine.Handle(ctx, &commands.Promote{Meta: commands.Meta{ID: RetryID(o.req.Plan, o.seq), Actor: "catch-up", Correlation: o.req.Plan}, Plan: o.req.Plan})
+		if err := r.Err(); err != nil {
+			return fmt.Errorf("catch-up retry of %s: %w", o.req.Plan, err)
+		}
+		if d := r.Decision; d != nil {
+			c.Engine.log.Info("catch-up retried", "plan", d.Plan, "outcome", d.Outcome, "codes", d.Codes)
+		}
+	}
+	return nil
+}
+
+// Await blocks until cond holds on the live projection (checked after
+// every applied event) or ctx ends.
+func (e *Engine) Await(ctx context.Context, cond func(st *projections.State) bool) error {
+	for {
+		changed, err := e.proj.watch()
+		ok := false
+		e.View(func(st *projections.State) { ok = cond(st) })
+		if ok {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-changed:
+		}
+	}
+}
