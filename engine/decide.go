@@ -313,10 +313,12 @@ func decidePromote(st *projections.State, c *commands.Promote) (decision, error)
 	}
 	gen := st.Env(pl.Built.Env).Generation
 	if pl.CatchUpOpen() {
-		if left := CatchUpOutstanding(st, *pl.CatchUp); len(left) > 0 {
+		d := policy.Retry(st, pl.Built, *pl.CatchUp)
+		// The retry waits for the catch-up work, unless the plan conflicts
+		// by now (another promotion): that is decided at once.
+		if left := CatchUpOutstanding(st, *pl.CatchUp); len(left) > 0 && !contains(d.Codes, policy.CodeConflictingPlan) {
 			return decision{}, commands.Errorf(commands.CodeConflict, "plan", "plan %q is catching up (requested at seq %d): %s still to compute before the strict retry", c.Plan, pl.CatchUpSeq, describeWork(left))
 		}
-		d := policy.Retry(st, pl.Built, *pl.CatchUp)
 		ev := d.Event(pl.Built, st.Seq, c.At, gen, pl.CatchUpSeq)
 		return decision{payloads: []events.Payload{ev}, expect: expectStream(st.Seq), reply: commands.Reply{Decision: &ev}}, nil
 	}

@@ -91,3 +91,31 @@ func TestCatchUpDriver(t *testing.T) {
 		})
 	}
 }
+
+// TestCatchUpRetryWaitsForWork: while catch-up work is outstanding a
+// promote is refused (conflict, nothing appended), unless the plan
+// conflicts by now, which is decided at once.
+func TestCatchUpRetryWaitsForWork(t *testing.T) {
+	e := open(t, engine.Config{DataDir: t.TempDir()})
+	ctx := t.Context()
+	racePlan(t, e, "p1")
+	must(t, e.Handle(ctx, &commands.RegisterSnapshot{Meta: meta(at(11)), Model: "events", Version: "v3", Cron: "@hourly", Start: t0}))
+	p2 := must(t, e.Handle(ctx, &commands.BuildPlan{Meta: meta(at(11)), Plan: "p2", Env: "prod", Versions: map[string]string{"events": "v3"}}))
+	must(t, e.Handle(ctx, &commands.CompleteIntervals{Meta: meta(at(11)), Model: "events", Version: "v3", Ranges: p2.Plan.Candidates[0].Backfill}))
+
+	if r := must(t, e.Handle(ctx, &commands.Promote{Meta: meta(at(11)), Plan: "p1"})); r.CatchUp == nil {
+		t.Fatalf("want a catch-up request: %+v", r)
+	}
+	before := lastSeq(t, e)
+	r := e.Handle(ctx, &commands.Promote{Meta: meta(at(11)), Plan: "p1"})
+	if r.Accepted || r.Code != commands.CodeConflict || r.Field != "plan" || lastSeq(t, e) != before {
+		t.Fatalf("retry with work outstanding: %+v", r)
+	}
+	if r := must(t, e.Handle(ctx, &commands.Promote{Meta: meta(at(11)), Plan: "p2"})); r.Decision.Outcome != events.Accepted {
+		t.Fatalf("p2: %+v", r.Decision)
+	}
+	r = must(t, e.Handle(ctx, &commands.Promote{Meta: meta(at(11)), Plan: "p1"}))
+	if r.Decision == nil || r.Decision.Outcome != events.Rejected || r.Decision.Codes[0] != "conflicting_plan" || r.Decision.CatchUpSeq == 0 {
+		t.Fatalf("p1 after p2 was promoted: %+v", r)
+	}
+}

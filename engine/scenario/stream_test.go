@@ -2,12 +2,14 @@ package scenario
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/replay"
 )
 
@@ -97,10 +99,22 @@ func TestCatchUpKeepsForwardOnlyRows(t *testing.T) {
 // accepting decision (11:07) to the completion that filled the gap (12:00).
 func TestRepairCompletedLatency(t *testing.T) {
 	var got []events.RepairCompleted
+	var v2runs []string
 	for _, r := range runAndRead(t, "trailing-gap.yaml") {
-		if p, ok := r.Event.Payload.(events.RepairCompleted); ok {
+		switch p := r.Event.Payload.(type) {
+		case events.RepairCompleted:
 			got = append(got, p)
+			v2runs = append(v2runs, "RepairCompleted")
+		case events.IntervalsCompleted:
+			if p.Snapshot == "events@v2" && p.RunKind == events.RunScheduled {
+				v2runs = append(v2runs, interval.Set(p.Ranges).String())
+			}
 		}
+	}
+	// The 12:00 tick computes the debt first, then the new hour.
+	want := "[[2026-12-01T10:00:00Z/2026-12-01T11:00:00Z] RepairCompleted [2026-12-01T11:00:00Z/2026-12-01T12:00:00Z]]"
+	if fmt.Sprint(v2runs) != want {
+		t.Fatalf("scheduled runs of the new incumbent: %v, want %s", v2runs, want)
 	}
 	if len(got) != 1 {
 		t.Fatalf("RepairCompleted events: %+v", got)
