@@ -55,6 +55,11 @@ type Config struct {
 	MaxRetries int
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// CheckpointEvery is how many newly folded events make the engine
+	// write a projection checkpoint to the KV bucket (and it writes one on
+	// Close). 0: DefaultCheckpointEvery; negative: no checkpoints, and none
+	// is loaded either.
+	CheckpointEvery int
 }
 
 // Validate reports configuration errors.
@@ -82,6 +87,12 @@ type Engine struct {
 	stream jetstream.Stream
 	proj   *projector
 	ids    *events.IDSource
+
+	cp        *checkpoints
+	cpMu      sync.Mutex
+	cpSeq     uint64 // last checkpoint written or loaded
+	loadedSeq uint64 // the checkpoint the projection started from (0: none)
+	cpReject  string // why a stored checkpoint was not used
 
 	cmdMu  sync.Mutex
 	ctx    context.Context
@@ -130,6 +141,25 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.proj = newProjector(e.log.With("subsystem", "projection"))
+	if cfg.CheckpointEvery >= 0 {
+		if cfg.CheckpointEvery == 0 {
+			e.cfg.CheckpointEvery = DefaultCheckpointEvery
+		}
+		if e.cp, err = openCheckpoints(ctx, e.js, e.stream, cfg.Replicas, cfg.MemoryStorage); err != nil {
+			e.Close(ctx)
+			return nil, err
+		}
+		st, err := e.cp.load(ctx)
+		switch {
+		case err != nil:
+			e.cpReject = err.Error()
+			e.log.Warn("checkpoint ignored; rebuilding the projections from the stream", "err", err)
+		case st != nil:
+			e.proj.st = st
+			e.loadedSeq, e.cpSeq = st.Seq, st.Seq
+			e.log.Info("projections loaded from checkpoint", "seq", st.Seq)
+		}
+	}
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
@@ -142,7 +172,82 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		e.Close(ctx)
 		return nil, err
 	}
+	if e.cp != nil {
+		e.wg.Add(1)
+		go func() { defer e.wg.Done(); e.checkpointLoop(e.ctx) }()
+	}
 	return e, nil
+}
+
+// Stats describes the live projection.
+type Stats struct {
+	// Seq is the last sequence applied.
+	Seq uint64 `json:"seq"`
+	// Folded counts the events this engine folded since it opened (not
+	// those a checkpoint brought in).
+	Folded uint64 `json:"folded"`
+	// CheckpointSeq is the checkpoint the projection started from (0: it
+	// folded the stream from the start).
+	CheckpointSeq uint64 `json:"checkpoint_seq"`
+	// CheckpointRejected says why a stored checkpoint was not used.
+	CheckpointRejected string `json:"checkpoint_rejected,omitempty"`
+}
+
+// Stats returns the projection's statistics.
+func (e *Engine) Stats() Stats {
+	e.proj.mu.RLock()
+	defer e.proj.mu.RUnlock()
+	return Stats{Seq: e.proj.st.Seq, Folded: e.proj.folded, CheckpointSeq: e.loadedSeq, CheckpointRejected: e.cpReject}
+}
+
+// Checkpoint writes the live projection to the checkpoint bucket now
+// (nothing when it is already there, or checkpoints are off).
+func (e *Engine) Checkpoint(ctx context.Context) error {
+	if e.cp == nil {
+		return nil
+	}
+	e.cpMu.Lock()
+	defer e.cpMu.Unlock()
+	var value []byte
+	var seq uint64
+	var err error
+	e.proj.read(func(st *projections.State) {
+		if st.Seq > e.cpSeq {
+			value, seq, err = encodeCheckpoint(st, e.proj.lastID)
+		}
+	})
+	if err != nil || value == nil {
+		return err
+	}
+	if err := e.cp.save(ctx, value); err != nil {
+		return fmt.Errorf("engine: checkpoint at seq %d: %w", seq, err)
+	}
+	e.cpSeq = seq
+	return nil
+}
+
+// checkpointLoop writes a checkpoint whenever CheckpointEvery events were
+// folded since the last one.
+func (e *Engine) checkpointLoop(ctx context.Context) {
+	for {
+		changed, err := e.proj.watch()
+		if err != nil {
+			return
+		}
+		e.cpMu.Lock()
+		due := e.proj.seq() >= e.cpSeq+uint64(e.cfg.CheckpointEvery)
+		e.cpMu.Unlock()
+		if due {
+			if err := e.Checkpoint(ctx); err != nil && ctx.Err() == nil {
+				e.log.Warn("checkpoint", "err", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		}
+	}
 }
 
 // Conn is the engine's NATS connection (for serving commands).
@@ -171,6 +276,11 @@ func (e *Engine) Close(ctx context.Context) error {
 		e.cancel()
 	}
 	e.wg.Wait()
+	if e.cp != nil && e.proj != nil {
+		if err := e.Checkpoint(ctx); err != nil {
+			e.log.Warn("checkpoint on close", "err", err)
+		}
+	}
 	if e.nc != nil {
 		_ = e.nc.Drain()
 		e.nc.Close()

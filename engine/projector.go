@@ -20,6 +20,8 @@ type projector struct {
 	changed chan struct{} // closed and replaced after every applied event
 	err     error         // set when the consumer stops for good
 	log     *slog.Logger
+	lastID  string // id of the last decoded event applied
+	folded  uint64 // events applied since the projector started
 }
 
 func newProjector(log *slog.Logger) *projector {
@@ -71,6 +73,10 @@ func (p *projector) watch() (<-chan struct{}, error) {
 func (p *projector) apply(seq uint64, subject string, data []byte) {
 	ev, derr := events.Decode(data)
 	p.mu.Lock()
+	if seq > p.st.Seq {
+		p.folded++
+		p.lastID = ev.ID
+	}
 	if derr != nil {
 		projections.Skip(p.st, seq, subject)
 	} else if err := projections.Apply(p.st, seq, ev); err != nil {

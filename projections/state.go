@@ -383,3 +383,45 @@ func Skip(s *State, seq uint64, subject string) {
 	s.SubjectSeq[subject] = seq
 	s.Skipped++
 }
+
+// Restore completes a State decoded from a checkpoint: it parses the
+// snapshots' schedules (not serialised) and makes every map writable.
+func Restore(s *State) error {
+	for id, sn := range s.Snapshots {
+		sched, err := interval.NewSchedule(sn.Cron, sn.Unit, sn.AllowPartials)
+		if err != nil {
+			return fmt.Errorf("snapshot %s: %w", id, err)
+		}
+		sn.Schedule = sched
+	}
+	for name, e := range s.Envs {
+		if e.Name == "" {
+			e.Name = name
+		}
+		if e.Incumbents == nil {
+			e.Incumbents = map[string]string{}
+		}
+		if e.LastTick == nil {
+			e.LastTick = map[string]time.Time{}
+		}
+	}
+	if s.SubjectSeq == nil {
+		s.SubjectSeq = map[string]uint64{}
+	}
+	if s.Snapshots == nil {
+		s.Snapshots = map[string]*Snapshot{}
+	}
+	if s.Coverage == nil {
+		s.Coverage = map[string]interval.Set{}
+	}
+	if s.Envs == nil {
+		s.Envs = map[string]*Env{}
+	}
+	if s.Plans == nil {
+		s.Plans = map[string]*Plan{}
+	}
+	if s.Commands == nil {
+		s.Commands = map[string]uint64{}
+	}
+	return nil
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tidemark/tidemark/events"
@@ -26,9 +27,30 @@ type Record struct {
 	Err error
 }
 
+// Options bounds a Read.
+type Options struct {
+	// AtSeq stops after this stream sequence (0: the stream's last
+	// sequence when Read is called).
+	AtSeq uint64
+	// At, when set, stops before the first event that occurred after it
+	// (event time, the command clock; an undecodable event does not stop
+	// the read). The result is a prefix of the stream: history as it
+	// stood at At.
+	At time.Time
+	// Progress, when set, is called as records arrive with the sequence
+	// read and the last sequence to read.
+	Progress func(seq, last uint64)
+}
+
 // Read loads every event up to upTo (0: the stream's last sequence when
 // called) with an ordered consumer from the start.
 func Read(ctx context.Context, js jetstream.JetStream, upTo uint64) ([]Record, error) {
+	return ReadWith(ctx, js, Options{AtSeq: upTo})
+}
+
+// ReadWith loads the prefix of the stream that opts select, with an
+// ordered consumer from the stream start.
+func ReadWith(ctx context.Context, js jetstream.JetStream, opts Options) ([]Record, error) {
 	stream, err := js.Stream(ctx, events.StreamName)
 	if err != nil {
 		return nil, fmt.Errorf("replay: stream: %w", err)
@@ -37,6 +59,7 @@ func Read(ctx context.Context, js jetstream.JetStream, upTo uint64) ([]Record, e
 	if err != nil {
 		return nil, fmt.Errorf("replay: stream info: %w", err)
 	}
+	upTo := opts.AtSeq
 	last := info.State.LastSeq
 	if upTo == 0 || upTo > last {
 		upTo = last
@@ -68,7 +91,13 @@ func Read(ctx context.Context, js jetstream.JetStream, upTo uint64) ([]Record, e
 			return out, nil
 		}
 		ev, derr := events.Decode(msg.Data())
+		if derr == nil && !opts.At.IsZero() && ev.OccurredAt.After(opts.At) {
+			return out, nil
+		}
 		out = append(out, Record{Seq: seq, Subject: msg.Subject(), Event: ev, Err: derr})
+		if opts.Progress != nil {
+			opts.Progress(seq, upTo)
+		}
 		if seq == upTo {
 			return out, nil
 		}

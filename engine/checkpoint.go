@@ -1,0 +1,182 @@
+package engine
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/projections"
+)
+
+// CheckpointBucket is the JetStream KV bucket that holds projection
+// checkpoints; checkpointKey is the one key the engine writes.
+const (
+	CheckpointBucket = "TIDEMARK_CHECKPOINTS"
+	checkpointKey    = "projections"
+)
+
+// CheckpointFormat is the layout of a checkpoint. Bump it whenever the
+// projection state changes shape or meaning: older checkpoints are then
+// ignored and the state is rebuilt from the stream.
+const CheckpointFormat = 1
+
+// DefaultCheckpointEvery is how many newly folded events make the engine
+// write a checkpoint.
+const DefaultCheckpointEvery = 10_000
+
+// checkpointHeader is the first line of a checkpoint value; the gzipped
+// JSON state follows it.
+type checkpointHeader struct {
+	Format int `json:"format"`
+	Schema int `json:"schema"`
+	// Seq is the last stream sequence folded into the state.
+	Seq uint64 `json:"seq"`
+	// LastEventID is the id of the event at Seq: a checkpoint from another
+	// stream (one deleted and recreated) does not match it.
+	LastEventID string `json:"last_event_id"`
+	// StateSHA256 is the hash of the gzipped state that follows.
+	StateSHA256 string `json:"state_sha256"`
+	// Fingerprint hashes everything above; it must match.
+	Fingerprint string `json:"fingerprint"`
+}
+
+func (h checkpointHeader) fingerprint() string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "tidemark-checkpoint|%d|%d|%d|%s|%s", h.Format, h.Schema, h.Seq, h.LastEventID, h.StateSHA256))
+	return hex.EncodeToString(sum[:])
+}
+
+// encodeCheckpoint serialises st; lastID is the id of the event at st.Seq.
+func encodeCheckpoint(st *projections.State, lastID string) ([]byte, uint64, error) {
+	raw, err := json.Marshal(st)
+	if err != nil {
+		return nil, 0, err
+	}
+	var body bytes.Buffer
+	zw := gzip.NewWriter(&body)
+	if _, err := zw.Write(raw); err != nil {
+		return nil, 0, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, 0, err
+	}
+	sum := sha256.Sum256(body.Bytes())
+	h := checkpointHeader{Format: CheckpointFormat, Schema: events.SchemaVersion, Seq: st.Seq, LastEventID: lastID, StateSHA256: hex.EncodeToString(sum[:])}
+	h.Fingerprint = h.fingerprint()
+	head, err := json.Marshal(h)
+	if err != nil {
+		return nil, 0, err
+	}
+	return append(append(head, '\n'), body.Bytes()...), st.Seq, nil
+}
+
+// decodeCheckpoint parses and verifies a checkpoint value. Any mismatch is
+// an error: the caller rebuilds instead of trusting it.
+func decodeCheckpoint(b []byte) (checkpointHeader, *projections.State, error) {
+	var h checkpointHeader
+	i := bytes.IndexByte(b, '\n')
+	if i < 0 {
+		return h, nil, errors.New("no header line")
+	}
+	if err := json.Unmarshal(b[:i], &h); err != nil {
+		return h, nil, fmt.Errorf("header: %w", err)
+	}
+	switch {
+	case h.Format != CheckpointFormat:
+		return h, nil, fmt.Errorf("format %d, this build reads %d", h.Format, CheckpointFormat)
+	case h.Schema != events.SchemaVersion:
+		return h, nil, fmt.Errorf("event schema %d, this build writes %d", h.Schema, events.SchemaVersion)
+	case h.Fingerprint != h.fingerprint():
+		return h, nil, errors.New("fingerprint does not match the header")
+	}
+	body := b[i+1:]
+	sum := sha256.Sum256(body)
+	if hex.EncodeToString(sum[:]) != h.StateSHA256 {
+		return h, nil, errors.New("state does not match its hash")
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(body))
+	if err != nil {
+		return h, nil, fmt.Errorf("state: %w", err)
+	}
+	raw, err := io.ReadAll(zr)
+	if err != nil {
+		return h, nil, fmt.Errorf("state: %w", err)
+	}
+	st := projections.New()
+	if err := json.Unmarshal(raw, st); err != nil {
+		return h, nil, fmt.Errorf("state: %w", err)
+	}
+	if err := projections.Restore(st); err != nil {
+		return h, nil, fmt.Errorf("state: %w", err)
+	}
+	if st.Seq != h.Seq {
+		return h, nil, fmt.Errorf("state is at seq %d, header says %d", st.Seq, h.Seq)
+	}
+	return h, st, nil
+}
+
+// checkpoints stores projection checkpoints in the KV bucket.
+type checkpoints struct {
+	kv     jetstream.KeyValue
+	stream jetstream.Stream
+}
+
+func openCheckpoints(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, replicas int, memory bool) (*checkpoints, error) {
+	if replicas < 1 {
+		replicas = 1
+	}
+	storage := jetstream.FileStorage
+	if memory {
+		storage = jetstream.MemoryStorage
+	}
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: CheckpointBucket, Description: "tidemark projection checkpoints (state + last sequence)",
+		History: 1, Storage: storage, Replicas: replicas, MaxValueSize: -1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("engine: checkpoint bucket: %w", err)
+	}
+	return &checkpoints{kv: kv, stream: stream}, nil
+}
+
+// load returns the stored checkpoint's state, or nil and the reason it was
+// not usable (nil, nil when there is none).
+func (c *checkpoints) load(ctx context.Context) (*projections.State, error) {
+	entry, err := c.kv.Get(ctx, checkpointKey)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	h, st, err := decodeCheckpoint(entry.Value())
+	if err != nil {
+		return nil, err
+	}
+	if h.Seq > 0 {
+		msg, err := c.stream.GetMsg(ctx, h.Seq)
+		if err != nil {
+			return nil, fmt.Errorf("event at seq %d: %w", h.Seq, err)
+		}
+		ev, err := events.Decode(msg.Data)
+		if err == nil && ev.ID != h.LastEventID {
+			err = fmt.Errorf("event at seq %d is %s, the checkpoint was taken after %s", h.Seq, ev.ID, h.LastEventID)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return st, nil
+}
+
+func (c *checkpoints) save(ctx context.Context, value []byte) error {
+	_, err := c.kv.Put(ctx, checkpointKey, value)
+	return err
+}

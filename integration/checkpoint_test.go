@@ -1,0 +1,99 @@
+package integration
+
+import (
+	"testing"
+
+	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/engine"
+	"github.com/tidemark/tidemark/events/interval"
+)
+
+func putCheckpoint(t *testing.T, e *engine.Engine, value []byte) {
+	t.Helper()
+	kv, err := e.JetStream().KeyValue(t.Context(), engine.CheckpointBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(t.Context(), "projections", value); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func getCheckpoint(t *testing.T, e *engine.Engine) []byte {
+	t.Helper()
+	kv, err := e.JetStream().KeyValue(t.Context(), engine.CheckpointBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry, err := kv.Get(t.Context(), "projections")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return entry.Value()
+}
+
+// TestCheckpoints: an engine that starts from a checkpoint folds only the
+// events after it and ends with the same state as a full rebuild; a
+// corrupted, foreign or outdated checkpoint is ignored and rebuilt.
+func TestCheckpoints(t *testing.T) {
+	server := open(t, engine.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", CheckpointEvery: -1})
+	url := server.ClientURL()
+	ctx := t.Context()
+
+	writer := open(t, engine.Config{NatsURL: url, CheckpointEvery: 1_000_000})
+	deploy(t, writer, "prod", "d1", "v1", at(6))
+	if err := writer.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkpointed := writer.Stats().Seq
+	for h := 7; h <= 9; h++ {
+		must(t, writer.Handle(ctx, &commands.CompleteIntervals{Meta: meta(at(h)), Model: "events", Version: "v1", Ranges: []interval.Range{rng(h-1, h)}}))
+	}
+	last := writer.Stats().Seq
+	want := stateJSON(t, writer)
+	good := getCheckpoint(t, writer)
+
+	fromCheckpoint := open(t, engine.Config{NatsURL: url})
+	st := fromCheckpoint.Stats()
+	if st.CheckpointSeq != checkpointed || st.Folded != last-checkpointed || st.CheckpointRejected != "" {
+		t.Fatalf("from checkpoint at %d (stream at %d): %+v", checkpointed, last, st)
+	}
+	if got := stateJSON(t, fromCheckpoint); got != want {
+		t.Fatalf("state from checkpoint differs:\n got  %s\n want %s", got, want)
+	}
+
+	flip := append([]byte(nil), good...)
+	flip[len(flip)-5] ^= 0xff
+	outdated := []byte(`{"format":0,"schema":1,"seq":3}` + "\n")
+	for name, value := range map[string][]byte{
+		"corrupted state": flip,
+		"garbage":         []byte("not a checkpoint"),
+		"outdated format": outdated,
+		"truncated":       good[:len(good)/2],
+	} {
+		putCheckpoint(t, writer, value)
+		rebuilt := open(t, engine.Config{NatsURL: url})
+		st := rebuilt.Stats()
+		if st.CheckpointSeq != 0 || st.Folded != last || st.CheckpointRejected == "" {
+			t.Errorf("%s: %+v", name, st)
+		}
+		if got := stateJSON(t, rebuilt); got != want {
+			t.Errorf("%s: rebuilt state differs", name)
+		}
+		rebuilt.Close(ctx)
+	}
+
+	// A checkpoint of another stream: the event at its sequence differs.
+	putCheckpoint(t, writer, good)
+	if err := server.JetStream().DeleteStream(ctx, "TIDEMARK"); err != nil {
+		t.Fatal(err)
+	}
+	fresh := open(t, engine.Config{NatsURL: url, CheckpointEvery: -1})
+	deploy(t, fresh, "prod", "d1", "v1", at(6))
+	deploy(t, fresh, "qa", "d2", "v1", at(6))
+	fresh.Close(ctx)
+	again := open(t, engine.Config{NatsURL: url})
+	if st := again.Stats(); st.CheckpointRejected == "" || st.CheckpointSeq != 0 || st.Folded != st.Seq {
+		t.Fatalf("foreign checkpoint used: %+v", st)
+	}
+}
