@@ -1,0 +1,274 @@
+package main
+
+import (
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/projections"
+	"github.com/tidemark/tidemark/replay"
+)
+
+func checkFormat(o string, allowed ...string) error {
+	for _, a := range allowed {
+		if o == a {
+			return nil
+		}
+	}
+	return &exitError{code: 2, err: fmt.Errorf("-o %q: want %s", o, strings.Join(allowed, ", "))}
+}
+
+func newReplayCmd() *cobra.Command {
+	var s storeFlags
+	var verify bool
+	var output string
+	cmd := &cobra.Command{
+		Use:   "replay",
+		Short: "Rebuild every projection from the stream (up to a sequence or a time) and re-evaluate recorded decisions",
+		Long: "replay folds the stream from its start with the same code as the live projections and\n" +
+			"prints what the projections held at that point. With --verify it re-evaluates every\n" +
+			"recorded decision and catch-up request at the sequence it was evaluated at, with the\n" +
+			"policy version it names, and exits 1 on any divergence.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkFormat(output, "table", "json"); err != nil {
+				return err
+			}
+			recs, e, err := s.read(cmd)
+			if err != nil {
+				return err
+			}
+			defer e.Close(context.WithoutCancel(cmd.Context()))
+			st := replay.Fold(recs)
+			envs, open := replay.Status(st)
+			var divs []replay.Divergence
+			if verify {
+				divs = replay.Verify(recs)
+			}
+			out := cmd.OutOrStdout()
+			if output == "json" {
+				res := map[string]any{"seq": st.Seq, "events": st.Events, "skipped": st.Skipped, "decisions": len(st.Decisions), "envs": envs, "open_repairs": open}
+				if verify {
+					res["divergences"] = nonNilDivs(divs)
+				}
+				if err := json.NewEncoder(out).Encode(res); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintf(out, "replayed %d events up to seq %d (%d undecodable or contradictory); %d decisions\n", st.Events, st.Seq, st.Skipped, len(st.Decisions))
+				printStatus(out, envs, open)
+				if verify {
+					fmt.Fprintf(out, "re-evaluated every decision: %d divergence(s)\n", len(divs))
+					for _, d := range divs {
+						fmt.Fprintf(out, "  %s\n", d)
+					}
+				}
+			}
+			if len(divs) > 0 {
+				return &exitError{code: 1, err: fmt.Errorf("%d divergence(s) between recorded and recomputed decisions", len(divs))}
+			}
+			return nil
+		},
+	}
+	s.register(cmd, true)
+	cmd.Flags().BoolVar(&verify, "verify", false, "re-evaluate every recorded decision; exit 1 on any divergence")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	return cmd
+}
+
+func nonNilDivs(d []replay.Divergence) []replay.Divergence {
+	if d == nil {
+		return []replay.Divergence{}
+	}
+	return d
+}
+
+func newStatusCmd() *cobra.Command {
+	var s storeFlags
+	var output string
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show incumbents, frontiers and open repair debt, now or as they were (--at, --at-seq)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkFormat(output, "table", "json"); err != nil {
+				return err
+			}
+			recs, e, err := s.read(cmd)
+			if err != nil {
+				return err
+			}
+			defer e.Close(context.WithoutCancel(cmd.Context()))
+			st := replay.Fold(recs)
+			envs, open := replay.Status(st)
+			out := cmd.OutOrStdout()
+			if output == "json" {
+				return json.NewEncoder(out).Encode(map[string]any{"seq": st.Seq, "envs": envs, "open_repairs": open})
+			}
+			fmt.Fprintf(out, "as of seq %d\n", st.Seq)
+			printStatus(out, envs, open)
+			return nil
+		},
+	}
+	s.register(cmd, true)
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	return cmd
+}
+
+func printStatus(w io.Writer, envs []replay.EnvStatus, open []*projections.Repair) {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ENV\tGEN\tMODEL\tINCUMBENT\tFRONTIER\tLAST TICK\tOPEN REPAIRS")
+	for _, e := range envs {
+		for _, m := range e.Models {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\n", e.Env, e.Generation, m.Model, m.Snapshot, m.Frontier, dash(m.LastTick), m.OpenDebts)
+		}
+	}
+	tw.Flush()
+	for _, r := range open {
+		fmt.Fprintf(w, "open repair: %s %s in %s (plan %s, opened %s at seq %d)\n", r.Snapshot, interval.Set(r.Ranges), r.Env, r.Plan, r.OpenedAt.Format(time.RFC3339), r.OpenSeq)
+	}
+}
+
+func newAuditCmd() *cobra.Command {
+	var s storeFlags
+	var f replay.Filter
+	var since, until, output string
+	cmd := &cobra.Command{
+		Use:   "audit",
+		Short: "List the audit trail: plan builds, advances, completions, decisions, finalizations, repairs",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkFormat(output, "table", "json", "csv"); err != nil {
+				return err
+			}
+			var err error
+			if f.Since, err = optTime("--since", since); err != nil {
+				return err
+			}
+			if f.Until, err = optTime("--until", until); err != nil {
+				return err
+			}
+			recs, e, err := s.read(cmd)
+			if err != nil {
+				return err
+			}
+			defer e.Close(context.WithoutCancel(cmd.Context()))
+			return printAudit(cmd.OutOrStdout(), replay.Audit(recs, f), output)
+		},
+	}
+	s.register(cmd, false)
+	fl := cmd.Flags()
+	fl.StringVar(&f.Env, "env", "", "only events of this environment")
+	fl.StringVar(&f.Model, "model", "", "only events concerning this model")
+	fl.StringVar(&f.Plan, "plan", "", "only events of this plan")
+	fl.StringVar(&since, "since", "", "only events that occurred at or after this time (RFC 3339)")
+	fl.StringVar(&until, "until", "", "only events that occurred at or before this time (RFC 3339)")
+	fl.StringVarP(&output, "output", "o", "table", "table, json (one object per line) or csv")
+	cmd.AddCommand(newExplainCmd())
+	return cmd
+}
+
+func optTime(flag, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return t, &exitError{code: 2, err: fmt.Errorf("%s: want RFC 3339, like 2026-12-01T11:07:00Z", flag)}
+	}
+	return t.UTC(), nil
+}
+
+func printAudit(w io.Writer, rows []replay.Row, output string) error {
+	switch output {
+	case "json":
+		enc := json.NewEncoder(w)
+		for _, r := range rows {
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	case "csv":
+		cw := csv.NewWriter(w)
+		_ = cw.Write([]string{"seq", "at", "type", "env", "plan", "models", "actor", "causation", "correlation", "summary"})
+		for _, r := range rows {
+			_ = cw.Write([]string{fmt.Sprint(r.Seq), r.At.Format(time.RFC3339), r.Type, r.Env, r.Plan, strings.Join(r.Models, " "), r.Actor, r.Causation, r.Correlation, r.Summary})
+		}
+		cw.Flush()
+		return cw.Error()
+	}
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SEQ\tAT\tTYPE\tACTOR\tCAUSATION\tSUMMARY")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", r.Seq, r.At.Format(time.RFC3339), r.Type, dash(r.Actor), dash(r.Causation), r.Summary)
+	}
+	return tw.Flush()
+}
+
+func newExplainCmd() *cobra.Command {
+	var s storeFlags
+	var output string
+	cmd := &cobra.Command{
+		Use:   "explain PLAN",
+		Short: "Print a plan's latest decision with its findings and the exact coverage it saw",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(output, "table", "json"); err != nil {
+				return err
+			}
+			recs, e, err := s.read(cmd)
+			if err != nil {
+				return err
+			}
+			defer e.Close(context.WithoutCancel(cmd.Context()))
+			x, err := replay.Explain(recs, args[0])
+			if err != nil {
+				return &exitError{code: 1, err: err}
+			}
+			out := cmd.OutOrStdout()
+			if output == "json" {
+				return json.NewEncoder(out).Encode(x)
+			}
+			d := x.Decision
+			fmt.Fprintf(out, "plan %s for %s (built %s at generation %d, policy %s)\n", x.Plan.Plan, x.Plan.Env, x.Plan.BuiltAt.Format(time.RFC3339), x.Plan.Generation, d.Policy.Name())
+			fmt.Fprintf(out, "decision at seq %d: %s [%s], evaluated at %s on the view at seq %d\n", x.DecisionSeq, strings.ToUpper(string(d.Outcome)), strings.Join(d.Codes, ", "), d.EvaluatedAt.Format(time.RFC3339), d.EvaluatedAtSeq)
+			if d.CatchUpSeq > 0 {
+				fmt.Fprintf(out, "it is the strict retry of the catch-up requested at seq %d\n", d.CatchUpSeq)
+			}
+			fmt.Fprintln(out, "findings:")
+			for _, f := range d.Findings {
+				fmt.Fprintf(out, "  %s: %s\n", f.Code, f.Message)
+			}
+			fmt.Fprintln(out, "coverage the decision saw:")
+			for _, v := range x.Views {
+				fmt.Fprintf(out, "  %s: candidate %s, incumbent %s, window %s, captured frontier %s\n", v.Model, v.Candidate, dash(v.Incumbent), dash(v.Window), v.CapturedFrontier)
+				fmt.Fprintf(out, "    %s covers %s\n", v.Candidate, dash(strings.Join(v.CandidateCoverage, ", ")))
+				if v.Incumbent != "" {
+					fmt.Fprintf(out, "    %s covers %s\n", v.Incumbent, dash(strings.Join(v.IncumbentCoverage, ", ")))
+				}
+			}
+			if len(x.Divergences) == 0 {
+				fmt.Fprintln(out, "re-evaluated today: the same decision")
+			} else {
+				fmt.Fprintln(out, "re-evaluated today, it differs:")
+				for _, dv := range x.Divergences {
+					fmt.Fprintf(out, "  %s\n", dv)
+				}
+				return &exitError{code: 1, err: errors.New("the recorded decision differs from its re-evaluation")}
+			}
+			return nil
+		},
+	}
+	s.register(cmd, false)
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	return cmd
+}

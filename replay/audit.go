@@ -1,0 +1,287 @@
+package replay
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/policy"
+	"github.com/tidemark/tidemark/projections"
+)
+
+// Row is one line of the audit trail.
+type Row struct {
+	Seq         uint64    `json:"seq"`
+	At          time.Time `json:"at"`
+	Type        string    `json:"type"`
+	Env         string    `json:"env,omitempty"`
+	Plan        string    `json:"plan,omitempty"`
+	Models      []string  `json:"models,omitempty"`
+	Actor       string    `json:"actor,omitempty"`
+	Causation   string    `json:"causation,omitempty"`
+	Correlation string    `json:"correlation,omitempty"`
+	// Summary says what happened in one line.
+	Summary string `json:"summary"`
+}
+
+// Filter selects audit rows; zero fields match everything.
+type Filter struct {
+	Env, Model, Plan string
+	Since, Until     time.Time
+}
+
+func (f Filter) match(r Row) bool {
+	switch {
+	case f.Env != "" && r.Env != f.Env:
+		return false
+	case f.Plan != "" && r.Plan != f.Plan:
+		return false
+	case !f.Since.IsZero() && r.At.Before(f.Since):
+		return false
+	case !f.Until.IsZero() && r.At.After(f.Until):
+		return false
+	}
+	if f.Model == "" {
+		return true
+	}
+	for _, m := range r.Models {
+		if m == f.Model {
+			return true
+		}
+	}
+	return false
+}
+
+// Audit lists the records f selects as audit rows, in stream order.
+// Plan builds, completions, invalidations, scheduler advances, catch-up
+// requests, decisions, finalizations and repairs all appear; events that
+// could not be decoded appear as "undecodable".
+func Audit(recs []Record, f Filter) []Row {
+	var out []Row
+	for _, r := range recs {
+		row := describe(r)
+		if f.match(row) {
+			out = append(out, row)
+		}
+	}
+	return out
+}
+
+func modelOf(snapshot string) string { m, _, _ := events.ParseSnapshotID(snapshot); return m }
+
+func describe(r Record) Row {
+	row := Row{Seq: r.Seq, At: r.Event.OccurredAt, Type: string(r.Event.Type), Actor: r.Event.Actor,
+		Causation: r.Event.Causation, Correlation: r.Event.Correlation}
+	if r.Err != nil {
+		row.Type, row.Summary = "undecodable", fmt.Sprintf("%s: %v", r.Subject, r.Err)
+		return row
+	}
+	switch p := r.Event.Payload.(type) {
+	case events.SnapshotRegistered:
+		row.Models = []string{p.Model}
+		row.Summary = fmt.Sprintf("registered %s (%s, cron %q, unit %s, table %s)", p.Snapshot, p.Kind, p.Cron, p.Unit, p.Table)
+	case events.PlanBuilt:
+		row.Env, row.Plan = p.Env, p.Plan
+		var parts []string
+		for _, c := range p.Candidates {
+			row.Models = append(row.Models, c.Model)
+			parts = append(parts, fmt.Sprintf("%s (incumbent %s, frontier %s)", c.Snapshot, orNone(c.Incumbent), ts(c.IncumbentFrontier)))
+		}
+		row.Summary = fmt.Sprintf("plan %s for %s at generation %d, policy %s: %s", p.Plan, p.Env, p.Generation, p.Policy.Name(), strings.Join(parts, "; "))
+	case events.IntervalsCompleted:
+		row.Models = []string{modelOf(p.Snapshot)}
+		row.Plan = planOfRun(p.RunID)
+		row.Summary = fmt.Sprintf("%s completed %s (%s)", p.Snapshot, interval.Set(p.Ranges), p.RunKind)
+	case events.IntervalsInvalidated:
+		row.Models = []string{modelOf(p.Snapshot)}
+		row.Plan = planOfRun(p.Reason)
+		row.Summary = fmt.Sprintf("%s invalidated %s (%s)", p.Snapshot, interval.Set(p.Ranges), orNone(p.Reason))
+	case events.SchedulerAdvanced:
+		row.Env, row.Models = p.Env, []string{p.Model}
+		row.Summary = fmt.Sprintf("tick %s advanced %s to %s, scheduled %s (generation %d)", ts(p.Tick), p.Snapshot, ts(p.Frontier), interval.Set(p.Ranges), p.Generation)
+	case events.CatchUpRequested:
+		row.Env, row.Plan = p.Env, p.Plan
+		var parts []string
+		for _, w := range p.Work {
+			row.Models = append(row.Models, w.Model)
+			if len(w.Ranges)+len(w.Recompute) > 0 {
+				parts = append(parts, fmt.Sprintf("%s %s", w.Snapshot, interval.NewSet(w.Ranges...).AddSet(w.Recompute)))
+			}
+		}
+		row.Summary = fmt.Sprintf("catch-up for %s (view at seq %d): %s", p.Plan, p.EvaluatedAtSeq, strings.Join(parts, "; "))
+	case events.PromotionDecided:
+		row.Env, row.Plan = p.Env, p.Plan
+		row.Models = sortedModels(p.Models)
+		retry := ""
+		if p.CatchUpSeq > 0 {
+			retry = fmt.Sprintf(", retry of the catch-up at seq %d", p.CatchUpSeq)
+		}
+		row.Summary = fmt.Sprintf("%s %s [%s] (view at seq %d, policy %s%s)", p.Plan, p.Outcome, strings.Join(p.Codes, ", "), p.EvaluatedAtSeq, p.Policy.Name(), retry)
+	case events.EnvironmentFinalized:
+		row.Env, row.Plan = p.Env, p.Plan
+		row.Summary = fmt.Sprintf("%s finalized by %s at generation %d", p.Env, p.Plan, p.Generation)
+	case events.RepairCompleted:
+		row.Env, row.Plan, row.Models = p.Env, p.Plan, []string{p.Model}
+		row.Summary = fmt.Sprintf("repair of %s %s closed after %s (opened at seq %d)", p.Snapshot, interval.Set(p.Ranges), time.Duration(p.LatencyMS)*time.Millisecond, p.OpenSeq)
+	default:
+		row.Summary = r.Subject
+	}
+	return row
+}
+
+// planOfRun returns the plan a backfill or catch-up run id names
+// ("backfill:<plan>", "catch_up:<plan>").
+func planOfRun(id string) string {
+	for _, prefix := range []string{"backfill:", "catch_up:"} {
+		if strings.HasPrefix(id, prefix) {
+			return strings.TrimPrefix(id, prefix)
+		}
+	}
+	return ""
+}
+
+func sortedModels(m map[string]events.ModelFinding) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func ts(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// ModelView is what a decision saw of one candidate.
+type ModelView struct {
+	Model     string `json:"model"`
+	Candidate string `json:"candidate"`
+	Incumbent string `json:"incumbent,omitempty"`
+	// Window is the check window [candidate start, incumbent frontier).
+	Window            string   `json:"window,omitempty"`
+	CapturedFrontier  string   `json:"captured_frontier,omitempty"`
+	CandidateCoverage []string `json:"candidate_coverage"`
+	IncumbentCoverage []string `json:"incumbent_coverage"`
+}
+
+// Explanation is one recorded decision with the view it was based on.
+type Explanation struct {
+	Plan     events.PlanBuilt         `json:"plan"`
+	Decision *events.PromotionDecided `json:"decision"`
+	// DecisionSeq is the stream sequence of the decision.
+	DecisionSeq uint64      `json:"decision_seq"`
+	Views       []ModelView `json:"views"`
+	// Divergences lists what re-evaluating the decision today changes.
+	Divergences []Divergence `json:"divergences"`
+}
+
+// Explain returns the latest decision recorded for plan in recs, with the
+// coverage of every candidate and incumbent at the sequence it was
+// evaluated at.
+func Explain(recs []Record, plan string) (*Explanation, error) {
+	var dec *events.PromotionDecided
+	var seq uint64
+	for _, r := range recs {
+		if d, ok := r.Event.Payload.(events.PromotionDecided); ok && r.Err == nil && d.Plan == plan {
+			d := d
+			dec, seq = &d, r.Seq
+		}
+	}
+	st := projections.New()
+	if dec == nil {
+		for _, r := range recs {
+			foldOne(st, r)
+		}
+		if _, ok := st.Plans[plan]; !ok {
+			return nil, fmt.Errorf("replay: no plan %q in the stream", plan)
+		}
+		return nil, fmt.Errorf("replay: plan %q has no recorded decision", plan)
+	}
+	for _, r := range recs {
+		if r.Seq > dec.EvaluatedAtSeq {
+			break
+		}
+		foldOne(st, r)
+	}
+	pl, ok := st.Plans[plan]
+	if !ok {
+		return nil, fmt.Errorf("replay: plan %q was not built at seq %d", plan, dec.EvaluatedAtSeq)
+	}
+	x := &Explanation{Plan: pl.Built, Decision: dec, DecisionSeq: seq, Divergences: compareDecision(st, seq, *dec)}
+	if x.Divergences == nil {
+		x.Divergences = []Divergence{}
+	}
+	for _, c := range pl.Built.Candidates {
+		v := ModelView{Model: c.Model, Candidate: c.Snapshot, Incumbent: c.Incumbent, CapturedFrontier: ts(c.IncumbentFrontier),
+			CandidateCoverage: nonNil(st.Table(c.Table).Strings()), IncumbentCoverage: []string{}}
+		if c.Incumbent != "" {
+			v.IncumbentCoverage = nonNil(st.SnapshotCoverage(c.Incumbent).Strings())
+		}
+		if w, ok := policy.Window(st, c); ok {
+			v.Window = w.String()
+		}
+		x.Views = append(x.Views, v)
+	}
+	return x, nil
+}
+
+// EnvStatus is an environment as the projections show it.
+type EnvStatus struct {
+	Env        string        `json:"env"`
+	Generation uint64        `json:"generation"`
+	Finalized  string        `json:"finalized,omitempty"`
+	Models     []ModelStatus `json:"models"`
+}
+
+// ModelStatus is one model's incumbent in an environment.
+type ModelStatus struct {
+	Model     string `json:"model"`
+	Snapshot  string `json:"snapshot"`
+	Frontier  string `json:"frontier"`
+	LastTick  string `json:"last_tick,omitempty"`
+	OpenDebts int    `json:"open_repairs"`
+}
+
+// Status summarises every environment of st, with its open repair debt.
+func Status(st *projections.State) ([]EnvStatus, []*projections.Repair) {
+	var out []EnvStatus
+	names := make([]string, 0, len(st.Envs))
+	for n := range st.Envs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	open := st.OpenRepairs()
+	for _, n := range names {
+		e := st.Envs[n]
+		es := EnvStatus{Env: n, Generation: e.Generation, Finalized: e.Finalized, Models: []ModelStatus{}}
+		for _, m := range st.DependencyOrder(n) {
+			id := e.Incumbents[m]
+			ms := ModelStatus{Model: m, Snapshot: id, Frontier: ts(st.Frontier(id))}
+			if t, ok := e.LastTick[m]; ok {
+				ms.LastTick = ts(t)
+			}
+			for _, r := range open {
+				if r.Env == n && r.Model == m {
+					ms.OpenDebts++
+				}
+			}
+			es.Models = append(es.Models, ms)
+		}
+		out = append(out, es)
+	}
+	return out, open
+}
