@@ -208,3 +208,28 @@ func TestWireDocExample(t *testing.T) {
 		t.Fatalf("re-encoding the example gives other bytes:\n%x\n%x", again, raw)
 	}
 }
+
+// The command example in the document is a valid complete_intervals body.
+func TestWireDocCommandExample(t *testing.T) {
+	_, lines := docTables(t)
+	var body strings.Builder
+	for i, l := range lines {
+		if strings.HasPrefix(l, "The same completion as a command") {
+			for _, b := range lines[i+1:] {
+				if strings.HasPrefix(b, "    ") {
+					body.WriteString(b)
+				} else if body.Len() > 0 {
+					break
+				}
+			}
+		}
+	}
+	cmd, err := commands.Decode(commands.KindCompleteIntervals, commands.ContentJSON, []byte(body.String()))
+	if err != nil {
+		t.Fatalf("the command example %q does not decode: %v", body.String(), err)
+	}
+	c := cmd.(*commands.CompleteIntervals)
+	if c.Model != "events" || c.RunKind != events.RunScheduled || len(c.Ranges) != 1 || c.Ranges[0].String() != "2026-12-01T10:00:00Z/2026-12-01T11:00:00Z" {
+		t.Fatalf("decoded %+v", c)
+	}
+}

@@ -22,7 +22,8 @@ func TestServe(t *testing.T) {
 	root := newRootCmd()
 	root.SetOut(pw)
 	root.SetErr(io.Discard)
-	root.SetArgs([]string{"serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:-1", "--log-format", "json"})
+	dataDir := t.TempDir()
+	root.SetArgs([]string{"serve", "--data-dir", dataDir, "--listen", "127.0.0.1:-1", "--log-format", "json"})
 	done := make(chan error, 1)
 	go func() { done <- root.ExecuteContext(ctx); pw.Close() }()
 	line, err := bufio.NewReader(pr).ReadString('\n')
@@ -66,5 +67,15 @@ func TestServe(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("serve did not stop within 30s of cancellation")
+	}
+
+	// The stopped server's data dir is auditable and replays cleanly.
+	out, stderr, code := runCLI(t, "replay", "--data-dir", dataDir, "--verify")
+	if code != 0 || !strings.Contains(out, "0 divergence(s)") || stderr != "" {
+		t.Fatalf("replay --verify on the serve data dir: exit %d\n%s%s", code, out, stderr)
+	}
+	out, _, code = runCLI(t, "audit", "--data-dir", dataDir, "--plan", "p1")
+	if code != 0 || !strings.Contains(out, "PromotionDecided") || !strings.Contains(out, "p1 accepted [no_gaps]") {
+		t.Fatalf("audit on the serve data dir: exit %d\n%s", code, out)
 	}
 }
