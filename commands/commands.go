@@ -51,10 +51,12 @@ const (
 	KindPromote             = "promote"
 	KindFinalize            = "finalize"
 	KindOpenRepairs         = "open_repairs"
+	KindFailRun             = "fail_run"
+	KindStatus              = "status"
 )
 
 // Kinds lists every command kind.
-var Kinds = []string{KindRegisterSnapshot, KindBuildPlan, KindCompleteIntervals, KindInvalidateIntervals, KindAdvanceScheduler, KindPromote, KindFinalize, KindOpenRepairs}
+var Kinds = []string{KindRegisterSnapshot, KindBuildPlan, KindCompleteIntervals, KindInvalidateIntervals, KindAdvanceScheduler, KindPromote, KindFinalize, KindOpenRepairs, KindFailRun, KindStatus}
 
 // New returns an empty command of the given kind.
 func New(kind string) (Command, error) {
@@ -75,6 +77,10 @@ func New(kind string) (Command, error) {
 		return &Finalize{}, nil
 	case KindOpenRepairs:
 		return &OpenRepairs{}, nil
+	case KindFailRun:
+		return &FailRun{}, nil
+	case KindStatus:
+		return &Status{}, nil
 	}
 	return nil, Errorf(CodeInvalid, "kind", "unknown command kind %q", kind)
 }
@@ -158,6 +164,34 @@ type OpenRepairs struct {
 	Env string `msgpack:"env,omitempty" json:"env,omitempty"`
 }
 
+// FailRun records that a worker's run failed (a RunFailed event); the
+// ranges stay missing.
+type FailRun struct {
+	Meta       `msgpack:",inline"`
+	Model      string           `msgpack:"model" json:"model"`
+	Version    string           `msgpack:"version" json:"version"`
+	Ranges     []interval.Range `msgpack:"ranges" json:"ranges"`
+	RunKind    events.RunKind   `msgpack:"run_kind" json:"run_kind"`
+	RunID      string           `msgpack:"run_id,omitempty" json:"run_id,omitempty"`
+	Worker     string           `msgpack:"worker,omitempty" json:"worker,omitempty"`
+	ExitStatus int              `msgpack:"exit_status" json:"exit_status"`
+	Error      string           `msgpack:"error" json:"error"`
+	StderrTail string           `msgpack:"stderr_tail,omitempty" json:"stderr_tail,omitempty"`
+	Attempt    int              `msgpack:"attempt" json:"attempt"`
+	Final      bool             `msgpack:"final,omitempty" json:"final,omitempty"`
+}
+
+// Status asks for every environment's incumbents, frontiers and open
+// repair debt. A query.
+type Status struct {
+	Meta `msgpack:",inline"`
+	// Env limits the answer to one environment (all when empty).
+	Env string `msgpack:"env,omitempty" json:"env,omitempty"`
+}
+
+// ReadOnly implements Query.
+func (*Status) ReadOnly() {}
+
 // Query is implemented by commands that only read.
 type Query interface {
 	Command
@@ -177,6 +211,8 @@ func (*AdvanceScheduler) Kind() string    { return KindAdvanceScheduler }
 func (*Promote) Kind() string             { return KindPromote }
 func (*Finalize) Kind() string            { return KindFinalize }
 func (*OpenRepairs) Kind() string         { return KindOpenRepairs }
+func (*FailRun) Kind() string             { return KindFailRun }
+func (*Status) Kind() string              { return KindStatus }
 
 // Header implements Command.
 func (c *RegisterSnapshot) Header() *Meta    { return &c.Meta }
@@ -187,6 +223,8 @@ func (c *AdvanceScheduler) Header() *Meta    { return &c.Meta }
 func (c *Promote) Header() *Meta             { return &c.Meta }
 func (c *Finalize) Header() *Meta            { return &c.Meta }
 func (c *OpenRepairs) Header() *Meta         { return &c.Meta }
+func (c *FailRun) Header() *Meta             { return &c.Meta }
+func (c *Status) Header() *Meta              { return &c.Meta }
 
 // Limits on input.
 const (
@@ -389,4 +427,30 @@ func (c *OpenRepairs) Validate() error {
 		return name("env", c.Env)
 	}
 	return nil
+}
+
+// Validate implements Command.
+func (c *Status) Validate() error { return (&OpenRepairs{Meta: c.Meta, Env: c.Env}).Validate() }
+
+// MaxStderrTail bounds the stderr a failure report carries.
+const MaxStderrTail = 4096
+
+// Validate implements Command.
+func (c *FailRun) Validate() error {
+	if err := snapshotRef(&c.Meta, c.Model, c.Version); err != nil {
+		return err
+	}
+	if !c.RunKind.Valid() {
+		return Errorf(CodeInvalid, "run_kind", "run_kind %q: want backfill, scheduled, catch_up or manual", c.RunKind)
+	}
+	if c.Error == "" {
+		return Errorf(CodeInvalid, "error", "error is required: say what failed")
+	}
+	if len(c.StderrTail) > MaxStderrTail {
+		return Errorf(CodeLimit, "stderr_tail", "at most %d bytes of stderr, got %d", MaxStderrTail, len(c.StderrTail))
+	}
+	if c.Attempt < 1 {
+		return Errorf(CodeInvalid, "attempt", "attempt counts deliveries from 1")
+	}
+	return validateRanges(c.Ranges)
 }

@@ -91,8 +91,33 @@ type Reply struct {
 	Plan *events.PlanBuilt `msgpack:"plan,omitempty" json:"plan,omitempty"`
 	// Advances is set by advance_scheduler.
 	Advances []events.SchedulerAdvanced `msgpack:"advances,omitempty" json:"advances,omitempty"`
-	// Repairs is set by open_repairs, oldest first.
+	// Repairs is set by open_repairs and status, oldest first.
 	Repairs []Repair `msgpack:"repairs,omitempty" json:"repairs,omitempty"`
+	// Envs is set by status.
+	Envs []EnvStatus `msgpack:"envs,omitempty" json:"envs,omitempty"`
+}
+
+// EnvStatus is an environment as the projections show it.
+type EnvStatus struct {
+	Env        string        `msgpack:"env" json:"env"`
+	Generation uint64        `msgpack:"generation" json:"generation"`
+	Finalized  string        `msgpack:"finalized,omitempty" json:"finalized,omitempty"`
+	Models     []ModelStatus `msgpack:"models" json:"models"`
+}
+
+// ModelStatus is one model's incumbent in an environment.
+type ModelStatus struct {
+	Model    string `msgpack:"model" json:"model"`
+	Snapshot string `msgpack:"snapshot" json:"snapshot"`
+	// Frontier is the end of the incumbent's coverage (zero: none).
+	Frontier time.Time `msgpack:"frontier" json:"frontier"`
+	// Missing is what the incumbent misses before its frontier.
+	Missing  []interval.Range `msgpack:"missing" json:"missing"`
+	LastTick time.Time        `msgpack:"last_tick,omitempty" json:"last_tick,omitempty"`
+	// OpenRepairs counts open repair debts of the model in the env.
+	OpenRepairs int `msgpack:"open_repairs" json:"open_repairs"`
+	// Failures counts failed runs of the incumbent.
+	Failures int `msgpack:"failures" json:"failures"`
 }
 
 // Repair is one open repair debt: the ranges a candidate promoted with a

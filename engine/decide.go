@@ -390,3 +390,13 @@ func decideFinalize(st *projections.State, c *commands.Finalize) (decision, erro
 	p := events.EnvironmentFinalized{Env: pl.Built.Env, Plan: c.Plan, Generation: env.Generation}
 	return decision{payloads: []events.Payload{p}, expect: expectSubjects(st.SubjectSeq, p.Subject())}, nil
 }
+
+func decideFailRun(st *projections.State, c *commands.FailRun) (decision, error) {
+	sn, set, err := rangesOf(st, c.Model, c.Version, c.Ranges, false, c.At)
+	if err != nil {
+		return decision{}, err
+	}
+	p := events.RunFailed{Snapshot: sn.Snapshot, Ranges: set, RunKind: c.RunKind, RunID: c.RunID, Worker: c.Worker,
+		ExitStatus: c.ExitStatus, Error: c.Error, StderrTail: c.StderrTail, Attempt: c.Attempt, Final: c.Final}
+	return decision{payloads: []events.Payload{p}, expect: expectSubjects(st.SubjectSeq, p.Subject())}, nil
+}

@@ -25,8 +25,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events"
-	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/projections"
+	"github.com/tidemark/tidemark/replay"
 )
 
 // Config configures an Engine. The zero value plus DataDir is a working
@@ -447,38 +447,35 @@ func (e *Engine) decide(st *projections.State, cmd commands.Command) (decision, 
 		return decidePromote(st, c)
 	case *commands.Finalize:
 		return decideFinalize(st, c)
+	case *commands.FailRun:
+		return decideFailRun(st, c)
 	}
 	return decision{}, commands.Errorf(commands.CodeInvalid, "kind", "unsupported command %T", cmd)
 }
 
 // answer runs a query against the projection.
 func answer(st *projections.State, q commands.Query, at time.Time) (commands.Reply, error) {
+	env := ""
 	switch c := q.(type) {
 	case *commands.OpenRepairs:
-		if c.Env != "" {
-			if _, ok := st.Envs[c.Env]; !ok {
-				return commands.Reply{}, commands.Errorf(commands.CodeNotFound, "env", "environment %q has no promoted models", c.Env)
-			}
+		env = c.Env
+	case *commands.Status:
+		env = c.Env
+	default:
+		return commands.Reply{}, commands.Errorf(commands.CodeInvalid, "kind", "unsupported query %T", q)
+	}
+	if env != "" {
+		if _, ok := st.Envs[env]; !ok {
+			return commands.Reply{}, commands.Errorf(commands.CodeNotFound, "env", "environment %q has no promoted models", env)
 		}
-		r := commands.Reply{Repairs: []commands.Repair{}}
-		for _, d := range st.OpenRepairs() {
-			if c.Env != "" && d.Env != c.Env {
-				continue
-			}
-			var left interval.Set
-			for _, g := range d.Ranges {
-				left = left.AddSet(st.Table(d.Table).Missing(g))
-			}
-			r.Repairs = append(r.Repairs, commands.Repair{
-				Env: d.Env, Plan: d.Plan, Model: d.Model, Snapshot: d.Snapshot, Table: d.Table, Ranges: d.Ranges,
-				Missing: left, OpenedAt: d.OpenedAt, OpenSeq: d.OpenSeq, OpenForMS: at.Sub(d.OpenedAt).Milliseconds(),
-			})
-		}
-		if r.Repairs == nil {
-			r.Repairs = []commands.Repair{}
-		}
-		r.Message = fmt.Sprintf("%d open repair debt(s)", len(r.Repairs))
+	}
+	var r commands.Reply
+	if _, ok := q.(*commands.Status); ok {
+		r.Envs, r.Repairs = replay.Status(st, env, at)
+		r.Message = fmt.Sprintf("%d environment(s), %d open repair debt(s)", len(r.Envs), len(r.Repairs))
 		return r, nil
 	}
-	return commands.Reply{}, commands.Errorf(commands.CodeInvalid, "kind", "unsupported query %T", q)
+	r.Repairs = replay.OpenRepairs(st, env, at)
+	r.Message = fmt.Sprintf("%d open repair debt(s)", len(r.Repairs))
+	return r, nil
 }

@@ -130,6 +130,8 @@ func decodePayload(t Type, data []byte) (Payload, error) {
 		p = &CatchUpRequested{}
 	case TypeRepairCompleted:
 		p = &RepairCompleted{}
+	case TypeRunFailed:
+		p = &RunFailed{}
 	default:
 		return nil, &DecodeError{Kind: UnknownType, Type: t}
 	}
@@ -163,6 +165,8 @@ func deref(p Payload) Payload {
 	case *CatchUpRequested:
 		return *v
 	case *RepairCompleted:
+		return *v
+	case *RunFailed:
 		return *v
 	}
 	return p

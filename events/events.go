@@ -29,6 +29,7 @@ const (
 	TypeEnvironmentFinalized Type = "EnvironmentFinalized"
 	TypeCatchUpRequested     Type = "CatchUpRequested"
 	TypeRepairCompleted      Type = "RepairCompleted"
+	TypeRunFailed            Type = "RunFailed"
 )
 
 // Envelope is the metadata every event carries.
@@ -365,6 +366,27 @@ type EnvironmentFinalized struct {
 	Generation uint64 `msgpack:"generation" json:"generation"`
 }
 
+// RunFailed records that a worker's run of a model's command failed: its
+// ranges stay missing. Final is set when the worker gave up (no more
+// attempts); otherwise the work is redelivered after a backoff.
+type RunFailed struct {
+	Snapshot string           `msgpack:"snapshot" json:"snapshot"`
+	Ranges   []interval.Range `msgpack:"ranges" json:"ranges"`
+	RunKind  RunKind          `msgpack:"run_kind" json:"run_kind"`
+	RunID    string           `msgpack:"run_id,omitempty" json:"run_id,omitempty"`
+	// Worker names the worker process.
+	Worker string `msgpack:"worker,omitempty" json:"worker,omitempty"`
+	// ExitStatus is the command's exit status (-1: killed or not started).
+	ExitStatus int `msgpack:"exit_status" json:"exit_status"`
+	// Error says what went wrong ("exit status 3", "timed out after 1h").
+	Error string `msgpack:"error" json:"error"`
+	// StderrTail is the end of the command's standard error.
+	StderrTail string `msgpack:"stderr_tail,omitempty" json:"stderr_tail,omitempty"`
+	// Attempt counts deliveries of the work, from 1.
+	Attempt int  `msgpack:"attempt" json:"attempt"`
+	Final   bool `msgpack:"final" json:"final"`
+}
+
 // EventType implements Payload.
 func (SnapshotRegistered) EventType() Type   { return TypeSnapshotRegistered }
 func (PlanBuilt) EventType() Type            { return TypePlanBuilt }
@@ -375,6 +397,7 @@ func (PromotionDecided) EventType() Type     { return TypePromotionDecided }
 func (EnvironmentFinalized) EventType() Type { return TypeEnvironmentFinalized }
 func (CatchUpRequested) EventType() Type     { return TypeCatchUpRequested }
 func (RepairCompleted) EventType() Type      { return TypeRepairCompleted }
+func (RunFailed) EventType() Type            { return TypeRunFailed }
 
 // Subject implements Payload.
 func (p SnapshotRegistered) Subject() string { return SnapshotSubject(p.Model, p.Version) }
@@ -388,6 +411,7 @@ func (p PromotionDecided) Subject() string     { return PlanSubject(p.Plan) }
 func (p EnvironmentFinalized) Subject() string { return EnvSubject(p.Env) }
 func (p CatchUpRequested) Subject() string     { return PlanSubject(p.Plan) }
 func (p RepairCompleted) Subject() string      { return EnvSubject(p.Env) }
+func (p RunFailed) Subject() string            { return snapSubject(p.Snapshot) }
 
 func snapSubject(id string) string {
 	m, v, _ := ParseSnapshotID(id)

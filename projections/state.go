@@ -79,6 +79,10 @@ type State struct {
 	Decisions []DecisionRef `json:"decisions"`
 	// Repairs lists repair debt: one per candidate accepted with a gap.
 	Repairs []*Repair `json:"repairs"`
+	// Runs counts completions by run kind; Failures counts failed runs
+	// (RunFailed), per snapshot.
+	Runs     map[events.RunKind]int `json:"runs"`
+	Failures map[string]*Failures   `json:"failures"`
 	// Skipped counts events that could not be decoded or applied.
 	Skipped int `json:"skipped"`
 	// Events counts events applied.
@@ -94,7 +98,19 @@ func New() *State {
 		Envs:       map[string]*Env{},
 		Plans:      map[string]*Plan{},
 		Commands:   map[string]uint64{},
+		Runs:       map[events.RunKind]int{},
+		Failures:   map[string]*Failures{},
 	}
+}
+
+// Failures is what the stream says of a snapshot's failed runs.
+type Failures struct {
+	Count int `json:"count"`
+	// Final counts runs a worker gave up on.
+	Final int `json:"final"`
+	// Last is the most recent failure and its sequence.
+	Last    events.RunFailed `json:"last"`
+	LastSeq uint64           `json:"last_seq"`
 }
 
 // Repair is the debt a promotion accepted with a gap leaves: the candidate's
@@ -173,6 +189,18 @@ func apply(s *State, seq uint64, ev events.Event) error {
 			cov = cov.Add(r)
 		}
 		s.Coverage[p.Table] = cov
+		s.Runs[p.RunKind]++
+	case events.RunFailed:
+		f := s.Failures[p.Snapshot]
+		if f == nil {
+			f = &Failures{}
+			s.Failures[p.Snapshot] = f
+		}
+		f.Count++
+		if p.Final {
+			f.Final++
+		}
+		f.Last, f.LastSeq = p, seq
 	case events.IntervalsInvalidated:
 		cov := s.Coverage[p.Table]
 		for _, r := range p.Ranges {
@@ -422,6 +450,12 @@ func Restore(s *State) error {
 	}
 	if s.Commands == nil {
 		s.Commands = map[string]uint64{}
+	}
+	if s.Runs == nil {
+		s.Runs = map[events.RunKind]int{}
+	}
+	if s.Failures == nil {
+		s.Failures = map[string]*Failures{}
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/policy"
@@ -239,49 +240,69 @@ func Explain(recs []Record, plan string) (*Explanation, error) {
 	return x, nil
 }
 
-// EnvStatus is an environment as the projections show it.
-type EnvStatus struct {
-	Env        string        `json:"env"`
-	Generation uint64        `json:"generation"`
-	Finalized  string        `json:"finalized,omitempty"`
-	Models     []ModelStatus `json:"models"`
-}
-
-// ModelStatus is one model's incumbent in an environment.
-type ModelStatus struct {
-	Model     string `json:"model"`
-	Snapshot  string `json:"snapshot"`
-	Frontier  string `json:"frontier"`
-	LastTick  string `json:"last_tick,omitempty"`
-	OpenDebts int    `json:"open_repairs"`
-}
-
-// Status summarises every environment of st, with its open repair debt.
-func Status(st *projections.State) ([]EnvStatus, []*projections.Repair) {
-	var out []EnvStatus
+// Status summarises the environments of st (one when env is set): each
+// incumbent with its frontier, what it misses, its last tick, open repair
+// debt and failed runs; and the open repair debts, measured at clock at.
+func Status(st *projections.State, env string, at time.Time) ([]commands.EnvStatus, []commands.Repair) {
+	out := []commands.EnvStatus{}
 	names := make([]string, 0, len(st.Envs))
 	for n := range st.Envs {
-		names = append(names, n)
+		if env == "" || n == env {
+			names = append(names, n)
+		}
 	}
 	sort.Strings(names)
-	open := st.OpenRepairs()
+	repairs := OpenRepairs(st, env, at)
 	for _, n := range names {
 		e := st.Envs[n]
-		es := EnvStatus{Env: n, Generation: e.Generation, Finalized: e.Finalized, Models: []ModelStatus{}}
+		es := commands.EnvStatus{Env: n, Generation: e.Generation, Finalized: e.Finalized, Models: []commands.ModelStatus{}}
 		for _, m := range st.DependencyOrder(n) {
 			id := e.Incumbents[m]
-			ms := ModelStatus{Model: m, Snapshot: id, Frontier: ts(st.Frontier(id))}
-			if t, ok := e.LastTick[m]; ok {
-				ms.LastTick = ts(t)
-			}
-			for _, r := range open {
-				if r.Env == n && r.Model == m {
-					ms.OpenDebts++
+			cov := st.SnapshotCoverage(id)
+			ms := commands.ModelStatus{Model: m, Snapshot: id, Frontier: st.Frontier(id), LastTick: e.LastTick[m], Missing: []interval.Range{}}
+			if sn, ok := st.Snapshots[id]; ok && !ms.Frontier.IsZero() {
+				if start := sn.Schedule.Unit().Floor(sn.Start); start.Before(ms.Frontier) {
+					ms.Missing = nonNilRanges(cov.Missing(interval.R(start, ms.Frontier)))
 				}
+			}
+			for _, r := range repairs {
+				if r.Env == n && r.Model == m {
+					ms.OpenRepairs++
+				}
+			}
+			if f := st.Failures[id]; f != nil {
+				ms.Failures = f.Count
 			}
 			es.Models = append(es.Models, ms)
 		}
 		out = append(out, es)
 	}
-	return out, open
+	return out, repairs
+}
+
+// OpenRepairs lists the open repair debts (of env, when set), oldest
+// first, with what their tables still miss and their age at clock at.
+func OpenRepairs(st *projections.State, env string, at time.Time) []commands.Repair {
+	out := []commands.Repair{}
+	for _, d := range st.OpenRepairs() {
+		if env != "" && d.Env != env {
+			continue
+		}
+		var left interval.Set
+		for _, g := range d.Ranges {
+			left = left.AddSet(st.Table(d.Table).Missing(g))
+		}
+		out = append(out, commands.Repair{
+			Env: d.Env, Plan: d.Plan, Model: d.Model, Snapshot: d.Snapshot, Table: d.Table, Ranges: d.Ranges,
+			Missing: nonNilRanges(left), OpenedAt: d.OpenedAt, OpenSeq: d.OpenSeq, OpenForMS: at.Sub(d.OpenedAt).Milliseconds(),
+		})
+	}
+	return out
+}
+
+func nonNilRanges(s interval.Set) []interval.Range {
+	if s == nil {
+		return []interval.Range{}
+	}
+	return s
 }

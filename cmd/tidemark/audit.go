@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
@@ -12,8 +11,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events/interval"
-	"github.com/tidemark/tidemark/projections"
 	"github.com/tidemark/tidemark/replay"
 )
 
@@ -42,13 +41,13 @@ func newReplayCmd() *cobra.Command {
 			if err := checkFormat(output, "table", "json"); err != nil {
 				return err
 			}
-			recs, e, err := s.read(cmd)
+			recs, closeStore, err := s.read(cmd)
 			if err != nil {
 				return err
 			}
-			defer e.Close(context.WithoutCancel(cmd.Context()))
+			defer closeStore()
 			st := replay.Fold(recs)
-			envs, open := replay.Status(st)
+			envs, open := replay.Status(st, "", lastAt(recs))
 			var divs []replay.Divergence
 			if verify {
 				divs = replay.Verify(recs)
@@ -93,48 +92,90 @@ func nonNilDivs(d []replay.Divergence) []replay.Divergence {
 
 func newStatusCmd() *cobra.Command {
 	var s storeFlags
-	var output string
+	var env, output string
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Show incumbents, frontiers and open repair debt, now or as they were (--at, --at-seq)",
+		Short: "Show incumbents, frontiers and open repair debt, now (from the server) or as they were (--at, --at-seq, --data-dir)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkFormat(output, "table", "json"); err != nil {
 				return err
 			}
-			recs, e, err := s.read(cmd)
-			if err != nil {
-				return err
+			var envs []commands.EnvStatus
+			var open []commands.Repair
+			var seq uint64
+			if s.pointInTime() {
+				if s.natsURL == "" && s.dataDir == "" {
+					s.natsURL = defaultNatsURL
+				}
+				recs, closeStore, err := s.read(cmd)
+				if err != nil {
+					return err
+				}
+				defer closeStore()
+				st := replay.Fold(recs)
+				at := lastAt(recs)
+				if o, _ := s.options(); !o.At.IsZero() {
+					at = o.At
+				}
+				envs, open = replay.Status(st, env, at)
+				seq = st.Seq
+			} else {
+				if s.natsURL == "" {
+					s.natsURL = defaultNatsURL
+				}
+				r, err := request(cmd, s.natsURL, &commands.Status{Env: env})
+				if err != nil {
+					return err
+				}
+				envs, open, seq = r.Envs, r.Repairs, r.Seq
 			}
-			defer e.Close(context.WithoutCancel(cmd.Context()))
-			st := replay.Fold(recs)
-			envs, open := replay.Status(st)
 			out := cmd.OutOrStdout()
 			if output == "json" {
-				return json.NewEncoder(out).Encode(map[string]any{"seq": st.Seq, "envs": envs, "open_repairs": open})
+				return json.NewEncoder(out).Encode(map[string]any{"seq": seq, "envs": envs, "open_repairs": open})
 			}
-			fmt.Fprintf(out, "as of seq %d\n", st.Seq)
+			fmt.Fprintf(out, "as of seq %d\n", seq)
 			printStatus(out, envs, open)
 			return nil
 		},
 	}
 	s.register(cmd, true)
+	cmd.Flags().StringVar(&env, "env", "", "only this environment")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
 	return cmd
 }
 
-func printStatus(w io.Writer, envs []replay.EnvStatus, open []*projections.Repair) {
+// lastAt is the time of the last decoded record (zero when none).
+func lastAt(recs []replay.Record) time.Time {
+	for i := len(recs) - 1; i >= 0; i-- {
+		if recs[i].Err == nil {
+			return recs[i].Event.OccurredAt
+		}
+	}
+	return time.Time{}
+}
+
+func printStatus(w io.Writer, envs []commands.EnvStatus, open []commands.Repair) {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ENV\tGEN\tMODEL\tINCUMBENT\tFRONTIER\tLAST TICK\tOPEN REPAIRS")
+	fmt.Fprintln(tw, "ENV\tGEN\tMODEL\tINCUMBENT\tFRONTIER\tMISSING\tLAST TICK\tOPEN REPAIRS\tFAILED RUNS")
 	for _, e := range envs {
 		for _, m := range e.Models {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\n", e.Env, e.Generation, m.Model, m.Snapshot, m.Frontier, dash(m.LastTick), m.OpenDebts)
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", e.Env, e.Generation, m.Model, m.Snapshot, stamp(m.Frontier),
+				dash(strings.Join(interval.Set(m.Missing).Strings(), ",")), stamp(m.LastTick), m.OpenRepairs, m.Failures)
 		}
 	}
 	tw.Flush()
 	for _, r := range open {
-		fmt.Fprintf(w, "open repair: %s %s in %s (plan %s, opened %s at seq %d)\n", r.Snapshot, interval.Set(r.Ranges), r.Env, r.Plan, r.OpenedAt.Format(time.RFC3339), r.OpenSeq)
+		fmt.Fprintf(w, "open repair: %s misses %s in %s (plan %s, open for %s since seq %d)\n", r.Snapshot, interval.Set(r.Missing), r.Env, r.Plan,
+			time.Duration(r.OpenForMS)*time.Millisecond, r.OpenSeq)
 	}
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
 }
 
 func newAuditCmd() *cobra.Command {
@@ -156,11 +197,11 @@ func newAuditCmd() *cobra.Command {
 			if f.Until, err = optTime("--until", until); err != nil {
 				return err
 			}
-			recs, e, err := s.read(cmd)
+			recs, closeStore, err := s.read(cmd)
 			if err != nil {
 				return err
 			}
-			defer e.Close(context.WithoutCancel(cmd.Context()))
+			defer closeStore()
 			return printAudit(cmd.OutOrStdout(), replay.Audit(recs, f), output)
 		},
 	}
@@ -225,11 +266,11 @@ func newExplainCmd() *cobra.Command {
 			if err := checkFormat(output, "table", "json"); err != nil {
 				return err
 			}
-			recs, e, err := s.read(cmd)
+			recs, closeStore, err := s.read(cmd)
 			if err != nil {
 				return err
 			}
-			defer e.Close(context.WithoutCancel(cmd.Context()))
+			defer closeStore()
 			x, err := replay.Explain(recs, args[0])
 			if err != nil {
 				return &exitError{code: 1, err: err}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/replay"
@@ -122,7 +123,7 @@ func TestAuditStatusExplain(t *testing.T) {
 	}
 	out, _, code = runCLI(t, "status", "--data-dir", dir, "-o", "json")
 	var st struct {
-		Envs []replay.EnvStatus `json:"envs"`
+		Envs []commands.EnvStatus `json:"envs"`
 	}
 	if err := json.Unmarshal([]byte(out), &st); err != nil || code != 0 || st.Envs[0].Models[0].Snapshot != "events@v2" || st.Envs[0].Generation != 2 {
 		t.Fatalf("status now: exit %d %v %s", code, err, out)

@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/replay"
@@ -34,22 +37,34 @@ func (s *storeFlags) register(cmd *cobra.Command, pointInTime bool) {
 	}
 }
 
-// open starts an engine on the selected stream.
-func (s *storeFlags) open(ctx context.Context) (*engine.Engine, error) {
+// stream opens the selected stream for reading: an embedded server on the
+// data dir, or a plain connection to the NATS server (nothing is created
+// there). close releases it.
+func (s *storeFlags) stream(ctx context.Context) (js jetstream.JetStream, close func(), err error) {
 	if (s.dataDir == "") == (s.natsURL == "") {
-		return nil, &exitError{code: 2, err: errors.New("give exactly one of --data-dir and --nats-url")}
+		return nil, nil, &exitError{code: 2, err: errors.New("give exactly one of --data-dir and --nats-url")}
 	}
-	if s.dataDir != "" {
-		if _, err := os.Stat(s.dataDir); err != nil {
-			return nil, &exitError{code: 2, err: err}
+	if s.natsURL != "" {
+		nc, err := nats.Connect(s.natsURL, nats.Name("tidemark-cli"), nats.Timeout(5*time.Second))
+		if err != nil {
+			return nil, nil, &exitError{code: 2, err: fmt.Errorf("cannot reach NATS at %s: %v", s.natsURL, err)}
 		}
+		js, err := jetstream.New(nc)
+		if err != nil {
+			nc.Close()
+			return nil, nil, &exitError{code: 2, err: err}
+		}
+		return js, nc.Close, nil
 	}
-	cfg := engine.Config{DataDir: s.dataDir, NatsURL: s.natsURL, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if _, err := os.Stat(s.dataDir); err != nil {
+		return nil, nil, &exitError{code: 2, err: err}
+	}
+	cfg := engine.Config{DataDir: s.dataDir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	e, err := engine.Open(ctx, cfg)
 	if err != nil {
-		return nil, &exitError{code: 2, err: err}
+		return nil, nil, &exitError{code: 2, err: err}
 	}
-	return e, nil
+	return e.JetStream(), func() { e.Close(context.WithoutCancel(ctx)) }, nil
 }
 
 // options turns the point-in-time flags into replay options.
@@ -67,12 +82,12 @@ func (s *storeFlags) options() (replay.Options, error) {
 
 // read loads the selected prefix of the stream, with a progress bar on a
 // terminal (events/s and ETA); nothing extra when stderr is not one.
-func (s *storeFlags) read(cmd *cobra.Command) ([]replay.Record, *engine.Engine, error) {
+func (s *storeFlags) read(cmd *cobra.Command) ([]replay.Record, func(), error) {
 	opts, err := s.options()
 	if err != nil {
 		return nil, nil, err
 	}
-	e, err := s.open(cmd.Context())
+	js, closeStore, err := s.stream(cmd.Context())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -88,7 +103,7 @@ func (s *storeFlags) read(cmd *cobra.Command) ([]replay.Record, *engine.Engine, 
 			bar.SetCurrent(int64(seq))
 		}
 	}
-	recs, err := replay.ReadWith(cmd.Context(), e.JetStream(), opts)
+	recs, err := replay.ReadWith(cmd.Context(), js, opts)
 	if p != nil {
 		if bar != nil && !bar.Completed() {
 			bar.SetTotal(-1, true)
@@ -96,8 +111,11 @@ func (s *storeFlags) read(cmd *cobra.Command) ([]replay.Record, *engine.Engine, 
 		p.Wait()
 	}
 	if err != nil {
-		e.Close(context.WithoutCancel(cmd.Context()))
+		closeStore()
 		return nil, nil, &exitError{code: 2, err: err}
 	}
-	return recs, e, nil
+	return recs, closeStore, nil
 }
+
+// pointInTime reports whether the flags ask for history rather than now.
+func (s *storeFlags) pointInTime() bool { return s.dataDir != "" || s.at != "" || s.atSeq != 0 }
