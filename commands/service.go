@@ -170,3 +170,13 @@ func (c *Client) Do(ctx context.Context, cmd Command) (Reply, error) {
 	}
 	return DecodeReply(resp.Data, IsJSON(resp.Header.Get(HeaderContentType)))
 }
+
+// Handle implements Handler over NATS: a transport failure is answered as
+// an unavailable rejection (retry with the same id).
+func (c *Client) Handle(ctx context.Context, cmd Command) Reply {
+	r, err := c.Do(ctx, cmd)
+	if err != nil {
+		return Rejection(Errorf(CodeUnavailable, "", "%v", err))
+	}
+	return r
+}

@@ -36,51 +36,33 @@ func (w *Worker) Complete(ctx context.Context, snapshot string, ranges []interva
 	return nil
 }
 
-// RunAdvances completes the work of scheduler advances, in their order
-// (dependency order); open repair debt in an advance is computed first.
-func (w *Worker) RunAdvances(ctx context.Context, advs []events.SchedulerAdvanced, at time.Time) error {
-	for _, a := range advs {
-		runID := "sched:" + a.Snapshot + ":" + a.Tick.Format(time.RFC3339)
-		rest := interval.Set(a.Ranges)
-		if len(a.Repairs) > 0 {
-			if err := w.Complete(ctx, a.Snapshot, a.Repairs, events.RunScheduled, runID+":repair", at); err != nil {
-				return err
-			}
-			rest = rest.SubtractSet(a.Repairs)
-		}
-		if err := w.Complete(ctx, a.Snapshot, rest, events.RunScheduled, runID, at); err != nil {
+// Run computes a work item's steps, in order, with the item's run kind.
+func (w *Worker) Run(ctx context.Context, item WorkItem, at time.Time) error {
+	for _, st := range item.Steps {
+		if err := w.Complete(ctx, st.Snapshot, st.Ranges, item.RunKind, st.RunID, at); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// RunAdvances completes the work of one tick's scheduler advances, in
+// their order (dependency order); open repair debt is computed first.
+func (w *Worker) RunAdvances(ctx context.Context, advs []events.SchedulerAdvanced, at time.Time) error {
+	return w.Run(ctx, ScheduledWork(advs), at)
 }
 
 // CatchUp computes a catch-up request's work, in its order (dependency
 // order): each candidate's suffix, and the downstream intervals the request
 // invalidated, after the upstream suffix they read.
 func (w *Worker) CatchUp(ctx context.Context, req events.CatchUpRequested, at time.Time) error {
-	for _, wk := range req.Work {
-		set := interval.NewSet(wk.Ranges...).AddSet(wk.Recompute)
-		if err := w.Complete(ctx, wk.Snapshot, set, events.RunCatchUp, "catch_up:"+req.Plan, at); err != nil {
-			return err
-		}
-	}
-	return nil
+	return w.Run(ctx, CatchUpWorkItem(req), at)
 }
 
 // Backfill completes a plan's backfill set (fixed at build), in dependency
 // order, stopping at through when it is not zero.
 func (w *Worker) Backfill(ctx context.Context, plan events.PlanBuilt, through, at time.Time) error {
-	for _, c := range plan.Candidates {
-		set := interval.Set(c.Backfill)
-		if !through.IsZero() {
-			set = set.Clip(interval.R(set.Start(), through))
-		}
-		if err := w.Complete(ctx, c.Snapshot, set, events.RunBackfill, "backfill:"+plan.Plan, at); err != nil {
-			return err
-		}
-	}
-	return nil
+	return w.Run(ctx, BackfillWork(plan, through), at)
 }
 
 // Tick runs one scheduler tick for env at t, with the env generation it

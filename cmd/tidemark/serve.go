@@ -59,6 +59,16 @@ func newServeCmd() *cobra.Command {
 			wg.Add(2)
 			go func() { defer wg.Done(); _ = sched.Run(schedCtx) }()
 			go func() { defer wg.Done(); _ = catchUps.Run(schedCtx) }()
+			if !builtinWorker {
+				pub := &engine.WorkPublisher{Engine: eng}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if err := pub.Run(schedCtx); err != nil {
+						log.Error("work publisher stopped", "err", err)
+					}
+				}()
+			}
 			where := eng.ClientURL()
 			if where == "" {
 				where = "in-process only"
@@ -80,7 +90,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&natsURL, "nats-url", "", "connect to this NATS server instead of embedding one")
 	f.StringVar(&listen, "listen", "127.0.0.1:4222", "client address of the embedded NATS server")
 	f.BoolVar(&noSync, "no-sync", false, "do not fsync every append (faster; risks losing acknowledged events on a machine crash)")
-	f.BoolVar(&builtinWorker, "builtin-worker", true, "complete scheduled work in-process (no external workers)")
+	f.BoolVar(&builtinWorker, "builtin-worker", false, "record work as done in-process instead of publishing it to `tidemark worker` processes (demos and tests)")
 	f.IntVar(&replicas, "replicas", 1, "stream replicas (3 on a cluster)")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	return cmd

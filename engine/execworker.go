@@ -1,0 +1,284 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/events/interval"
+)
+
+// ExecWorker pulls work items and runs a shell command once per batch (a
+// step's contiguous range), with the batch in its environment:
+// TIDEMARK_MODEL, TIDEMARK_VERSION, TIDEMARK_SNAPSHOT, TIDEMARK_START,
+// TIDEMARK_END (RFC 3339), TIDEMARK_RUN_KIND, TIDEMARK_RUN_ID, TIDEMARK_ENV,
+// TIDEMARK_PLAN, TIDEMARK_ATTEMPT. Each computed batch is reported with
+// complete_intervals, each failure with fail_run (exit status and the tail
+// of stderr). While a command runs the item is kept alive with in-progress
+// acks; a failed item is redelivered after a backoff until MaxAttempts
+// deliveries, then terminated. A worker killed mid-run acks nothing, so
+// its item is redelivered after the ack wait.
+type ExecWorker struct {
+	JS      jetstream.JetStream
+	Handler commands.Handler
+	// Command runs under sh -c.
+	Command string
+	// Name identifies the worker in events (worker:<name>).
+	Name string
+	// Concurrency is how many items run at once. Default 1.
+	Concurrency int
+	// MaxAttempts bounds deliveries of an item. Default 5.
+	MaxAttempts int
+	// Timeout bounds one batch's command. Default 1h.
+	Timeout time.Duration
+	// AckWait is how long an item may go without an ack or heartbeat
+	// before it is redelivered. Default 30s; heartbeats go every AckWait/3.
+	AckWait time.Duration
+	// Backoff is the delay before redelivering a failed item, by attempt
+	// (the last one repeats). Default 1s, 5s, 30s, 2m.
+	Backoff []time.Duration
+	// Output receives the commands' stdout and stderr. Default os.Stderr.
+	Output io.Writer
+	Logger *slog.Logger
+	// Done, when set, is called after each item with its outcome.
+	Done func(item WorkItem, err error)
+}
+
+func (w *ExecWorker) defaults() {
+	if w.Concurrency < 1 {
+		w.Concurrency = 1
+	}
+	if w.MaxAttempts < 1 {
+		w.MaxAttempts = 5
+	}
+	if w.Timeout == 0 {
+		w.Timeout = time.Hour
+	}
+	if w.AckWait == 0 {
+		w.AckWait = 30 * time.Second
+	}
+	if len(w.Backoff) == 0 {
+		w.Backoff = []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, 2 * time.Minute}
+	}
+	if w.Output == nil {
+		w.Output = os.Stderr
+	}
+	if w.Logger == nil {
+		w.Logger = slog.Default()
+	}
+	if w.Name == "" {
+		host, _ := os.Hostname()
+		w.Name = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+}
+
+// Consumer creates (or updates) the durable consumer workers share.
+func (w *ExecWorker) Consumer(ctx context.Context) (jetstream.Consumer, error) {
+	w.defaults()
+	if _, err := w.JS.Stream(ctx, WorkStream); err != nil {
+		return nil, fmt.Errorf("worker: work stream %s: %w (is `tidemark serve` running without --builtin-worker?)", WorkStream, err)
+	}
+	c, err := w.JS.CreateOrUpdateConsumer(ctx, WorkStream, jetstream.ConsumerConfig{
+		Durable: WorkConsumer, Description: "tidemark workers", AckPolicy: jetstream.AckExplicitPolicy,
+		AckWait: w.AckWait, MaxDeliver: w.MaxAttempts, MaxAckPending: 1000,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("worker: consumer %s: %w", WorkConsumer, err)
+	}
+	return c, nil
+}
+
+// Run pulls and runs items until ctx ends; in-flight commands are killed
+// and their items handed back for redelivery.
+func (w *ExecWorker) Run(ctx context.Context) error {
+	cons, err := w.Consumer(ctx)
+	if err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for i := 0; i < w.Concurrency; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				msgs, err := cons.Fetch(1, jetstream.FetchMaxWait(time.Second))
+				if err != nil {
+					if ctx.Err() == nil {
+						w.Logger.Warn("worker: fetch", "err", err)
+						sleep(ctx, time.Second)
+					}
+					continue
+				}
+				for msg := range msgs.Messages() {
+					w.handle(ctx, msg)
+				}
+			}
+		}()
+	}
+	<-ctx.Done()
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// errFailed marks an item whose command failed (already reported).
+var errFailed = errors.New("worker: run failed")
+
+func (w *ExecWorker) handle(ctx context.Context, msg jetstream.Msg) {
+	var item WorkItem
+	if err := json.Unmarshal(msg.Data(), &item); err != nil {
+		w.Logger.Error("worker: undecodable work item; terminating it", "subject", msg.Subject(), "err", err)
+		_ = msg.Term()
+		return
+	}
+	attempt := 1
+	if md, err := msg.Metadata(); err == nil {
+		attempt = int(md.NumDelivered)
+	}
+	hbCtx, stopHB := context.WithCancel(ctx)
+	defer stopHB()
+	go func() {
+		t := time.NewTicker(w.AckWait / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-hbCtx.Done():
+				return
+			case <-t.C:
+				_ = msg.InProgress()
+			}
+		}
+	}()
+	err := w.runItem(ctx, item, attempt)
+	stopHB()
+	switch {
+	case err == nil:
+		if aerr := msg.DoubleAck(context.WithoutCancel(ctx)); aerr != nil {
+			w.Logger.Warn("worker: ack", "item", item.ID, "err", aerr)
+		}
+	case ctx.Err() != nil:
+		// Stopping: hand the item back at once.
+		_ = msg.Nak()
+	case errors.Is(err, errFailed) && attempt >= w.MaxAttempts:
+		w.Logger.Error("worker: giving up on item", "item", item.ID, "attempts", attempt)
+		_ = msg.Term()
+	default:
+		delay := w.Backoff[min(attempt-1, len(w.Backoff)-1)]
+		w.Logger.Warn("worker: item failed; redelivering", "item", item.ID, "attempt", attempt, "in", delay, "err", err)
+		_ = msg.NakWithDelay(delay)
+	}
+	if w.Done != nil {
+		w.Done(item, err)
+	}
+}
+
+func (w *ExecWorker) runItem(ctx context.Context, item WorkItem, attempt int) error {
+	for si, st := range item.Steps {
+		for ri, r := range st.Ranges {
+			res := w.exec(ctx, item, st, r, attempt)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			meta := commands.Meta{ID: fmt.Sprintf("%s/%d/%d/%d", item.ID, si, ri, attempt), Actor: "worker:" + w.Name, Correlation: st.RunID}
+			if res.err != nil {
+				meta.ID = fmt.Sprintf("%s/%d/%d/%d/failed", item.ID, si, ri, attempt)
+				rep := w.Handler.Handle(ctx, &commands.FailRun{Meta: meta, Model: st.Model, Version: st.Version, Ranges: []interval.Range{r},
+					RunKind: item.RunKind, RunID: st.RunID, Worker: w.Name, ExitStatus: res.exit, Error: res.err.Error(),
+					StderrTail: res.stderr, Attempt: attempt, Final: attempt >= w.MaxAttempts})
+				if err := rep.Err(); err != nil {
+					return fmt.Errorf("worker: report failure of %s %s: %w", st.Snapshot, r, err)
+				}
+				return fmt.Errorf("%w: %s %s: %v", errFailed, st.Snapshot, r, res.err)
+			}
+			// The completion id does not depend on the attempt: a batch
+			// computed again after a redelivery is recorded once.
+			meta.ID = fmt.Sprintf("%s/%d/%d", item.ID, si, ri)
+			rep := w.Handler.Handle(ctx, &commands.CompleteIntervals{Meta: meta, Model: st.Model, Version: st.Version,
+				Ranges: []interval.Range{r}, RunKind: item.RunKind, RunID: st.RunID})
+			if err := rep.Err(); err != nil {
+				return fmt.Errorf("worker: report completion of %s %s: %w", st.Snapshot, r, err)
+			}
+		}
+	}
+	return nil
+}
+
+type execResult struct {
+	exit   int
+	stderr string
+	err    error
+}
+
+// tail keeps the last n bytes written to it.
+type tail struct {
+	mu  sync.Mutex
+	n   int
+	buf []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > t.n {
+		t.buf = append([]byte(nil), t.buf[len(t.buf)-t.n:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(bytes.ToValidUTF8(t.buf, nil))
+}
+
+func (w *ExecWorker) exec(ctx context.Context, item WorkItem, st WorkStep, r interval.Range, attempt int) execResult {
+	runCtx, cancel := context.WithTimeout(ctx, w.Timeout)
+	defer cancel()
+	cmd := exec.CommandContext(runCtx, "sh", "-c", w.Command)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	cmd.Env = append(os.Environ(),
+		"TIDEMARK_MODEL="+st.Model, "TIDEMARK_VERSION="+st.Version, "TIDEMARK_SNAPSHOT="+st.Snapshot,
+		"TIDEMARK_START="+r.Start.UTC().Format(time.RFC3339), "TIDEMARK_END="+r.End.UTC().Format(time.RFC3339),
+		"TIDEMARK_RUN_KIND="+string(item.RunKind), "TIDEMARK_RUN_ID="+st.RunID, "TIDEMARK_ENV="+item.Env,
+		"TIDEMARK_PLAN="+item.Plan, fmt.Sprintf("TIDEMARK_ATTEMPT=%d", attempt))
+	errTail := &tail{n: commands.MaxStderrTail}
+	cmd.Stdout = w.Output
+	cmd.Stderr = io.MultiWriter(w.Output, errTail)
+	started := time.Now()
+	err := cmd.Run()
+	res := execResult{exit: -1, stderr: errTail.String()}
+	if cmd.ProcessState != nil {
+		res.exit = cmd.ProcessState.ExitCode()
+	}
+	switch {
+	case err == nil:
+		w.Logger.Info("worker: batch done", "snapshot", st.Snapshot, "range", r.String(), "run_kind", item.RunKind, "took", time.Since(started).Round(time.Millisecond))
+	case errors.Is(runCtx.Err(), context.DeadlineExceeded):
+		res.err = fmt.Errorf("timed out after %s", w.Timeout)
+	default:
+		res.err = err
+	}
+	return res
+}

@@ -1,0 +1,315 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/events/interval"
+)
+
+// The work protocol. The engine turns the events that make work due — a
+// scheduler tick's advances, a plan's backfill set, a catch-up request —
+// into WorkItems on the work-queue stream TIDEMARK_WORK, subject
+// tidemark.work.<run_kind>, JSON encoded. Workers (tidemark worker, or any
+// process that speaks this) pull them, compute each step in order, report
+// each computed range with complete_intervals and each failure with
+// fail_run, and ack the item when every step is done. An item not acked
+// within the ack wait is redelivered.
+const (
+	WorkStream        = "TIDEMARK_WORK"
+	WorkSubjectPrefix = "tidemark.work."
+	// WorkConsumer is the durable consumer all workers share.
+	WorkConsumer = "tidemark-workers"
+	// workCursorKey in the checkpoint bucket holds the last event sequence
+	// the publisher has turned into work.
+	workCursorKey = "work_cursor"
+)
+
+// WorkSubject is the subject of work of a run kind.
+func WorkSubject(kind events.RunKind) string { return WorkSubjectPrefix + string(kind) }
+
+// WorkItem is one unit of work: steps computed in order (dependency
+// order), by one worker.
+type WorkItem struct {
+	// ID identifies the item; it is the Nats-Msg-Id it was published with.
+	ID      string         `msgpack:"id" json:"id"`
+	RunKind events.RunKind `msgpack:"run_kind" json:"run_kind"`
+	Env     string         `msgpack:"env,omitempty" json:"env,omitempty"`
+	Plan    string         `msgpack:"plan,omitempty" json:"plan,omitempty"`
+	// EventSeq is the stream sequence of the first event that made the
+	// work due.
+	EventSeq uint64 `msgpack:"event_seq" json:"event_seq"`
+	// At is when the work became due (the event's time).
+	At    time.Time  `msgpack:"at" json:"at"`
+	Steps []WorkStep `msgpack:"steps" json:"steps"`
+}
+
+// WorkStep is one model's ranges within a WorkItem. A worker runs its
+// command once per range (a contiguous batch).
+type WorkStep struct {
+	Model    string           `msgpack:"model" json:"model"`
+	Version  string           `msgpack:"version" json:"version"`
+	Snapshot string           `msgpack:"snapshot" json:"snapshot"`
+	Ranges   []interval.Range `msgpack:"ranges" json:"ranges"`
+	RunID    string           `msgpack:"run_id" json:"run_id"`
+}
+
+func step(snapshot string, ranges []interval.Range, runID string) WorkStep {
+	m, v, _ := events.ParseSnapshotID(snapshot)
+	return WorkStep{Model: m, Version: v, Snapshot: snapshot, Ranges: ranges, RunID: runID}
+}
+
+// ScheduledWork is the work of one tick's advances: per advance, its open
+// repair debt first, then the rest.
+func ScheduledWork(advs []events.SchedulerAdvanced) WorkItem {
+	item := WorkItem{RunKind: events.RunScheduled}
+	for _, a := range advs {
+		item.Env = a.Env
+		runID := "sched:" + a.Snapshot + ":" + a.Tick.Format(time.RFC3339)
+		rest := interval.Set(a.Ranges)
+		if len(a.Repairs) > 0 {
+			item.Steps = append(item.Steps, step(a.Snapshot, a.Repairs, runID+":repair"))
+			rest = rest.SubtractSet(a.Repairs)
+		}
+		if !rest.Empty() {
+			item.Steps = append(item.Steps, step(a.Snapshot, rest, runID))
+		}
+	}
+	return item
+}
+
+// BackfillWork is a plan's backfill set (fixed at build), in dependency
+// order, clipped to end at through when it is not zero.
+func BackfillWork(plan events.PlanBuilt, through time.Time) WorkItem {
+	item := WorkItem{RunKind: events.RunBackfill, Env: plan.Env, Plan: plan.Plan}
+	for _, c := range plan.Candidates {
+		set := interval.Set(c.Backfill)
+		if !through.IsZero() {
+			set = set.Clip(interval.R(set.Start(), through))
+		}
+		if !set.Empty() {
+			item.Steps = append(item.Steps, step(c.Snapshot, set, "backfill:"+plan.Plan))
+		}
+	}
+	return item
+}
+
+// CatchUpWorkItem is a catch-up request's work: each candidate's suffix and
+// the downstream intervals it invalidated, after the upstream suffix.
+func CatchUpWorkItem(req events.CatchUpRequested) WorkItem {
+	item := WorkItem{RunKind: events.RunCatchUp, Env: req.Env, Plan: req.Plan}
+	for _, w := range req.Work {
+		if set := interval.NewSet(w.Ranges...).AddSet(w.Recompute); !set.Empty() {
+			item.Steps = append(item.Steps, step(w.Snapshot, set, "catch_up:"+req.Plan))
+		}
+	}
+	return item
+}
+
+// workOf turns one command's events (consecutive, same causation) into
+// the work they make due, if any.
+func workOf(group []seqEvent) []WorkItem {
+	var out []WorkItem
+	var advs []events.SchedulerAdvanced
+	first := uint64(0)
+	for _, r := range group {
+		var item WorkItem
+		switch p := r.ev.Payload.(type) {
+		case events.SchedulerAdvanced:
+			if first == 0 {
+				first = r.seq
+			}
+			advs = append(advs, p)
+			continue
+		case events.PlanBuilt:
+			item = BackfillWork(p, time.Time{})
+		case events.CatchUpRequested:
+			item = CatchUpWorkItem(p)
+		default:
+			continue
+		}
+		item.EventSeq, item.At = r.seq, r.ev.OccurredAt
+		out = append(out, item)
+	}
+	if len(advs) > 0 {
+		item := ScheduledWork(advs)
+		item.EventSeq, item.At = first, group[0].ev.OccurredAt
+		out = append(out, item)
+	}
+	var kept []WorkItem
+	for _, it := range out {
+		if len(it.Steps) > 0 {
+			it.ID = fmt.Sprintf("work-%d-%s", it.EventSeq, it.RunKind)
+			kept = append(kept, it)
+		}
+	}
+	return kept
+}
+
+type seqEvent struct {
+	seq uint64
+	ev  events.Event
+}
+
+// WorkStreamConfig is the configuration of the work-queue stream.
+func WorkStreamConfig(replicas int, memory bool) jetstream.StreamConfig {
+	cfg := StreamConfig(replicas, memory)
+	return jetstream.StreamConfig{
+		Name: WorkStream, Description: "tidemark work for workers: backfill, scheduled and catch-up runs",
+		Subjects: []string{WorkSubjectPrefix + ">"}, Storage: cfg.Storage, Replicas: cfg.Replicas,
+		Retention: jetstream.WorkQueuePolicy, Discard: jetstream.DiscardNew, MaxMsgs: -1, MaxBytes: -1,
+		Duplicates: DuplicateWindow,
+	}
+}
+
+// WorkPublisher follows the event stream and publishes the work it makes
+// due. It keeps its position in the checkpoint bucket, publishes each item
+// with a Nats-Msg-Id derived from the event sequence (a restart within the
+// duplicate window publishes nothing twice), and on its very first start
+// begins at the stream's end: history is not work.
+type WorkPublisher struct {
+	Engine *Engine
+	// Published, when set, is called after each item is stored.
+	Published func(WorkItem)
+}
+
+// Run publishes until ctx ends.
+func (p *WorkPublisher) Run(ctx context.Context) error {
+	e := p.Engine
+	if e.cp == nil {
+		return errors.New("engine: the work publisher needs the checkpoint bucket (CheckpointEvery >= 0)")
+	}
+	if _, err := e.js.CreateOrUpdateStream(ctx, WorkStreamConfig(e.cfg.Replicas, e.cfg.MemoryStorage)); err != nil {
+		return fmt.Errorf("engine: work stream: %w", err)
+	}
+	cursor, err := p.cursor(ctx)
+	if err != nil {
+		return err
+	}
+	log := e.log.With("subsystem", "work")
+	cons, err := e.js.OrderedConsumer(ctx, events.StreamName, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: cursor + 1,
+	})
+	if err != nil {
+		return fmt.Errorf("engine: work publisher consumer: %w", err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return fmt.Errorf("engine: work publisher consumer: %w", err)
+	}
+	go func() { <-ctx.Done(); it.Stop() }()
+	var group []seqEvent
+	flush := func() error {
+		if len(group) == 0 {
+			return nil
+		}
+		for _, item := range workOf(group) {
+			if err := p.publish(ctx, item); err != nil {
+				return err
+			}
+		}
+		last := group[len(group)-1].seq
+		group = group[:0]
+		_, err := e.cp.kv.Put(ctx, workCursorKey, []byte(strconv.FormatUint(last, 10)))
+		return err
+	}
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return nil
+			}
+			log.Warn("work publisher", "err", err)
+			continue
+		}
+		md, err := msg.Metadata()
+		if err != nil {
+			continue
+		}
+		ev, derr := events.Decode(msg.Data())
+		if derr != nil {
+			ev = events.Event{}
+		}
+		if len(group) > 0 && group[0].ev.Causation != ev.Causation {
+			if err := p.retry(ctx, flush); err != nil {
+				return err
+			}
+		}
+		group = append(group, seqEvent{md.Sequence.Stream, ev})
+		// A command's events are stored as one atomic batch: once nothing
+		// is pending, the group is complete.
+		if md.NumPending == 0 {
+			if err := p.retry(ctx, flush); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// retry runs fn until it succeeds or ctx ends (the work stream may be
+// briefly unavailable; nothing may be skipped).
+func (p *WorkPublisher) retry(ctx context.Context, fn func() error) error {
+	backoff := 100 * time.Millisecond
+	for {
+		err := fn()
+		if err == nil {
+			return nil
+		}
+		p.Engine.log.Warn("publishing work; retrying", "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		if backoff < 5*time.Second {
+			backoff *= 2
+		}
+	}
+}
+
+func (p *WorkPublisher) cursor(ctx context.Context) (uint64, error) {
+	e := p.Engine
+	entry, err := e.cp.kv.Get(ctx, workCursorKey)
+	if err == nil {
+		seq, perr := strconv.ParseUint(string(entry.Value()), 10, 64)
+		if perr == nil {
+			return seq, nil
+		}
+		e.log.Warn("work cursor unreadable; starting at the stream's end", "value", string(entry.Value()))
+	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return 0, fmt.Errorf("engine: work cursor: %w", err)
+	}
+	last, err := e.LastSeq(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := e.cp.kv.Put(ctx, workCursorKey, []byte(strconv.FormatUint(last, 10))); err != nil {
+		return 0, fmt.Errorf("engine: work cursor: %w", err)
+	}
+	return last, nil
+}
+
+func (p *WorkPublisher) publish(ctx context.Context, item WorkItem) error {
+	b, err := json.Marshal(item)
+	if err != nil {
+		return err
+	}
+	m := nats.NewMsg(WorkSubject(item.RunKind))
+	m.Data = b
+	m.Header.Set(jetstream.MsgIDHeader, item.ID)
+	m.Header.Set("Content-Type", "application/json")
+	if _, err := p.Engine.js.PublishMsg(ctx, m); err != nil {
+		return fmt.Errorf("engine: publish %s: %w", item.ID, err)
+	}
+	if p.Published != nil {
+		p.Published(item)
+	}
+	return nil
+}

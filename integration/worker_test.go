@@ -1,0 +1,189 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/engine"
+	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/projections"
+)
+
+// workEnv is an engine publishing work, with a command client.
+type workEnv struct {
+	t      *testing.T
+	e      *engine.Engine
+	client *commands.Client
+	js     jetstream.JetStream
+	stop   func()
+}
+
+func newWorkEnv(t *testing.T) *workEnv {
+	e := open(t, engine.Config{DataDir: t.TempDir()})
+	svc, err := commands.Serve(e.Conn(), e, commands.ServiceConfig{Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc := connect(t, e)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = (&engine.WorkPublisher{Engine: e}).Run(ctx) }()
+	w := &workEnv{t: t, e: e, client: commands.NewClient(nc), js: js}
+	w.stop = func() { cancel(); wg.Wait(); svc.Stop() }
+	t.Cleanup(w.stop)
+	// The publisher creates the work stream before it follows the events.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := js.Stream(t.Context(), engine.WorkStream); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("work stream not created")
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition with a deadline, not a timing assumption
+	}
+	return w
+}
+
+func (w *workEnv) worker(ctx context.Context, command string, mod func(*engine.ExecWorker)) (wait func()) {
+	x := &engine.ExecWorker{JS: w.js, Handler: w.client, Command: command, Name: "test", Logger: quiet(),
+		AckWait: 2 * time.Second, Backoff: []time.Duration{10 * time.Millisecond}, Output: &strings.Builder{}}
+	if mod != nil {
+		mod(x)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = x.Run(ctx) }()
+	return func() { <-done }
+}
+
+func covered(snapshot string, r interval.Range) func(*projections.State) bool {
+	return func(st *projections.State) bool { return st.SnapshotCoverage(snapshot).Covers(r) }
+}
+
+// TestExecWorker: plan backfill and scheduled work reach a worker that
+// runs a real shell command per batch with the batch in its environment,
+// and its completions fill coverage; the ticks are computed in dependency
+// order within one item.
+func TestExecWorker(t *testing.T) {
+	w := newWorkEnv(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	logFile := filepath.Join(t.TempDir(), "runs.log")
+	wait := w.worker(ctx, `echo "$TIDEMARK_RUN_KIND $TIDEMARK_MODEL@$TIDEMARK_VERSION $TIDEMARK_START $TIDEMARK_END" >> `+logFile, func(x *engine.ExecWorker) { x.Concurrency = 2 })
+	defer func() { cancel(); wait() }()
+
+	must(t, w.e.Handle(ctx, &commands.RegisterSnapshot{Meta: meta(at(3)), Model: "events", Version: "v1", Cron: "@hourly", Start: t0}))
+	must(t, w.e.Handle(ctx, &commands.RegisterSnapshot{Meta: meta(at(3)), Model: "sessions", Version: "v1", Cron: "@hourly", Start: t0, DependsOn: []string{"events"}}))
+	must(t, w.e.Handle(ctx, &commands.BuildPlan{Meta: meta(at(3)), Plan: "d1", Env: "prod", Versions: map[string]string{"events": "v1", "sessions": "v1"}}))
+	if err := w.e.Await(ctx, covered("sessions@v1", rng(0, 3))); err != nil {
+		t.Fatal(err)
+	}
+	if r := must(t, w.e.Handle(ctx, &commands.Promote{Meta: meta(at(3)), Plan: "d1"})); r.Decision.Outcome != events.Accepted {
+		t.Fatalf("deploy: %+v", r.Decision)
+	}
+	if _, err := w.e.Tick(ctx, "prod", at(4)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.e.Await(ctx, covered("sessions@v1", rng(3, 4))); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	want := []string{
+		"backfill events@v1 2026-12-01T00:00:00Z 2026-12-01T03:00:00Z",
+		"backfill sessions@v1 2026-12-01T00:00:00Z 2026-12-01T03:00:00Z",
+		"scheduled events@v1 2026-12-01T03:00:00Z 2026-12-01T04:00:00Z",
+		"scheduled sessions@v1 2026-12-01T03:00:00Z 2026-12-01T04:00:00Z",
+	}
+	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("runs:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+	var runs map[events.RunKind]int
+	w.e.View(func(st *projections.State) { runs = map[events.RunKind]int{}; for k, v := range st.Runs { runs[k] = v } })
+	if runs[events.RunBackfill] != 2 || runs[events.RunScheduled] != 2 {
+		t.Fatalf("completions by run kind: %v", runs)
+	}
+}
+
+// TestExecWorkerFailures: a failing command is an event with its exit
+// status and stderr tail, retried until the attempts run out; a hanging
+// one is killed at the timeout; work a dead worker held is redelivered.
+func TestExecWorkerFailures(t *testing.T) {
+	w := newWorkEnv(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	wait := w.worker(ctx, `case $TIDEMARK_MODEL in
+		bad) echo "no such table: bad_v1" >&2; exit 3 ;;
+		slow) sleep 30 ;;
+	esac`, func(x *engine.ExecWorker) { x.MaxAttempts = 2; x.Timeout = 300 * time.Millisecond; x.Concurrency = 2 })
+	for _, m := range []string{"bad", "slow"} {
+		must(t, w.e.Handle(ctx, &commands.RegisterSnapshot{Meta: meta(at(3)), Model: m, Version: "v1", Cron: "@hourly", Start: t0}))
+		must(t, w.e.Handle(ctx, &commands.BuildPlan{Meta: meta(at(3)), Plan: "p-" + m, Env: "prod", Versions: map[string]string{m: "v1"}}))
+	}
+	failed := func(snapshot string, n int) func(*projections.State) bool {
+		return func(st *projections.State) bool { f := st.Failures[snapshot]; return f != nil && f.Count >= n }
+	}
+	if err := w.e.Await(ctx, func(st *projections.State) bool { return failed("bad@v1", 2)(st) && failed("slow@v1", 2)(st) }); err != nil {
+		t.Fatal(err)
+	}
+	w.e.View(func(st *projections.State) {
+		bad, slow := st.Failures["bad@v1"], st.Failures["slow@v1"]
+		if bad.Count != 2 || bad.Final != 1 || bad.Last.ExitStatus != 3 || !bad.Last.Final || bad.Last.Attempt != 2 ||
+			strings.TrimSpace(bad.Last.StderrTail) != "no such table: bad_v1" || bad.Last.RunKind != events.RunBackfill {
+			t.Errorf("bad: %+v", bad.Last)
+		}
+		if slow.Last.Error != "timed out after 300ms" || slow.Last.ExitStatus != -1 {
+			t.Errorf("slow: %+v", slow.Last)
+		}
+		if !st.SnapshotCoverage("bad@v1").Empty() {
+			t.Errorf("a failed run completed something")
+		}
+	})
+	cancel()
+	wait()
+
+	// A worker that takes an item and dies (no ack, no heartbeat): the item
+	// is redelivered after the ack wait to a live worker.
+	ctx2, cancel2 := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel2()
+	x := &engine.ExecWorker{JS: w.js, AckWait: time.Second}
+	cons, err := x.Consumer(ctx2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, w.e.Handle(ctx2, &commands.RegisterSnapshot{Meta: meta(at(3)), Model: "good", Version: "v1", Cron: "@hourly", Start: t0}))
+	must(t, w.e.Handle(ctx2, &commands.BuildPlan{Meta: meta(at(3)), Plan: "p-good", Env: "prod", Versions: map[string]string{"good": "v1"}}))
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken := 0
+	for range batch.Messages() {
+		taken++ // and never acked: the worker "died"
+	}
+	if taken != 1 {
+		t.Fatalf("dead worker took %d items", taken)
+	}
+	wait2 := w.worker(ctx2, "true", func(x *engine.ExecWorker) { x.AckWait = time.Second })
+	if err := w.e.Await(ctx2, covered("good@v1", rng(0, 3))); err != nil {
+		t.Fatal(err)
+	}
+	cancel2()
+	wait2()
+}
