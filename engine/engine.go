@@ -88,6 +88,7 @@ type Engine struct {
 	proj   *projector
 	ids    *events.IDSource
 
+	metrics   *metrics
 	cp        *checkpoints
 	cpMu      sync.Mutex
 	cpSeq     uint64 // last checkpoint written or loaded
@@ -118,6 +119,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		cfg.Logger = slog.Default()
 	}
 	e := &Engine{cfg: cfg, log: cfg.Logger.With("subsystem", "engine"), ids: events.NewIDSource()}
+	e.metrics = newMetrics(e)
 	var err error
 	if cfg.NatsURL == "" {
 		if e.srv, err = startEmbedded(cfg); err != nil {
@@ -191,13 +193,16 @@ type Stats struct {
 	CheckpointSeq uint64 `json:"checkpoint_seq"`
 	// CheckpointRejected says why a stored checkpoint was not used.
 	CheckpointRejected string `json:"checkpoint_rejected,omitempty"`
+	// Lag is how many stored events were not applied yet at the last
+	// delivery.
+	Lag uint64 `json:"lag"`
 }
 
 // Stats returns the projection's statistics.
 func (e *Engine) Stats() Stats {
 	e.proj.mu.RLock()
 	defer e.proj.mu.RUnlock()
-	return Stats{Seq: e.proj.st.Seq, Folded: e.proj.folded, CheckpointSeq: e.loadedSeq, CheckpointRejected: e.cpReject}
+	return Stats{Seq: e.proj.st.Seq, Folded: e.proj.folded, CheckpointSeq: e.loadedSeq, CheckpointRejected: e.cpReject, Lag: e.proj.pending}
 }
 
 // Checkpoint writes the live projection to the checkpoint bucket now
@@ -337,6 +342,12 @@ var _ commands.Handler = (*Engine)(nil)
 // applied its own events (read-your-writes for the next command). A command
 // id already applied is answered as a duplicate and appends nothing.
 func (e *Engine) Handle(ctx context.Context, cmd commands.Command) commands.Reply {
+	r := e.handle(ctx, cmd)
+	e.metrics.command(cmd.Kind(), r)
+	return r
+}
+
+func (e *Engine) handle(ctx context.Context, cmd commands.Command) commands.Reply {
 	e.cmdMu.Lock()
 	defer e.cmdMu.Unlock()
 	if e.closed {
@@ -388,7 +399,9 @@ func (e *Engine) Handle(ctx context.Context, cmd commands.Command) commands.Repl
 			ev.Causation, ev.Actor, ev.Correlation = m.ID, m.Actor, m.Correlation
 			evs[i] = ev
 		}
+		started := time.Now()
 		seq, err := appendEvents(ctx, e.js, m.ID, evs, d.expect)
+		e.metrics.appendS.Observe(time.Since(started).Seconds())
 		switch {
 		case err == nil:
 			if err := e.proj.waitFor(ctx, seq); err != nil {

@@ -22,6 +22,15 @@ type projector struct {
 	log     *slog.Logger
 	lastID  string // id of the last decoded event applied
 	folded  uint64 // events applied since the projector started
+	pending uint64 // events in the stream after the last one delivered
+}
+
+// lag is how many stored events the projection has not applied yet, as of
+// the last delivery.
+func (p *projector) lag() uint64 {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.pending
 }
 
 func newProjector(log *slog.Logger) *projector {
@@ -132,5 +141,8 @@ func (p *projector) run(ctx context.Context, js jetstream.JetStream) error {
 			continue
 		}
 		p.apply(md.Sequence.Stream, msg.Subject(), msg.Data())
+		p.mu.Lock()
+		p.pending = md.NumPending
+		p.mu.Unlock()
 	}
 }

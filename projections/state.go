@@ -77,6 +77,10 @@ type State struct {
 	Commands map[string]uint64 `json:"commands"`
 	// Decisions lists every PromotionDecided in stream order.
 	Decisions []DecisionRef `json:"decisions"`
+	// DecisionCodes counts recorded decisions by code (once per code a
+	// decision carries), DecisionOutcomes by outcome.
+	DecisionCodes    map[string]int         `json:"decision_codes"`
+	DecisionOutcomes map[events.Outcome]int `json:"decision_outcomes"`
 	// Repairs lists repair debt: one per candidate accepted with a gap.
 	Repairs []*Repair `json:"repairs"`
 	// Runs counts completions by run kind; Failures counts failed runs
@@ -100,6 +104,9 @@ func New() *State {
 		Commands:   map[string]uint64{},
 		Runs:       map[events.RunKind]int{},
 		Failures:   map[string]*Failures{},
+
+		DecisionCodes:    map[string]int{},
+		DecisionOutcomes: map[events.Outcome]int{},
 	}
 }
 
@@ -218,6 +225,10 @@ func apply(s *State, seq uint64, ev events.Event) error {
 		d := p
 		pl.Decision, pl.DecisionSeq = &d, seq
 		s.Decisions = append(s.Decisions, DecisionRef{Plan: p.Plan, Seq: seq})
+		s.DecisionOutcomes[p.Outcome]++
+		for _, c := range p.Codes {
+			s.DecisionCodes[c]++
+		}
 		if p.Outcome == events.Accepted {
 			env := s.ensureEnv(p.Env)
 			env.Generation = p.Generation
@@ -456,6 +467,12 @@ func Restore(s *State) error {
 	}
 	if s.Failures == nil {
 		s.Failures = map[string]*Failures{}
+	}
+	if s.DecisionCodes == nil {
+		s.DecisionCodes = map[string]int{}
+	}
+	if s.DecisionOutcomes == nil {
+		s.DecisionOutcomes = map[events.Outcome]int{}
 	}
 	return nil
 }

@@ -2,21 +2,26 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/engine"
+	"github.com/tidemark/tidemark/web"
 )
 
 func newServeCmd() *cobra.Command {
 	var (
-		dataDir, natsURL, listen, logFormat string
-		noSync, builtinWorker               bool
-		replicas                            int
+		dataDir, natsURL, listen, logFormat, httpAddr string
+		noSync, builtinWorker                         bool
+		replicas                                      int
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -48,6 +53,29 @@ func newServeCmd() *cobra.Command {
 				eng.Close(context.WithoutCancel(ctx))
 				return &exitError{code: 2, err: err}
 			}
+			var httpSrv *http.Server
+			dashboard := ""
+			if httpAddr != "" {
+				h, err := (&web.Server{Engine: eng, Logger: log.With("subsystem", "http")}).Handler()
+				if err != nil {
+					_ = svc.Stop()
+					eng.Close(context.WithoutCancel(ctx))
+					return &exitError{code: 2, err: err}
+				}
+				ln, err := net.Listen("tcp", httpAddr)
+				if err != nil {
+					_ = svc.Stop()
+					eng.Close(context.WithoutCancel(ctx))
+					return &exitError{code: 2, err: fmt.Errorf("--http %s: %w", httpAddr, err)}
+				}
+				httpSrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+				dashboard = "http://" + ln.Addr().String()
+				go func() {
+					if err := httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+						log.Error("http server", "err", err)
+					}
+				}()
+			}
 			sched := &engine.Scheduler{Engine: eng}
 			catchUps := &engine.CatchUps{Engine: eng}
 			if builtinWorker {
@@ -73,12 +101,20 @@ func newServeCmd() *cobra.Command {
 			if where == "" {
 				where = "in-process only"
 			}
-			log.Info("tidemark serving", "nats", where, "data_dir", dataDir, "fsync_every_append", !noSync)
+			log.Info("tidemark serving", "nats", where, "http", dashboard, "data_dir", dataDir, "fsync_every_append", !noSync, "builtin_worker", builtinWorker)
 			fmt.Fprintf(cmd.OutOrStdout(), "tidemark serving on %s (Ctrl-C to stop)\n", where)
+			if dashboard != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "dashboard on %s (metrics %s/metrics)\n", dashboard, dashboard)
+			}
 			<-ctx.Done()
 			log.Info("shutting down: draining the command service")
 			// Stop accepting commands and let in-flight ones finish, then
 			// stop the scheduler and close the engine.
+			if httpSrv != nil {
+				sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_ = httpSrv.Shutdown(sctx)
+				cancel()
+			}
 			_ = svc.Stop()
 			stopSched()
 			wg.Wait()
@@ -93,6 +129,7 @@ func newServeCmd() *cobra.Command {
 	f.BoolVar(&builtinWorker, "builtin-worker", false, "record work as done in-process instead of publishing it to `tidemark worker` processes (demos and tests)")
 	f.IntVar(&replicas, "replicas", 1, "stream replicas (3 on a cluster)")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	f.StringVar(&httpAddr, "http", "127.0.0.1:8090", "dashboard, /metrics, /healthz and /readyz address (empty: no HTTP)")
 	return cmd
 }
 

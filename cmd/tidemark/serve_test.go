@@ -23,7 +23,7 @@ func TestServe(t *testing.T) {
 	root.SetOut(pw)
 	root.SetErr(io.Discard)
 	dataDir := t.TempDir()
-	root.SetArgs([]string{"serve", "--data-dir", dataDir, "--listen", "127.0.0.1:-1", "--log-format", "json"})
+	root.SetArgs([]string{"serve", "--data-dir", dataDir, "--listen", "127.0.0.1:-1", "--http", "", "--log-format", "json"})
 	done := make(chan error, 1)
 	go func() { done <- root.ExecuteContext(ctx); pw.Close() }()
 	line, err := bufio.NewReader(pr).ReadString('\n')

@@ -123,3 +123,15 @@ func mod(a, b int64) int64 {
 	}
 	return m
 }
+
+// Count is how many intervals of the unit r touches.
+func (u Unit) Count(r Range) int {
+	if r.Empty() {
+		return 0
+	}
+	n := 0
+	for t := u.Floor(r.Start); t.Before(r.End); t = u.Add(t, 1) {
+		n++
+	}
+	return n
+}

@@ -1,0 +1,243 @@
+// Package web serves tidemark's HTTP side: the live dashboard (server-
+// rendered HTML, updated over Server-Sent Events fed by the projection),
+// Prometheus metrics, and health and readiness probes.
+package web
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/tidemark/tidemark/engine"
+	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/projections"
+	"github.com/tidemark/tidemark/replay"
+)
+
+//go:embed assets
+var assets embed.FS
+
+//go:embed templates/*.html
+var templates embed.FS
+
+// Server is the HTTP handler set.
+type Server struct {
+	Engine *engine.Engine
+	Logger *slog.Logger
+	// MinInterval spaces live updates (default 250ms).
+	MinInterval time.Duration
+	tmpl        *template.Template
+}
+
+// Handler returns the routes: / (dashboard), /live (SSE), /fragment,
+// /metrics, /healthz, /readyz, /assets/.
+func (s *Server) Handler() (http.Handler, error) {
+	if s.Logger == nil {
+		s.Logger = slog.Default()
+	}
+	if s.MinInterval == 0 {
+		s.MinInterval = 250 * time.Millisecond
+	}
+	t, err := template.New("").Funcs(template.FuncMap{"join": strings.Join, "stamp": stamp, "upper": strings.ToUpper}).ParseFS(templates, "templates/*.html")
+	if err != nil {
+		return nil, err
+	}
+	s.tmpl = t
+	sub, err := fs.Sub(assets, "assets")
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", s.page)
+	mux.HandleFunc("GET /fragment", s.fragment)
+	mux.HandleFunc("GET /live", s.live)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.Engine.Registry(), promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /readyz", s.ready)
+	mux.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(sub)))
+	return mux, nil
+}
+
+func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	last, err := s.Engine.LastSeq(ctx)
+	applied := s.Engine.Stats().Seq
+	switch {
+	case err != nil:
+		http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+	case applied < last:
+		http.Error(w, fmt.Sprintf("not ready: projections at seq %d of %d", applied, last), http.StatusServiceUnavailable)
+	default:
+		fmt.Fprintf(w, "ready: projections at seq %d\n", applied)
+	}
+}
+
+func (s *Server) page(w http.ResponseWriter, r *http.Request) {
+	var buf bytes.Buffer
+	if err := s.tmpl.ExecuteTemplate(&buf, "page.html", s.view()); err != nil {
+		s.Logger.Error("dashboard", "err", err)
+		http.Error(w, "render failed", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_, _ = w.Write(buf.Bytes())
+}
+
+func (s *Server) fragment(w http.ResponseWriter, r *http.Request) {
+	b, err := s.render()
+	if err != nil {
+		http.Error(w, "render failed", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_, _ = w.Write(b)
+}
+
+func (s *Server) render() ([]byte, error) {
+	var buf bytes.Buffer
+	err := s.tmpl.ExecuteTemplate(&buf, "content", s.view())
+	return buf.Bytes(), err
+}
+
+// live streams the rendered dashboard content as Server-Sent Events, once
+// on connect and again after every change of the projection (at most one
+// update per MinInterval).
+func (s *Server) live(w http.ResponseWriter, r *http.Request) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	ctx := r.Context()
+	var last uint64
+	first := true
+	for {
+		seq := s.Engine.Stats().Seq
+		if first || seq != last {
+			b, err := s.render()
+			if err != nil {
+				return
+			}
+			fmt.Fprintf(w, "event: update\nid: %d\n", seq)
+			for _, line := range strings.Split(string(b), "\n") {
+				fmt.Fprintf(w, "data: %s\n", line)
+			}
+			fmt.Fprint(w, "\n")
+			fl.Flush()
+			first, last = false, seq
+		}
+		wait, cancel := context.WithTimeout(ctx, 15*time.Second)
+		err := s.Engine.Await(wait, func(st *projections.State) bool { return st.Seq != last })
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			fmt.Fprint(w, ": keep-alive\n\n")
+			fl.Flush()
+			continue
+		}
+		t := time.NewTimer(s.MinInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02 15:04Z")
+}
+
+// view is what the templates render.
+type view struct {
+	Seq       uint64
+	Lag       uint64
+	Now       time.Time
+	Envs      []envView
+	Repairs   []repairView
+	Decisions []decisionView
+}
+
+type envView struct {
+	Name       string
+	Generation uint64
+	Models     []modelView
+}
+
+type modelView struct {
+	Model, Snapshot string
+	Frontier        time.Time
+	Missing         string
+	LastTick        time.Time
+	OpenRepairs     int
+	Failures        int
+	Timeline        template.HTML
+}
+
+type repairView struct {
+	Env, Plan, Snapshot, Missing, Age string
+}
+
+type decisionView struct {
+	Seq      uint64
+	Plan     string
+	Env      string
+	Outcome  string
+	Codes    []string
+	At       time.Time
+	Findings []events.Finding
+}
+
+func (s *Server) view() view {
+	v := view{Now: s.Engine.Now(), Lag: s.Engine.Stats().Lag}
+	s.Engine.View(func(st *projections.State) {
+		v.Seq = st.Seq
+		envs, repairs := replay.Status(st, "", v.Now)
+		for _, e := range envs {
+			ev := envView{Name: e.Env, Generation: e.Generation}
+			for _, m := range e.Models {
+				ev.Models = append(ev.Models, modelView{
+					Model: m.Model, Snapshot: m.Snapshot, Frontier: m.Frontier, LastTick: m.LastTick,
+					Missing: strings.Join(interval.Set(m.Missing).Strings(), ", "), OpenRepairs: m.OpenRepairs, Failures: m.Failures,
+					Timeline: timeline(st, e.Env, m.Snapshot),
+				})
+			}
+			v.Envs = append(v.Envs, ev)
+		}
+		for _, r := range repairs {
+			v.Repairs = append(v.Repairs, repairView{Env: r.Env, Plan: r.Plan, Snapshot: r.Snapshot,
+				Missing: strings.Join(interval.Set(r.Missing).Strings(), ", "), Age: (time.Duration(r.OpenForMS) * time.Millisecond).Round(time.Second).String()})
+		}
+		refs := st.Decisions
+		for i := len(refs) - 1; i >= 0 && len(v.Decisions) < 10; i-- {
+			pl := st.Plans[refs[i].Plan]
+			if pl == nil || pl.Decision == nil || pl.DecisionSeq != refs[i].Seq {
+				continue
+			}
+			d := pl.Decision
+			v.Decisions = append(v.Decisions, decisionView{Seq: refs[i].Seq, Plan: d.Plan, Env: d.Env, Outcome: string(d.Outcome),
+				Codes: d.Codes, At: d.EvaluatedAt, Findings: d.Findings})
+		}
+	})
+	sort.SliceStable(v.Envs, func(i, j int) bool { return v.Envs[i].Name < v.Envs[j].Name })
+	return v
+}

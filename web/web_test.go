@@ -1,0 +1,127 @@
+package web
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/engine"
+	"github.com/tidemark/tidemark/engine/scenario"
+)
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// served plays a scenario into a data dir and serves the reopened engine.
+func served(t *testing.T, file string) (*engine.Engine, *httptest.Server) {
+	t.Helper()
+	f, err := scenario.Load("../testdata/scenarios/" + file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if _, err := scenario.Run(t.Context(), f, scenario.Options{DataDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 12, 1, 11, 30, 0, 0, time.UTC)
+	e, err := engine.Open(t.Context(), engine.Config{DataDir: dir, Logger: quiet(), Clock: func() time.Time { return at }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close(context.Background()) })
+	h, err := (&Server{Engine: e, Logger: quiet(), MinInterval: time.Millisecond}).Handler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return e, srv
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestDashboardMetricsHealth(t *testing.T) {
+	_, srv := served(t, "stale-scheduler-after-promotion.yaml")
+	code, page := get(t, srv.URL+"/")
+	for _, want := range []string{`data-plan="p1" data-outcome="accepted"`, "trailing_gap_accepted", `data-snapshot="events@v2"`,
+		`class="repaired"`, `class="frontier"`, "misses the trailing suffix 2026-12-01T10:00:00Z/2026-12-01T11:00:00Z"} {
+		if code != 200 || !strings.Contains(page, want) {
+			t.Fatalf("dashboard (%d) lacks %q:\n%s", code, want, page)
+		}
+	}
+	code, metrics := get(t, srv.URL+"/metrics")
+	for _, want := range []string{`tidemark_decisions{code="trailing_gap_accepted"} 1`, `tidemark_decision_outcomes{outcome="accepted"} 2`,
+		"tidemark_repair_debts_open 0", `tidemark_worker_runs{run_kind="scheduled"}`, "tidemark_projection_lag_events 0", "tidemark_append_seconds_bucket"} {
+		if code != 200 || !strings.Contains(metrics, want) {
+			t.Fatalf("metrics lack %q:\n%s", want, metrics)
+		}
+	}
+	if code, body := get(t, srv.URL+"/readyz"); code != 200 || !strings.HasPrefix(body, "ready") {
+		t.Fatalf("readyz: %d %s", code, body)
+	}
+	if code, _ := get(t, srv.URL+"/healthz"); code != 200 {
+		t.Fatalf("healthz: %d", code)
+	}
+}
+
+// The live stream sends the content at once and again after a change.
+func TestLiveUpdates(t *testing.T) {
+	e, srv := served(t, "trailing-gap.yaml")
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/live", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rd := bufio.NewReader(resp.Body)
+	next := func() (id string, data string) {
+		var b strings.Builder
+		for {
+			line, err := rd.ReadString('\n')
+			if err != nil {
+				t.Fatalf("reading the event stream: %v", err)
+			}
+			line = strings.TrimRight(line, "\n")
+			switch {
+			case strings.HasPrefix(line, "id: "):
+				id = strings.TrimPrefix(line, "id: ")
+			case strings.HasPrefix(line, "data: "):
+				b.WriteString(strings.TrimPrefix(line, "data: ") + "\n")
+			case line == "" && b.Len() > 0:
+				return id, b.String()
+			}
+		}
+	}
+	id, data := next()
+	if !strings.Contains(data, `data-outcome="accepted"`) || strings.Contains(data, `data-env="qa"`) {
+		t.Fatalf("first update (id %s):\n%s", id, data)
+	}
+	r := e.Handle(ctx, &commands.RegisterSnapshot{Meta: commands.Meta{ID: "r1", At: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)},
+		Model: "clicks", Version: "v1", Cron: "@hourly", Start: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)})
+	if err := r.Err(); err != nil {
+		t.Fatal(err)
+	}
+	id2, _ := next()
+	if id2 == id || id2 != strconv.FormatUint(r.Seq, 10) {
+		t.Fatalf("second update id %s after seq %d (first %s)", id2, r.Seq, id)
+	}
+}
+
