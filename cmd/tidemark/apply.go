@@ -1,0 +1,83 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/models"
+)
+
+func newApplyCmd() *cobra.Command {
+	var f clientFlags
+	var file string
+	cmd := &cobra.Command{
+		Use:   "apply -f models.yaml",
+		Short: "Register the models of a model file (unchanged definitions are no-ops; a change is a new version)",
+		Long: "apply registers every model of the file, upstream models first. A model without\n" +
+			"`version` gets one derived from its definition (d + 10 hex of its fingerprint), so\n" +
+			"re-applying an unchanged file registers nothing and any change registers a new version.\n" +
+			"An explicit version whose definition changed is refused: give the change a new version.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkFormat(f.output, "table", "json"); err != nil {
+				return err
+			}
+			if file == "" {
+				return &exitError{code: 2, err: errors.New("-f is required: the model file to apply")}
+			}
+			ms, err := models.Load(file)
+			if err != nil {
+				return &exitError{code: 2, err: err}
+			}
+			nc, err := connect(f.natsURL)
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			type result struct {
+				Snapshot   string `json:"snapshot"`
+				Registered bool   `json:"registered"`
+				Seq        uint64 `json:"seq"`
+			}
+			var results []result
+			for _, m := range ms {
+				reg := m.Register
+				reg.Meta = commands.Meta{Actor: "cli:apply"}
+				r, err := send(cmd.Context(), nc, &reg)
+				if err != nil {
+					var ee *exitError
+					if errors.As(err, &ee) && ee.code == 1 && r.Code == commands.CodeConflict {
+						line := m.VersionLine
+						if line == 0 {
+							line = m.Line
+						}
+						return &exitError{code: 1, err: fmt.Errorf("%s:%d: version: %s", file, line, r.Message)}
+					}
+					return err
+				}
+				results = append(results, result{Snapshot: reg.Model + "@" + reg.Version, Registered: r.Events > 0, Seq: r.Seq})
+			}
+			out := cmd.OutOrStdout()
+			if f.output == "json" {
+				return json.NewEncoder(out).Encode(results)
+			}
+			changed := 0
+			for _, r := range results {
+				if r.Registered {
+					changed++
+					fmt.Fprintf(out, "registered %s (seq %d)\n", r.Snapshot, r.Seq)
+				} else {
+					fmt.Fprintf(out, "unchanged  %s\n", r.Snapshot)
+				}
+			}
+			fmt.Fprintf(out, "%d model(s), %d registered, %d unchanged\n", len(results), changed, len(results)-changed)
+			return nil
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().StringVarP(&file, "file", "f", "", "model file (YAML)")
+	return cmd
+}

@@ -1,0 +1,292 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/tidemark/tidemark/commands"
+)
+
+// server is `tidemark serve` running in-process on random loopback ports.
+type server struct {
+	nats, http, dataDir string
+	stop                func()
+}
+
+func startServe(t *testing.T) *server {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	root := newRootCmd()
+	root.SetOut(pw)
+	root.SetErr(io.Discard)
+	s := &server{dataDir: t.TempDir()}
+	root.SetArgs([]string{"serve", "--data-dir", s.dataDir, "--listen", "127.0.0.1:-1", "--http", "127.0.0.1:0", "--no-sync", "--log-format", "json"})
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx); pw.Close() }()
+	rd := bufio.NewReader(pr)
+	for s.nats == "" || s.http == "" {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			t.Fatalf("serve stopped: %v (%v)", err, <-done)
+		}
+		if rest, ok := strings.CutPrefix(line, "tidemark serving on "); ok {
+			s.nats = strings.Fields(rest)[0]
+		}
+		if rest, ok := strings.CutPrefix(line, "dashboard on "); ok {
+			s.http = strings.Fields(rest)[0]
+		}
+	}
+	go io.Copy(io.Discard, rd)
+	stopped := false
+	s.stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("serve did not stop within 30s")
+		}
+	}
+	t.Cleanup(s.stop)
+	return s
+}
+
+// startWorker runs `tidemark worker` in-process until the test ends.
+func startWorker(t *testing.T, natsURL, command string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	root := newRootCmd()
+	root.SetOut(io.Discard)
+	root.SetErr(io.Discard)
+	root.SetArgs([]string{"worker", "--nats-url", natsURL, "--exec", command, "--concurrency", "2", "--max-attempts", "2", "--log-format", "json"})
+	done := make(chan struct{})
+	go func() { defer close(done); _ = root.ExecuteContext(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, d)
+		}
+		time.Sleep(20 * time.Millisecond) // re-checking a condition, bounded by the deadline
+	}
+}
+
+func modelFile(t *testing.T, start time.Time, extra string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "models.yaml")
+	body := "models:\n  - name: events\n    cron: \"@hourly\"\n    start: " + start.Format(time.RFC3339) + "\n" + extra
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestRunItForReal: serve, apply a model file, a worker running a real
+// shell command, plan and promote through the CLI, then status, repairs,
+// metrics and the audit; and the bad inputs, each with its exact error.
+func TestRunItForReal(t *testing.T) {
+	s := startServe(t)
+	runs := filepath.Join(t.TempDir(), "runs.log")
+	startWorker(t, s.nats, `echo "$TIDEMARK_RUN_KIND $TIDEMARK_MODEL@$TIDEMARK_VERSION $TIDEMARK_START $TIDEMARK_END" >> `+runs+`; sleep 0.1`)
+	start := time.Now().UTC().Truncate(time.Hour).Add(-3 * time.Hour)
+	models := modelFile(t, start, "")
+
+	out, stderr, code := runCLI(t, "apply", "-f", models, "--nats-url", s.nats, "-o", "json")
+	var applied []struct {
+		Snapshot   string `json:"snapshot"`
+		Registered bool   `json:"registered"`
+	}
+	if err := json.Unmarshal([]byte(out), &applied); code != 0 || err != nil || len(applied) != 1 || !applied[0].Registered {
+		t.Fatalf("apply: exit %d %v %s %s", code, err, out, stderr)
+	}
+	snapshot := applied[0].Snapshot
+	version := strings.TrimPrefix(snapshot, "events@")
+	if out, _, code := runCLI(t, "apply", "-f", models, "--nats-url", s.nats); code != 0 || !strings.Contains(out, "unchanged  "+snapshot) || !strings.Contains(out, "0 registered") {
+		t.Fatalf("re-apply: exit %d %s", code, out)
+	}
+
+	if out, stderr, code := runCLI(t, "plan", "--env", "prod", "--set", "events="+version, "--id", "d1", "--nats-url", s.nats); code != 0 || !strings.Contains(out, "plan d1 for prod") {
+		t.Fatalf("plan: exit %d %s %s", code, out, stderr)
+	}
+	backfilled := "backfill " + snapshot + " " + start.Format(time.RFC3339)
+	eventually(t, "the worker runs the backfill", time.Minute, func() bool {
+		b, _ := os.ReadFile(runs)
+		return strings.Contains(string(b), backfilled)
+	})
+	out, stderr, code = runCLI(t, "promote", "d1", "--nats-url", s.nats)
+	if code != 0 || !strings.Contains(out, "d1: ACCEPTED [no_gaps]") {
+		t.Fatalf("promote: exit %d %s %s", code, out, stderr)
+	}
+	ready := start.Add(3 * time.Hour)
+	var status struct {
+		Envs []commands.EnvStatus `json:"envs"`
+	}
+	eventually(t, "status shows the backfilled incumbent", time.Minute, func() bool {
+		out, _, code := runCLI(t, "status", "--nats-url", s.nats, "-o", "json")
+		return code == 0 && json.Unmarshal([]byte(out), &status) == nil && len(status.Envs) == 1 &&
+			status.Envs[0].Models[0].Snapshot == snapshot && !status.Envs[0].Models[0].Frontier.Before(ready)
+	})
+	if out, _, code := runCLI(t, "repairs", "--nats-url", s.nats); code != 0 || !strings.Contains(out, "no open repair debt") {
+		t.Fatalf("repairs: exit %d %s", code, out)
+	}
+	resp, err := http.Get(s.http + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`tidemark_commands_total{kind="promote",outcome="accepted"} 1`, `tidemark_commands_total{kind="complete_intervals",outcome="accepted"}`,
+		`tidemark_worker_runs{run_kind="backfill"}`, `tidemark_decisions{code="no_gaps"} 1`} {
+		if !strings.Contains(string(metrics), want) {
+			t.Fatalf("metrics lack %q:\n%s", want, metrics)
+		}
+	}
+
+	// Bad inputs.
+	broken := filepath.Join(t.TempDir(), "broken.yaml")
+	os.WriteFile(broken, []byte("models:\n  - name: events\n    cron: \"* * * * *\"\n    start: 2026-12-01T00:00:00Z\n"), 0o644)
+	if _, stderr, code := runCLI(t, "apply", "-f", broken, "--nats-url", s.nats); code != 2 || !strings.Contains(stderr, broken+":3: models[0].cron: interval: invalid schedule") {
+		t.Fatalf("bad cron: exit %d %s", code, stderr)
+	}
+	os.WriteFile(broken, []byte("models:\n  - name: [events\n"), 0o644)
+	if _, stderr, code := runCLI(t, "apply", "-f", broken, "--nats-url", s.nats); code != 2 || !strings.Contains(stderr, broken+":") {
+		t.Fatalf("broken yaml: exit %d %s", code, stderr)
+	}
+	if _, stderr, code := runCLI(t, "plan", "--env", "prod", "--set", "nope=v1", "--nats-url", s.nats); code != 1 || !strings.Contains(stderr, "build_plan rejected: not_found: versions.nope: snapshot nope@v1 is not registered") {
+		t.Fatalf("unknown model: exit %d %s", code, stderr)
+	}
+	if _, stderr, code := runCLI(t, "status", "--nats-url", "nats://127.0.0.1:1"); code != 2 || !strings.Contains(stderr, "cannot reach the tidemark server at nats://127.0.0.1:1") {
+		t.Fatalf("unreachable: exit %d %s", code, stderr)
+	}
+	if _, stderr, code := runCLI(t, "plan", "--env", "prod", "--set", "events", "--nats-url", s.nats); code != 2 || !strings.Contains(stderr, `--set "events": want MODEL=VERSION`) {
+		t.Fatalf("bad --set: exit %d %s", code, stderr)
+	}
+	if _, stderr, code := runCLI(t, "worker", "--nats-url", s.nats); code != 2 || !strings.Contains(stderr, "--exec is required") {
+		t.Fatalf("worker without --exec: exit %d %s", code, stderr)
+	}
+
+	s.stop()
+	out, _, code = runCLI(t, "audit", "--data-dir", s.dataDir, "-o", "json")
+	if code != 0 {
+		t.Fatalf("audit: exit %d", code)
+	}
+	var sawBackfill, sawDecision bool
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var r struct {
+			Type, Actor, Summary string
+		}
+		json.Unmarshal([]byte(line), &r)
+		sawBackfill = sawBackfill || (r.Type == "IntervalsCompleted" && strings.HasPrefix(r.Actor, "worker:") && strings.Contains(r.Summary, "(backfill)"))
+		sawDecision = sawDecision || (r.Type == "PromotionDecided" && strings.Contains(r.Summary, "d1 accepted [no_gaps]"))
+	}
+	if !sawBackfill || !sawDecision {
+		t.Fatalf("audit lacks the worker's backfill or the decision:\n%s", out)
+	}
+}
+
+// chromium returns the browser to drive, or skips when there is none and
+// the run does not require one (.ci/run does).
+func chromium(t *testing.T) string {
+	for _, p := range []string{os.Getenv("TIDEMARK_CHROMIUM"), "/usr/bin/chromium", "/usr/bin/chromium-browser"} {
+		if p != "" {
+			if _, err := exec.LookPath(p); err == nil {
+				return p
+			}
+		}
+	}
+	if os.Getenv("TIDEMARK_REQUIRE_BROWSER") != "" {
+		t.Fatal("no chromium found and TIDEMARK_REQUIRE_BROWSER is set")
+	}
+	t.Skip("no chromium: install Debian's chromium package to run the browser test")
+	return ""
+}
+
+// TestDashboardInBrowser: the dashboard in headless Chromium shows a
+// promotion done through the CLI without a reload, and a screenshot is
+// saved.
+func TestDashboardInBrowser(t *testing.T) {
+	browser := chromium(t)
+	s := startServe(t)
+	startWorker(t, s.nats, "true")
+	start := time.Now().UTC().Truncate(time.Hour).Add(-3 * time.Hour)
+	models := modelFile(t, start, "")
+	out, _, code := runCLI(t, "apply", "-f", models, "--nats-url", s.nats, "-o", "json")
+	var applied []struct{ Snapshot string }
+	if json.Unmarshal([]byte(out), &applied); code != 0 || len(applied) != 1 {
+		t.Fatalf("apply: %d %s", code, out)
+	}
+	version := strings.TrimPrefix(applied[0].Snapshot, "events@")
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true), chromedp.UserDataDir(t.TempDir()))
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelA()
+	bctx, cancelB := chromedp.NewContext(actx)
+	defer cancelB()
+	bctx, cancelT := context.WithTimeout(bctx, 2*time.Minute)
+	defer cancelT()
+	if err := chromedp.Do(bctx, chromedp.Navigate(s.http+"/"), chromedp.WaitVisible(chromedp.CSS("#conn.live"))); err != nil {
+		t.Fatal(err)
+	}
+	before, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS("#content")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(before, "No decision recorded yet") {
+		t.Fatalf("page before the promotion:\n%s", before)
+	}
+	if _, stderr, code := runCLI(t, "plan", "--env", "prod", "--set", "events="+version, "--id", "d1", "--nats-url", s.nats); code != 0 {
+		t.Fatalf("plan: %s", stderr)
+	}
+	if out, stderr, code := runCLI(t, "promote", "d1", "--nats-url", s.nats); code != 0 {
+		t.Fatalf("promote: %s %s", out, stderr)
+	}
+	if err := chromedp.Do(bctx,
+		chromedp.WaitVisible(chromedp.CSS(`article[data-plan="d1"][data-outcome="accepted"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-snapshot="`+applied[0].Snapshot+`"] svg.timeline`))); err != nil {
+		t.Fatal(err)
+	}
+	decision, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`article[data-plan="d1"]`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shot, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(decision, "ACCEPTED") || !strings.Contains(decision, "no_gaps") {
+		t.Fatalf("decision on the page: %q", decision)
+	}
+	dir := os.Getenv("TIDEMARK_ARTIFACTS")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	path := filepath.Join(dir, "dashboard.png")
+	if err := os.WriteFile(path, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s (%d bytes)", path, len(shot))
+}

@@ -1,0 +1,250 @@
+// Package models loads model files: the YAML a data team keeps next to its
+// jobs, listing each model's definition (the model fields of scenario
+// files). `tidemark apply -f FILE` registers them; an unchanged file is a
+// no-op and a changed definition becomes a new version. Errors name the
+// file, the line and the field.
+package models
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/engine"
+	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/projections"
+)
+
+// Error is a problem in a model file.
+type Error struct {
+	File  string
+	Line  int
+	Field string
+	Msg   string
+}
+
+func (e *Error) Error() string {
+	loc := e.File
+	if e.Line > 0 {
+		loc = fmt.Sprintf("%s:%d", e.File, e.Line)
+	}
+	if e.Field != "" {
+		return fmt.Sprintf("%s: %s: %s", loc, e.Field, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s", loc, e.Msg)
+}
+
+// ErrInvalid is matched by every *Error.
+var ErrInvalid = errors.New("models: invalid model file")
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *Error) Is(target error) bool { return target == ErrInvalid }
+
+// Model is one model definition of a file, ready to register.
+type Model struct {
+	// Register is the registration command (without Meta).
+	Register commands.RegisterSnapshot
+	// Line is where the model starts in the file; VersionLine where its
+	// version is (0 when derived).
+	Line, VersionLine int
+	// Derived is set when the file gave no version: it is derived from the
+	// definition's fingerprint, so any change is a new version.
+	Derived bool
+}
+
+type modelDoc struct {
+	Name          string   `yaml:"name"`
+	Version       string   `yaml:"version"`
+	Cron          string   `yaml:"cron"`
+	IntervalUnit  string   `yaml:"interval_unit"`
+	Lookback      *int     `yaml:"lookback"`
+	Kind          string   `yaml:"kind"`
+	AllowPartials bool     `yaml:"allow_partials"`
+	Start         string   `yaml:"start"`
+	DependsOn     []string `yaml:"depends_on"`
+}
+
+type fileDoc struct {
+	Models []modelDoc `yaml:"models"`
+}
+
+var posRe = regexp.MustCompile(`^\[(\d+):(\d+)\]\s*(.*)`)
+
+// Load reads and validates a model file.
+func Load(path string) ([]Model, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &Error{File: path, Msg: err.Error()}
+	}
+	return Parse(path, b)
+}
+
+// Parse validates model-file bytes; path names the file in errors.
+func Parse(path string, b []byte) ([]Model, error) {
+	file, err := parser.ParseBytes(b, 0)
+	if err != nil {
+		return nil, yamlError(path, err)
+	}
+	var doc fileDoc
+	if err := yaml.UnmarshalWithOptions(b, &doc, yaml.Strict()); err != nil {
+		return nil, yamlError(path, err)
+	}
+	line := func(p string) int {
+		yp, err := yaml.PathString(p)
+		if err != nil {
+			return 0
+		}
+		n, err := yp.FilterFile(file)
+		if err != nil || n == nil {
+			return 0
+		}
+		return lineOf(n)
+	}
+	if len(doc.Models) == 0 {
+		return nil, &Error{File: path, Line: line("$.models"), Field: "models", Msg: "at least one model is required"}
+	}
+	names := map[string]int{}
+	for i, m := range doc.Models {
+		if prev, dup := names[m.Name]; dup && m.Name != "" {
+			return nil, &Error{File: path, Line: line(fmt.Sprintf("$.models[%d].name", i)), Field: fmt.Sprintf("models[%d].name", i), Msg: fmt.Sprintf("model %q is already defined at models[%d]", m.Name, prev)}
+		}
+		names[m.Name] = i
+	}
+	var out []Model
+	for i, m := range doc.Models {
+		at := func(field, format string, args ...any) error {
+			return &Error{File: path, Line: line(fmt.Sprintf("$.models[%d].%s", i, field)), Field: fmt.Sprintf("models[%d].%s", i, field), Msg: fmt.Sprintf(format, args...)}
+		}
+		if m.Name == "" {
+			return nil, &Error{File: path, Line: line(fmt.Sprintf("$.models[%d]", i)), Field: fmt.Sprintf("models[%d].name", i), Msg: "name is required"}
+		}
+		if !events.ValidName(m.Name) {
+			return nil, at("name", "%q: use letters, digits, '_' and '-' (at most 128)", m.Name)
+		}
+		if m.Version != "" && !events.ValidVersion(m.Version) {
+			return nil, at("version", "%q: use letters, digits, '_', '-' and '+' (at most 128)", m.Version)
+		}
+		if m.Cron == "" {
+			return nil, at("cron", "cron is required")
+		}
+		unit := interval.Unit("")
+		if m.IntervalUnit != "" {
+			u, err := interval.ParseUnit(m.IntervalUnit)
+			if err != nil {
+				return nil, at("interval_unit", "%v", err)
+			}
+			unit = u
+		}
+		sched, err := interval.NewSchedule(m.Cron, unit, m.AllowPartials)
+		if err != nil {
+			field := "cron"
+			if unit != "" && strings.Contains(err.Error(), "interval unit") {
+				field = "interval_unit"
+			}
+			return nil, at(field, "%v", err)
+		}
+		if m.Start == "" {
+			return nil, at("start", "start is required (RFC 3339, e.g. 2026-12-01T00:00:00Z)")
+		}
+		start, err := time.Parse(time.RFC3339, m.Start)
+		if err != nil {
+			return nil, at("start", "%q is not an RFC 3339 time (e.g. 2026-12-01T00:00:00Z)", m.Start)
+		}
+		if !sched.Unit().Aligned(start) {
+			return nil, at("start", "%s is not aligned to the %s unit", m.Start, sched.Unit())
+		}
+		lookback := 0
+		if m.Lookback != nil {
+			if *m.Lookback < 0 {
+				return nil, at("lookback", "must be >= 0")
+			}
+			lookback = *m.Lookback
+		}
+		kind := events.Incremental
+		switch events.Kind(m.Kind) {
+		case "", events.Incremental:
+		case events.ForwardOnly:
+			kind = events.ForwardOnly
+		default:
+			return nil, at("kind", "%q: want incremental or forward_only", m.Kind)
+		}
+		for j, d := range m.DependsOn {
+			if _, ok := names[d]; !ok {
+				return nil, at(fmt.Sprintf("depends_on[%d]", j), "unknown model %q: define it in this file", d)
+			}
+			if d == m.Name {
+				return nil, at(fmt.Sprintf("depends_on[%d]", j), "a model cannot depend on itself")
+			}
+		}
+		reg := commands.RegisterSnapshot{Model: m.Name, Version: m.Version, Cron: m.Cron, IntervalUnit: unit, Start: start.UTC(),
+			Lookback: lookback, SnapshotKind: kind, AllowPartials: m.AllowPartials, DependsOn: m.DependsOn}
+		mod := Model{Register: reg, Line: line(fmt.Sprintf("$.models[%d]", i))}
+		if m.Version == "" {
+			mod.Register.Version = DerivedVersion(reg, sched)
+			mod.Derived = true
+		} else {
+			mod.VersionLine = line(fmt.Sprintf("$.models[%d].version", i))
+		}
+		out = append(out, mod)
+	}
+	deps := map[string][]string{}
+	byName := map[string]Model{}
+	for _, m := range out {
+		deps[m.Register.Model] = m.Register.DependsOn
+		byName[m.Register.Model] = m
+	}
+	sorted := make([]Model, 0, len(out))
+	for _, n := range projections.TopoSort(deps) {
+		sorted = append(sorted, byName[n])
+	}
+	return sorted, nil
+}
+
+// DerivedVersion names a definition by its fingerprint: "d" + 10 hex.
+func DerivedVersion(r commands.RegisterSnapshot, sched interval.Schedule) string {
+	kind := r.SnapshotKind
+	if kind == "" {
+		kind = events.Incremental
+	}
+	fp := engine.Fingerprint(events.SnapshotRegistered{Model: r.Model, Cron: sched.Cron(), Unit: sched.Unit(), Start: r.Start,
+		Lookback: r.Lookback, Kind: kind, AllowPartials: r.AllowPartials, DependsOn: r.DependsOn})
+	return "d" + fp[:10]
+}
+
+func lineOf(n ast.Node) int {
+	if t := n.GetToken(); t != nil && t.Position != nil {
+		return t.Position.Line
+	}
+	return 0
+}
+
+func yamlError(path string, err error) error {
+	msg := yaml.FormatError(err, false, false)
+	if m := posRe.FindStringSubmatch(msg); m != nil {
+		l, _ := strconv.Atoi(m[1])
+		text := m[3]
+		if i := indexNewline(text); i >= 0 {
+			text = text[:i]
+		}
+		return &Error{File: path, Line: l, Msg: text}
+	}
+	return &Error{File: path, Msg: msg}
+}
+
+func indexNewline(s string) int {
+	for i, c := range s {
+		if c == '\n' {
+			return i
+		}
+	}
+	return -1
+}

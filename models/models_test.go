@@ -1,0 +1,66 @@
+package models
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+const good = `models:
+  - name: events
+    cron: "@hourly"
+    start: 2026-12-01T00:00:00Z
+  - name: sessions
+    version: v3
+    cron: "@daily"
+    interval_unit: hour
+    start: 2026-12-01T00:00:00Z
+    depends_on: [events]
+`
+
+func TestParse(t *testing.T) {
+	ms, err := Parse("models.yaml", []byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) != 2 || ms[0].Register.Model != "events" || !ms[0].Derived || ms[1].Register.Version != "v3" || ms[1].VersionLine != 6 || ms[1].Line != 5 {
+		t.Fatalf("parsed %+v", ms)
+	}
+	again, _ := Parse("models.yaml", []byte(good))
+	if again[0].Register.Version != ms[0].Register.Version {
+		t.Fatalf("derived version not stable: %s vs %s", again[0].Register.Version, ms[0].Register.Version)
+	}
+	changed, err := Parse("models.yaml", []byte(strings.Replace(good, `cron: "@hourly"`, `cron: "*/30 * * * *"`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if changed[0].Register.Version == ms[0].Register.Version {
+		t.Fatal("a changed definition kept its derived version")
+	}
+	same, _ := Parse("models.yaml", []byte(strings.Replace(good, `cron: "@hourly"`, `cron: "0 * * * *"`, 1)))
+	if same[0].Register.Version != ms[0].Register.Version {
+		t.Fatal("@hourly and 0 * * * * are one definition")
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	cases := []struct{ name, body, want string }{
+		{"broken yaml", "models:\n  - name: events\n    cron: [\n", "models.yaml:3:"},
+		{"unknown field", strings.Replace(good, "    depends_on: [events]\n", "    depends_on: [events]\n    colour: red\n", 1), `models.yaml:11: unknown field "colour"`},
+		{"bad cron", strings.Replace(good, `cron: "@daily"`, `cron: "* * * * *"`, 1), "models.yaml:7: models[1].cron: interval: invalid schedule"},
+		{"unit coarser than cron", strings.Replace(good, "interval_unit: hour", "interval_unit: year", 1), "models.yaml:8: models[1].interval_unit:"},
+		{"bad unit", strings.Replace(good, "interval_unit: hour", "interval_unit: fortnight", 1), "models.yaml:8: models[1].interval_unit:"},
+		{"unknown upstream", strings.Replace(good, "depends_on: [events]", "depends_on: [clicks]", 1), `models.yaml:10: models[1].depends_on[0]: unknown model "clicks"`},
+		{"start", strings.Replace(good, "start: 2026-12-01T00:00:00Z\n  - name: sessions", "start: yesterday\n  - name: sessions", 1), `models.yaml:4: models[0].start: "yesterday" is not an RFC 3339 time`},
+		{"unaligned start", strings.Replace(good, "start: 2026-12-01T00:00:00Z\n  - name: sessions", "start: 2026-12-01T00:30:00Z\n  - name: sessions", 1), "models.yaml:4: models[0].start: 2026-12-01T00:30:00Z is not aligned to the hour unit"},
+		{"duplicate", good + "  - name: events\n    cron: \"@hourly\"\n    start: 2026-12-01T00:00:00Z\n", `models.yaml:11: models[2].name: model "events" is already defined at models[0]`},
+		{"no models", "models: []\n", "models.yaml:1: models: at least one model is required"},
+		{"bad kind", strings.Replace(good, "    depends_on: [events]\n", "    depends_on: [events]\n    kind: sideways\n", 1), `models.yaml:11: models[1].kind: "sideways"`},
+	}
+	for _, c := range cases {
+		_, err := Parse("models.yaml", []byte(c.body))
+		if err == nil || !errors.Is(err, ErrInvalid) || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want prefix %q", c.name, err, c.want)
+		}
+	}
+}
