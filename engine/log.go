@@ -108,6 +108,11 @@ func splitHostPort(hp string) (string, int, error) {
 	return "", 0, fmt.Errorf("engine: listen address %q: want HOST:PORT", hp)
 }
 
+// BatchHeader marks each event of a multi-event command with its place in
+// the command's atomic batch, "i/n" (1-based); single events carry none.
+// Readers that group a command's events (the work publisher) use it.
+const BatchHeader = "Tidemark-Batch"
+
 // expectation is the condition an append is made under.
 type expectation struct {
 	// stream, when set, requires the whole stream's last sequence to equal
@@ -177,6 +182,9 @@ func appendEvents(ctx context.Context, js jetstream.JetStream, cmdID string, evs
 		}
 		if id != "" {
 			m.Header.Set(jetstream.MsgIDHeader, id)
+		}
+		if len(evs) > 1 {
+			m.Header.Set(BatchHeader, fmt.Sprintf("%d/%d", i+1, len(evs)))
 		}
 		if i == 0 && exp.stream != nil {
 			m.Header.Set(jetstream.ExpectedLastSeqHeader, strconv.FormatUint(*exp.stream, 10))

@@ -243,9 +243,10 @@ func (p *WorkPublisher) Run(ctx context.Context) error {
 			}
 		}
 		group = append(group, seqEvent{md.Sequence.Stream, ev})
-		// A command's events are stored as one atomic batch: once nothing
-		// is pending, the group is complete.
-		if md.NumPending == 0 {
+		// A command's events are one atomic batch, each marked "i/n": the
+		// group is complete at its last event.
+		var i, n int
+		if _, err := fmt.Sscanf(msg.Headers().Get(BatchHeader), "%d/%d", &i, &n); err != nil || i >= n {
 			if err := p.retry(ctx, flush); err != nil {
 				return err
 			}

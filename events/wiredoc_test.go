@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 )
@@ -52,6 +53,13 @@ var documented = map[string]any{
 	"open_repairs":         commands.OpenRepairs{},
 	"Reply":                commands.Reply{},
 	"Repair":               commands.Repair{},
+	"RunFailed":            events.RunFailed{},
+	"fail_run":             commands.FailRun{},
+	"status":               commands.Status{},
+	"EnvStatus":            commands.EnvStatus{},
+	"ModelStatus":          commands.ModelStatus{},
+	"WorkItem":             engine.WorkItem{},
+	"WorkStep":             engine.WorkStep{},
 }
 
 var (

@@ -187,3 +187,22 @@ func TestExecWorkerFailures(t *testing.T) {
 	cancel2()
 	wait2()
 }
+
+// TestExecWorkerHeartbeats: a command that runs longer than the ack wait
+// is kept alive by in-progress acks and is not redelivered meanwhile.
+func TestExecWorkerHeartbeats(t *testing.T) {
+	w := newWorkEnv(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	logFile := filepath.Join(t.TempDir(), "runs.log")
+	wait := w.worker(ctx, `echo run >> `+logFile+`; sleep 2.5`, func(x *engine.ExecWorker) { x.AckWait = time.Second; x.Concurrency = 3 })
+	defer func() { cancel(); wait() }()
+	must(t, w.e.Handle(ctx, &commands.RegisterSnapshot{Meta: meta(at(3)), Model: "long", Version: "v1", Cron: "@hourly", Start: t0}))
+	must(t, w.e.Handle(ctx, &commands.BuildPlan{Meta: meta(at(3)), Plan: "p-long", Env: "prod", Versions: map[string]string{"long": "v1"}}))
+	if err := w.e.Await(ctx, covered("long@v1", rng(0, 3))); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(logFile)
+	if n := strings.Count(string(b), "run\n"); n != 1 {
+		t.Fatalf("the 2.5s batch ran %d times under a 1s ack wait", n)
+	}
+}
