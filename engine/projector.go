@@ -127,7 +127,7 @@ func (p *projector) run(ctx context.Context, js jetstream.JetStream) error {
 		it.Stop()
 	}()
 	for {
-		msg, err := it.Next()
+		msg, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
 				return nil

@@ -221,7 +221,7 @@ func (p *WorkPublisher) Run(ctx context.Context) error {
 		return err
 	}
 	for {
-		msg, err := it.Next()
+		msg, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
 				return nil
