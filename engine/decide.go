@@ -249,6 +249,10 @@ func Due(st *projections.State, env string, t time.Time) []events.SchedulerAdvan
 		if !ok {
 			continue
 		}
+		tick := sn.Schedule.Prev(t)
+		if last, ok := e.LastTick[model]; ok && !last.Before(tick) {
+			continue // this tick (or a later one) already advanced the model
+		}
 		window := sn.Schedule.Ready(sn.Start, t)
 		if window.Empty() {
 			continue
@@ -277,7 +281,7 @@ func Due(st *projections.State, env string, t time.Time) []events.SchedulerAdvan
 			repairs = missing
 		}
 		out = append(out, events.SchedulerAdvanced{
-			Env: env, Model: model, Snapshot: sn.Snapshot, Tick: sn.Schedule.Prev(t), Frontier: window.End,
+			Env: env, Model: model, Snapshot: sn.Snapshot, Tick: tick, Frontier: window.End,
 			Ranges: missing, Repairs: repairs, Generation: e.Generation,
 		})
 	}

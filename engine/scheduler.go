@@ -73,6 +73,9 @@ func (e *Engine) Tick(ctx context.Context, env string, t time.Time) ([]events.Sc
 	return advs, err
 }
 
+// TickID is the command id of the scheduler's advance of env at tick t.
+func TickID(env string, t time.Time) string { return "tick:" + env + ":" + t.UTC().Format(time.RFC3339) }
+
 // MaxFencedRetries bounds how often one tick re-reads the generation after
 // being fenced.
 const MaxFencedRetries = 3
@@ -89,7 +92,9 @@ func (e *Engine) TickFrom(ctx context.Context, env string, t time.Time, gen uint
 				return nil, fenced, fmt.Errorf("scheduler: %w", commands.Errorf(commands.CodeNotFound, "env", "environment %q has no promoted models", env))
 			}
 		}
-		r := e.Handle(ctx, &commands.AdvanceScheduler{Meta: commands.Meta{ID: commands.NewID(), Actor: "scheduler", At: t}, Env: env, Generation: gen})
+		// The id is the tick's: replicas running the scheduler send the same
+		// command for the same tick, and the stream records it once.
+		r := e.Handle(ctx, &commands.AdvanceScheduler{Meta: commands.Meta{ID: TickID(env, t), Actor: "scheduler", At: t}, Env: env, Generation: gen})
 		if r.Code == commands.CodeStaleGeneration && attempt < MaxFencedRetries {
 			e.log.Info("scheduler fenced: stale generation, re-reading", "env", env, "generation", gen, "tick", t)
 			fenced++

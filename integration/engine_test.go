@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -146,55 +145,4 @@ func (h clientHandler) Handle(ctx context.Context, cmd commands.Command) command
 		h.t.Fatal(err)
 	}
 	return r
-}
-
-// TestConflictingPromotions: two engines on one stream promote two plans
-// built at the same generation, concurrently; exactly one is accepted and
-// the other is rejected as conflicting_plan.
-func TestConflictingPromotions(t *testing.T) {
-	a := open(t, engine.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1"})
-	b := open(t, engine.Config{NatsURL: a.ClientURL()})
-	ctx := t.Context()
-	for trial := 0; trial < 5; trial++ {
-		env := "env" + string(rune('a'+trial))
-		deploy(t, a, env, env+"-d", "v1", at(6))
-		if err := b.CatchUp(ctx); err != nil {
-			t.Fatal(err)
-		}
-		plans := []string{env + "-p1", env + "-p2"}
-		for i, p := range plans {
-			v := []string{"v2", "v3"}[i]
-			must(t, a.Handle(ctx, &commands.RegisterSnapshot{Meta: meta(at(6)), Model: "events", Version: v, Cron: "@hourly", Start: t0}))
-			pr := must(t, a.Handle(ctx, &commands.BuildPlan{Meta: meta(at(6)), Plan: p, Env: env, Versions: map[string]string{"events": v}}))
-			if len(pr.Plan.Candidates[0].Backfill) > 0 {
-				must(t, a.Handle(ctx, &commands.CompleteIntervals{Meta: meta(at(6)), Model: "events", Version: v, Ranges: pr.Plan.Candidates[0].Backfill}))
-			}
-		}
-		if err := b.CatchUp(ctx); err != nil {
-			t.Fatal(err)
-		}
-		var wg sync.WaitGroup
-		replies := make([]commands.Reply, 2)
-		for i, h := range []*engine.Engine{a, b} {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				replies[i] = h.Handle(ctx, &commands.Promote{Meta: meta(at(7)), Plan: plans[i]})
-			}()
-		}
-		wg.Wait()
-		accepted, conflicting := 0, 0
-		for _, r := range replies {
-			must(t, r)
-			switch {
-			case r.Decision.Outcome == events.Accepted:
-				accepted++
-			case len(r.Decision.Codes) == 1 && r.Decision.Codes[0] == "conflicting_plan":
-				conflicting++
-			}
-		}
-		if accepted != 1 || conflicting != 1 {
-			t.Fatalf("trial %d: %d accepted, %d conflicting: %+v / %+v", trial, accepted, conflicting, replies[0].Decision, replies[1].Decision)
-		}
-	}
 }
