@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"sort"
 	"strings"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -58,52 +60,93 @@ func Decode(kind string, contentType string, body []byte) (Command, error) {
 	return cmd, nil
 }
 
-func decodeJSON(body []byte, cmd Command) (err error) {
+// decodeJSON decodes a JSON object into cmd key by key, so an error names
+// the key that caused it.
+func decodeJSON(body []byte, cmd Command) error {
+	var fields map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(cmd); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return Errorf(CodeMalformed, te.Field, "wrong type: want %s", te.Type)
-		}
-		if msg := err.Error(); strings.HasPrefix(msg, "json: unknown field ") {
-			f := strings.Trim(strings.TrimPrefix(msg, "json: unknown field "), `"`)
-			return Errorf(CodeMalformed, f, "unknown field %q", f)
-		}
-		return Errorf(CodeMalformed, fieldOf(err), "invalid JSON: %v", err)
+	if err := dec.Decode(&fields); err != nil {
+		return Errorf(CodeMalformed, "", "invalid JSON: want one object: %v", err)
 	}
 	if dec.More() {
 		return Errorf(CodeMalformed, "", "trailing data after the JSON object")
 	}
+	known := fieldNames(cmd, "json")
+	for _, k := range sortedFields(fields) {
+		if !known[k] {
+			return Errorf(CodeMalformed, k, "unknown field %q", k)
+		}
+		one, _ := json.Marshal(map[string]json.RawMessage{k: fields[k]})
+		if err := json.Unmarshal(one, cmd); err != nil {
+			var te *json.UnmarshalTypeError
+			if errors.As(err, &te) {
+				return Errorf(CodeMalformed, k, "wrong type: want %s", te.Type)
+			}
+			return Errorf(CodeMalformed, k, "%v", err)
+		}
+	}
 	return nil
 }
 
+// decodeMsgpack decodes a msgpack map into cmd key by key, so an error
+// names the key that caused it.
 func decodeMsgpack(body []byte, cmd Command) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = Errorf(CodeMalformed, "", "invalid msgpack: %v", r)
 		}
 	}()
+	var fields map[string]msgpack.RawMessage
 	dec := msgpack.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields(true)
-	if err := dec.Decode(cmd); err != nil {
-		msg := err.Error()
-		if i := strings.Index(msg, "unknown field "); i >= 0 {
-			f := strings.Trim(strings.TrimSpace(msg[i+len("unknown field "):]), `"`)
-			return Errorf(CodeMalformed, f, "unknown field %q", f)
+	if err := dec.Decode(&fields); err != nil {
+		return Errorf(CodeMalformed, "", "invalid msgpack: want one map with string keys: %v", err)
+	}
+	known := fieldNames(cmd, "msgpack")
+	for _, k := range sortedFields(fields) {
+		if !known[k] {
+			return Errorf(CodeMalformed, k, "unknown field %q", k)
 		}
-		return Errorf(CodeMalformed, fieldOf(err), "invalid msgpack: %v", err)
+		one, err := msgpack.Marshal(map[string]msgpack.RawMessage{k: fields[k]})
+		if err != nil {
+			return Errorf(CodeMalformed, k, "%v", err)
+		}
+		if err := msgpack.Unmarshal(one, cmd); err != nil {
+			return Errorf(CodeMalformed, k, "%v", err)
+		}
 	}
 	return nil
 }
 
-// fieldOf extracts a field name from range and time parse errors.
-func fieldOf(err error) string {
-	msg := err.Error()
-	if strings.Contains(msg, "range ") {
-		return "ranges"
+func sortedFields[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
 	}
-	return ""
+	sort.Strings(out)
+	return out
+}
+
+// fieldNames lists the wire names (by the given struct tag) of a command's
+// fields, inline structs included.
+func fieldNames(cmd Command, tag string) map[string]bool {
+	out := map[string]bool{}
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			if f.Anonymous {
+				walk(f.Type)
+				continue
+			}
+			name := strings.Split(f.Tag.Get(tag), ",")[0]
+			if name == "" || name == "-" {
+				name = f.Name
+			}
+			out[name] = true
+		}
+	}
+	walk(reflect.TypeOf(cmd).Elem())
+	return out
 }
 
 // Encode serialises a command (msgpack unless asJSON).

@@ -31,6 +31,9 @@ const (
 	// generation than the current one (a promotion happened since); it is
 	// fenced off and appends nothing. Re-read and schedule again.
 	CodeStaleGeneration Code = "stale_generation"
+	// CodeRateLimited: the connection sent commands faster than allowed;
+	// nothing was done. Retry later with the same id.
+	CodeRateLimited Code = "rate_limited"
 	// CodeUnavailable: the engine could not reach the stream; retry with the same id.
 	CodeUnavailable Code = "unavailable"
 	// CodeInternal: a bug or an unexpected failure.

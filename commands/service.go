@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -41,7 +43,12 @@ type ServiceConfig struct {
 	QueueGroup string
 	// Timeout bounds the handling of one command. Default 30s.
 	Timeout time.Duration
-	Logger  *slog.Logger
+	// RateLimit is how many commands per second one client connection may
+	// send, with bursts of RateBurst (default 2×RateLimit). 0: no limit. A
+	// command over the limit is rejected (rate_limited) before decoding.
+	RateLimit float64
+	RateBurst int
+	Logger    *slog.Logger
 }
 
 // Serve registers the tidemark micro service on nc with one endpoint per
@@ -66,6 +73,7 @@ func Serve(nc *nats.Conn, h Handler, cfg ServiceConfig) (*Service, error) {
 		return nil, fmt.Errorf("commands: add service: %w", err)
 	}
 	g := svc.AddGroup(SubjectPrefix)
+	limiter := newLimiter(cfg.RateLimit, cfg.RateBurst)
 	for _, kind := range Kinds {
 		kind := kind
 		handler := micro.HandlerFunc(func(r micro.Request) {
@@ -73,7 +81,9 @@ func Serve(nc *nats.Conn, h Handler, cfg ServiceConfig) (*Service, error) {
 			asJSON := IsJSON(ct)
 			var reply Reply
 			cmd, err := Decode(kind, ct, r.Data())
-			if err != nil {
+			if limiter != nil && !limiter.allow(clientOf(r.Reply()), time.Now()) {
+				reply = Rejection(Errorf(CodeRateLimited, "", "more than %g commands per second from this connection; retry with the same id later", cfg.RateLimit))
+			} else if err != nil {
 				reply = Rejection(err)
 			} else {
 				ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
@@ -179,4 +189,67 @@ func (c *Client) Handle(ctx context.Context, cmd Command) Reply {
 		return Rejection(Errorf(CodeUnavailable, "", "%v", err))
 	}
 	return r
+}
+
+// clientOf identifies the connection a request came from by its reply
+// subject: a connection's requests share one inbox prefix
+// (_INBOX.<id>.<token>).
+func clientOf(reply string) string {
+	if i := strings.LastIndexByte(reply, '.'); i > 0 {
+		return reply[:i]
+	}
+	return reply
+}
+
+// limiter is a token bucket per client.
+type limiter struct {
+	mu      sync.Mutex
+	rate    float64
+	burst   float64
+	buckets map[string]*bucket
+}
+
+type bucket struct {
+	tokens float64
+	last   time.Time
+}
+
+func newLimiter(rate float64, burst int) *limiter {
+	if rate <= 0 {
+		return nil
+	}
+	if burst <= 0 {
+		burst = int(2*rate) + 1
+	}
+	return &limiter{rate: rate, burst: float64(burst), buckets: map[string]*bucket{}}
+}
+
+// maxClients bounds the buckets kept; idle full buckets are dropped first.
+const maxClients = 10_000
+
+func (l *limiter) allow(client string, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b, ok := l.buckets[client]
+	if !ok {
+		if len(l.buckets) >= maxClients {
+			for k, old := range l.buckets {
+				if old.tokens+now.Sub(old.last).Seconds()*l.rate >= l.burst {
+					delete(l.buckets, k)
+				}
+			}
+		}
+		b = &bucket{tokens: l.burst, last: now}
+		l.buckets[client] = b
+	}
+	b.tokens += now.Sub(b.last).Seconds() * l.rate
+	if b.tokens > l.burst {
+		b.tokens = l.burst
+	}
+	b.last = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
 }

@@ -51,6 +51,9 @@ func decideRegister(st *projections.State, c *commands.RegisterSnapshot) (decisi
 		}
 		return decision{}, commands.Errorf(commands.CodeConflict, "version", "%s is already registered with a different definition (fingerprint %s); register the change as a new version", id, prev.Fingerprint)
 	}
+	if cycle := dependencyCycle(st, c.Model, c.DependsOn); cycle != nil {
+		return decision{}, commands.Errorf(commands.CodeInvalid, "depends_on", "dependency cycle: %s", strings.Join(cycle, " -> "))
+	}
 	if kind == events.ForwardOnly {
 		if latest := st.LatestVersion(c.Model); latest != nil {
 			reg.Table = latest.Table
@@ -403,4 +406,37 @@ func decideFailRun(st *projections.State, c *commands.FailRun) (decision, error)
 	p := events.RunFailed{Snapshot: sn.Snapshot, Ranges: set, RunKind: c.RunKind, RunID: c.RunID, Worker: c.Worker,
 		ExitStatus: c.ExitStatus, Error: c.Error, StderrTail: c.StderrTail, Attempt: c.Attempt, Final: c.Final}
 	return decision{payloads: []events.Payload{p}, expect: expectSubjects(st.SubjectSeq, p.Subject())}, nil
+}
+
+// dependencyCycle returns the path back to model when depending on deps
+// (with every other model at its latest registered version) closes a
+// cycle, or nil.
+func dependencyCycle(st *projections.State, model string, deps []string) []string {
+	seen := map[string]bool{}
+	var walk func(m string, path []string) []string
+	walk = func(m string, path []string) []string {
+		if m == model {
+			return append(path, m)
+		}
+		if seen[m] {
+			return nil
+		}
+		seen[m] = true
+		latest := st.LatestVersion(m)
+		if latest == nil {
+			return nil
+		}
+		for _, d := range latest.DependsOn {
+			if p := walk(d, append(path, m)); p != nil {
+				return p
+			}
+		}
+		return nil
+	}
+	for _, d := range deps {
+		if p := walk(d, []string{model}); p != nil {
+			return p
+		}
+	}
+	return nil
 }

@@ -22,6 +22,7 @@ func newServeCmd() *cobra.Command {
 		dataDir, natsURL, listen, logFormat, httpAddr string
 		noSync, builtinWorker                         bool
 		replicas                                      int
+		rateLimit                                     float64
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -48,7 +49,7 @@ func newServeCmd() *cobra.Command {
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
-			svc, err := commands.Serve(eng.Conn(), eng, commands.ServiceConfig{Logger: log})
+			svc, err := commands.Serve(eng.Conn(), eng, commands.ServiceConfig{Logger: log, RateLimit: rateLimit})
 			if err != nil {
 				eng.Close(context.WithoutCancel(ctx))
 				return &exitError{code: 2, err: err}
@@ -129,6 +130,7 @@ func newServeCmd() *cobra.Command {
 	f.BoolVar(&builtinWorker, "builtin-worker", false, "record work as done in-process instead of publishing it to `tidemark worker` processes (demos and tests)")
 	f.IntVar(&replicas, "replicas", 1, "stream replicas (3 on a cluster)")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	f.Float64Var(&rateLimit, "rate-limit", 1000, "commands per second one client connection may send (bursts of twice that); 0: no limit")
 	f.StringVar(&httpAddr, "http", "127.0.0.1:8090", "dashboard, /metrics, /healthz and /readyz address (empty: no HTTP)")
 	return cmd
 }
