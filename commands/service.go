@@ -131,7 +131,8 @@ type Client struct {
 	nc *nats.Conn
 	// JSON selects JSON bodies instead of msgpack.
 	JSON bool
-	// Timeout bounds a request when ctx has no deadline. Default 30s.
+	// Timeout bounds every request (the context may end it sooner).
+	// Default 30s; 0: only the context bounds it.
 	Timeout time.Duration
 }
 
@@ -163,7 +164,9 @@ func (c *Client) Do(ctx context.Context, cmd Command) (Reply, error) {
 	} else {
 		msg.Header.Set(HeaderContentType, ContentMsgpack)
 	}
-	if _, ok := ctx.Deadline(); !ok {
+	if c.Timeout > 0 {
+		// A request whose responder died is never answered: bound every
+		// request, whatever the caller's deadline.
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
 		defer cancel()

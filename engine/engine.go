@@ -49,6 +49,15 @@ type Config struct {
 	MemoryStorage bool
 	// Replicas is the stream's replica count (1 unless clustered).
 	Replicas int
+	// ServerName names the embedded server (unique in a cluster). Default
+	// "tidemark".
+	ServerName string
+	// ClusterName, ClusterListen (HOST:PORT) and Routes (nats://HOST:PORT
+	// of the other members) make the embedded server a member of a
+	// JetStream cluster.
+	ClusterName   string
+	ClusterListen string
+	Routes        []string
 	// Clock gives the time of commands that carry none. Default time.Now.
 	Clock func() time.Time
 	// MaxRetries bounds re-decisions after a conflict. Default 8.
@@ -73,6 +82,12 @@ func (c Config) Validate() error {
 	}
 	if c.Replicas < 0 || c.Replicas > 5 {
 		errs = append(errs, fmt.Errorf("engine: Replicas %d: want 1..5", c.Replicas))
+	}
+	if c.NatsURL != "" && (c.ClusterName != "" || c.ClusterListen != "" || len(c.Routes) > 0) {
+		errs = append(errs, errors.New("engine: cluster options apply to the embedded server only, not with NatsURL"))
+	}
+	if (c.ClusterName == "") != (c.ClusterListen == "") {
+		errs = append(errs, errors.New("engine: a cluster member needs both ClusterName and ClusterListen"))
 	}
 	return errors.Join(errs...)
 }
@@ -137,7 +152,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		e.Close(ctx)
 		return nil, fmt.Errorf("engine: jetstream: %w", err)
 	}
-	if e.stream, err = e.js.CreateOrUpdateStream(ctx, StreamConfig(cfg.Replicas, cfg.MemoryStorage)); err != nil {
+	if e.stream, err = e.createStream(ctx); err != nil {
 		e.Close(ctx)
 		return nil, fmt.Errorf("engine: stream %s: %w", events.StreamName, err)
 	}
@@ -147,7 +162,9 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		if cfg.CheckpointEvery == 0 {
 			e.cfg.CheckpointEvery = DefaultCheckpointEvery
 		}
-		if e.cp, err = openCheckpoints(ctx, e.js, e.stream, cfg.Replicas, cfg.MemoryStorage); err != nil {
+		if e.cp, err = retryJS(ctx, e, func(ctx context.Context) (*checkpoints, error) {
+			return openCheckpoints(ctx, e.js, e.stream, cfg.Replicas, cfg.MemoryStorage)
+		}); err != nil {
 			e.Close(ctx)
 			return nil, err
 		}
@@ -165,7 +182,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
-		if err := e.proj.run(e.ctx, e.js); err != nil {
+		if err := e.proj.run(e.ctx, e.js); err != nil && e.ctx.Err() == nil {
 			e.log.Error("projection stopped", "err", err)
 			e.proj.fail(err)
 		}
@@ -251,6 +268,49 @@ func (e *Engine) checkpointLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-changed:
+		}
+	}
+}
+
+// AppendTimeout bounds one append (and the re-read after a lost ack): a
+// publish the stream does not answer (a leader election on a cluster) is
+// treated as ambiguous and retried with the same message ids.
+const AppendTimeout = 5 * time.Second
+
+// StreamWait bounds how long Open waits for a clustered stream to become
+// available (its peers to join and elect a leader).
+const StreamWait = 2 * time.Minute
+
+// createStream creates or updates the event stream.
+func (e *Engine) createStream(ctx context.Context) (jetstream.Stream, error) {
+	return retryJS(ctx, e, func(ctx context.Context) (jetstream.Stream, error) {
+		return e.js.CreateOrUpdateStream(ctx, StreamConfig(e.cfg.Replicas, e.cfg.MemoryStorage))
+	})
+}
+
+// retryJS runs a JetStream API call. On a cluster the first calls fail or
+// go unanswered until enough peers have joined and a meta leader is
+// elected: each attempt is bounded, and attempts repeat for up to
+// StreamWait. Elsewhere one attempt is made.
+func retryJS[T any](ctx context.Context, e *Engine, call func(context.Context) (T, error)) (T, error) {
+	deadline := time.Now().Add(StreamWait)
+	backoff := 100 * time.Millisecond
+	clustered := e.cfg.ClusterName != "" || e.cfg.Replicas > 1
+	for {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		v, err := call(actx)
+		cancel()
+		if err == nil || !clustered || time.Now().After(deadline) || ctx.Err() != nil {
+			return v, err
+		}
+		e.log.Info("waiting for the cluster", "err", err)
+		select {
+		case <-ctx.Done():
+			return v, ctx.Err()
+		case <-time.After(backoff):
+		}
+		if backoff < 2*time.Second {
+			backoff *= 2
 		}
 	}
 }
@@ -400,7 +460,9 @@ func (e *Engine) handle(ctx context.Context, cmd commands.Command) commands.Repl
 			evs[i] = ev
 		}
 		started := time.Now()
-		seq, err := appendEvents(ctx, e.js, m.ID, evs, d.expect)
+		actx, cancel := context.WithTimeout(ctx, AppendTimeout)
+		seq, err := appendEvents(actx, e.js, m.ID, evs, d.expect)
+		cancel()
 		e.metrics.appendS.Observe(time.Since(started).Seconds())
 		switch {
 		case err == nil:
@@ -411,7 +473,15 @@ func (e *Engine) handle(ctx context.Context, cmd commands.Command) commands.Repl
 			return d.reply
 		case errors.Is(err, ErrConflict), errors.Is(err, ErrAmbiguous):
 			e.log.Debug("re-deciding", "kind", cmd.Kind(), "id", m.ID, "attempt", attempt, "err", err)
-			if cerr := e.CatchUp(ctx); cerr != nil {
+			cctx, cancel := context.WithTimeout(ctx, AppendTimeout)
+			cerr := e.CatchUp(cctx)
+			cancel()
+			if cerr != nil && ctx.Err() == nil && attempt < e.cfg.MaxRetries {
+				// The stream may be electing a leader: try again.
+				e.log.Debug("re-reading the stream failed; retrying", "err", cerr)
+				continue
+			}
+			if cerr != nil {
 				return commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "re-reading the stream: %v", cerr))
 			}
 		default:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -82,6 +83,25 @@ func startEmbedded(cfg Config) (*server.Server, error) {
 			return nil, err
 		}
 		opts.Host, opts.Port = host, port
+	}
+	if cfg.ServerName != "" {
+		opts.ServerName = cfg.ServerName
+	}
+	if cfg.ClusterName != "" {
+		host, port, err := splitHostPort(cfg.ClusterListen)
+		if err != nil {
+			return nil, fmt.Errorf("engine: cluster listen: %w", err)
+		}
+		opts.Cluster = server.ClusterOpts{Name: cfg.ClusterName, Host: host, Port: port}
+		for _, r := range cfg.Routes {
+			u, err := url.Parse(r)
+			if err != nil || u.Host == "" {
+				return nil, fmt.Errorf("engine: route %q: want nats://HOST:PORT", r)
+			}
+			opts.Routes = append(opts.Routes, u)
+		}
+		// A cluster member must be reachable by clients of the others.
+		opts.DontListen = false
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {

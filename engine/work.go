@@ -186,7 +186,9 @@ func (p *WorkPublisher) Run(ctx context.Context) error {
 	if e.cp == nil {
 		return errors.New("engine: the work publisher needs the checkpoint bucket (CheckpointEvery >= 0)")
 	}
-	if _, err := e.js.CreateOrUpdateStream(ctx, WorkStreamConfig(e.cfg.Replicas, e.cfg.MemoryStorage)); err != nil {
+	if _, err := retryJS(ctx, e, func(ctx context.Context) (jetstream.Stream, error) {
+		return e.js.CreateOrUpdateStream(ctx, WorkStreamConfig(e.cfg.Replicas, e.cfg.MemoryStorage))
+	}); err != nil {
 		return fmt.Errorf("engine: work stream: %w", err)
 	}
 	cursor, err := p.cursor(ctx)
@@ -200,7 +202,7 @@ func (p *WorkPublisher) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("engine: work publisher consumer: %w", err)
 	}
-	it, err := cons.Messages()
+	it, err := cons.Messages(jetstream.PullExpiry(5*time.Second), jetstream.PullHeartbeat(time.Second))
 	if err != nil {
 		return fmt.Errorf("engine: work publisher consumer: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +24,8 @@ func newServeCmd() *cobra.Command {
 		noSync, builtinWorker                         bool
 		replicas                                      int
 		rateLimit                                     float64
+		clusterName, clusterListen, serverName        string
+		routes                                        []string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -37,7 +40,11 @@ func newServeCmd() *cobra.Command {
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
-			cfg := engine.Config{DataDir: dataDir, NatsURL: natsURL, SyncAlways: !noSync, Replicas: replicas, Logger: log}
+			cfg := engine.Config{DataDir: dataDir, NatsURL: natsURL, SyncAlways: !noSync, Replicas: replicas, Logger: log,
+				ClusterName: clusterName, ClusterListen: clusterListen, Routes: routes, ServerName: serverName}
+			if clusterName != "" && serverName == "" {
+				cfg.ServerName = "tidemark-" + strings.ReplaceAll(clusterListen, ":", "-")
+			}
 			if natsURL == "" {
 				cfg.Listen = listen
 			}
@@ -130,6 +137,10 @@ func newServeCmd() *cobra.Command {
 	f.BoolVar(&builtinWorker, "builtin-worker", false, "record work as done in-process instead of publishing it to `tidemark worker` processes (demos and tests)")
 	f.IntVar(&replicas, "replicas", 1, "stream replicas (3 on a cluster)")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	f.StringVar(&clusterName, "cluster", "", "run the embedded server as a member of this JetStream cluster")
+	f.StringVar(&clusterListen, "cluster-listen", "", "cluster (route) address of the embedded server, HOST:PORT")
+	f.StringSliceVar(&routes, "routes", nil, "routes to the other cluster members, nats://HOST:PORT (comma-separated)")
+	f.StringVar(&serverName, "server-name", "", "embedded server name, unique in a cluster (default from --cluster-listen)")
 	f.Float64Var(&rateLimit, "rate-limit", 1000, "commands per second one client connection may send (bursts of twice that); 0: no limit")
 	f.StringVar(&httpAddr, "http", "127.0.0.1:8090", "dashboard, /metrics, /healthz and /readyz address (empty: no HTTP)")
 	return cmd
