@@ -58,6 +58,13 @@ type Config struct {
 	ClusterName   string
 	ClusterListen string
 	Routes        []string
+	// AuthFile is a nats-server configuration whose authorization block
+	// (users and permissions) the embedded server loads; User and Password
+	// are the engine's own credentials (an admin). See docs/auth.conf.
+	AuthFile, User, Password string
+	// TLSCert and TLSKey (PEM files) make the embedded server require TLS
+	// from network clients.
+	TLSCert, TLSKey string
 	// Clock gives the time of commands that carry none. Default time.Now.
 	Clock func() time.Time
 	// MaxRetries bounds re-decisions after a conflict. Default 8.
@@ -85,6 +92,12 @@ func (c Config) Validate() error {
 	}
 	if c.NatsURL != "" && (c.ClusterName != "" || c.ClusterListen != "" || len(c.Routes) > 0) {
 		errs = append(errs, errors.New("engine: cluster options apply to the embedded server only, not with NatsURL"))
+	}
+	if c.NatsURL != "" && (c.AuthFile != "" || c.TLSCert != "") {
+		errs = append(errs, errors.New("engine: AuthFile and TLS apply to the embedded server; put credentials in NatsURL"))
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		errs = append(errs, errors.New("engine: TLS needs both TLSCert and TLSKey"))
 	}
 	if (c.ClusterName == "") != (c.ClusterListen == "") {
 		errs = append(errs, errors.New("engine: a cluster member needs both ClusterName and ClusterListen"))
@@ -140,7 +153,11 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		if e.srv, err = startEmbedded(cfg); err != nil {
 			return nil, err
 		}
-		e.nc, err = nats.Connect("", nats.InProcessServer(e.srv), nats.Name("tidemark-engine"))
+		opts := []nats.Option{nats.InProcessServer(e.srv), nats.Name("tidemark-engine")}
+		if cfg.User != "" {
+			opts = append(opts, nats.UserInfo(cfg.User, cfg.Password))
+		}
+		e.nc, err = nats.Connect("", opts...)
 	} else {
 		e.nc, err = nats.Connect(cfg.NatsURL, nats.Name("tidemark-engine"), nats.MaxReconnects(-1))
 	}

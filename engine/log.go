@@ -103,6 +103,23 @@ func startEmbedded(cfg Config) (*server.Server, error) {
 		// A cluster member must be reachable by clients of the others.
 		opts.DontListen = false
 	}
+	if cfg.AuthFile != "" {
+		fileOpts, err := server.ProcessConfigFile(cfg.AuthFile)
+		if err != nil {
+			return nil, fmt.Errorf("engine: auth file: %w", err)
+		}
+		if len(fileOpts.Users) == 0 && len(fileOpts.Nkeys) == 0 {
+			return nil, fmt.Errorf("engine: auth file %s defines no users", cfg.AuthFile)
+		}
+		opts.Users, opts.Nkeys = fileOpts.Users, fileOpts.Nkeys
+	}
+	if cfg.TLSCert != "" {
+		tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: cfg.TLSCert, KeyFile: cfg.TLSKey})
+		if err != nil {
+			return nil, fmt.Errorf("engine: TLS: %w", err)
+		}
+		opts.TLSConfig, opts.TLS = tc, true
+	}
 	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("engine: embedded server: %w", err)

@@ -74,7 +74,9 @@ func (e *Engine) Tick(ctx context.Context, env string, t time.Time) ([]events.Sc
 }
 
 // TickID is the command id of the scheduler's advance of env at tick t.
-func TickID(env string, t time.Time) string { return "tick:" + env + ":" + t.UTC().Format(time.RFC3339) }
+func TickID(env string, t time.Time) string {
+	return "tick:" + env + ":" + t.UTC().Format(time.RFC3339)
+}
 
 // MaxFencedRetries bounds how often one tick re-reads the generation after
 // being fenced.

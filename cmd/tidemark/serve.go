@@ -25,6 +25,7 @@ func newServeCmd() *cobra.Command {
 		replicas                                      int
 		rateLimit                                     float64
 		clusterName, clusterListen, serverName        string
+		authFile, user, password, tlsCert, tlsKey     string
 		routes                                        []string
 	)
 	cmd := &cobra.Command{
@@ -41,7 +42,11 @@ func newServeCmd() *cobra.Command {
 				return &exitError{code: 2, err: err}
 			}
 			cfg := engine.Config{DataDir: dataDir, NatsURL: natsURL, SyncAlways: !noSync, Replicas: replicas, Logger: log,
-				ClusterName: clusterName, ClusterListen: clusterListen, Routes: routes, ServerName: serverName}
+				ClusterName: clusterName, ClusterListen: clusterListen, Routes: routes, ServerName: serverName,
+				AuthFile: authFile, User: user, Password: password, TLSCert: tlsCert, TLSKey: tlsKey}
+			if password == "" {
+				cfg.Password = os.Getenv("TIDEMARK_PASSWORD")
+			}
 			if clusterName != "" && serverName == "" {
 				cfg.ServerName = "tidemark-" + strings.ReplaceAll(clusterListen, ":", "-")
 			}
@@ -137,6 +142,11 @@ func newServeCmd() *cobra.Command {
 	f.BoolVar(&builtinWorker, "builtin-worker", false, "record work as done in-process instead of publishing it to `tidemark worker` processes (demos and tests)")
 	f.IntVar(&replicas, "replicas", 1, "stream replicas (3 on a cluster)")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	f.StringVar(&authFile, "auth", "", "users and permissions for the embedded server (a nats-server config, see docs/auth.conf)")
+	f.StringVar(&user, "user", "", "the engine's own user with --auth (an admin)")
+	f.StringVar(&password, "password", "", "the engine's password (default $TIDEMARK_PASSWORD)")
+	f.StringVar(&tlsCert, "tls-cert", "", "PEM certificate: require TLS from network clients")
+	f.StringVar(&tlsKey, "tls-key", "", "PEM key of --tls-cert")
 	f.StringVar(&clusterName, "cluster", "", "run the embedded server as a member of this JetStream cluster")
 	f.StringVar(&clusterListen, "cluster-listen", "", "cluster (route) address of the embedded server, HOST:PORT")
 	f.StringSliceVar(&routes, "routes", nil, "routes to the other cluster members, nats://HOST:PORT (comma-separated)")

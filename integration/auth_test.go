@@ -1,0 +1,193 @@
+package integration
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/engine"
+	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/replay"
+)
+
+// asUser connects to the engine's server with the example file's
+// credentials of role, collecting permission violations.
+func asUser(t *testing.T, e *engine.Engine, role string) (*nats.Conn, func() []string) {
+	t.Helper()
+	var mu sync.Mutex
+	var violations []string
+	u, _ := url.Parse(e.ClientURL())
+	nc, err := nats.Connect(u.String(), nats.UserInfo(role, role+"-change-me"),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			mu.Lock()
+			violations = append(violations, err.Error())
+			mu.Unlock()
+		}))
+	if err != nil {
+		t.Fatalf("%s: %v", role, err)
+	}
+	t.Cleanup(nc.Close)
+	return nc, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), violations...) }
+}
+
+// TestPermissions: with docs/auth.conf, each role can do exactly its set.
+func TestPermissions(t *testing.T) {
+	e := open(t, engine.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", AuthFile: "../docs/auth.conf", User: "admin", Password: "admin-change-me"})
+	svc, err := commands.Serve(e.Conn(), e, commands.ServiceConfig{Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Stop()
+	ctx := t.Context()
+	deploy(t, e, "prod", "d1", "v1", at(6))
+	must(t, e.Handle(ctx, &commands.RegisterSnapshot{Meta: meta(at(6)), Model: "events", Version: "v2", Cron: "@hourly", Start: t0}))
+	must(t, e.Handle(ctx, &commands.BuildPlan{Meta: meta(at(6)), Plan: "p2", Env: "prod", Versions: map[string]string{"events": "v2"}}))
+
+	if _, err := nats.Connect(e.ClientURL()); err == nil {
+		t.Fatal("an anonymous client connected")
+	}
+	short := func(nc *nats.Conn) *commands.Client { c := commands.NewClient(nc); c.Timeout = time.Second; return c }
+
+	// service: commands, yes.
+	svcConn, _ := asUser(t, e, "service")
+	if r, err := short(svcConn).Do(ctx, &commands.Status{}); err != nil || !r.Accepted {
+		t.Fatalf("service status: %v %+v", err, r)
+	}
+
+	// worker: completions yes, promotions no.
+	wConn, wViolations := asUser(t, e, "worker")
+	if r, err := short(wConn).Do(ctx, &commands.CompleteIntervals{Meta: meta(at(7)), Model: "events", Version: "v2", Ranges: []interval.Range{rng(0, 1)}}); err != nil || !r.Accepted {
+		t.Fatalf("worker completion: %v %+v", err, r)
+	}
+	before := lastSeq(t, e)
+	if _, err := short(wConn).Do(ctx, &commands.Promote{Meta: meta(at(7)), Plan: "p2"}); err == nil {
+		t.Fatal("a worker promoted a plan")
+	}
+	if !contains(wViolations(), `Permissions Violation for Publish to "tidemark.cmd.promote"`) {
+		t.Fatalf("worker promote: violations %v", wViolations())
+	}
+	if _, err := e.JetStream().CreateOrUpdateStream(ctx, engine.WorkStreamConfig(1, false)); err != nil {
+		t.Fatal(err)
+	}
+	wjs, _ := jetstream.New(wConn)
+	x := &engine.ExecWorker{JS: wjs, Handler: short(wConn)}
+	if _, err := x.Consumer(ctx); err != nil {
+		t.Fatalf("the worker cannot set up its consumer: %v", err)
+	}
+
+	// auditor: reads the stream, publishes no command, cannot purge.
+	aConn, aViolations := asUser(t, e, "auditor")
+	ajs, _ := jetstream.New(aConn)
+	recs, err := replay.Read(ctx, ajs, 0)
+	if err != nil || len(recs) == 0 {
+		t.Fatalf("auditor replay: %d records, %v", len(recs), err)
+	}
+	if _, err := short(aConn).Do(ctx, &commands.Promote{Meta: meta(at(7)), Plan: "p2"}); err == nil {
+		t.Fatal("the auditor promoted a plan")
+	}
+	stream, err := ajs.Stream(ctx, events.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := stream.Purge(pctx); err == nil {
+		t.Fatal("the auditor purged the stream")
+	}
+	dctx, cancel2 := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel2()
+	if err := ajs.DeleteStream(dctx, events.StreamName); err == nil {
+		t.Fatal("the auditor deleted the stream")
+	}
+	v := strings.Join(aViolations(), "\n")
+	for _, want := range []string{`"tidemark.cmd.promote"`, `"$JS.API.STREAM.PURGE.TIDEMARK"`, `"$JS.API.STREAM.DELETE.TIDEMARK"`} {
+		if !strings.Contains(v, want) {
+			t.Fatalf("auditor violations lack %s:\n%s", want, v)
+		}
+	}
+	if lastSeq(t, e) != before {
+		t.Fatalf("refused commands appended %d events", lastSeq(t, e)-before)
+	}
+
+	// Even the admin cannot purge: the stream denies it.
+	as, err := e.JetStream().Stream(ctx, events.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := as.Purge(ctx); err == nil || !errors.Is(err, jetstream.ErrStreamNotFound) && !strings.Contains(err.Error(), "purge") {
+		t.Fatalf("admin purge: %v", err)
+	}
+}
+
+func contains(l []string, sub string) bool {
+	for _, s := range l {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestTLS: with a certificate, network clients must use TLS.
+func TestTLS(t *testing.T) {
+	dir := t.TempDir()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, _ := x509.MarshalECPrivateKey(key)
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
+
+	e := open(t, engine.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", TLSCert: certFile, TLSKey: keyFile})
+	addr := strings.TrimPrefix(strings.TrimPrefix(e.ClientURL(), "nats://"), "tls://")
+	if nc, err := nats.Connect("nats://"+addr, nats.Timeout(2*time.Second)); err == nil {
+		nc.Close()
+		t.Fatal("a plain-text client connected")
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(must509(t, der))
+	nc, err := nats.Connect("tls://"+addr, nats.Secure(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}))
+	if err != nil {
+		t.Fatalf("TLS client: %v", err)
+	}
+	defer nc.Close()
+	if _, err := jetstream.New(nc); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func must509(t *testing.T, der []byte) *x509.Certificate {
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
