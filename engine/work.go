@@ -178,10 +178,16 @@ type WorkPublisher struct {
 	Engine *Engine
 	// Published, when set, is called after each item is stored.
 	Published func(WorkItem)
+
+	prepared bool
+	start    uint64
 }
 
-// Run publishes until ctx ends.
-func (p *WorkPublisher) Run(ctx context.Context) error {
+// Prepare creates the work stream and fixes where publishing starts. Call
+// it before the engine accepts commands (serve does): on a first start the
+// publisher begins at the stream's end as of now, and a command accepted
+// before that point would make no work.
+func (p *WorkPublisher) Prepare(ctx context.Context) error {
 	e := p.Engine
 	if e.cp == nil {
 		return errors.New("engine: the work publisher needs the checkpoint bucket (CheckpointEvery >= 0)")
@@ -195,6 +201,19 @@ func (p *WorkPublisher) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	p.start, p.prepared = cursor, true
+	return nil
+}
+
+// Run publishes until ctx ends (preparing first if Prepare was not called).
+func (p *WorkPublisher) Run(ctx context.Context) error {
+	e := p.Engine
+	if !p.prepared {
+		if err := p.Prepare(ctx); err != nil {
+			return err
+		}
+	}
+	cursor := p.start
 	log := e.log.With("subsystem", "work")
 	cons, err := e.js.OrderedConsumer(ctx, events.StreamName, jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: cursor + 1,

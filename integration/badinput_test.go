@@ -168,4 +168,3 @@ func TestRateLimit(t *testing.T) {
 		t.Fatalf("accepted %d, limited %d, appended %d", accepted, limited, lastSeq(t, e)-before)
 	}
 }
-

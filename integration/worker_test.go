@@ -38,23 +38,16 @@ func newWorkEnv(t *testing.T) *workEnv {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	pub := &engine.WorkPublisher{Engine: e}
+	if err := pub.Prepare(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); _ = (&engine.WorkPublisher{Engine: e}).Run(ctx) }()
+	go func() { defer wg.Done(); _ = pub.Run(ctx) }()
 	w := &workEnv{t: t, e: e, client: commands.NewClient(nc), js: js}
 	w.stop = func() { cancel(); wg.Wait(); svc.Stop() }
 	t.Cleanup(w.stop)
-	// The publisher creates the work stream before it follows the events.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := js.Stream(t.Context(), engine.WorkStream); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("work stream not created")
-		}
-		time.Sleep(10 * time.Millisecond) // polling a condition with a deadline, not a timing assumption
-	}
 	return w
 }
 
@@ -115,7 +108,12 @@ func TestExecWorker(t *testing.T) {
 		t.Fatalf("runs:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
 	}
 	var runs map[events.RunKind]int
-	w.e.View(func(st *projections.State) { runs = map[events.RunKind]int{}; for k, v := range st.Runs { runs[k] = v } })
+	w.e.View(func(st *projections.State) {
+		runs = map[events.RunKind]int{}
+		for k, v := range st.Runs {
+			runs[k] = v
+		}
+	})
 	if runs[events.RunBackfill] != 2 || runs[events.RunScheduled] != 2 {
 		t.Fatalf("completions by run kind: %v", runs)
 	}

@@ -61,6 +61,14 @@ func newServeCmd() *cobra.Command {
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
+			var pub *engine.WorkPublisher
+			if !builtinWorker {
+				pub = &engine.WorkPublisher{Engine: eng}
+				if err := pub.Prepare(ctx); err != nil {
+					eng.Close(context.WithoutCancel(ctx))
+					return &exitError{code: 2, err: err}
+				}
+			}
 			svc, err := commands.Serve(eng.Conn(), eng, commands.ServiceConfig{Logger: log, RateLimit: rateLimit})
 			if err != nil {
 				eng.Close(context.WithoutCancel(ctx))
@@ -100,8 +108,7 @@ func newServeCmd() *cobra.Command {
 			wg.Add(2)
 			go func() { defer wg.Done(); _ = sched.Run(schedCtx) }()
 			go func() { defer wg.Done(); _ = catchUps.Run(schedCtx) }()
-			if !builtinWorker {
-				pub := &engine.WorkPublisher{Engine: eng}
+			if pub != nil {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
