@@ -20,15 +20,26 @@ func ts(t time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
+// maxListed bounds the ranges a sentence spells out; the finding's
+// ranges field holds them all.
+const maxListed = 3
+
 func ranges(rs []interval.Range) string {
-	s := interval.Set(rs).Strings()
-	switch len(s) {
+	switch len(rs) {
 	case 0:
 		return "nothing"
 	case 1:
-		return s[0]
+		return rs[0].String()
 	}
-	return fmt.Sprintf("%d ranges (%s)", len(s), strings.Join(s, ", "))
+	n := min(len(rs), maxListed)
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = rs[i].String()
+	}
+	if len(rs) > n {
+		return fmt.Sprintf("%d ranges (%s, …)", len(rs), strings.Join(parts, ", "))
+	}
+	return fmt.Sprintf("%d ranges (%s)", len(rs), strings.Join(parts, ", "))
 }
 
 func advances(n int) string {

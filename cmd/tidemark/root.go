@@ -11,6 +11,6 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newScenarioCmd(), newDemoCmd(), newServeCmd(), newReplayCmd(), newAuditCmd(), newStatusCmd(), newPlanCmd(), newPromoteCmd(), newRepairsCmd(), newWorkerCmd(), newApplyCmd())
+	root.AddCommand(newScenarioCmd(), newDemoCmd(), newServeCmd(), newReplayCmd(), newAuditCmd(), newStatusCmd(), newPlanCmd(), newPromoteCmd(), newRepairsCmd(), newWorkerCmd(), newApplyCmd(), newBenchCmd())
 	return root
 }

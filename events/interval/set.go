@@ -239,7 +239,22 @@ func (s Set) Missing(w Range) Set {
 	if w.Empty() {
 		return nil
 	}
-	return NewSet(w).SubtractSet(s.Clip(w))
+	// One pass over the ranges inside w: the gaps between them.
+	var out Set
+	cur := w.Start
+	i := sort.Search(len(s), func(i int) bool { return s[i].End.After(w.Start) })
+	for ; i < len(s) && s[i].Start.Before(w.End); i++ {
+		if s[i].Start.After(cur) {
+			out = append(out, R(cur, s[i].Start))
+		}
+		if s[i].End.After(cur) {
+			cur = s[i].End
+		}
+	}
+	if cur.Before(w.End) {
+		out = append(out, R(cur, w.End))
+	}
+	return out
 }
 
 // Covers reports whether s covers all of r.

@@ -1,0 +1,47 @@
+package bench
+
+import (
+	"context"
+	"testing"
+)
+
+// The figures are benchmarks too: go test -bench . ./bench
+func BenchmarkPromotionCheck(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		if _, err := promotionFigure(context.Background(), sizes{candidates: 200}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkMemory(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		if _, err := memoryFigure(context.Background(), sizes{memSnapshots: 500}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestQuickFigures runs the cheap pure figures at tiny sizes: each must
+// produce a finite, positive measurement.
+func TestQuickFigures(t *testing.T) {
+	for _, fn := range []func(context.Context, sizes) ([]Figure, error){promotionFigure, memoryFigure} {
+		figs, err := fn(t.Context(), sizes{candidates: 20, memSnapshots: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range figs {
+			if !(f.Tidemark > 0) || f.Ratio <= 0 || f.Name == "" || f.Goal == "" {
+				t.Fatalf("figure %+v", f)
+			}
+		}
+	}
+}
+
+func BenchmarkCommandPath(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		if _, err := commandFigures(context.Background(), sizes{commands: 10_000, latency: 100}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"github.com/tidemark/tidemark/bench"
+)
+
+func newBenchCmd() *cobra.Command {
+	var quick bool
+	var output string
+	cmd := &cobra.Command{
+		Use:   "bench [--quick]",
+		Short: "Measure tidemark side by side with raw JetStream on embedded servers in a temp dir",
+		Long: "bench starts its own embedded servers and prints, per figure, tidemark's value, the raw\n" +
+			"JetStream value measured in the same run, the ratio, the goal and whether it passes.\n" +
+			"--quick finishes in about two minutes. Exit status is 0 whether goals pass or not.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkFormat(output, "table", "json"); err != nil {
+				return err
+			}
+			errOut := cmd.ErrOrStderr()
+			figs, err := bench.Run(cmd.Context(), bench.Options{Quick: quick, Progress: func(name string) { fmt.Fprintf(errOut, "measuring %s…\n", name) }})
+			if err != nil {
+				return &exitError{code: 2, err: err}
+			}
+			out := cmd.OutOrStdout()
+			if output == "json" {
+				return json.NewEncoder(out).Encode(figs)
+			}
+			tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "FIGURE\tTIDEMARK\tRAW\tUNIT\tRATIO\tGOAL\tPASS\tNOTE")
+			for _, f := range figs {
+				raw := "-"
+				if f.Raw != 0 {
+					raw = fmt.Sprintf("%.0f", f.Raw)
+				}
+				pass := "FAIL"
+				if f.Pass {
+					pass = "pass"
+				}
+				fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\t%.3f\t%s\t%s\t%s\n", f.Name, f.Tidemark, raw, f.Unit, f.Ratio, f.Goal, pass, f.Note)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&quick, "quick", false, "small sizes: about two minutes")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	return cmd
+}
