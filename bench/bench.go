@@ -155,40 +155,67 @@ func serveClients(e *engine.Engine, n int) ([]*commands.Client, func(), error) {
 	}, nil
 }
 
-// throughput sends total completions from the clients concurrently.
-func throughput(ctx context.Context, clients []*commands.Client, total, snaps int, prefix string) (float64, error) {
+// parallel runs fn(i) for i in [0, total) on n goroutines and returns the
+// rate per second and the first error.
+func parallel(n, total int, fn func(worker, i int) error) (float64, error) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	errs := make([]error, len(clients))
+	var firstErr atomic.Value
 	start := time.Now()
-	for ci, c := range clients {
+	for w := 0; w < n; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for {
 				i := int(next.Add(1) - 1)
-				if i >= total {
+				if i >= total || firstErr.Load() != nil {
 					return
 				}
-				r, err := c.Do(ctx, completion(i, snaps, fmt.Sprintf("%s-%d", prefix, i)))
-				if err == nil {
-					err = r.Err()
-				}
-				if err != nil {
-					errs[ci] = err
+				if err := fn(w, i); err != nil {
+					firstErr.CompareAndSwap(nil, err)
 					return
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return 0, err
-		}
+	if err, _ := firstErr.Load().(error); err != nil {
+		return 0, err
 	}
 	return float64(total) / time.Since(start).Seconds(), nil
 }
+
+// throughput sends total completions from the clients concurrently.
+func throughput(ctx context.Context, clients []*commands.Client, total, snaps int, prefix string) (float64, error) {
+	return parallel(len(clients), total, func(w, i int) error {
+		r, err := clients[w].Do(ctx, completion(i, snaps, fmt.Sprintf("%s-%d", prefix, i)))
+		if err == nil {
+			err = r.Err()
+		}
+		return err
+	})
+}
+
+// served is an engine with 1,000 snapshots and 16 command clients.
+func served(ctx context.Context, sync bool) (*engine.Engine, []*commands.Client, func(), error) {
+	e, done, err := server(ctx, sync)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := snapshots(ctx, e, benchSnapshots); err != nil {
+		done()
+		return nil, nil, nil, err
+	}
+	cs, stop, err := serveClients(e, benchClients)
+	if err != nil {
+		done()
+		return nil, nil, nil, err
+	}
+	return e, cs, func() { stop(); done() }, nil
+}
+
+// The command figures' shape: clients over snapshots.
+const benchSnapshots, benchClients = 1000, 16
 
 func rawAsync(ctx context.Context, js jetstream.JetStream, total, snaps int) (float64, error) {
 	start := time.Now()
@@ -212,20 +239,12 @@ func percentile(d []time.Duration, p float64) time.Duration {
 }
 
 func commandFigures(ctx context.Context, sz sizes) ([]Figure, error) {
-	const snaps, clients = 1000, 16
-	e, done, err := server(ctx, false)
+	const snaps = benchSnapshots
+	_, cs, done, err := served(ctx, false)
 	if err != nil {
 		return nil, err
 	}
 	defer done()
-	if err := snapshots(ctx, e, snaps); err != nil {
-		return nil, err
-	}
-	cs, stop, err := serveClients(e, clients)
-	if err != nil {
-		return nil, err
-	}
-	defer stop()
 	tm, err := throughput(ctx, cs, sz.commands, snaps, "tp")
 	if err != nil {
 		return nil, err
@@ -273,20 +292,12 @@ func commandFigures(ctx context.Context, sz sizes) ([]Figure, error) {
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 func durableFigure(ctx context.Context, sz sizes) ([]Figure, error) {
-	const snaps, clients = 1000, 16
-	e, done, err := server(ctx, true)
+	const snaps = benchSnapshots
+	_, cs, done, err := served(ctx, true)
 	if err != nil {
 		return nil, err
 	}
 	defer done()
-	if err := snapshots(ctx, e, snaps); err != nil {
-		return nil, err
-	}
-	cs, stop, err := serveClients(e, clients)
-	if err != nil {
-		return nil, err
-	}
-	defer stop()
 	tm, err := throughput(ctx, cs, sz.durable, snaps, "dur")
 	if err != nil {
 		return nil, err
@@ -296,32 +307,14 @@ func durableFigure(ctx context.Context, sz sizes) ([]Figure, error) {
 		return nil, err
 	}
 	defer doneRaw()
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	var firstErr atomic.Value
-	start := time.Now()
-	for c := 0; c < clients; c++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= sz.durable {
-					return
-				}
-				subj, b := eventBytes(i, snaps)
-				if _, err := raw.JetStream().Publish(ctx, subj, b); err != nil {
-					firstErr.CompareAndSwap(nil, err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if err, _ := firstErr.Load().(error); err != nil {
+	rawTP, err := parallel(benchClients, sz.durable, func(_, i int) error {
+		subj, b := eventBytes(i, snaps)
+		_, err := raw.JetStream().Publish(ctx, subj, b)
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
-	rawTP := float64(sz.durable) / time.Since(start).Seconds()
 	return []Figure{{Name: "durable throughput (SyncAlways, 16 clients)", Tidemark: tm, Raw: rawTP, Unit: "ops/s", Ratio: tm / rawTP,
 		Goal: ">= 3.0 (group commit)", Pass: tm/rawTP >= 3,
 		Note: "commands are appended one by one; grouping concurrent commands into one atomic batch is not built yet"}}, nil

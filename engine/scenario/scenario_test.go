@@ -179,15 +179,7 @@ func TestJSONFile(t *testing.T) {
 // recorded decision re-evaluates to the same result.
 func replayed(t *testing.T, dir string) {
 	t.Helper()
-	e, err := engine.Open(t.Context(), engine.Config{DataDir: dir, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close(context.Background())
-	recs, err := replay.Read(t.Context(), e.JetStream(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, recs := reopen(t, dir)
 	if divs := replay.Verify(recs); len(divs) != 0 {
 		t.Fatalf("re-evaluation diverges: %v", divs)
 	}
@@ -206,4 +198,20 @@ func replayed(t *testing.T, dir string) {
 	if string(live) != string(rebuilt) {
 		t.Fatalf("projections from the checkpoint differ from a replay:\n live    %s\n rebuilt %s", live, rebuilt)
 	}
+}
+
+// reopen opens an engine on a scenario's data dir (closed when the test
+// ends) and reads every event of its stream.
+func reopen(t *testing.T, dir string) (*engine.Engine, []replay.Record) {
+	t.Helper()
+	e, err := engine.Open(t.Context(), engine.Config{DataDir: dir, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close(context.Background()) })
+	recs, err := replay.Read(t.Context(), e.JetStream(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, recs
 }

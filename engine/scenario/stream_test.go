@@ -1,13 +1,11 @@
 package scenario
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/replay"
@@ -29,15 +27,7 @@ func runAndRead(t *testing.T, name string) []replay.Record {
 	if res.Failed != 0 {
 		t.Fatalf("%s: %v", name, res.Failures)
 	}
-	e, err := engine.Open(t.Context(), engine.Config{DataDir: dir, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close(context.Background())
-	recs, err := replay.Read(t.Context(), e.JetStream(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, recs := reopen(t, dir)
 	return recs
 }
 
