@@ -34,7 +34,8 @@ type Handler interface {
 
 // Service serves commands over NATS request/reply.
 type Service struct {
-	svc micro.Service
+	svc      micro.Service
+	inFlight sync.WaitGroup
 }
 
 // ServiceConfig configures Serve.
@@ -48,7 +49,11 @@ type ServiceConfig struct {
 	// command over the limit is rejected (rate_limited) before decoding.
 	RateLimit float64
 	RateBurst int
-	Logger    *slog.Logger
+	// Concurrency bounds the commands handled at once (micro calls an
+	// endpoint's handler from one goroutine; each command then runs on its
+	// own, up to this many). Default 64.
+	Concurrency int
+	Logger      *slog.Logger
 }
 
 // Serve registers the tidemark micro service on nc with one endpoint per
@@ -72,11 +77,16 @@ func Serve(nc *nats.Conn, h Handler, cfg ServiceConfig) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("commands: add service: %w", err)
 	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 64
+	}
+	service := &Service{svc: svc}
+	slots := make(chan struct{}, cfg.Concurrency)
 	g := svc.AddGroup(SubjectPrefix)
 	limiter := newLimiter(cfg.RateLimit, cfg.RateBurst)
 	for _, kind := range Kinds {
 		kind := kind
-		handler := micro.HandlerFunc(func(r micro.Request) {
+		serve := func(r micro.Request) {
 			ct := r.Headers().Get(HeaderContentType)
 			asJSON := IsJSON(ct)
 			var reply Reply
@@ -105,6 +115,14 @@ func Serve(nc *nats.Conn, h Handler, cfg ServiceConfig) (*Service, error) {
 			if err := r.Respond(body, micro.WithHeaders(hdr)); err != nil {
 				cfg.Logger.Warn("respond", "kind", kind, "err", err)
 			}
+		}
+		handler := micro.HandlerFunc(func(r micro.Request) {
+			slots <- struct{}{} // back-pressure: at most Concurrency at once
+			service.inFlight.Add(1)
+			go func() {
+				defer func() { <-slots; service.inFlight.Done() }()
+				serve(r)
+			}()
 		})
 		if err := g.AddEndpoint(kind, handler, micro.WithEndpointQueueGroup(cfg.QueueGroup)); err != nil {
 			_ = svc.Stop()
@@ -117,11 +135,15 @@ func Serve(nc *nats.Conn, h Handler, cfg ServiceConfig) (*Service, error) {
 		_ = svc.Stop()
 		return nil, fmt.Errorf("commands: flush endpoint subscriptions: %w", err)
 	}
-	return &Service{svc: svc}, nil
+	return service, nil
 }
 
 // Stop drains the service's subscriptions.
-func (s *Service) Stop() error { return s.svc.Stop() }
+func (s *Service) Stop() error {
+	err := s.svc.Stop()
+	s.inFlight.Wait()
+	return err
+}
 
 // Info is the micro service info.
 func (s *Service) Info() micro.Info { return s.svc.Info() }
