@@ -123,11 +123,13 @@ type Engine struct {
 	loadedSeq uint64 // the checkpoint the projection started from (0: none)
 	cpReject  string // why a stored checkpoint was not used
 
-	cmdMu  sync.Mutex
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	closed bool
+	cmdMu   sync.Mutex
+	queueMu sync.Mutex
+	queue   []*waiter // completions waiting for group commit
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	closed  bool
 }
 
 // Open starts the engine: server (embedded unless NatsURL), stream, and
@@ -425,11 +427,6 @@ func (e *Engine) Handle(ctx context.Context, cmd commands.Command) commands.Repl
 }
 
 func (e *Engine) handle(ctx context.Context, cmd commands.Command) commands.Reply {
-	e.cmdMu.Lock()
-	defer e.cmdMu.Unlock()
-	if e.closed {
-		return commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "%v", ErrStopped))
-	}
 	m := cmd.Header()
 	if m.At.IsZero() {
 		m.At = e.Now()
@@ -448,6 +445,21 @@ func (e *Engine) handle(ctx context.Context, cmd commands.Command) commands.Repl
 		r.Accepted, r.Seq = true, e.proj.seq()
 		return r
 	}
+	if _, ok := cmd.(*commands.CompleteIntervals); ok {
+		return e.combine(ctx, cmd)
+	}
+	e.cmdMu.Lock()
+	defer e.cmdMu.Unlock()
+	if e.closed {
+		return commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "%v", ErrStopped))
+	}
+	return e.decideAndAppend(ctx, cmd)
+}
+
+// decideAndAppend decides one command and appends its events, re-deciding
+// after a conflict. The caller holds cmdMu.
+func (e *Engine) decideAndAppend(ctx context.Context, cmd commands.Command) commands.Reply {
+	m := cmd.Header()
 	for attempt := 0; attempt <= e.cfg.MaxRetries; attempt++ {
 		var d decision
 		var err error

@@ -238,6 +238,12 @@ func appendEvents(ctx context.Context, js jetstream.JetStream, cmdID string, evs
 			return 0, fmt.Errorf("engine: expectation on %s, which the append does not write", s)
 		}
 	}
+	return publishMsgs(ctx, js, msgs)
+}
+
+// publishMsgs stores msgs: one as a plain publish, several as one atomic
+// batch. It returns the sequence of the last one.
+func publishMsgs(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg) (uint64, error) {
 	if len(msgs) == 1 {
 		ack, err := js.PublishMsg(ctx, msgs[0])
 		if err != nil {

@@ -14,6 +14,7 @@ type metrics struct {
 	reg      *prometheus.Registry
 	commands *prometheus.CounterVec
 	appendS  prometheus.Histogram
+	groups   prometheus.Histogram
 }
 
 func newMetrics(e *Engine) *metrics {
@@ -27,7 +28,11 @@ func newMetrics(e *Engine) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		}),
 	}
-	m.reg.MustRegister(m.commands, m.appendS, &stateCollector{e: e},
+	m.groups = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "tidemark_group_commit_commands", Help: "Commands appended together in one group-commit batch.",
+		Buckets: []float64{2, 4, 8, 16, 32, 64, 100},
+	})
+	m.reg.MustRegister(m.commands, m.appendS, m.groups, &stateCollector{e: e},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
