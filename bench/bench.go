@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,13 +51,16 @@ type Options struct {
 
 type sizes struct {
 	commands, latency, durable, replayEvents, candidates, memSnapshots int
+	// growth lists the stream sizes command throughput is measured at.
+	growth []int
 }
 
 func (o Options) sizes() sizes {
 	if o.Quick {
-		return sizes{commands: 20_000, latency: 2_000, durable: 3_000, replayEvents: 100_000, candidates: 200, memSnapshots: 2_000}
+		return sizes{commands: 20_000, latency: 2_000, durable: 3_000, replayEvents: 100_000, candidates: 200, memSnapshots: 2_000, growth: []int{10_000, 100_000}}
 	}
-	return sizes{commands: 200_000, latency: 10_000, durable: 20_000, replayEvents: 1_000_000, candidates: 1_000, memSnapshots: 10_000}
+	return sizes{commands: 200_000, latency: 10_000, durable: 20_000, replayEvents: 1_000_000, candidates: 1_000, memSnapshots: 10_000,
+		growth: []int{10_000, 100_000, 1_000_000}}
 }
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -75,6 +79,7 @@ func Run(ctx context.Context, opts Options) ([]Figure, error) {
 		{"replay and restart", replayFigures},
 		{"promotion check", promotionFigure},
 		{"memory", memoryFigure},
+		{"growth", growthFigure},
 	}
 	var out []Figure
 	for _, s := range steps {
@@ -478,4 +483,40 @@ func memoryFigure(ctx context.Context, sz sizes) ([]Figure, error) {
 	scaled := heap / float64(sz.memSnapshots) * 10_000
 	return []Figure{{Name: fmt.Sprintf("memory (%d snapshots × 1 year hourly)", sz.memSnapshots), Tidemark: heap / (1 << 20), Unit: "MiB",
 		Ratio: scaled / (1 << 20), Goal: "<= 64 MiB at 10,000", Pass: scaled <= 64<<20, Note: fmt.Sprintf("%.0f bytes per snapshot; ratio column: MiB scaled to 10,000", heap/float64(sz.memSnapshots))}}, nil
+}
+
+// growthFigure measures command throughput with the stream already holding
+// 10k, 100k (and 1M) events: it must not fall by more than 20 %.
+func growthFigure(ctx context.Context, sz sizes) ([]Figure, error) {
+	if len(sz.growth) < 2 {
+		return nil, nil
+	}
+	rates := make([]float64, len(sz.growth))
+	for gi, n := range sz.growth {
+		e, cs, done, err := served(ctx, false)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := rawAsync(ctx, e.JetStream(), n, benchSnapshots); err != nil {
+			done()
+			return nil, err
+		}
+		if err := e.CatchUp(ctx); err != nil {
+			done()
+			return nil, err
+		}
+		rates[gi], err = throughput(ctx, cs, sz.commands/2, benchSnapshots, fmt.Sprintf("g%d", gi))
+		done()
+		if err != nil {
+			return nil, err
+		}
+	}
+	last := rates[len(rates)-1] / rates[0]
+	parts := make([]string, len(sz.growth))
+	for i, n := range sz.growth {
+		parts[i] = fmt.Sprintf("%dk events: %.0f ops/s", n/1000, rates[i])
+	}
+	note := strings.Join(parts, "; ")
+	return []Figure{{Name: fmt.Sprintf("growth (command throughput, %dk → %dk events in the stream)", sz.growth[0]/1000, sz.growth[len(sz.growth)-1]/1000),
+		Tidemark: rates[len(rates)-1], Raw: rates[0], Unit: "ops/s", Ratio: last, Goal: ">= 0.8", Pass: last >= 0.8, Note: note}}, nil
 }
