@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -72,7 +73,7 @@ func decodeJSON(body []byte, cmd Command) error {
 		return Errorf(CodeMalformed, "", "trailing data after the JSON object")
 	}
 	known := fieldNames(cmd, "json")
-	for _, k := range sortedFields(fields) {
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
 		if !known[k] {
 			return Errorf(CodeMalformed, k, "unknown field %q", k)
 		}
@@ -102,7 +103,7 @@ func decodeMsgpack(body []byte, cmd Command) (err error) {
 		return Errorf(CodeMalformed, "", "invalid msgpack: want one map with string keys: %v", err)
 	}
 	known := fieldNames(cmd, "msgpack")
-	for _, k := range sortedFields(fields) {
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
 		if !known[k] {
 			return Errorf(CodeMalformed, k, "unknown field %q", k)
 		}
@@ -115,15 +116,6 @@ func decodeMsgpack(body []byte, cmd Command) (err error) {
 		}
 	}
 	return nil
-}
-
-func sortedFields[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // fieldNames lists the wire names (by the given struct tag) of a command's

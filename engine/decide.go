@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -225,7 +226,7 @@ func decideComplete(st *projections.State, c *commands.CompleteIntervals) (decis
 	for _, r := range st.RepairsClosedBy(sn.Table, st.Table(sn.Table).AddSet(set)) {
 		rc := r.Completed(c.At)
 		payloads = append(payloads, rc)
-		if !contains(subjects, rc.Subject()) {
+		if !slices.Contains(subjects, rc.Subject()) {
 			subjects = append(subjects, rc.Subject())
 		}
 	}
@@ -323,7 +324,7 @@ func decidePromote(st *projections.State, c *commands.Promote) (decision, error)
 		d := policy.Retry(st, pl.Built, *pl.CatchUp)
 		// The retry waits for the catch-up work, unless the plan conflicts
 		// by now (another promotion): that is decided at once.
-		if left := CatchUpOutstanding(st, *pl.CatchUp); len(left) > 0 && !contains(d.Codes, policy.CodeConflictingPlan) {
+		if left := CatchUpOutstanding(st, *pl.CatchUp); len(left) > 0 && !slices.Contains(d.Codes, policy.CodeConflictingPlan) {
 			return decision{}, commands.Errorf(commands.CodeConflict, "plan", "plan %q is catching up (requested at seq %d): %s still to compute before the strict retry", c.Plan, pl.CatchUpSeq, describeWork(left))
 		}
 		ev := d.Event(pl.Built, st.Seq, c.At, gen, pl.CatchUpSeq)
@@ -360,15 +361,6 @@ func CatchUpOutstanding(st *projections.State, req events.CatchUpRequested) []ev
 		}
 	}
 	return out
-}
-
-func contains(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func describeWork(ws []events.CatchUpWork) string {

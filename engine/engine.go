@@ -482,12 +482,7 @@ func (e *Engine) decideAndAppend(ctx context.Context, cmd commands.Command) comm
 			d.reply.Accepted = true
 			return d.reply
 		}
-		evs := make([]events.Event, len(d.payloads))
-		for i, p := range d.payloads {
-			ev := events.New(e.ids, m.At, p)
-			ev.Causation, ev.Actor, ev.Correlation = m.ID, m.Actor, m.Correlation
-			evs[i] = ev
-		}
+		evs := e.commandEvents(m, d.payloads)
 		started := time.Now()
 		actx, cancel := context.WithTimeout(ctx, AppendTimeout)
 		seq, err := appendEvents(actx, e.js, m.ID, evs, d.expect)
@@ -518,6 +513,17 @@ func (e *Engine) decideAndAppend(ctx context.Context, cmd commands.Command) comm
 		}
 	}
 	return commands.Rejection(commands.Errorf(commands.CodeConflict, "", "the state kept changing: gave up after %d attempts", e.cfg.MaxRetries+1))
+}
+
+// commandEvents wraps a command's payloads in events caused by it.
+func (e *Engine) commandEvents(m *commands.Meta, payloads []events.Payload) []events.Event {
+	evs := make([]events.Event, len(payloads))
+	for i, p := range payloads {
+		ev := events.New(e.ids, m.At, p)
+		ev.Causation, ev.Actor, ev.Correlation = m.ID, m.Actor, m.Correlation
+		evs[i] = ev
+	}
+	return evs
 }
 
 func duplicateReply(st *projections.State, cmd commands.Command, seq uint64) commands.Reply {

@@ -2,10 +2,8 @@ package engine
 
 import (
 	"context"
-	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events"
@@ -114,19 +112,12 @@ func (e *Engine) appendGroup(ctx context.Context, batch []*waiter, decided []dec
 	started := time.Now()
 	for k, w := range batch {
 		m := w.cmd.Header()
-		ev := events.New(e.ids, m.At, decided[k].payloads[0])
-		ev.Causation, ev.Actor, ev.Correlation = m.ID, m.Actor, m.Correlation
-		b, err := events.Encode(ev)
+		msgs, err := commandMsgs(m.ID, e.commandEvents(m, decided[k].payloads), decided[k].expect)
 		if err != nil {
 			failed = append(failed, w)
 			continue
 		}
-		subj := ev.Payload.Subject()
-		msg := nats.NewMsg(subj)
-		msg.Data = b
-		msg.Header.Set(jetstream.MsgIDHeader, m.ID)
-		msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(decided[k].expect.subjects[subj], 10))
-		if futures[k], err = e.js.PublishMsgAsync(msg); err != nil {
+		if futures[k], err = e.js.PublishMsgAsync(msgs[0]); err != nil {
 			futures[k] = nil
 			failed = append(failed, w)
 		}

@@ -200,15 +200,25 @@ func mapErr(err error) error {
 }
 
 // appendEvents stores evs under exp: one event as one conditional publish,
-// several as one atomic batch, never half. Message ids derive from the
-// command id so a retried command is deduplicated by the stream.
+// several as one atomic batch, never half.
 func appendEvents(ctx context.Context, js jetstream.JetStream, cmdID string, evs []events.Event, exp expectation) (uint64, error) {
+	msgs, err := commandMsgs(cmdID, evs, exp)
+	if err != nil {
+		return 0, err
+	}
+	return publishMsgs(ctx, js, msgs)
+}
+
+// commandMsgs turns one command's events into the messages that store
+// them under exp. Message ids derive from the command id so a retried
+// command is deduplicated by the stream.
+func commandMsgs(cmdID string, evs []events.Event, exp expectation) ([]*nats.Msg, error) {
 	msgs := make([]*nats.Msg, len(evs))
 	checked := map[string]bool{}
 	for i, ev := range evs {
 		b, err := events.Encode(ev)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		subj := ev.Payload.Subject()
 		m := nats.NewMsg(subj)
@@ -235,10 +245,10 @@ func appendEvents(ctx context.Context, js jetstream.JetStream, cmdID string, evs
 	// Every expectation must sit on a message of its own subject.
 	for s := range exp.subjects {
 		if !checked[s] {
-			return 0, fmt.Errorf("engine: expectation on %s, which the append does not write", s)
+			return nil, fmt.Errorf("engine: expectation on %s, which the append does not write", s)
 		}
 	}
-	return publishMsgs(ctx, js, msgs)
+	return msgs, nil
 }
 
 // publishMsgs stores msgs: one as a plain publish, several as one atomic

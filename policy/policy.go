@@ -17,6 +17,7 @@
 package policy
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -424,10 +425,8 @@ func descendants(plan events.PlanBuilt, snapshot string) []events.Candidate {
 }
 
 func appendOnce(l []string, s string) []string {
-	for _, x := range l {
-		if x == s {
-			return l
-		}
+	if slices.Contains(l, s) {
+		return l
 	}
 	return append(l, s)
 }

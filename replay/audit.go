@@ -2,6 +2,8 @@ package replay
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -115,7 +117,7 @@ func describe(r Record) Row {
 		row.Summary = fmt.Sprintf("catch-up for %s (view at seq %d): %s", p.Plan, p.EvaluatedAtSeq, strings.Join(parts, "; "))
 	case events.PromotionDecided:
 		row.Env, row.Plan = p.Env, p.Plan
-		row.Models = sortedModels(p.Models)
+		row.Models = slices.Sorted(maps.Keys(p.Models))
 		retry := ""
 		if p.CatchUpSeq > 0 {
 			retry = fmt.Sprintf(", retry of the catch-up at seq %d", p.CatchUpSeq)
@@ -142,15 +144,6 @@ func planOfRun(id string) string {
 		}
 	}
 	return ""
-}
-
-func sortedModels(m map[string]events.ModelFinding) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func ts(t time.Time) string {

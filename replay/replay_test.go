@@ -62,7 +62,10 @@ func TestVerifyDetectsTampering(t *testing.T) {
 	}
 	decision := find(func(p events.Payload) bool { d, ok := p.(events.PromotionDecided); return ok && d.Plan == "p1" })
 	request := find(func(p events.Payload) bool { _, ok := p.(events.CatchUpRequested); return ok })
-	fill := find(func(p events.Payload) bool { c, ok := p.(events.IntervalsCompleted); return ok && c.RunKind == events.RunCatchUp })
+	fill := find(func(p events.Payload) bool {
+		c, ok := p.(events.IntervalsCompleted)
+		return ok && c.RunKind == events.RunCatchUp
+	})
 
 	cases := []struct {
 		name   string

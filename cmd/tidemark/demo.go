@@ -3,7 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -105,7 +106,7 @@ func narrate(w io.Writer, sr scenario.StepResult) {
 	case "backfill":
 		fmt.Fprintf(w, "  %s  backfill of p1 done: events@v2 covers up to the captured frontier\n", at)
 	case "promote":
-		for _, m := range sortedKeys(sr.CatchUp) {
+		for _, m := range slices.Sorted(maps.Keys(sr.CatchUp)) {
 			fmt.Fprintf(w, "  %s  catch-up: computed %s for %s (run kind catch_up), then retried the strict check\n", at, strings.Join(sr.CatchUp[m], ", "), m)
 		}
 		fmt.Fprintf(w, "  %s  promote p1: %s [%s] (stream at seq %d, open repair debt: %d)\n", at, strings.ToUpper(sr.Outcome), strings.Join(sr.Codes, ", "), sr.Seq, sr.RepairsOpen)
@@ -157,13 +158,4 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

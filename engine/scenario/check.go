@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -38,12 +40,12 @@ func (r *runner) check(ctx context.Context, st Step, sr *StepResult) []Failure {
 	if e.Codes != nil {
 		have := sr.Codes
 		for _, c := range e.Codes {
-			if !contains(have, c) {
+			if !slices.Contains(have, c) {
 				fail("codes", fmt.Sprintf("%s present", c), fmt.Sprintf("%v", orEmpty(have)))
 			}
 		}
 	}
-	for _, m := range sortedKeys(e.Missing) {
+	for _, m := range slices.Sorted(maps.Keys(e.Missing)) {
 		want := interval.NewSet(e.Missing[m]...)
 		var got interval.Set
 		if d != nil {
@@ -53,7 +55,7 @@ func (r *runner) check(ctx context.Context, st Step, sr *StepResult) []Failure {
 			fail("missing."+m, fmt.Sprint(orEmpty(want.Strings())), gotOrNone(d, fmt.Sprint(orEmpty(got.Strings()))))
 		}
 	}
-	for _, m := range sortedKeys(e.Advances) {
+	for _, m := range slices.Sorted(maps.Keys(e.Advances)) {
 		got := 0
 		if d != nil {
 			got = d.Models[m].Advances
@@ -97,7 +99,7 @@ func (r *runner) check(ctx context.Context, st Step, sr *StepResult) []Failure {
 				inc[m] = v
 			}
 		})
-		for _, m := range sortedKeys(e.Incumbent) {
+		for _, m := range slices.Sorted(maps.Keys(e.Incumbent)) {
 			got, ok := inc[m]
 			if !ok {
 				got = "<none>"
@@ -116,15 +118,6 @@ func gotOrNone(d *events.PromotionDecided, s string) string {
 		return "<no decision in this step>"
 	}
 	return s
-}
-
-func contains(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func orEmpty(l []string) []string {

@@ -4,8 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"sync"
 	"time"
 
@@ -162,7 +163,7 @@ func (r *runner) do(ctx context.Context, cmd commands.Command) (commands.Reply, 
 }
 
 func (r *runner) register(ctx context.Context, vs map[string]Version) error {
-	for _, model := range sortedKeys(vs) {
+	for _, model := range slices.Sorted(maps.Keys(vs)) {
 		v := vs[model]
 		m := v.Model
 		if _, err := r.do(ctx, &commands.RegisterSnapshot{
@@ -396,13 +397,4 @@ func (r *runner) verify(ctx context.Context) ([]replay.Divergence, error) {
 		divs = append(divs, replay.Divergence{Field: "projections", Recorded: "live state", Recomputed: "rebuilt state differs"})
 	}
 	return divs, nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
