@@ -124,4 +124,3 @@ func TestLiveUpdates(t *testing.T) {
 		t.Fatalf("second update id %s after seq %d (first %s)", id2, r.Seq, id)
 	}
 }
-
