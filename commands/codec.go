@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -89,9 +90,23 @@ func decodeJSON(body []byte, cmd Command) error {
 	return nil
 }
 
-// decodeMsgpack decodes a msgpack map into cmd key by key, so an error
+// decodeMsgpack decodes a msgpack map into cmd. A well-formed body takes
+// one strict pass (unknown fields refused); any failure decodes it again
+// key by key, so the error names the key that caused it.
+func decodeMsgpack(body []byte, cmd Command) error {
+	if isMsgpackMap(body[0]) && decodeStrict(body, cmd) == nil {
+		return nil
+	}
+	// Start again from a clean command: the strict pass may have set
+	// fields before it failed.
+	v := reflect.ValueOf(cmd).Elem()
+	v.Set(reflect.Zero(v.Type()))
+	return decodeMsgpackKeys(body, cmd)
+}
+
+// decodeMsgpackKeys decodes a msgpack map into cmd key by key, so an error
 // names the key that caused it.
-func decodeMsgpack(body []byte, cmd Command) (err error) {
+func decodeMsgpackKeys(body []byte, cmd Command) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = Errorf(CodeMalformed, "", "invalid msgpack: %v", r)
@@ -118,9 +133,46 @@ func decodeMsgpack(body []byte, cmd Command) (err error) {
 	return nil
 }
 
+// isMsgpackMap reports whether b starts a msgpack map (fixmap, map16 or
+// map32). The strict pass needs it: msgpack also decodes arrays into
+// structs, by position.
+func isMsgpackMap(b byte) bool { return b&0xf0 == 0x80 || b == 0xde || b == 0xdf }
+
+// decodeStrict decodes body into cmd in one pass, refusing unknown fields
+// and trailing bytes. A panic in the decoder is an error too.
+func decodeStrict(body []byte, cmd Command) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	r := bytes.NewReader(body)
+	dec := msgpack.NewDecoder(r)
+	dec.DisallowUnknownFields(true)
+	if err := dec.Decode(cmd); err != nil {
+		return err
+	}
+	if r.Len() > 0 {
+		return errors.New("trailing bytes")
+	}
+	return nil
+}
+
+// fieldNameCache holds fieldNames results by type and tag.
+var fieldNameCache sync.Map // fieldNameKey → map[string]bool
+
+type fieldNameKey struct {
+	t   reflect.Type
+	tag string
+}
+
 // fieldNames lists the wire names (by the given struct tag) of a command's
-// fields, inline structs included.
+// fields, inline structs included. The result is shared: do not modify it.
 func fieldNames(cmd Command, tag string) map[string]bool {
+	key := fieldNameKey{reflect.TypeOf(cmd), tag}
+	if m, ok := fieldNameCache.Load(key); ok {
+		return m.(map[string]bool)
+	}
 	out := map[string]bool{}
 	var walk func(t reflect.Type)
 	walk = func(t reflect.Type) {
@@ -138,6 +190,7 @@ func fieldNames(cmd Command, tag string) map[string]bool {
 		}
 	}
 	walk(reflect.TypeOf(cmd).Elem())
+	fieldNameCache.Store(key, out)
 	return out
 }
 

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -38,6 +39,16 @@ func FuzzDecode(f *testing.F) {
 		if asJSON {
 			ct = ContentJSON
 		}
+		if !asJSON && len(body) > 0 {
+			fast, slow := mustNew(t, kind), mustNew(t, kind)
+			ferr, serr := decodeMsgpack(body, fast), decodeMsgpackKeys(body, slow)
+			if (ferr == nil) != (serr == nil) || (ferr != nil && ferr.Error() != serr.Error()) {
+				t.Fatalf("one-pass decode says %v, key by key %v", ferr, serr)
+			}
+			if ferr == nil && !reflect.DeepEqual(fast, slow) {
+				t.Fatalf("one-pass decode gave %#v, key by key %#v", fast, slow)
+			}
+		}
 		cmd, err := Decode(kind, ct, body)
 		if err != nil {
 			var ce *Error
@@ -53,4 +64,12 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("Decode returned an invalid command: %v", err)
 		}
 	})
+}
+
+func mustNew(t *testing.T, kind string) Command {
+	c, err := New(kind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

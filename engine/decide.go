@@ -170,16 +170,16 @@ func decideBuildPlan(st *projections.State, c *commands.BuildPlan) (decision, er
 func checkRanges(sn *projections.Snapshot, rs []interval.Range, ended bool, at time.Time) (interval.Set, error) {
 	u := sn.Schedule.Unit()
 	start := u.Floor(sn.Start)
+	field := func(i int) string { return fmt.Sprintf("ranges[%d]", i) }
 	for i, r := range rs {
-		field := fmt.Sprintf("ranges[%d]", i)
 		if !u.Aligned(r.Start) || (!u.Aligned(r.End) && !sn.AllowPartials) {
-			return nil, commands.Errorf(commands.CodeInvalid, field, "range %s is not aligned to the %s unit of %s", r, u, sn.Snapshot)
+			return nil, commands.Errorf(commands.CodeInvalid, field(i), "range %s is not aligned to the %s unit of %s", r, u, sn.Snapshot)
 		}
 		if r.Start.Before(start) {
-			return nil, commands.Errorf(commands.CodeInvalid, field, "range %s starts before %s's start %s", r, sn.Snapshot, start.Format(time.RFC3339))
+			return nil, commands.Errorf(commands.CodeInvalid, field(i), "range %s starts before %s's start %s", r, sn.Snapshot, start.Format(time.RFC3339))
 		}
 		if ended && r.End.After(at) {
-			return nil, commands.Errorf(commands.CodeInvalid, field, "range %s has not ended at %s", r, at.Format(time.RFC3339))
+			return nil, commands.Errorf(commands.CodeInvalid, field(i), "range %s has not ended at %s", r, at.Format(time.RFC3339))
 		}
 	}
 	return interval.NewSet(rs...), nil

@@ -9,7 +9,12 @@
 // (replicas) the expected-sequence condition on every append keeps two
 // writers from both acting on one state: the loser re-reads and re-decides.
 //
-// Lock order: cmdMu, then the projector's mu (held only while deciding).
+// Completions are group-committed (group.go): several groups may be in
+// flight at once, but never two touching the same subject, table or
+// command id, and every other command waits until none is in flight.
+//
+// Lock order: cmdMu, flightMu, then the projector's mu (held only while
+// deciding).
 package engine
 
 import (
@@ -126,6 +131,10 @@ type Engine struct {
 	cmdMu   sync.Mutex
 	queueMu sync.Mutex
 	queue   []*waiter // completions waiting for group commit
+	// flightMu guards flight, the groups published and not yet applied.
+	// Lock order: cmdMu, flightMu, the projector's mu.
+	flightMu sync.Mutex
+	flight   flight
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -453,6 +462,7 @@ func (e *Engine) handle(ctx context.Context, cmd commands.Command) commands.Repl
 	if e.closed {
 		return commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "%v", ErrStopped))
 	}
+	e.waitIdle(ctx)
 	return e.decideAndAppend(ctx, cmd)
 }
 

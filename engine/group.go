@@ -2,8 +2,10 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events"
@@ -13,37 +15,75 @@ import (
 // Group commit. Completions are the hot path: workers report them from
 // many connections at once. A completion waits in a queue; whoever holds
 // cmdMu takes the whole queue, decides every command in it against the
-// same view, and appends the independent ones together, all publishes in
-// flight at once (one round trip for the group). Independent means one
-// event each, on distinct snapshot subjects and distinct tables, with no
-// repair debt closing: no decision in the group reads what another
-// writes, so deciding them against one view is the same as deciding them
-// in turn. Anything else, and any append that fails, goes through the
-// one-at-a-time path, which re-reads and re-decides. (An atomic batch
-// would buy one fsync for the group under SyncAlways, but costs
-// milliseconds per batch on this server: measured, small groups got
-// slower.)
+// same view, publishes the independent ones together (all in flight at
+// once, each under its own expected sequence and message id), and lets go
+// of cmdMu before it waits for their acks, so the next group is decided
+// while this one is being stored.
+//
+// Independent means one event each, on distinct snapshot subjects and
+// distinct tables, with no repair debt closing, and touching no subject,
+// table or command id of a group still in flight: no decision reads what
+// another in flight writes, so deciding them against one view is the
+// same as deciding them in turn. Every other command (other kinds, a
+// completion closing debt, one whose subject is in flight) waits until
+// nothing is in flight and goes through the one-at-a-time path, which
+// re-reads and re-decides; so does any append that fails.
+//
+// Under SyncAlways a group of at least AtomicGroupMin commands is one
+// atomic batch: the stream fsyncs it once. Smaller groups are published
+// one message each: on a single-replica file store the server stages an
+// atomic batch in a file store of its own, which costs more than the
+// fsyncs it saves until the group is large (docs/performance.md).
 
-// MaxGroup bounds the commands appended in one batch.
+// MaxGroup bounds the commands appended in one group.
 const MaxGroup = 100
+
+// AtomicGroupMin is the smallest group appended as one atomic batch under
+// SyncAlways.
+const AtomicGroupMin = 24
 
 type waiter struct {
 	ctx   context.Context
 	cmd   commands.Command
 	reply commands.Reply
-	done  bool // written and read under cmdMu
+	done  chan struct{} // closed once reply is set
 }
 
-// combine queues cmd and either finds it handled by the holder of cmdMu
-// or, holding cmdMu itself, handles the queue.
+func (w *waiter) finish(r commands.Reply) {
+	w.reply = r
+	close(w.done)
+}
+
+// flight is what the groups being stored touch. Guarded by Engine.flightMu.
+type flight struct {
+	keys map[string]int // "s:"+subject, "t:"+table, "i:"+command id → groups holding it
+	n    int            // groups in flight
+	idle chan struct{}  // closed when n drops to 0; nil while n is 0
+}
+
+func (f *flight) busy(keys ...string) bool {
+	for _, k := range keys {
+		if f.keys[k] > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// combine queues a completion and returns its reply once some holder of
+// cmdMu (possibly this goroutine) has handled it.
 func (e *Engine) combine(ctx context.Context, cmd commands.Command) commands.Reply {
-	w := &waiter{ctx: ctx, cmd: cmd}
+	w := &waiter{ctx: ctx, cmd: cmd, done: make(chan struct{})}
 	e.queueMu.Lock()
 	e.queue = append(e.queue, w)
 	e.queueMu.Unlock()
-	e.cmdMu.Lock()
-	defer e.cmdMu.Unlock()
-	for !w.done {
+	for {
+		select {
+		case <-w.done:
+			return w.reply
+		default:
+		}
+		e.cmdMu.Lock()
 		e.queueMu.Lock()
 		group := e.queue
 		if len(group) > MaxGroup {
@@ -52,119 +92,238 @@ func (e *Engine) combine(ctx context.Context, cmd commands.Command) commands.Rep
 			e.queue = nil
 		}
 		e.queueMu.Unlock()
+		if len(group) == 0 {
+			// w was taken by another holder and is in flight.
+			e.cmdMu.Unlock()
+			<-w.done
+			return w.reply
+		}
 		if e.closed {
 			for _, g := range group {
-				g.reply, g.done = commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "%v", ErrStopped)), true
+				g.finish(commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "%v", ErrStopped)))
 			}
+			e.cmdMu.Unlock()
 			continue
 		}
-		e.commitGroup(ctx, group)
+		pending, alone := e.startGroup(group)
+		e.cmdMu.Unlock()
+		if pending != nil {
+			alone = append(pending.wait(ctx), alone...)
+		}
+		e.oneByOne(ctx, alone)
 	}
-	return w.reply
 }
 
-// commitGroup handles a queue of commands. The caller holds cmdMu.
-func (e *Engine) commitGroup(ctx context.Context, group []*waiter) {
-	var batch []*waiter
-	var decided []decision
+// oneByOne sends commands through the one-at-a-time path once nothing is
+// in flight.
+func (e *Engine) oneByOne(ctx context.Context, ws []*waiter) {
+	if len(ws) == 0 {
+		return
+	}
+	e.cmdMu.Lock()
+	defer e.cmdMu.Unlock()
+	e.waitIdle(ctx)
+	for _, w := range ws {
+		if e.closed {
+			w.finish(commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "%v", ErrStopped)))
+			continue
+		}
+		w.finish(e.decideAndAppend(w.ctx, w.cmd))
+	}
+}
+
+// pendingGroup is a group published and not yet acknowledged.
+type pendingGroup struct {
+	e       *Engine
+	batch   []*waiter
+	decided []decision
+	keys    []string
+	futures []jetstream.PubAckFuture // one per waiter; nil: not published
+	msgs    []*nats.Msg
+	atomic  bool // msgs go as one atomic batch (published in wait)
+	started time.Time
+}
+
+// startGroup decides a queue of commands, answers the rejected and the
+// duplicates, and publishes the independent ones. The caller holds cmdMu.
+// It returns the published group (nil if none), which must be waited for,
+// and the commands for the one-at-a-time path.
+func (e *Engine) startGroup(group []*waiter) (*pendingGroup, []*waiter) {
+	p := &pendingGroup{e: e}
 	var alone []*waiter
-	subjects, tables, ids := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	seen := map[string]bool{}
+	e.flightMu.Lock()
 	e.proj.read(func(st *projections.State) {
 		for _, w := range group {
 			m := w.cmd.Header()
+			idKey := "i:" + m.ID
+			if e.flight.busy(idKey) || seen[idKey] {
+				alone = append(alone, w)
+				continue
+			}
 			if seq, ok := st.Commands[m.ID]; ok {
-				w.reply, w.done = duplicateReply(st, w.cmd, seq), true
+				w.finish(duplicateReply(st, w.cmd, seq))
 				continue
 			}
 			d, err := e.decide(st, w.cmd)
 			if err != nil {
-				w.reply, w.done = commands.Rejection(err), true
+				w.finish(commands.Rejection(err))
 				continue
 			}
 			c, single := d.payloads[0].(events.IntervalsCompleted)
-			if len(d.payloads) != 1 || !single || d.expect.stream != nil || ids[m.ID] || subjects[c.Subject()] || tables[c.Table] {
+			if len(d.payloads) != 1 || !single || d.expect.stream != nil {
 				alone = append(alone, w)
 				continue
 			}
-			ids[m.ID], subjects[c.Subject()], tables[c.Table] = true, true, true
-			batch, decided = append(batch, w), append(decided, d)
+			keys := []string{idKey, "s:" + c.Subject(), "t:" + c.Table}
+			if e.flight.busy(keys...) || seen[keys[1]] || seen[keys[2]] {
+				alone = append(alone, w)
+				continue
+			}
+			for _, k := range keys {
+				seen[k] = true
+			}
+			p.batch, p.decided, p.keys = append(p.batch, w), append(p.decided, d), append(p.keys, keys...)
 		}
 	})
-	if len(batch) == 1 {
-		alone, batch = append(batch, alone...), nil
+	if len(p.batch) > 0 {
+		if e.flight.keys == nil {
+			e.flight.keys = map[string]int{}
+		}
+		e.flight.n++
+		if e.flight.idle == nil {
+			e.flight.idle = make(chan struct{})
+		}
+		for _, k := range p.keys {
+			e.flight.keys[k]++
+		}
 	}
-	if len(batch) > 1 {
-		alone = append(e.appendGroup(ctx, batch, decided), alone...)
+	e.flightMu.Unlock()
+	if len(p.batch) == 0 {
+		return nil, alone
 	}
-	for _, w := range alone {
-		w.reply, w.done = e.decideAndAppend(w.ctx, w.cmd), true
+	p.publish()
+	return p, alone
+}
+
+// waitIdle blocks until no group is in flight (or ctx ends).
+func (e *Engine) waitIdle(ctx context.Context) {
+	e.flightMu.Lock()
+	idle := e.flight.idle
+	e.flightMu.Unlock()
+	if idle == nil {
+		return
+	}
+	select {
+	case <-idle:
+	case <-ctx.Done():
 	}
 }
 
-// appendGroup appends one event per waiter, each its own conditional
-// publish (its subject's expected sequence, its command's message id), all
-// in flight at once: one round trip for the group. The events are
-// independent, so each stands or falls alone; the ones that failed are
-// returned for the one-at-a-time path.
-func (e *Engine) appendGroup(ctx context.Context, batch []*waiter, decided []decision) []*waiter {
-	futures := make([]jetstream.PubAckFuture, len(batch))
-	var failed []*waiter
-	started := time.Now()
-	for k, w := range batch {
+// land removes a finished group from the flight.
+func (e *Engine) land(p *pendingGroup) {
+	e.flightMu.Lock()
+	defer e.flightMu.Unlock()
+	for _, k := range p.keys {
+		if e.flight.keys[k]--; e.flight.keys[k] == 0 {
+			delete(e.flight.keys, k)
+		}
+	}
+	if e.flight.n--; e.flight.n == 0 {
+		close(e.flight.idle)
+		e.flight.idle = nil
+	}
+}
+
+// publish sends the group's messages: under SyncAlways and at least
+// AtomicGroupMin of them as one atomic batch, otherwise one publish each,
+// all in flight at once.
+func (p *pendingGroup) publish() {
+	e := p.e
+	p.started = time.Now()
+	p.futures = make([]jetstream.PubAckFuture, len(p.batch))
+	p.msgs = make([]*nats.Msg, len(p.batch))
+	for k, w := range p.batch {
 		m := w.cmd.Header()
-		msgs, err := commandMsgs(m.ID, e.commandEvents(m, decided[k].payloads), decided[k].expect)
-		if err != nil {
-			failed = append(failed, w)
-			continue
-		}
-		if futures[k], err = e.js.PublishMsgAsync(msgs[0]); err != nil {
-			futures[k] = nil
-			failed = append(failed, w)
+		msgs, err := commandMsgs(m.ID, e.commandEvents(m, p.decided[k].payloads), p.decided[k].expect)
+		if err == nil {
+			p.msgs[k] = msgs[0]
 		}
 	}
-	timeout := time.NewTimer(AppendTimeout)
-	defer timeout.Stop()
+	if e.cfg.SyncAlways && len(p.batch) >= AtomicGroupMin && !slices.Contains(p.msgs, nil) {
+		p.atomic = true
+		return
+	}
+	for k, m := range p.msgs {
+		if m == nil {
+			continue
+		}
+		f, err := e.js.PublishMsgAsync(m)
+		if err == nil {
+			p.futures[k] = f
+		}
+	}
+}
+
+// wait collects the acks, waits for the projection to apply them, answers
+// the stored commands, and returns the rest for the one-at-a-time path.
+func (p *pendingGroup) wait(ctx context.Context) []*waiter {
+	e := p.e
+	seqs := make([]uint64, len(p.batch))
 	var last uint64
-	seqs := make([]uint64, len(batch))
-	for k, f := range futures {
-		if f == nil {
-			continue
-		}
-		select {
-		case ack := <-f.Ok():
-			seqs[k] = ack.Sequence
-			last = max(last, ack.Sequence)
-		case err := <-f.Err():
-			e.log.Debug("group append: one command goes alone", "id", batch[k].cmd.Header().ID, "err", err)
-			failed = append(failed, batch[k])
-		case <-timeout.C:
-			failed = append(failed, batch[k])
-		case <-ctx.Done():
-			failed = append(failed, batch[k])
-		}
-	}
-	e.metrics.appendS.Observe(time.Since(started).Seconds())
-	if last > 0 {
-		if err := e.proj.waitFor(ctx, last); err != nil {
-			for k, w := range batch {
-				if seqs[k] > 0 {
-					w.reply = commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "appended at seq %d but the projection did not catch up: %v", seqs[k], err))
-					w.done = true
-				}
+	if p.atomic {
+		actx, cancel := context.WithTimeout(ctx, AppendTimeout)
+		seq, err := publishMsgs(actx, e.js, p.msgs)
+		cancel()
+		if err == nil {
+			last = seq
+			for k := range seqs {
+				seqs[k] = seq - uint64(len(seqs)-1-k)
 			}
-			return failed
+		} else {
+			e.log.Debug("group append: the batch goes one at a time", "n", len(p.batch), "err", err)
+		}
+	} else {
+		timeout := time.NewTimer(AppendTimeout)
+		defer timeout.Stop()
+		for k, f := range p.futures {
+			if f == nil {
+				continue
+			}
+			select {
+			case ack := <-f.Ok():
+				seqs[k] = ack.Sequence
+				last = max(last, ack.Sequence)
+			case err := <-f.Err():
+				e.log.Debug("group append: one command goes alone", "id", p.batch[k].cmd.Header().ID, "err", err)
+			case <-timeout.C:
+			case <-ctx.Done():
+			}
 		}
 	}
+	e.metrics.appendS.Observe(time.Since(p.started).Seconds())
+	var perr error
+	if last > 0 {
+		perr = e.proj.waitFor(ctx, last)
+	}
+	var failed []*waiter
 	n := 0
-	for k, w := range batch {
-		if seqs[k] == 0 {
-			continue
+	for k, w := range p.batch {
+		switch {
+		case seqs[k] == 0:
+			failed = append(failed, w)
+		case perr != nil:
+			w.finish(commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "appended at seq %d but the projection did not catch up: %v", seqs[k], perr)))
+		default:
+			r := p.decided[k].reply
+			r.Accepted, r.Seq, r.Events = true, seqs[k], 1
+			w.finish(r)
+			n++
 		}
-		r := decided[k].reply
-		r.Accepted, r.Seq, r.Events = true, seqs[k], 1
-		w.reply, w.done = r, true
-		n++
 	}
-	e.metrics.groups.Observe(float64(n))
+	if n > 0 {
+		e.metrics.groups.Observe(float64(n))
+	}
+	e.land(p)
 	return failed
 }
