@@ -130,15 +130,16 @@ type Engine struct {
 
 	cmdMu   sync.Mutex
 	queueMu sync.Mutex
-	queue   []*waiter // completions waiting for group commit
+	queue   []*waiter     // completions waiting for group commit
+	lead    chan struct{} // capacity 1: held by the goroutine leading a group
 	// flightMu guards flight, the groups published and not yet applied.
 	// Lock order: cmdMu, flightMu, the projector's mu.
 	flightMu sync.Mutex
 	flight   flight
-	ctx     context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	closed  bool
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	closed   bool
 }
 
 // Open starts the engine: server (embedded unless NatsURL), stream, and
@@ -157,7 +158,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	e := &Engine{cfg: cfg, log: cfg.Logger.With("subsystem", "engine"), ids: events.NewIDSource()}
+	e := &Engine{cfg: cfg, log: cfg.Logger.With("subsystem", "engine"), ids: events.NewIDSource(), lead: make(chan struct{}, 1)}
 	e.metrics = newMetrics(e)
 	var err error
 	if cfg.NatsURL == "" {

@@ -2,10 +2,8 @@ package engine
 
 import (
 	"context"
-	"slices"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events"
@@ -13,12 +11,13 @@ import (
 )
 
 // Group commit. Completions are the hot path: workers report them from
-// many connections at once. A completion waits in a queue; whoever holds
-// cmdMu takes the whole queue, decides every command in it against the
-// same view, publishes the independent ones together (all in flight at
-// once, each under its own expected sequence and message id), and lets go
-// of cmdMu before it waits for their acks, so the next group is decided
-// while this one is being stored.
+// many connections at once. A completion waits in a queue; the leader
+// (holder of the lead token, then of cmdMu) takes the whole queue,
+// decides every command in it against the same view, publishes the
+// independent ones together (all in flight at once, each under its own
+// expected sequence and message id), and lets go of leadership before it
+// waits for their acks, so the next group is decided while this one is
+// being stored.
 //
 // Independent means one event each, on distinct snapshot subjects and
 // distinct tables, with no repair debt closing, and touching no subject,
@@ -29,18 +28,14 @@ import (
 // nothing is in flight and goes through the one-at-a-time path, which
 // re-reads and re-decides; so does any append that fails.
 //
-// Under SyncAlways a group of at least AtomicGroupMin commands is one
-// atomic batch: the stream fsyncs it once. Smaller groups are published
-// one message each: on a single-replica file store the server stages an
-// atomic batch in a file store of its own, which costs more than the
-// fsyncs it saves until the group is large (docs/performance.md).
+// The group is not one atomic batch, although under SyncAlways that would
+// be one fsync for the group: on a single-replica file store the server
+// stages every atomic batch in a file store of its own, which costs more
+// than the fsyncs it saves at the group sizes concurrent clients form
+// (measured: docs/performance.md).
 
 // MaxGroup bounds the commands appended in one group.
 const MaxGroup = 100
-
-// AtomicGroupMin is the smallest group appended as one atomic batch under
-// SyncAlways.
-const AtomicGroupMin = 24
 
 type waiter struct {
 	ctx   context.Context
@@ -70,8 +65,10 @@ func (f *flight) busy(keys ...string) bool {
 	return false
 }
 
-// combine queues a completion and returns its reply once some holder of
-// cmdMu (possibly this goroutine) has handled it.
+// combine queues a completion and returns its reply once some leader
+// (possibly this goroutine) has handled it. Leadership is a token, not
+// cmdMu itself, so a waiter whose command is done returns at once instead
+// of queueing for the lock only to find nothing left to do.
 func (e *Engine) combine(ctx context.Context, cmd commands.Command) commands.Reply {
 	w := &waiter{ctx: ctx, cmd: cmd, done: make(chan struct{})}
 	e.queueMu.Lock()
@@ -81,9 +78,8 @@ func (e *Engine) combine(ctx context.Context, cmd commands.Command) commands.Rep
 		select {
 		case <-w.done:
 			return w.reply
-		default:
+		case e.lead <- struct{}{}:
 		}
-		e.cmdMu.Lock()
 		e.queueMu.Lock()
 		group := e.queue
 		if len(group) > MaxGroup {
@@ -93,20 +89,23 @@ func (e *Engine) combine(ctx context.Context, cmd commands.Command) commands.Rep
 		}
 		e.queueMu.Unlock()
 		if len(group) == 0 {
-			// w was taken by another holder and is in flight.
-			e.cmdMu.Unlock()
+			// w was taken by another leader and is in flight.
+			<-e.lead
 			<-w.done
 			return w.reply
 		}
+		e.cmdMu.Lock()
 		if e.closed {
+			e.cmdMu.Unlock()
+			<-e.lead
 			for _, g := range group {
 				g.finish(commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "%v", ErrStopped)))
 			}
-			e.cmdMu.Unlock()
 			continue
 		}
 		pending, alone := e.startGroup(group)
 		e.cmdMu.Unlock()
+		<-e.lead
 		if pending != nil {
 			alone = append(pending.wait(ctx), alone...)
 		}
@@ -139,8 +138,6 @@ type pendingGroup struct {
 	decided []decision
 	keys    []string
 	futures []jetstream.PubAckFuture // one per waiter; nil: not published
-	msgs    []*nats.Msg
-	atomic  bool // msgs go as one atomic batch (published in wait)
 	started time.Time
 }
 
@@ -235,31 +232,19 @@ func (e *Engine) land(p *pendingGroup) {
 	}
 }
 
-// publish sends the group's messages: under SyncAlways and at least
-// AtomicGroupMin of them as one atomic batch, otherwise one publish each,
-// all in flight at once.
+// publish sends the group's messages, one publish each, all in flight at
+// once.
 func (p *pendingGroup) publish() {
 	e := p.e
 	p.started = time.Now()
 	p.futures = make([]jetstream.PubAckFuture, len(p.batch))
-	p.msgs = make([]*nats.Msg, len(p.batch))
 	for k, w := range p.batch {
 		m := w.cmd.Header()
 		msgs, err := commandMsgs(m.ID, e.commandEvents(m, p.decided[k].payloads), p.decided[k].expect)
-		if err == nil {
-			p.msgs[k] = msgs[0]
-		}
-	}
-	if e.cfg.SyncAlways && len(p.batch) >= AtomicGroupMin && !slices.Contains(p.msgs, nil) {
-		p.atomic = true
-		return
-	}
-	for k, m := range p.msgs {
-		if m == nil {
+		if err != nil {
 			continue
 		}
-		f, err := e.js.PublishMsgAsync(m)
-		if err == nil {
+		if f, err := e.js.PublishMsgAsync(msgs[0]); err == nil {
 			p.futures[k] = f
 		}
 	}
@@ -271,34 +256,20 @@ func (p *pendingGroup) wait(ctx context.Context) []*waiter {
 	e := p.e
 	seqs := make([]uint64, len(p.batch))
 	var last uint64
-	if p.atomic {
-		actx, cancel := context.WithTimeout(ctx, AppendTimeout)
-		seq, err := publishMsgs(actx, e.js, p.msgs)
-		cancel()
-		if err == nil {
-			last = seq
-			for k := range seqs {
-				seqs[k] = seq - uint64(len(seqs)-1-k)
-			}
-		} else {
-			e.log.Debug("group append: the batch goes one at a time", "n", len(p.batch), "err", err)
+	timeout := time.NewTimer(AppendTimeout)
+	defer timeout.Stop()
+	for k, f := range p.futures {
+		if f == nil {
+			continue
 		}
-	} else {
-		timeout := time.NewTimer(AppendTimeout)
-		defer timeout.Stop()
-		for k, f := range p.futures {
-			if f == nil {
-				continue
-			}
-			select {
-			case ack := <-f.Ok():
-				seqs[k] = ack.Sequence
-				last = max(last, ack.Sequence)
-			case err := <-f.Err():
-				e.log.Debug("group append: one command goes alone", "id", p.batch[k].cmd.Header().ID, "err", err)
-			case <-timeout.C:
-			case <-ctx.Done():
-			}
+		select {
+		case ack := <-f.Ok():
+			seqs[k] = ack.Sequence
+			last = max(last, ack.Sequence)
+		case err := <-f.Err():
+			e.log.Debug("group append: one command goes alone", "id", p.batch[k].cmd.Header().ID, "err", err)
+		case <-timeout.C:
+		case <-ctx.Done():
 		}
 	}
 	e.metrics.appendS.Observe(time.Since(p.started).Seconds())

@@ -14,7 +14,9 @@ import (
 )
 
 // TestGroupCommit: 16 clients complete hours of 8 snapshots concurrently,
-// every command sent twice (a retry racing the original). Completions are
+// every command sent twice (a retry racing the original), while another
+// client invalidates and re-completes hours of a ninth snapshot (commands
+// that must wait for the groups in flight). Completions are
 // group-committed: each id is stored once, every hour is covered, groups
 // of more than one happened, and replay re-verifies.
 func TestGroupCommit(t *testing.T) {
@@ -26,11 +28,33 @@ func TestGroupCommit(t *testing.T) {
 	defer svc.Stop()
 	ctx := t.Context()
 	const snaps, hours = 8, 60
-	for s := 0; s < snaps; s++ {
+	for s := 0; s <= snaps; s++ {
 		must(t, e.Handle(ctx, &commands.RegisterSnapshot{Meta: meta(at(0)), Model: "g", Version: fmt.Sprintf("v%d", s), Cron: "@hourly", Start: t0}))
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, 32)
+	other := commands.NewClient(connect(t, e))
+	wg.Add(1)
+	go func() { // the ninth snapshot: complete, invalidate, complete again
+		defer wg.Done()
+		version := fmt.Sprintf("v%d", snaps)
+		for h := 0; h < hours; h++ {
+			for k, c := range []commands.Command{
+				&commands.CompleteIntervals{Meta: commands.Meta{At: at(hours + 1)}, Model: "g", Version: version, Ranges: []interval.Range{rng(h, h+1)}},
+				&commands.InvalidateIntervals{Meta: commands.Meta{At: at(hours + 1)}, Model: "g", Version: version, Ranges: []interval.Range{rng(h, h+1)}},
+				&commands.CompleteIntervals{Meta: commands.Meta{At: at(hours + 1)}, Model: "g", Version: version, Ranges: []interval.Range{rng(h, h+1)}},
+			} {
+				r, err := other.Do(ctx, c)
+				if err == nil {
+					err = r.Err()
+				}
+				if err != nil {
+					errs <- fmt.Errorf("hour %d step %d: %w", h, k, err)
+					return
+				}
+			}
+		}
+	}()
 	for c := 0; c < 16; c++ {
 		client := commands.NewClient(connect(t, e))
 		wg.Add(1)
@@ -66,7 +90,7 @@ func TestGroupCommit(t *testing.T) {
 			stored[r.Event.Causation]++
 		}
 	}
-	if len(stored) != snaps*hours {
+	if len(stored) != snaps*hours+2*hours {
 		t.Fatalf("%d completions stored, want %d", len(stored), snaps*hours)
 	}
 	for id, n := range stored {
@@ -75,7 +99,7 @@ func TestGroupCommit(t *testing.T) {
 		}
 	}
 	e.View(func(st *projections.State) {
-		for s := 0; s < snaps; s++ {
+		for s := 0; s <= snaps; s++ {
 			if cov := st.SnapshotCoverage(fmt.Sprintf("g@v%d", s)); !cov.Equal(interval.NewSet(rng(0, hours))) {
 				t.Errorf("g@v%d covers %v", s, cov)
 			}
