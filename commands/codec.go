@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/tidemark/tidemark/internal/msgp"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -126,7 +127,7 @@ func decodeMsgpackKeys(body []byte, cmd Command) (err error) {
 		if err != nil {
 			return Errorf(CodeMalformed, k, "%v", err)
 		}
-		if err := msgpack.Unmarshal(one, cmd); err != nil {
+		if err := msgp.Unmarshal(one, cmd); err != nil {
 			return Errorf(CodeMalformed, k, "%v", err)
 		}
 	}
@@ -217,7 +218,7 @@ func DecodeReply(body []byte, asJSON bool) (Reply, error) {
 	if asJSON {
 		err = json.Unmarshal(body, &r)
 	} else {
-		err = msgpack.Unmarshal(body, &r)
+		err = msgp.Unmarshal(body, &r)
 	}
 	if err != nil {
 		return Reply{}, fmt.Errorf("commands: decode reply: %w", err)

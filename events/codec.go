@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/tidemark/tidemark/internal/msgp"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -105,7 +106,7 @@ func decodePayload(t Type, data []byte) (Payload, error) {
 		return nil, &DecodeError{Kind: Malformed, Type: t, Err: errors.New("missing data")}
 	}
 	into := func(v any) error {
-		if err := msgpack.Unmarshal(data, v); err != nil {
+		if err := msgp.Unmarshal(data, v); err != nil {
 			return &DecodeError{Kind: Malformed, Type: t, Err: err}
 		}
 		return nil

@@ -2,7 +2,10 @@ package events
 
 import (
 	"errors"
+	"reflect"
 	"testing"
+
+	"github.com/tidemark/tidemark/internal/msgp"
 )
 
 // FuzzDecode: any bytes decode to an event or a *DecodeError, never a panic;
@@ -19,6 +22,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{0x80})
 	f.Fuzz(func(t *testing.T, b []byte) {
+		sameAsReflective(t, b)
 		ev, err := Decode(b)
 		if err != nil {
 			if !errors.Is(err, ErrDecode) {
@@ -35,4 +39,30 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("re-decode: %v %v", back.Type, err)
 		}
 	})
+}
+
+// sameAsReflective: the hand-written decoders of the envelope and of
+// IntervalsCompleted read b as the reflective decoder does.
+func sameAsReflective(t *testing.T, b []byte) {
+	t.Helper()
+	compare := func(name string, fast, plain any) {
+		ferr, perr := unmarshal(b, fast), unmarshal(b, plain)
+		if (ferr == nil) != (perr == nil) {
+			t.Fatalf("%s: hand-written decoder says %v, reflective %v", name, ferr, perr)
+		}
+		if ferr == nil && !reflect.DeepEqual(reflect.ValueOf(fast).Elem().Interface(), reflect.ValueOf(plain).Elem().Convert(reflect.TypeOf(fast).Elem()).Interface()) {
+			t.Fatalf("%s: hand-written decoder gave %+v, reflective %+v", name, fast, plain)
+		}
+	}
+	compare("envelope", &wire{}, &wirePlain{})
+	compare("intervals_completed", &IntervalsCompleted{}, &completedPlain{})
+}
+
+func unmarshal(b []byte, v any) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = errors.New("panic")
+		}
+	}()
+	return msgp.Unmarshal(b, v)
 }

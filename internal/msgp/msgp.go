@@ -1,0 +1,103 @@
+// Package msgp holds the helpers of the hand-written msgpack codecs of the
+// hot-path types (events.IntervalsCompleted, the event envelope, the
+// complete_intervals command, the command reply). Those codecs write the
+// bytes the reflective msgpack encoder writes and read what it reads; the
+// tests of each type check both against the reflective codec.
+package msgp
+
+import (
+	"bytes"
+	"fmt"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
+)
+
+// ErrNotMap is returned by Map for a value that is neither a map nor nil.
+// A codec answers it by handing the value to the reflective decoder,
+// which also reads structs written as arrays.
+var ErrNotMap = fmt.Errorf("msgp: not a map")
+
+// Map reads a map header and calls field for each key, with the decoder
+// positioned on the key's value; field must consume it (dec.Skip() for a
+// key it does not know). A nil value is an empty map. A value that is not
+// a map is left unread and reported as ErrNotMap.
+func Map(dec *msgpack.Decoder, field func(key string) error) error {
+	c, err := dec.PeekCode()
+	if err != nil {
+		return err
+	}
+	if c != msgpcode.Nil && !msgpcode.IsFixedMap(c) && c != msgpcode.Map16 && c != msgpcode.Map32 {
+		return ErrNotMap
+	}
+	n, err := dec.DecodeMapLen()
+	if err != nil {
+		return err
+	}
+	for i := 0; i < n; i++ {
+		k, err := dec.DecodeString()
+		if err != nil {
+			return err
+		}
+		if err := field(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Time reads a timestamp field as the reflective decoder does: nil is the
+// zero time, anything but the timestamp extension an error (DecodeTime
+// alone would also read the legacy array and string forms).
+func Time(dec *msgpack.Decoder) (time.Time, error) {
+	if Nil(dec) {
+		return time.Time{}, nil
+	}
+	c, err := dec.PeekCode()
+	if err != nil {
+		return time.Time{}, err
+	}
+	if !msgpcode.IsExt(c) {
+		return time.Time{}, fmt.Errorf("msgpack: invalid code=%x decoding ext len", c)
+	}
+	return dec.DecodeTime()
+}
+
+// Nil consumes a nil value and reports whether there was one.
+func Nil(dec *msgpack.Decoder) bool {
+	if c, err := dec.PeekCode(); err == nil && c == msgpcode.Nil {
+		_ = dec.DecodeNil()
+		return true
+	}
+	return false
+}
+
+// String writes key and value.
+func String(enc *msgpack.Encoder, key, v string) error {
+	if err := enc.EncodeString(key); err != nil {
+		return err
+	}
+	return enc.EncodeString(v)
+}
+
+// Count returns how many of the flags are set: the size of a map whose
+// optional entries are the flags.
+func Count(always int, optional ...bool) int {
+	n := always
+	for _, o := range optional {
+		if o {
+			n++
+		}
+	}
+	return n
+}
+
+// Unmarshal decodes data into v with a decoder of its own. Use it instead
+// of msgpack.Unmarshal on bytes from outside: msgpack.Unmarshal takes a
+// pooled decoder, and a value whose header claims more bytes than there
+// are leaves that decoder's buffer a megabyte larger each time (msgpack
+// v5.4.1 readNGrow), so hostile input grows the pool without bound.
+func Unmarshal(data []byte, v any) error {
+	return msgpack.NewDecoder(bytes.NewReader(data)).Decode(v)
+}
