@@ -39,6 +39,9 @@ func FuzzDecode(f *testing.F) {
 		if asJSON {
 			ct = ContentJSON
 		}
+		if !asJSON {
+			sameDecode(t, body)
+		}
 		if !asJSON && len(body) > 0 {
 			fast, slow := mustNew(t, kind), mustNew(t, kind)
 			ferr, serr := decodeMsgpack(body, fast), decodeMsgpackKeys(body, slow)

@@ -1,0 +1,231 @@
+package commands
+
+import (
+	"fmt"
+
+	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/internal/msgp"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Hand-written msgpack codecs for complete_intervals and the reply, the
+// command hot path: they write the bytes the reflective encoder writes
+// and read what it reads (fastcodec_test.go and FuzzDecode check both),
+// without reflection. complete_intervals refuses unknown keys, as Decode's
+// strict pass asks.
+
+// completePlain and replyPlain are the reflective codecs' view of the same
+// types (no methods): the fallback for values that are not maps.
+type (
+	completePlain CompleteIntervals
+	replyPlain    Reply
+)
+
+func encodeMeta(enc *msgpack.Encoder, m *Meta) error {
+	if err := msgp.String(enc, "id", m.ID); err != nil {
+		return err
+	}
+	if m.Actor != "" {
+		if err := msgp.String(enc, "actor", m.Actor); err != nil {
+			return err
+		}
+	}
+	if !m.At.IsZero() {
+		if err := enc.EncodeString("at"); err != nil {
+			return err
+		}
+		if err := enc.EncodeTime(m.At); err != nil {
+			return err
+		}
+	}
+	if m.Correlation != "" {
+		return msgp.String(enc, "correlation", m.Correlation)
+	}
+	return nil
+}
+
+// decodeMeta reads key into m if it is one of Meta's; ok says whether it was.
+func decodeMeta(dec *msgpack.Decoder, m *Meta, key string) (ok bool, err error) {
+	switch key {
+	case "id":
+		m.ID, err = dec.DecodeString()
+	case "actor":
+		m.Actor, err = dec.DecodeString()
+	case "at":
+		m.At, err = msgp.Time(dec)
+	case "correlation":
+		m.Correlation, err = dec.DecodeString()
+	default:
+		return false, nil
+	}
+	return true, err
+}
+
+func metaFields(m *Meta) int { return msgp.Count(1, m.Actor != "", !m.At.IsZero(), m.Correlation != "") }
+
+// EncodeMsgpack implements msgpack.CustomEncoder.
+func (c CompleteIntervals) EncodeMsgpack(enc *msgpack.Encoder) error {
+	if err := enc.EncodeMapLen(metaFields(&c.Meta) + msgp.Count(3, c.RunKind != "", c.RunID != "")); err != nil {
+		return err
+	}
+	if err := encodeMeta(enc, &c.Meta); err != nil {
+		return err
+	}
+	if err := msgp.String(enc, "model", c.Model); err != nil {
+		return err
+	}
+	if err := msgp.String(enc, "version", c.Version); err != nil {
+		return err
+	}
+	if err := msgp.Ranges(enc, "ranges", c.Ranges); err != nil {
+		return err
+	}
+	if c.RunKind != "" {
+		if err := msgp.String(enc, "run_kind", string(c.RunKind)); err != nil {
+			return err
+		}
+	}
+	if c.RunID != "" {
+		return msgp.String(enc, "run_id", c.RunID)
+	}
+	return nil
+}
+
+// DecodeMsgpack implements msgpack.CustomDecoder.
+func (c *CompleteIntervals) DecodeMsgpack(dec *msgpack.Decoder) error {
+	err := msgp.Map(dec, func(k string) error {
+		if ok, err := decodeMeta(dec, &c.Meta, k); ok {
+			return err
+		}
+		var err error
+		switch k {
+		case "model":
+			c.Model, err = dec.DecodeString()
+		case "version":
+			c.Version, err = dec.DecodeString()
+		case "ranges":
+			c.Ranges, err = msgp.DecodeRanges(dec)
+		case "run_kind":
+			var s string
+			s, err = dec.DecodeString()
+			c.RunKind = events.RunKind(s)
+		case "run_id":
+			c.RunID, err = dec.DecodeString()
+		default:
+			err = fmt.Errorf("msgpack: unknown field %q", k)
+		}
+		return err
+	})
+	if err == msgp.ErrNotMap {
+		return dec.Decode((*completePlain)(c))
+	}
+	return err
+}
+
+// EncodeMsgpack implements msgpack.CustomEncoder.
+func (r Reply) EncodeMsgpack(enc *msgpack.Encoder) error {
+	n := msgp.Count(2, r.Code != "", r.Field != "", r.Message != "", r.Seq != 0, r.Duplicate, r.Decision != nil, r.CatchUp != nil,
+		r.Plan != nil, len(r.Advances) > 0, len(r.Repairs) > 0, len(r.Envs) > 0)
+	if err := enc.EncodeMapLen(n); err != nil {
+		return err
+	}
+	if err := enc.EncodeString("accepted"); err != nil {
+		return err
+	}
+	if err := enc.EncodeBool(r.Accepted); err != nil {
+		return err
+	}
+	for _, f := range [...]struct{ k, v string }{{"code", string(r.Code)}, {"field", r.Field}, {"message", r.Message}} {
+		if f.v == "" {
+			continue
+		}
+		if err := msgp.String(enc, f.k, f.v); err != nil {
+			return err
+		}
+	}
+	if r.Seq != 0 {
+		if err := enc.EncodeString("seq"); err != nil {
+			return err
+		}
+		if err := enc.EncodeUint64(r.Seq); err != nil {
+			return err
+		}
+	}
+	if err := enc.EncodeString("events"); err != nil {
+		return err
+	}
+	if err := enc.EncodeInt(int64(r.Events)); err != nil {
+		return err
+	}
+	if r.Duplicate {
+		if err := enc.EncodeString("duplicate"); err != nil {
+			return err
+		}
+		if err := enc.EncodeBool(true); err != nil {
+			return err
+		}
+	}
+	for _, f := range [...]struct {
+		k   string
+		set bool
+		v   any
+	}{
+		{"decision", r.Decision != nil, r.Decision}, {"catch_up", r.CatchUp != nil, r.CatchUp}, {"plan", r.Plan != nil, r.Plan},
+		{"advances", len(r.Advances) > 0, r.Advances}, {"repairs", len(r.Repairs) > 0, r.Repairs}, {"envs", len(r.Envs) > 0, r.Envs},
+	} {
+		if !f.set {
+			continue
+		}
+		if err := enc.EncodeString(f.k); err != nil {
+			return err
+		}
+		if err := enc.Encode(f.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DecodeMsgpack implements msgpack.CustomDecoder.
+func (r *Reply) DecodeMsgpack(dec *msgpack.Decoder) error {
+	err := msgp.Map(dec, func(k string) error {
+		var err error
+		switch k {
+		case "accepted":
+			r.Accepted, err = dec.DecodeBool()
+		case "code":
+			var s string
+			s, err = dec.DecodeString()
+			r.Code = Code(s)
+		case "field":
+			r.Field, err = dec.DecodeString()
+		case "message":
+			r.Message, err = dec.DecodeString()
+		case "seq":
+			r.Seq, err = dec.DecodeUint64()
+		case "events":
+			r.Events, err = dec.DecodeInt()
+		case "duplicate":
+			r.Duplicate, err = dec.DecodeBool()
+		case "decision":
+			err = dec.Decode(&r.Decision)
+		case "catch_up":
+			err = dec.Decode(&r.CatchUp)
+		case "plan":
+			err = dec.Decode(&r.Plan)
+		case "advances":
+			err = dec.Decode(&r.Advances)
+		case "repairs":
+			err = dec.Decode(&r.Repairs)
+		case "envs":
+			err = dec.Decode(&r.Envs)
+		default:
+			err = dec.Skip()
+		}
+		return err
+	})
+	if err == msgp.ErrNotMap {
+		return dec.Decode((*replyPlain)(r))
+	}
+	return err
+}
