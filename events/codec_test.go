@@ -1,6 +1,7 @@
 package events
 
 import (
+	"bytes"
 	"errors"
 	"reflect"
 	"testing"
@@ -115,5 +116,36 @@ func TestSubjects(t *testing.T) {
 	}
 	if ValidName("a.b") || ValidName("") || !ValidName("rollup_2") || !ValidVersion("v1+p1") {
 		t.Fatal("name validation")
+	}
+}
+
+// TestHandWrittenEncodersMatchReflective: the envelope's and
+// IntervalsCompleted's encoders write the reflective encoder's bytes.
+func TestHandWrittenEncodersMatchReflective(t *testing.T) {
+	r := interval.R(t0, t0.Add(time.Hour))
+	for i, p := range []IntervalsCompleted{
+		{},
+		{Snapshot: "a@v1", Table: "a@v1", Ranges: []interval.Range{r}, RunKind: RunScheduled},
+		{Snapshot: "a@v1", Table: "a@v0", Ranges: []interval.Range{}, RunKind: RunBackfill, RunID: "run-1"},
+		{Snapshot: "a@v1", Ranges: []interval.Range{r, interval.R(t0.Add(2*time.Hour), t0.Add(300*time.Hour))}},
+	} {
+		fast, err1 := msgpack.Marshal(p)
+		plain, err2 := msgpack.Marshal(completedPlain(p))
+		if err1 != nil || err2 != nil || !bytes.Equal(fast, plain) {
+			t.Fatalf("payload %d: hand-written %x (%v), reflective %x (%v)", i, fast, err1, plain, err2)
+		}
+	}
+	for i, env := range []Envelope{
+		{},
+		{ID: "01J", Type: TypeIntervalsCompleted, Schema: 1, OccurredAt: t0},
+		{ID: "01J", Type: TypePromotionDecided, Schema: 300, OccurredAt: t0.Add(time.Nanosecond), Causation: "c", Correlation: "p1", Actor: "worker:1"},
+		{ID: "01J", Type: TypeIntervalsCompleted, Schema: 1, OccurredAt: time.Date(1960, 1, 1, 0, 0, 0, 0, time.UTC), Actor: "a"},
+	} {
+		w := wire{Envelope: env, Data: msgpack.RawMessage{0x80}}
+		fast, err1 := msgpack.Marshal(&w)
+		plain, err2 := msgpack.Marshal((*wirePlain)(&w))
+		if err1 != nil || err2 != nil || !bytes.Equal(fast, plain) {
+			t.Fatalf("envelope %d: hand-written %x (%v), reflective %x (%v)", i, fast, err1, plain, err2)
+		}
 	}
 }
