@@ -25,6 +25,12 @@ const (
 
 // IsJSON reports whether a Content-Type header value selects JSON.
 func IsJSON(contentType string) bool {
+	switch contentType {
+	case "", ContentMsgpack:
+		return false
+	case ContentJSON:
+		return true
+	}
 	ct := strings.ToLower(strings.TrimSpace(contentType))
 	return strings.HasPrefix(ct, ContentJSON) || strings.HasSuffix(strings.SplitN(ct, ";", 2)[0], "+json")
 }

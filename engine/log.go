@@ -29,9 +29,20 @@ var ErrAmbiguous = errors.New("engine: append outcome unknown")
 // ErrStopped is returned by an engine that is closing or closed.
 var ErrStopped = errors.New("engine: stopped")
 
-// DuplicateWindow is the stream's Nats-Msg-Id deduplication window. Retries
-// beyond it are still applied once: the projection remembers command ids.
+// DuplicateWindow is the work stream's Nats-Msg-Id deduplication window:
+// replicas publishing the same work item within it store it once.
 const DuplicateWindow = 5 * time.Minute
+
+// EventDuplicateWindow is the event stream's Nats-Msg-Id deduplication
+// window. It is short on purpose. A retried append cannot be stored twice
+// anyway: every append is conditional on the last sequence of each subject
+// it writes (or of the whole stream), so a retry after the first landed
+// fails its condition, and the engine re-reads and finds the command id
+// applied. The window only costs: the server keeps an id map for it and,
+// on every start, re-reads every message stored within it (at 1,000,000
+// events appended just before a restart, a 5-minute window made the
+// restart scan them all: docs/performance.md).
+const EventDuplicateWindow = 2 * time.Second
 
 // StreamConfig is the configuration of the event stream.
 func StreamConfig(replicas int, memory bool) jetstream.StreamConfig {
@@ -54,7 +65,7 @@ func StreamConfig(replicas int, memory bool) jetstream.StreamConfig {
 		MaxBytes:           -1,
 		MaxAge:             0,
 		MaxMsgsPerSubject:  -1,
-		Duplicates:         DuplicateWindow,
+		Duplicates:         EventDuplicateWindow,
 		DenyDelete:         true,
 		DenyPurge:          true,
 		AllowAtomicPublish: true,
@@ -210,8 +221,8 @@ func appendEvents(ctx context.Context, js jetstream.JetStream, cmdID string, evs
 }
 
 // commandMsgs turns one command's events into the messages that store
-// them under exp. Message ids derive from the command id so a retried
-// command is deduplicated by the stream.
+// them under exp. Message ids derive from the command id, so the stream
+// also deduplicates a retry that comes within EventDuplicateWindow.
 func commandMsgs(cmdID string, evs []events.Event, exp expectation) ([]*nats.Msg, error) {
 	msgs := make([]*nats.Msg, len(evs))
 	checked := map[string]bool{}
