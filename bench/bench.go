@@ -18,6 +18,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/synadia-io/orbit.go/jetstreamext"
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
@@ -281,6 +283,11 @@ func commandFigures(ctx context.Context, sz sizes) ([]Figure, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Let the raw server's own projection finish folding what was just
+	// published, so it does not compete with the latency run.
+	if err := raw.CatchUp(ctx); err != nil {
+		return nil, err
+	}
 	rawLat := make([]time.Duration, sz.latency)
 	for i := range rawLat {
 		subj, b := eventBytes(sz.commands+i, snaps)
@@ -290,16 +297,72 @@ func commandFigures(ctx context.Context, sz sizes) ([]Figure, error) {
 		}
 		rawLat[i] = time.Since(s)
 	}
+	echo, err := echoRate(raw, sz.commands)
+	if err != nil {
+		return nil, err
+	}
+	// A command is a request/reply plus an append: even if deciding and
+	// folding cost nothing, its rate is at most 1/(1/echo + 1/raw).
+	ceiling := 1 / (1/echo + 1/rawTP)
 	p50, p99 := percentile(lat, .5), percentile(lat, .99)
 	r50, r99 := percentile(rawLat, .5), percentile(rawLat, .99)
 	return []Figure{
-		{Name: "command throughput (16 clients, complete_intervals over 1,000 snapshots)", Tidemark: tm, Raw: rawTP, Unit: "ops/s", Ratio: tm / rawTP, Goal: ">= 0.5", Pass: tm/rawTP >= 0.5},
+		{Name: "command throughput (16 clients, complete_intervals over 1,000 snapshots)", Tidemark: tm, Raw: rawTP, Unit: "ops/s", Ratio: tm / rawTP, Goal: ">= 0.5", Pass: tm/rawTP >= 0.5,
+			Note: fmt.Sprintf("transport alone (request/reply echo, 16 clients) %.0f ops/s: a request/reply command path is at most %.2f of raw; tidemark reaches %.0f%% of that", echo, ceiling/rawTP, 100*tm/ceiling)},
 		{Name: "command latency p99 (one client)", Tidemark: us(p99), Raw: us(r99), Unit: "µs", Ratio: us(p99) / us(r99), Goal: "<= 3.0", Pass: us(p99)/us(r99) <= 3,
 			Note: fmt.Sprintf("p50 %.0f µs vs %.0f µs", us(p50), us(r50))},
 	}, nil
 }
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// echoRate is the command transport alone: 16 clients' requests to a micro
+// endpoint on e's server that answers each at once with its body.
+func echoRate(e *engine.Engine, total int) (float64, error) {
+	svc, err := micro.AddService(e.Conn(), micro.Config{Name: "tidemark-bench-echo", Version: "1.0.0"})
+	if err != nil {
+		return 0, err
+	}
+	defer svc.Stop()
+	if err := svc.AddEndpoint("echo", micro.HandlerFunc(func(r micro.Request) { _ = r.Respond(r.Data()) }), micro.WithEndpointSubject("bench.echo")); err != nil {
+		return 0, err
+	}
+	if err := e.Conn().Flush(); err != nil {
+		return 0, err
+	}
+	conns := make([]*nats.Conn, benchClients)
+	for i := range conns {
+		if conns[i], err = nats.Connect("", nats.InProcessServer(e.Server())); err != nil {
+			return 0, err
+		}
+		defer conns[i].Close()
+	}
+	body, err := commands.Encode(completion(0, benchSnapshots, "echo-0"), false)
+	if err != nil {
+		return 0, err
+	}
+	return parallel(benchClients, total, func(w, _ int) error {
+		_, err := conns[w].Request("bench.echo", body, 10*time.Second)
+		return err
+	})
+}
+
+// atomicBatchCost is the mean time of an atomic batch of n events on e's
+// stream (what one fsync for a group of n commands would cost).
+func atomicBatchCost(ctx context.Context, e *engine.Engine, n, batches int) (time.Duration, error) {
+	start := time.Now()
+	for b := 0; b < batches; b++ {
+		msgs := make([]*nats.Msg, n)
+		for i := range msgs {
+			subj, data := eventBytes(b*n+i, 1<<30)
+			msgs[i] = &nats.Msg{Subject: subj, Data: data, Header: nats.Header{}}
+		}
+		if _, err := jetstreamext.PublishMsgBatch(ctx, e.JetStream(), msgs); err != nil {
+			return 0, err
+		}
+	}
+	return time.Since(start) / time.Duration(batches), nil
+}
 
 func durableFigure(ctx context.Context, sz sizes) ([]Figure, error) {
 	const snaps = benchSnapshots
@@ -325,9 +388,14 @@ func durableFigure(ctx context.Context, sz sizes) ([]Figure, error) {
 	if err != nil {
 		return nil, err
 	}
+	cost, err := atomicBatchCost(ctx, raw, benchClients, 30)
+	if err != nil {
+		return nil, err
+	}
 	return []Figure{{Name: "durable throughput (SyncAlways, 16 clients)", Tidemark: tm, Raw: rawTP, Unit: "ops/s", Ratio: tm / rawTP,
 		Goal: ">= 3.0 (group commit)", Pass: tm/rawTP >= 3,
-		Note: "completions are group-committed (pipelined), but each event still gets its own fsync"}}, nil
+		Note: fmt.Sprintf("an atomic batch of 16 (one fsync for 16 commands) costs %.1f ms on this R1 file store: at most %.0f ops/s, %.2f of raw, so groups are pipelined publishes, one fsync each",
+			float64(cost)/float64(time.Millisecond), benchClients/cost.Seconds(), benchClients/cost.Seconds()/rawTP)}}, nil
 }
 
 // replayFigures fills a stream with n events, then times a full rebuild

@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"testing"
+
+	"github.com/tidemark/tidemark/engine"
 )
 
 // BenchmarkThroughput is the command-throughput figure's tidemark side alone
@@ -20,4 +22,40 @@ func BenchmarkThroughput(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportMetric(rate, "ops/s")
+}
+
+// BenchmarkRestart: Open from a checkpoint with 300,000 events in the
+// stream (for -cpuprofile; building the stream is outside the timer).
+func BenchmarkRestart(b *testing.B) {
+	ctx := context.Background()
+	dir := b.TempDir()
+	e, err := engine.Open(ctx, engine.Config{DataDir: dir, Logger: quiet(), CheckpointEvery: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := snapshots(ctx, e, 1000); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := rawAsync(ctx, e.JetStream(), 300_000, 1000); err != nil {
+		b.Fatal(err)
+	}
+	e.Close(ctx)
+	full, err := engine.Open(ctx, engine.Config{DataDir: dir, Logger: quiet()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	full.Close(ctx)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		e, err := engine.Open(ctx, engine.Config{DataDir: dir, Logger: quiet()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if st := e.Stats(); st.Folded != 0 || st.CheckpointSeq == 0 {
+			b.Fatalf("not restarted from the checkpoint: %+v", st)
+		}
+		b.StopTimer()
+		e.Close(ctx)
+		b.StartTimer()
+	}
 }
