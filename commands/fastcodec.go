@@ -45,8 +45,8 @@ func encodeMeta(enc *msgpack.Encoder, m *Meta) error {
 }
 
 // decodeMeta reads key into m if it is one of Meta's; ok says whether it was.
-func decodeMeta(dec *msgpack.Decoder, m *Meta, key string) (ok bool, err error) {
-	switch key {
+func decodeMeta(dec *msgpack.Decoder, m *Meta, key []byte) (ok bool, err error) {
+	switch string(key) {
 	case "id":
 		m.ID, err = dec.DecodeString()
 	case "actor":
@@ -93,12 +93,12 @@ func (c CompleteIntervals) EncodeMsgpack(enc *msgpack.Encoder) error {
 
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (c *CompleteIntervals) DecodeMsgpack(dec *msgpack.Decoder) error {
-	err := msgp.Map(dec, func(k string) error {
+	err := msgp.Map(dec, func(k []byte) error {
 		if ok, err := decodeMeta(dec, &c.Meta, k); ok {
 			return err
 		}
 		var err error
-		switch k {
+		switch string(k) {
 		case "model":
 			c.Model, err = dec.DecodeString()
 		case "version":
@@ -188,9 +188,9 @@ func (r Reply) EncodeMsgpack(enc *msgpack.Encoder) error {
 
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (r *Reply) DecodeMsgpack(dec *msgpack.Decoder) error {
-	err := msgp.Map(dec, func(k string) error {
+	err := msgp.Map(dec, func(k []byte) error {
 		var err error
-		switch k {
+		switch string(k) {
 		case "accepted":
 			r.Accepted, err = dec.DecodeBool()
 		case "code":

@@ -106,11 +106,9 @@ func Serve(nc *nats.Conn, h Handler, cfg ServiceConfig) (*Service, error) {
 				_ = r.Error("500", "cannot encode reply", nil)
 				return
 			}
-			hdr := micro.Headers{}
+			hdr := msgpackReplyHeaders
 			if asJSON {
-				hdr[HeaderContentType] = []string{ContentJSON}
-			} else {
-				hdr[HeaderContentType] = []string{ContentMsgpack}
+				hdr = jsonReplyHeaders
 			}
 			if err := r.Respond(body, micro.WithHeaders(hdr)); err != nil {
 				cfg.Logger.Warn("respond", "kind", kind, "err", err)
@@ -137,6 +135,12 @@ func Serve(nc *nats.Conn, h Handler, cfg ServiceConfig) (*Service, error) {
 	}
 	return service, nil
 }
+
+// The reply headers, shared by every reply (never modified).
+var (
+	msgpackReplyHeaders = micro.Headers{HeaderContentType: {ContentMsgpack}}
+	jsonReplyHeaders    = micro.Headers{HeaderContentType: {ContentJSON}}
+)
 
 // Stop drains the service's subscriptions.
 func (s *Service) Stop() error {

@@ -51,12 +51,18 @@ func (w *waiter) finish(r commands.Reply) {
 
 // flight is what the groups being stored touch. Guarded by Engine.flightMu.
 type flight struct {
-	keys map[string]int // "s:"+subject, "t:"+table, "i:"+command id → groups holding it
-	n    int            // groups in flight
-	idle chan struct{}  // closed when n drops to 0; nil while n is 0
+	keys map[flightKey]int // → groups holding it
+	n    int               // groups in flight
+	idle chan struct{}     // closed when n drops to 0; nil while n is 0
 }
 
-func (f *flight) busy(keys ...string) bool {
+// flightKey is a subject, table or command id a group touches.
+type flightKey struct {
+	kind byte // 's'ubject, 't'able, 'i'd
+	name string
+}
+
+func (f *flight) busy(keys ...flightKey) bool {
 	for _, k := range keys {
 		if f.keys[k] > 0 {
 			return true
@@ -136,7 +142,7 @@ type pendingGroup struct {
 	e       *Engine
 	batch   []*waiter
 	decided []decision
-	keys    []string
+	keys    []flightKey
 	futures []jetstream.PubAckFuture // one per waiter; nil: not published
 	started time.Time
 }
@@ -148,12 +154,12 @@ type pendingGroup struct {
 func (e *Engine) startGroup(group []*waiter) (*pendingGroup, []*waiter) {
 	p := &pendingGroup{e: e}
 	var alone []*waiter
-	seen := map[string]bool{}
+	seen := map[flightKey]bool{}
 	e.flightMu.Lock()
 	e.proj.read(func(st *projections.State) {
 		for _, w := range group {
 			m := w.cmd.Header()
-			idKey := "i:" + m.ID
+			idKey := flightKey{'i', m.ID}
 			if e.flight.busy(idKey) || seen[idKey] {
 				alone = append(alone, w)
 				continue
@@ -172,20 +178,20 @@ func (e *Engine) startGroup(group []*waiter) (*pendingGroup, []*waiter) {
 				alone = append(alone, w)
 				continue
 			}
-			keys := []string{idKey, "s:" + c.Subject(), "t:" + c.Table}
-			if e.flight.busy(keys...) || seen[keys[1]] || seen[keys[2]] {
+			keys := [...]flightKey{idKey, {'s', c.Subject()}, {'t', c.Table}}
+			if e.flight.busy(keys[:]...) || seen[keys[1]] || seen[keys[2]] {
 				alone = append(alone, w)
 				continue
 			}
 			for _, k := range keys {
 				seen[k] = true
 			}
-			p.batch, p.decided, p.keys = append(p.batch, w), append(p.decided, d), append(p.keys, keys...)
+			p.batch, p.decided, p.keys = append(p.batch, w), append(p.decided, d), append(p.keys, keys[:]...)
 		}
 	})
 	if len(p.batch) > 0 {
 		if e.flight.keys == nil {
-			e.flight.keys = map[string]int{}
+			e.flight.keys = map[flightKey]int{}
 		}
 		e.flight.n++
 		if e.flight.idle == nil {

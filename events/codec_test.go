@@ -149,3 +149,30 @@ func TestHandWrittenEncodersMatchReflective(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCodec: the hot-path event through Encode and Decode.
+func BenchmarkCodec(b *testing.B) {
+	ids := NewIDSource()
+	ev := New(ids, t0, IntervalsCompleted{Snapshot: "bench@v1", Table: "bench@v1", Ranges: []interval.Range{interval.R(t0, t0.Add(time.Hour))}, RunKind: RunScheduled})
+	ev.Causation = "01JCOMMAND"
+	data, err := Encode(ev)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("encode", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			if _, err := Encode(ev); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("decode", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			if _, err := Decode(data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -58,9 +58,9 @@ func (w *wire) EncodeMsgpack(enc *msgpack.Encoder) error {
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (w *wire) DecodeMsgpack(dec *msgpack.Decoder) error {
 	e := &w.Envelope
-	err := msgp.Map(dec, func(k string) error {
+	err := msgp.Map(dec, func(k []byte) error {
 		var err error
-		switch k {
+		switch string(k) {
 		case "id":
 			e.ID, err = dec.DecodeString()
 		case "type":
@@ -119,9 +119,9 @@ func (p IntervalsCompleted) EncodeMsgpack(enc *msgpack.Encoder) error {
 
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (p *IntervalsCompleted) DecodeMsgpack(dec *msgpack.Decoder) error {
-	err := msgp.Map(dec, func(k string) error {
+	err := msgp.Map(dec, func(k []byte) error {
 		var err error
-		switch k {
+		switch string(k) {
 		case "snapshot":
 			p.Snapshot, err = dec.DecodeString()
 		case "table":

@@ -21,9 +21,10 @@ var ErrNotMap = fmt.Errorf("msgp: not a map")
 
 // Map reads a map header and calls field for each key, with the decoder
 // positioned on the key's value; field must consume it (dec.Skip() for a
-// key it does not know). A nil value is an empty map. A value that is not
-// a map is left unread and reported as ErrNotMap.
-func Map(dec *msgpack.Decoder, field func(key string) error) error {
+// key it does not know). The key is only valid during the call (switch on
+// string(key): that does not allocate). A nil value is an empty map. A
+// value that is not a map is left unread and reported as ErrNotMap.
+func Map(dec *msgpack.Decoder, field func(key []byte) error) error {
 	c, err := dec.PeekCode()
 	if err != nil {
 		return err
@@ -35,8 +36,9 @@ func Map(dec *msgpack.Decoder, field func(key string) error) error {
 	if err != nil {
 		return err
 	}
+	var scratch [32]byte
 	for i := 0; i < n; i++ {
-		k, err := dec.DecodeString()
+		k, err := key(dec, scratch[:0])
 		if err != nil {
 			return err
 		}
@@ -45,6 +47,20 @@ func Map(dec *msgpack.Decoder, field func(key string) error) error {
 		}
 	}
 	return nil
+}
+
+// key reads a map key (a string, or nil for the empty one) into buf when
+// it fits, without allocating.
+func key(dec *msgpack.Decoder, buf []byte) ([]byte, error) {
+	n, err := dec.DecodeBytesLen()
+	if err != nil || n <= 0 {
+		return buf[:0], err
+	}
+	if n > cap(buf) {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
+	return buf, dec.ReadFull(buf)
 }
 
 // Time reads a timestamp field as the reflective decoder does: nil is the
