@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 )
 
@@ -18,7 +19,17 @@ type exitError struct {
 
 func (e *exitError) Error() string { return e.err.Error() }
 
+// gcPercent is the GC target unless GOGC is set. The engine's live heap is
+// small (projections take a few MiB) while commands allocate steadily, so
+// at the default 100 the collector runs every few MiB of garbage; 400
+// trades some memory for about 10 % more command throughput (measured:
+// docs/performance.md).
+const gcPercent = 400
+
 func main() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	root := newRootCmd()
