@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -144,6 +146,7 @@ type pendingGroup struct {
 	decided []decision
 	keys    []flightKey
 	futures []jetstream.PubAckFuture // one per waiter; nil: not published
+	evs     []events.Event           // the event each waiter's message stores
 	started time.Time
 }
 
@@ -244,12 +247,15 @@ func (p *pendingGroup) publish() {
 	e := p.e
 	p.started = time.Now()
 	p.futures = make([]jetstream.PubAckFuture, len(p.batch))
+	p.evs = make([]events.Event, len(p.batch))
 	for k, w := range p.batch {
 		m := w.cmd.Header()
-		msgs, err := commandMsgs(m.ID, e.commandEvents(m, p.decided[k].payloads), p.decided[k].expect)
+		evs := e.commandEvents(m, p.decided[k].payloads)
+		msgs, err := commandMsgs(m.ID, evs, p.decided[k].expect)
 		if err != nil {
 			continue
 		}
+		p.evs[k] = evs[0]
 		if f, err := e.js.PublishMsgAsync(msgs[0]); err == nil {
 			p.futures[k] = f
 		}
@@ -262,6 +268,7 @@ func (p *pendingGroup) wait(ctx context.Context) []*waiter {
 	e := p.e
 	seqs := make([]uint64, len(p.batch))
 	var last uint64
+	var fresh []int // acknowledged and not duplicates
 	timeout := time.NewTimer(AppendTimeout)
 	defer timeout.Stop()
 	for k, f := range p.futures {
@@ -272,6 +279,9 @@ func (p *pendingGroup) wait(ctx context.Context) []*waiter {
 		case ack := <-f.Ok():
 			seqs[k] = ack.Sequence
 			last = max(last, ack.Sequence)
+			if !ack.Duplicate {
+				fresh = append(fresh, k)
+			}
 		case err := <-f.Err():
 			e.log.Debug("group append: one command goes alone", "id", p.batch[k].cmd.Header().ID, "err", err)
 		case <-timeout.C:
@@ -279,6 +289,14 @@ func (p *pendingGroup) wait(ctx context.Context) []*waiter {
 		}
 	}
 	e.metrics.appendS.Observe(time.Since(p.started).Seconds())
+	// Apply the group's own events in stream order, as long as each is the
+	// projection's next: the replies need not wait for the consumer.
+	slices.SortFunc(fresh, func(a, b int) int { return cmp.Compare(seqs[a], seqs[b]) })
+	for _, k := range fresh {
+		if !e.proj.applyOwn(seqs[k], p.evs[k]) {
+			break
+		}
+	}
 	var perr error
 	if last > 0 {
 		perr = e.proj.waitFor(ctx, last)

@@ -81,6 +81,12 @@ func (p *projector) watch() (<-chan struct{}, error) {
 }
 
 func (p *projector) apply(seq uint64, subject string, data []byte) {
+	p.mu.RLock()
+	applied := seq <= p.st.Seq
+	p.mu.RUnlock()
+	if applied {
+		return // this engine's own event, applied when its append was acknowledged
+	}
 	ev, derr := events.Decode(data)
 	p.mu.Lock()
 	if seq > p.st.Seq {
@@ -98,6 +104,28 @@ func (p *projector) apply(seq uint64, subject string, data []byte) {
 	if derr != nil {
 		p.log.Warn("event skipped", "seq", seq, "subject", subject, "err", derr)
 	}
+}
+
+// applyOwn applies an event this engine appended, acknowledged at seq,
+// without waiting for the consumer to deliver it back: only when it is the
+// very next event (nothing from another writer lies between), else it
+// reports false and the consumer applies it as usual. ev must be the event
+// exactly as stored (not a duplicate's ack, whose stored event is the
+// first attempt's).
+func (p *projector) applyOwn(seq uint64, ev events.Event) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err != nil || seq != p.st.Seq+1 {
+		return false
+	}
+	p.folded++
+	p.lastID = ev.ID
+	if err := projections.Apply(p.st, seq, ev); err != nil {
+		p.log.Warn("event not applied", "seq", seq, "err", err)
+	}
+	close(p.changed)
+	p.changed = make(chan struct{})
+	return true
 }
 
 func (p *projector) fail(err error) {

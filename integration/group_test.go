@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
@@ -123,5 +124,17 @@ func TestGroupCommit(t *testing.T) {
 	}
 	if got, want := replay.Fold(recs).Seq, lastSeq(t, e); got != want {
 		t.Fatalf("fold at %d, stream at %d", got, want)
+	}
+	// The engine applies its own acknowledged events without waiting for
+	// the consumer: the live state must still be exactly a fold of the
+	// stored events.
+	rebuilt, _ := json.Marshal(replay.Fold(recs))
+	var live []byte
+	e.View(func(st *projections.State) { live, _ = json.Marshal(st) })
+	if string(live) != string(rebuilt) {
+		t.Fatal("the live projection differs from a fold of the stream")
+	}
+	if e.Stats().Folded == 0 {
+		t.Fatal("no events folded")
 	}
 }
