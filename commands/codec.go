@@ -101,6 +101,9 @@ func decodeJSON(body []byte, cmd Command) error {
 // one strict pass (unknown fields refused); any failure decodes it again
 // key by key, so the error names the key that caused it.
 func decodeMsgpack(body []byte, cmd Command) error {
+	if err := msgp.Check(body); err != nil {
+		return Errorf(CodeMalformed, "", "invalid msgpack: %v", err)
+	}
 	if isMsgpackMap(body[0]) && decodeStrict(body, cmd) == nil {
 		return nil
 	}
@@ -119,6 +122,9 @@ func decodeMsgpackKeys(body []byte, cmd Command) (err error) {
 			err = Errorf(CodeMalformed, "", "invalid msgpack: %v", r)
 		}
 	}()
+	if err := msgp.Check(body); err != nil {
+		return Errorf(CodeMalformed, "", "invalid msgpack: %v", err)
+	}
 	var fields map[string]msgpack.RawMessage
 	dec := msgpack.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&fields); err != nil {

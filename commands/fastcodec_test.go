@@ -9,6 +9,7 @@ import (
 
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/internal/msgp"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -73,6 +74,9 @@ func decodeWith(b []byte, v any, strict bool) (err error) {
 			err = errors.New("panic")
 		}
 	}()
+	if err := msgp.Check(b); err != nil {
+		return err // the reflective decoder would allocate what the lengths claim
+	}
 	dec := msgpack.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields(strict)
 	return dec.Decode(v)

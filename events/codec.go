@@ -82,6 +82,9 @@ func Decode(b []byte) (ev Event, err error) {
 			err = &DecodeError{Kind: Malformed, Err: fmt.Errorf("decoder panic: %v", r)}
 		}
 	}()
+	if err := msgp.Check(b); err != nil {
+		return Event{}, &DecodeError{Kind: Malformed, Err: err}
+	}
 	var w wire
 	dec := msgpack.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(&w); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"reflect"
+	"runtime"
 	"testing"
 	"time"
 
@@ -175,4 +176,33 @@ func BenchmarkCodec(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestHostileLengths: events whose arrays claim far more entries than the
+// bytes hold are refused without allocating what they claim (msgpack
+// v5.4.1 would allocate it: a few bytes took the process out of memory).
+func TestHostileLengths(t *testing.T) {
+	payload := func(typ Type, data []byte) []byte {
+		b, err := msgpack.Marshal(&wirePlain{Envelope: Envelope{ID: "x", Type: typ, Schema: SchemaVersion, OccurredAt: t0}, Data: data})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for name, b := range map[string][]byte{
+		"found by the fuzzer": []byte("\x95\xa200\xa20\x81\xdd]s\xde?"),
+		"candidates":          payload(TypePlanBuilt, []byte("\x81\xaacandidates\xdd\x5d\x73\xde\x3f\xc0")),
+		"ranges as an array":  payload(TypeIntervalsCompleted, []byte("\x93\xa1a\xa1a\xdd\x5d\x73\xde\x3f\xc0")),
+	} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err := Decode(b)
+		runtime.ReadMemStats(&after)
+		if !errors.Is(err, ErrDecode) {
+			t.Fatalf("%s: decoded (%v)", name, err)
+		}
+		if got := after.TotalAlloc - before.TotalAlloc; got > 64<<20 {
+			t.Fatalf("%s: decoding allocated %d MiB", name, got>>20)
+		}
+	}
 }

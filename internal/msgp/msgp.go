@@ -7,6 +7,7 @@ package msgp
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -50,34 +51,68 @@ func Map(dec *msgpack.Decoder, field func(key []byte) error) error {
 }
 
 // key reads a map key (a string, or nil for the empty one) into buf when
-// it fits, without allocating.
+// it fits, without allocating. A longer key is read in chunks: its header
+// is not trusted for the allocation.
 func key(dec *msgpack.Decoder, buf []byte) ([]byte, error) {
 	n, err := dec.DecodeBytesLen()
 	if err != nil || n <= 0 {
 		return buf[:0], err
 	}
-	if n > cap(buf) {
-		buf = make([]byte, n)
+	if n <= cap(buf) {
+		buf = buf[:n]
+		return buf, dec.ReadFull(buf)
 	}
-	buf = buf[:n]
-	return buf, dec.ReadFull(buf)
+	out := buf[:0]
+	for len(out) < n {
+		start := len(out)
+		out = append(out, make([]byte, min(n-start, 64<<10))...)
+		if err := dec.ReadFull(out[start:]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
-// Time reads a timestamp field as the reflective decoder does: nil is the
-// zero time, anything but the timestamp extension an error (DecodeTime
-// alone would also read the legacy array and string forms).
+// Time reads a timestamp field as the reflective decoder does: the
+// timestamp extension (-1) and nothing else, nil included (the reflective
+// decoder panics on a nil time.Time field; DecodeTime alone would also
+// read ext 13 and the legacy array and string forms).
 func Time(dec *msgpack.Decoder) (time.Time, error) {
-	if Nil(dec) {
-		return time.Time{}, nil
-	}
 	c, err := dec.PeekCode()
 	if err != nil {
 		return time.Time{}, err
 	}
 	if !msgpcode.IsExt(c) {
-		return time.Time{}, fmt.Errorf("msgpack: invalid code=%x decoding ext len", c)
+		return time.Time{}, fmt.Errorf("msgpack: invalid code=%x decoding a timestamp", c)
 	}
-	return dec.DecodeTime()
+	id, n, err := dec.DecodeExtHeader()
+	if err != nil {
+		return time.Time{}, err
+	}
+	if id != -1 {
+		return time.Time{}, fmt.Errorf("msgpack: got ext type=%d, wanted -1", id)
+	}
+	var b [12]byte
+	if n != 4 && n != 8 && n != 12 {
+		return time.Time{}, fmt.Errorf("msgpack: invalid ext len=%d decoding time", n)
+	}
+	if err := dec.ReadFull(b[:n]); err != nil {
+		return time.Time{}, err
+	}
+	var t time.Time
+	switch n {
+	case 4:
+		t = time.Unix(int64(binary.BigEndian.Uint32(b[:4])), 0)
+	case 8:
+		v := binary.BigEndian.Uint64(b[:8])
+		t = time.Unix(int64(v&0x00000003ffffffff), int64(v>>34))
+	case 12:
+		t = time.Unix(int64(binary.BigEndian.Uint64(b[4:12])), int64(binary.BigEndian.Uint32(b[:4])))
+	}
+	if t.IsZero() {
+		t = t.UTC()
+	}
+	return t, nil
 }
 
 // Nil consumes a nil value and reports whether there was one.
@@ -114,6 +149,10 @@ func Count(always int, optional ...bool) int {
 // pooled decoder, and a value whose header claims more bytes than there
 // are leaves that decoder's buffer a megabyte larger each time (msgpack
 // v5.4.1 readNGrow), so hostile input grows the pool without bound.
+// Bytes that fail Check are refused before decoding.
 func Unmarshal(data []byte, v any) error {
+	if err := Check(data); err != nil {
+		return err
+	}
 	return msgpack.NewDecoder(bytes.NewReader(data)).Decode(v)
 }
