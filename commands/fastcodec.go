@@ -61,7 +61,9 @@ func decodeMeta(dec *msgpack.Decoder, m *Meta, key []byte) (ok bool, err error) 
 	return true, err
 }
 
-func metaFields(m *Meta) int { return msgp.Count(1, m.Actor != "", !m.At.IsZero(), m.Correlation != "") }
+func metaFields(m *Meta) int {
+	return msgp.Count(1, m.Actor != "", !m.At.IsZero(), m.Correlation != "")
+}
 
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (c CompleteIntervals) EncodeMsgpack(enc *msgpack.Encoder) error {
