@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// The figures are benchmarks too: go test -bench . ./bench
+// The figures are benchmarks too (each row has one): go test -bench . ./bench
 func BenchmarkPromotionCheck(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		if _, err := promotionFigure(context.Background(), sizes{candidates: 200}); err != nil {
@@ -41,6 +41,31 @@ func TestQuickFigures(t *testing.T) {
 func BenchmarkCommandPath(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		if _, err := commandFigures(context.Background(), sizes{commands: 10_000, latency: 100}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDurable(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		if _, err := durableFigure(context.Background(), sizes{durable: 1_000}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkReplay backs the replay and restart figures.
+func BenchmarkReplay(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		if _, err := replayFigures(context.Background(), sizes{replayEvents: 20_000}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkGrowth(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		if _, err := growthFigure(context.Background(), sizes{commands: 4_000, growth: []int{1_000, 10_000}}); err != nil {
 			b.Fatal(err)
 		}
 	}
