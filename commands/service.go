@@ -35,6 +35,8 @@ type Handler interface {
 // Service serves commands over NATS request/reply.
 type Service struct {
 	svc      micro.Service
+	mu       sync.Mutex // orders inFlight.Add before Stop's Wait
+	stopped  bool
 	inFlight sync.WaitGroup
 }
 
@@ -115,8 +117,16 @@ func Serve(nc *nats.Conn, h Handler, cfg ServiceConfig) (*Service, error) {
 			}
 		}
 		handler := micro.HandlerFunc(func(r micro.Request) {
-			slots <- struct{}{} // back-pressure: at most Concurrency at once
+			service.mu.Lock()
+			if service.stopped {
+				// A request delivered while Stop drains: the client retries.
+				service.mu.Unlock()
+				_ = r.Error("503", "service stopping", nil)
+				return
+			}
 			service.inFlight.Add(1)
+			service.mu.Unlock()
+			slots <- struct{}{} // back-pressure: at most Concurrency at once
 			go func() {
 				defer func() { <-slots; service.inFlight.Done() }()
 				serve(r)
@@ -145,6 +155,9 @@ var (
 // Stop drains the service's subscriptions.
 func (s *Service) Stop() error {
 	err := s.svc.Stop()
+	s.mu.Lock()
+	s.stopped = true
+	s.mu.Unlock()
 	s.inFlight.Wait()
 	return err
 }
