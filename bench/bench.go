@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"runtime"
 	"sort"
@@ -589,7 +590,10 @@ func growthFigure(ctx context.Context, sz sizes) ([]Figure, error) {
 	for i, n := range sz.growth {
 		parts[i] = fmt.Sprintf("%dk events: %.0f ops/s", n/1000, rates[i])
 	}
-	note := strings.Join(parts, "; ")
+	// The slope: the change of throughput per tenfold growth of the stream.
+	decades := math.Log10(float64(sz.growth[len(sz.growth)-1]) / float64(sz.growth[0]))
+	slope := math.Pow(last, 1/decades) - 1
+	note := fmt.Sprintf("slope %+.1f %% per 10× events; %s", 100*slope, strings.Join(parts, "; "))
 	return []Figure{{Name: fmt.Sprintf("growth (command throughput, %dk → %dk events in the stream)", sz.growth[0]/1000, sz.growth[len(sz.growth)-1]/1000),
 		Tidemark: rates[len(rates)-1], Raw: rates[0], Unit: "ops/s", Ratio: last, Goal: ">= 0.8", Pass: last >= 0.8, Note: note}}, nil
 }
