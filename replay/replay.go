@@ -190,10 +190,6 @@ func (d *differ) diff(field string, recorded, recomputed any) {
 	d.out = append(d.out, Divergence{Plan: d.plan, Seq: d.seq, Field: field, Recorded: fmt.Sprint(recorded), Recomputed: fmt.Sprint(recomputed)})
 }
 
-func (d *differ) missing(field string) {
-	d.out = append(d.out, Divergence{Plan: d.plan, Seq: d.seq, Field: field, Recorded: "present", Recomputed: "<absent>"})
-}
-
 // built returns the plan as built, with the recorded policy.
 func built(st *projections.State, d *differ, pol events.Policy, at uint64) (events.PlanBuilt, bool) {
 	pl, ok := st.Plans[d.plan]
