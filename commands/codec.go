@@ -104,7 +104,9 @@ func decodeMsgpack(body []byte, cmd Command) error {
 	if err := msgp.Check(body); err != nil {
 		return Errorf(CodeMalformed, "", "invalid msgpack: %v", err)
 	}
-	if isMsgpackMap(body[0]) && decodeStrict(body, cmd) == nil {
+	// Maps only: msgpack would also decode an array into a struct, by
+	// position, where the key-by-key decode refuses it.
+	if msgp.IsMap(body[0]) && decodeStrict(body, cmd) == nil {
 		return nil
 	}
 	// Start again from a clean command: the strict pass may have set
@@ -145,11 +147,6 @@ func decodeMsgpackKeys(body []byte, cmd Command) (err error) {
 	}
 	return nil
 }
-
-// isMsgpackMap reports whether b starts a msgpack map (fixmap, map16 or
-// map32). The strict pass needs it: msgpack also decodes arrays into
-// structs, by position.
-func isMsgpackMap(b byte) bool { return b&0xf0 == 0x80 || b == 0xde || b == 0xdf }
 
 // decodeStrict decodes body into cmd in one pass, refusing unknown fields
 // and trailing bytes. A panic in the decoder is an error too.

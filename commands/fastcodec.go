@@ -25,10 +25,8 @@ func encodeMeta(enc *msgpack.Encoder, m *Meta) error {
 	if err := msgp.String(enc, "id", m.ID); err != nil {
 		return err
 	}
-	if m.Actor != "" {
-		if err := msgp.String(enc, "actor", m.Actor); err != nil {
-			return err
-		}
+	if err := msgp.OptString(enc, "actor", m.Actor); err != nil {
+		return err
 	}
 	if !m.At.IsZero() {
 		if err := enc.EncodeString("at"); err != nil {
@@ -38,10 +36,7 @@ func encodeMeta(enc *msgpack.Encoder, m *Meta) error {
 			return err
 		}
 	}
-	if m.Correlation != "" {
-		return msgp.String(enc, "correlation", m.Correlation)
-	}
-	return nil
+	return msgp.OptString(enc, "correlation", m.Correlation)
 }
 
 // decodeMeta reads key into m if it is one of Meta's; ok says whether it was.
@@ -82,15 +77,10 @@ func (c CompleteIntervals) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if err := msgp.Ranges(enc, "ranges", c.Ranges); err != nil {
 		return err
 	}
-	if c.RunKind != "" {
-		if err := msgp.String(enc, "run_kind", string(c.RunKind)); err != nil {
-			return err
-		}
+	if err := msgp.OptString(enc, "run_kind", string(c.RunKind)); err != nil {
+		return err
 	}
-	if c.RunID != "" {
-		return msgp.String(enc, "run_id", c.RunID)
-	}
-	return nil
+	return msgp.OptString(enc, "run_id", c.RunID)
 }
 
 // DecodeMsgpack implements msgpack.CustomDecoder.
@@ -138,10 +128,7 @@ func (r Reply) EncodeMsgpack(enc *msgpack.Encoder) error {
 		return err
 	}
 	for _, f := range [...]struct{ k, v string }{{"code", string(r.Code)}, {"field", r.Field}, {"message", r.Message}} {
-		if f.v == "" {
-			continue
-		}
-		if err := msgp.String(enc, f.k, f.v); err != nil {
+		if err := msgp.OptString(enc, f.k, f.v); err != nil {
 			return err
 		}
 	}

@@ -98,8 +98,7 @@ func (p *projector) apply(seq uint64, subject string, data []byte) {
 	} else if err := projections.Apply(p.st, seq, ev); err != nil {
 		p.log.Warn("event not applied", "seq", seq, "err", err)
 	}
-	close(p.changed)
-	p.changed = make(chan struct{})
+	p.notify()
 	p.mu.Unlock()
 	if derr != nil {
 		p.log.Warn("event skipped", "seq", seq, "subject", subject, "err", derr)
@@ -123,16 +122,20 @@ func (p *projector) applyOwn(seq uint64, ev events.Event) bool {
 	if err := projections.Apply(p.st, seq, ev); err != nil {
 		p.log.Warn("event not applied", "seq", seq, "err", err)
 	}
+	p.notify()
+	return true
+}
+
+// notify wakes whoever watches for the next change. The caller holds mu.
+func (p *projector) notify() {
 	close(p.changed)
 	p.changed = make(chan struct{})
-	return true
 }
 
 func (p *projector) fail(err error) {
 	p.mu.Lock()
 	p.err = err
-	close(p.changed)
-	p.changed = make(chan struct{})
+	p.notify()
 	p.mu.Unlock()
 }
 

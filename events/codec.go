@@ -109,7 +109,8 @@ func decodePayload(t Type, data []byte) (Payload, error) {
 		return nil, &DecodeError{Kind: Malformed, Type: t, Err: errors.New("missing data")}
 	}
 	into := func(v any) error {
-		if err := msgp.Unmarshal(data, v); err != nil {
+		// data lies inside b, which Check already walked.
+		if err := msgp.UnmarshalChecked(data, v); err != nil {
 			return &DecodeError{Kind: Malformed, Type: t, Err: err}
 		}
 		return nil

@@ -42,10 +42,7 @@ func (w *wire) EncodeMsgpack(enc *msgpack.Encoder) error {
 		return err
 	}
 	for _, f := range [...]struct{ k, v string }{{"causation", e.Causation}, {"correlation", e.Correlation}, {"actor", e.Actor}} {
-		if f.v == "" {
-			continue
-		}
-		if err := msgp.String(enc, f.k, f.v); err != nil {
+		if err := msgp.OptString(enc, f.k, f.v); err != nil {
 			return err
 		}
 	}
@@ -111,10 +108,7 @@ func (p IntervalsCompleted) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if err := msgp.String(enc, "run_kind", string(p.RunKind)); err != nil {
 		return err
 	}
-	if p.RunID != "" {
-		return msgp.String(enc, "run_id", p.RunID)
-	}
-	return nil
+	return msgp.OptString(enc, "run_id", p.RunID)
 }
 
 // DecodeMsgpack implements msgpack.CustomDecoder.

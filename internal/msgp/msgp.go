@@ -30,7 +30,7 @@ func Map(dec *msgpack.Decoder, field func(key []byte) error) error {
 	if err != nil {
 		return err
 	}
-	if c != msgpcode.Nil && !msgpcode.IsFixedMap(c) && c != msgpcode.Map16 && c != msgpcode.Map32 {
+	if c != msgpcode.Nil && !IsMap(c) {
 		return ErrNotMap
 	}
 	n, err := dec.DecodeMapLen()
@@ -72,6 +72,9 @@ func key(dec *msgpack.Decoder, buf []byte) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// IsMap reports whether c starts a msgpack map (fixmap, map16 or map32).
+func IsMap(c byte) bool { return msgpcode.IsFixedMap(c) || c == msgpcode.Map16 || c == msgpcode.Map32 }
 
 // Time reads a timestamp field as the reflective decoder does: the
 // timestamp extension (-1) and nothing else, nil included (the reflective
@@ -132,6 +135,14 @@ func String(enc *msgpack.Encoder, key, v string) error {
 	return enc.EncodeString(v)
 }
 
+// OptString writes key and value unless the value is empty (omitempty).
+func OptString(enc *msgpack.Encoder, key, v string) error {
+	if v == "" {
+		return nil
+	}
+	return String(enc, key, v)
+}
+
 // Count returns how many of the flags are set: the size of a map whose
 // optional entries are the flags.
 func Count(always int, optional ...bool) int {
@@ -154,5 +165,11 @@ func Unmarshal(data []byte, v any) error {
 	if err := Check(data); err != nil {
 		return err
 	}
+	return UnmarshalChecked(data, v)
+}
+
+// UnmarshalChecked is Unmarshal for bytes Check has already accepted, as
+// part of a larger value (an event's payload inside its checked envelope).
+func UnmarshalChecked(data []byte, v any) error {
 	return msgpack.NewDecoder(bytes.NewReader(data)).Decode(v)
 }
