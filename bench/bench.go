@@ -28,6 +28,7 @@ import (
 	"github.com/tidemark/tidemark/policy"
 	"github.com/tidemark/tidemark/projections"
 	"github.com/tidemark/tidemark/replay"
+	"github.com/tidemark/tidemark/transport"
 )
 
 // Figure is one measured row.
@@ -145,20 +146,20 @@ func eventBytes(i, snaps int) (string, []byte) {
 }
 
 // serveClients starts the command service and n client connections.
-func serveClients(e *engine.Engine, n int) ([]*commands.Client, func(), error) {
-	svc, err := commands.Serve(e.Conn(), e, commands.ServiceConfig{Logger: quiet()})
+func serveClients(e *engine.Engine, n int) ([]*transport.Client, func(), error) {
+	svc, err := transport.Serve(e.Conn(), e, transport.ServiceConfig{Logger: quiet()})
 	if err != nil {
 		return nil, nil, err
 	}
 	var conns []*nats.Conn
-	var clients []*commands.Client
+	var clients []*transport.Client
 	for i := 0; i < n; i++ {
 		nc, err := nats.Connect("", nats.InProcessServer(e.Server()))
 		if err != nil {
 			return nil, nil, err
 		}
 		conns = append(conns, nc)
-		clients = append(clients, commands.NewClient(nc))
+		clients = append(clients, transport.NewClient(nc))
 	}
 	return clients, func() {
 		for _, c := range conns {
@@ -199,7 +200,7 @@ func parallel(n, total int, fn func(worker, i int) error) (float64, error) {
 }
 
 // throughput sends total completions from the clients concurrently.
-func throughput(ctx context.Context, clients []*commands.Client, total, snaps int, prefix string) (float64, error) {
+func throughput(ctx context.Context, clients []*transport.Client, total, snaps int, prefix string) (float64, error) {
 	return parallel(len(clients), total, func(w, i int) error {
 		r, err := clients[w].Do(ctx, completion(i, snaps, fmt.Sprintf("%s-%d", prefix, i)))
 		if err == nil {
@@ -210,7 +211,7 @@ func throughput(ctx context.Context, clients []*commands.Client, total, snaps in
 }
 
 // served is an engine with 1,000 snapshots and 16 command clients.
-func served(ctx context.Context, sync bool) (*engine.Engine, []*commands.Client, func(), error) {
+func served(ctx context.Context, sync bool) (*engine.Engine, []*transport.Client, func(), error) {
 	e, done, err := server(ctx, sync)
 	if err != nil {
 		return nil, nil, nil, err

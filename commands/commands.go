@@ -10,9 +10,12 @@
 package commands
 
 import (
+	"context"
+	"crypto/rand"
 	"fmt"
 	"time"
 
+	"github.com/oklog/ulid/v2"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 )
@@ -454,3 +457,18 @@ func (c *FailRun) Validate() error {
 	}
 	return validateRanges(c.Ranges)
 }
+
+// SubjectPrefix starts every command subject: tidemark.cmd.<kind>.
+const SubjectPrefix = "tidemark.cmd"
+
+// Subject is the request subject of a command kind.
+func Subject(kind string) string { return SubjectPrefix + "." + kind }
+
+// Handler carries out validated commands. The engine implements it; so
+// does transport.Client, over NATS.
+type Handler interface {
+	Handle(ctx context.Context, cmd Command) Reply
+}
+
+// NewID returns a fresh command id (a ULID).
+func NewID() string { return ulid.MustNew(ulid.Now(), rand.Reader).String() }

@@ -27,6 +27,7 @@ import (
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/replay"
+	"github.com/tidemark/tidemark/transport"
 )
 
 // asUser connects to the engine's server with the example file's
@@ -52,7 +53,7 @@ func asUser(t *testing.T, e *engine.Engine, role string) (*nats.Conn, func() []s
 // TestPermissions: with docs/auth.conf, each role can do exactly its set.
 func TestPermissions(t *testing.T) {
 	e := open(t, engine.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", AuthFile: "../docs/auth.conf", User: "admin", Password: "admin-change-me"})
-	svc, err := commands.Serve(e.Conn(), e, commands.ServiceConfig{Logger: quiet()})
+	svc, err := transport.Serve(e.Conn(), e, transport.ServiceConfig{Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +66,7 @@ func TestPermissions(t *testing.T) {
 	if _, err := nats.Connect(e.ClientURL()); err == nil {
 		t.Fatal("an anonymous client connected")
 	}
-	short := func(nc *nats.Conn) *commands.Client { c := commands.NewClient(nc); c.Timeout = time.Second; return c }
+	short := func(nc *nats.Conn) *transport.Client { c := transport.NewClient(nc); c.Timeout = time.Second; return c }
 
 	// service: commands, yes.
 	svcConn, _ := asUser(t, e, "service")

@@ -10,6 +10,7 @@ import (
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/transport"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -18,7 +19,7 @@ import (
 // not move.
 func TestBadInputTable(t *testing.T) {
 	e := open(t, engine.Config{DataDir: t.TempDir()})
-	svc, err := commands.Serve(e.Conn(), e, commands.ServiceConfig{Logger: quiet()})
+	svc, err := transport.Serve(e.Conn(), e, transport.ServiceConfig{Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,12 +143,12 @@ func TestBadInputTable(t *testing.T) {
 // with rate_limited, and those commands append nothing.
 func TestRateLimit(t *testing.T) {
 	e := open(t, engine.Config{DataDir: t.TempDir()})
-	svc, err := commands.Serve(e.Conn(), e, commands.ServiceConfig{Logger: quiet(), RateLimit: 0.001, RateBurst: 3})
+	svc, err := transport.Serve(e.Conn(), e, transport.ServiceConfig{Logger: quiet(), RateLimit: 0.001, RateBurst: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer svc.Stop()
-	c := commands.NewClient(connect(t, e))
+	c := transport.NewClient(connect(t, e))
 	before := lastSeq(t, e)
 	accepted, limited := 0, 0
 	for i := 0; i < 6; i++ {

@@ -10,6 +10,7 @@ import (
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/projections"
+	"github.com/tidemark/tidemark/transport"
 )
 
 // racePlan deploys v1, advances prod to 10:00, builds p1 (v2, catch-up
@@ -55,12 +56,12 @@ func TestCatchUpDriver(t *testing.T) {
 			}
 			defer func() { stop(); wg.Wait() }()
 
-			svc, err := commands.Serve(e.Conn(), e, commands.ServiceConfig{Logger: quiet()})
+			svc, err := transport.Serve(e.Conn(), e, transport.ServiceConfig{Logger: quiet()})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer svc.Stop()
-			r, err := commands.NewClient(connect(t, e)).Do(ctx, &commands.Promote{Meta: meta(at(11).Add(7 * time.Minute)), Plan: "p1"})
+			r, err := transport.NewClient(connect(t, e)).Do(ctx, &commands.Promote{Meta: meta(at(11).Add(7 * time.Minute)), Plan: "p1"})
 			if err != nil {
 				t.Fatal(err)
 			}

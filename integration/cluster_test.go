@@ -15,6 +15,7 @@ import (
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/replay"
+	"github.com/tidemark/tidemark/transport"
 )
 
 func freePort(t *testing.T) int {
@@ -33,7 +34,7 @@ type node struct {
 	name string
 	cfg  engine.Config
 	e    *engine.Engine
-	svc  *commands.Service
+	svc  *transport.Service
 }
 
 func (n *node) start(t *testing.T, ctx context.Context) error {
@@ -41,7 +42,7 @@ func (n *node) start(t *testing.T, ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	svc, err := commands.Serve(e.Conn(), e, commands.ServiceConfig{Logger: quiet()})
+	svc, err := transport.Serve(e.Conn(), e, transport.ServiceConfig{Logger: quiet()})
 	if err != nil {
 		e.Close(context.Background())
 		return err
@@ -123,7 +124,7 @@ func TestNodeLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	client := commands.NewClient(nc)
+	client := transport.NewClient(nc)
 	client.Timeout = 3 * time.Second
 
 	type ack struct {

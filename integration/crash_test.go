@@ -21,6 +21,7 @@ import (
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/projections"
 	"github.com/tidemark/tidemark/replay"
+	"github.com/tidemark/tidemark/transport"
 )
 
 // buildTidemark compiles the CLI once for the crash test.
@@ -113,7 +114,7 @@ func TestCrashSafety(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	client := commands.NewClient(nc)
+	client := transport.NewClient(nc)
 	client.Timeout = 2 * time.Second
 
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)

@@ -11,6 +11,7 @@ import (
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/projections"
+	"github.com/tidemark/tidemark/transport"
 )
 
 // TestCommandsOverNATS drives the engine through the micro service with
@@ -19,7 +20,7 @@ import (
 func TestCommandsOverNATS(t *testing.T) {
 	dir := t.TempDir()
 	e := open(t, engine.Config{DataDir: dir})
-	svc, err := commands.Serve(e.Conn(), e, commands.ServiceConfig{Logger: quiet()})
+	svc, err := transport.Serve(e.Conn(), e, transport.ServiceConfig{Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,11 +29,11 @@ func TestCommandsOverNATS(t *testing.T) {
 		t.Fatalf("service info: %+v", info)
 	}
 	nc := connect(t, e)
-	mp := commands.NewClient(nc)
-	js := commands.NewClient(nc)
+	mp := transport.NewClient(nc)
+	js := transport.NewClient(nc)
 	js.JSON = true
 	ctx := t.Context()
-	do := func(c *commands.Client, cmd commands.Command) commands.Reply {
+	do := func(c *transport.Client, cmd commands.Command) commands.Reply {
 		t.Helper()
 		r, err := c.Do(ctx, cmd)
 		if err != nil {
@@ -69,7 +70,7 @@ func TestCommandsOverNATS(t *testing.T) {
 		{&commands.BuildPlan{Meta: meta(at(9)), Plan: "p7", Env: "prod", Versions: map[string]string{"events": "v5"}}, "not_found", "versions.events"},
 	}
 	for _, rj := range rejections {
-		for _, c := range []*commands.Client{mp, js} {
+		for _, c := range []*transport.Client{mp, js} {
 			rj.cmd.Header().ID = commands.NewID()
 			got := do(c, rj.cmd)
 			if got.Accepted || string(got.Code) != rj.code || got.Field != rj.field {
@@ -136,7 +137,7 @@ func TestCommandsOverNATS(t *testing.T) {
 
 type clientHandler struct {
 	t *testing.T
-	c *commands.Client
+	c *transport.Client
 }
 
 func (h clientHandler) Handle(ctx context.Context, cmd commands.Command) commands.Reply {

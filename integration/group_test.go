@@ -12,6 +12,7 @@ import (
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/projections"
 	"github.com/tidemark/tidemark/replay"
+	"github.com/tidemark/tidemark/transport"
 )
 
 // TestGroupCommit: 16 clients complete hours of 8 snapshots concurrently,
@@ -22,7 +23,7 @@ import (
 // of more than one happened, and replay re-verifies.
 func TestGroupCommit(t *testing.T) {
 	e := open(t, engine.Config{DataDir: t.TempDir()})
-	svc, err := commands.Serve(e.Conn(), e, commands.ServiceConfig{Logger: quiet()})
+	svc, err := transport.Serve(e.Conn(), e, transport.ServiceConfig{Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +35,7 @@ func TestGroupCommit(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, 32)
-	other := commands.NewClient(connect(t, e))
+	other := transport.NewClient(connect(t, e))
 	wg.Add(1)
 	go func() { // the ninth snapshot: complete, invalidate, complete again
 		defer wg.Done()
@@ -57,7 +58,7 @@ func TestGroupCommit(t *testing.T) {
 		}
 	}()
 	for c := 0; c < 16; c++ {
-		client := commands.NewClient(connect(t, e))
+		client := transport.NewClient(connect(t, e))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -8,6 +8,7 @@ import (
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/transport"
 )
 
 // tick runs the scheduler at hour h and completes what it scheduled.
@@ -44,11 +45,11 @@ func TestOpenRepairsSurviveRestart(t *testing.T) {
 		t.Fatalf("promotion: %+v", dec.Decision)
 	}
 
-	svc, err := commands.Serve(e.Conn(), e, commands.ServiceConfig{Logger: quiet()})
+	svc, err := transport.Serve(e.Conn(), e, transport.ServiceConfig{Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := commands.NewClient(connect(t, e))
+	client := transport.NewClient(connect(t, e))
 	client.JSON = true
 	before := lastSeq(t, e)
 	r, err := client.Do(ctx, &commands.OpenRepairs{Meta: commands.Meta{At: at(12)}, Env: "prod"})

@@ -15,20 +15,21 @@ import (
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/projections"
+	"github.com/tidemark/tidemark/transport"
 )
 
 // workEnv is an engine publishing work, with a command client.
 type workEnv struct {
 	t      *testing.T
 	e      *engine.Engine
-	client *commands.Client
+	client *transport.Client
 	js     jetstream.JetStream
 	stop   func()
 }
 
 func newWorkEnv(t *testing.T) *workEnv {
 	e := open(t, engine.Config{DataDir: t.TempDir()})
-	svc, err := commands.Serve(e.Conn(), e, commands.ServiceConfig{Logger: quiet()})
+	svc, err := transport.Serve(e.Conn(), e, transport.ServiceConfig{Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +46,7 @@ func newWorkEnv(t *testing.T) *workEnv {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = pub.Run(ctx) }()
-	w := &workEnv{t: t, e: e, client: commands.NewClient(nc), js: js}
+	w := &workEnv{t: t, e: e, client: transport.NewClient(nc), js: js}
 	w.stop = func() { cancel(); wg.Wait(); svc.Stop() }
 	t.Cleanup(w.stop)
 	return w

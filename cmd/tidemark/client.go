@@ -16,6 +16,7 @@ import (
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/transport"
 )
 
 // defaultNatsURL is where `tidemark serve` listens by default.
@@ -42,7 +43,7 @@ func request(cmd *cobra.Command, url string, c commands.Command) (commands.Reply
 }
 
 func send(ctx context.Context, nc *nats.Conn, c commands.Command) (commands.Reply, error) {
-	r, err := commands.NewClient(nc).Do(ctx, c)
+	r, err := transport.NewClient(nc).Do(ctx, c)
 	if err != nil {
 		return r, &exitError{code: 2, err: fmt.Errorf("%s: %v", c.Kind(), err)}
 	}

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/engine"
+	"github.com/tidemark/tidemark/transport"
 	"github.com/tidemark/tidemark/web"
 )
 
@@ -69,7 +69,7 @@ func newServeCmd() *cobra.Command {
 					return &exitError{code: 2, err: err}
 				}
 			}
-			svc, err := commands.Serve(eng.Conn(), eng, commands.ServiceConfig{Logger: log, RateLimit: rateLimit})
+			svc, err := transport.Serve(eng.Conn(), eng, transport.ServiceConfig{Logger: log, RateLimit: rateLimit})
 			if err != nil {
 				eng.Close(context.WithoutCancel(ctx))
 				return &exitError{code: 2, err: err}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/transport"
 )
 
 // TestServe starts `tidemark serve` on a random loopback port, sends
@@ -40,7 +41,7 @@ func TestServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	c := commands.NewClient(nc)
+	c := transport.NewClient(nc)
 	c.JSON = true
 	start := time.Now().UTC().Truncate(time.Hour).Add(-3 * time.Hour)
 	r, err := c.Do(ctx, &commands.RegisterSnapshot{Model: "events", Version: "v1", Cron: "@hourly", Start: start})

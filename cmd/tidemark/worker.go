@@ -7,8 +7,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
-	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/engine"
+	"github.com/tidemark/tidemark/transport"
 )
 
 func newWorkerCmd() *cobra.Command {
@@ -40,7 +40,7 @@ func newWorkerCmd() *cobra.Command {
 			if w.JS, err = jetstream.New(nc); err != nil {
 				return &exitError{code: 2, err: err}
 			}
-			w.Handler = commands.NewClient(nc)
+			w.Handler = transport.NewClient(nc)
 			w.Logger = log.With("subsystem", "worker")
 			w.Output = cmd.ErrOrStderr()
 			if _, err := w.Consumer(cmd.Context()); err != nil {

@@ -1,8 +1,11 @@
-package commands
+// Package transport carries commands over NATS: the micro service that
+// serves a commands.Handler (one endpoint per command kind, bounded
+// concurrency, per-connection rate limit) and the client that sends
+// commands and decodes replies. It knows the wire, not the rules.
+package transport
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,25 +15,14 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
-	"github.com/oklog/ulid/v2"
+	"github.com/tidemark/tidemark/commands"
 )
-
-// SubjectPrefix starts every command subject: tidemark.cmd.<kind>.
-const SubjectPrefix = "tidemark.cmd"
-
-// Subject is the request subject of a command kind.
-func Subject(kind string) string { return SubjectPrefix + "." + kind }
 
 // ServiceName is the NATS micro service name (visible to `nats micro ls`).
 const ServiceName = "tidemark"
 
 // ServiceVersion is the micro service version.
 const ServiceVersion = "0.1.0"
-
-// Handler carries out validated commands. The engine implements it.
-type Handler interface {
-	Handle(ctx context.Context, cmd Command) Reply
-}
 
 // Service serves commands over NATS request/reply.
 type Service struct {
@@ -60,7 +52,7 @@ type ServiceConfig struct {
 
 // Serve registers the tidemark micro service on nc with one endpoint per
 // command kind. Bad bodies are rejected before the handler sees them.
-func Serve(nc *nats.Conn, h Handler, cfg ServiceConfig) (*Service, error) {
+func Serve(nc *nats.Conn, h commands.Handler, cfg ServiceConfig) (*Service, error) {
 	if cfg.QueueGroup == "" {
 		cfg.QueueGroup = "tidemark"
 	}
@@ -77,32 +69,32 @@ func Serve(nc *nats.Conn, h Handler, cfg ServiceConfig) (*Service, error) {
 		QueueGroup:  cfg.QueueGroup,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("commands: add service: %w", err)
+		return nil, fmt.Errorf("transport: add service: %w", err)
 	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 64
 	}
 	service := &Service{svc: svc}
 	slots := make(chan struct{}, cfg.Concurrency)
-	g := svc.AddGroup(SubjectPrefix)
+	g := svc.AddGroup(commands.SubjectPrefix)
 	limiter := newLimiter(cfg.RateLimit, cfg.RateBurst)
-	for _, kind := range Kinds {
+	for _, kind := range commands.Kinds {
 		kind := kind
 		serve := func(r micro.Request) {
-			ct := r.Headers().Get(HeaderContentType)
-			asJSON := IsJSON(ct)
-			var reply Reply
-			cmd, err := Decode(kind, ct, r.Data())
+			ct := r.Headers().Get(commands.HeaderContentType)
+			asJSON := commands.IsJSON(ct)
+			var reply commands.Reply
+			cmd, err := commands.Decode(kind, ct, r.Data())
 			if limiter != nil && !limiter.allow(clientOf(r.Reply()), time.Now()) {
-				reply = Rejection(Errorf(CodeRateLimited, "", "more than %g commands per second from this connection; retry with the same id later", cfg.RateLimit))
+				reply = commands.Rejection(commands.Errorf(commands.CodeRateLimited, "", "more than %g commands per second from this connection; retry with the same id later", cfg.RateLimit))
 			} else if err != nil {
-				reply = Rejection(err)
+				reply = commands.Rejection(err)
 			} else {
 				ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
 				reply = h.Handle(ctx, cmd)
 				cancel()
 			}
-			body, err := EncodeReply(reply, asJSON)
+			body, err := commands.EncodeReply(reply, asJSON)
 			if err != nil {
 				cfg.Logger.Error("encode reply", "kind", kind, "err", err)
 				_ = r.Error("500", "cannot encode reply", nil)
@@ -134,22 +126,22 @@ func Serve(nc *nats.Conn, h Handler, cfg ServiceConfig) (*Service, error) {
 		})
 		if err := g.AddEndpoint(kind, handler, micro.WithEndpointQueueGroup(cfg.QueueGroup)); err != nil {
 			_ = svc.Stop()
-			return nil, fmt.Errorf("commands: add endpoint %s: %w", kind, err)
+			return nil, fmt.Errorf("transport: add endpoint %s: %w", kind, err)
 		}
 	}
 	// Make sure the server has registered every endpoint's subscription
 	// before callers on other connections send requests.
 	if err := nc.FlushTimeout(cfg.Timeout); err != nil {
 		_ = svc.Stop()
-		return nil, fmt.Errorf("commands: flush endpoint subscriptions: %w", err)
+		return nil, fmt.Errorf("transport: flush endpoint subscriptions: %w", err)
 	}
 	return service, nil
 }
 
 // The reply headers, shared by every reply (never modified).
 var (
-	msgpackReplyHeaders = micro.Headers{HeaderContentType: {ContentMsgpack}}
-	jsonReplyHeaders    = micro.Headers{HeaderContentType: {ContentJSON}}
+	msgpackReplyHeaders = micro.Headers{commands.HeaderContentType: {commands.ContentMsgpack}}
+	jsonReplyHeaders    = micro.Headers{commands.HeaderContentType: {commands.ContentJSON}}
 )
 
 // Stop drains the service's subscriptions.
@@ -178,30 +170,27 @@ type Client struct {
 // NewClient returns a client over nc.
 func NewClient(nc *nats.Conn) *Client { return &Client{nc: nc, Timeout: 30 * time.Second} }
 
-// NewID returns a fresh command id (a ULID).
-func NewID() string { return ulid.MustNew(ulid.Now(), rand.Reader).String() }
-
 // ErrNoService is returned when no tidemark service answers.
-var ErrNoService = errors.New("commands: no tidemark service is listening")
+var ErrNoService = errors.New("transport: no tidemark service is listening")
 
 // Do sends cmd and waits for the reply. An empty id is filled with a fresh
 // one, so retry a failed Do with the same cmd value to keep its id. A
-// rejection is a Reply with Accepted false, not an error; errors are
+// rejection is a commands.Reply with Accepted false, not an error; errors are
 // transport failures.
-func (c *Client) Do(ctx context.Context, cmd Command) (Reply, error) {
+func (c *Client) Do(ctx context.Context, cmd commands.Command) (commands.Reply, error) {
 	if cmd.Header().ID == "" {
-		cmd.Header().ID = NewID()
+		cmd.Header().ID = commands.NewID()
 	}
-	body, err := Encode(cmd, c.JSON)
+	body, err := commands.Encode(cmd, c.JSON)
 	if err != nil {
-		return Reply{}, fmt.Errorf("commands: encode %s: %w", cmd.Kind(), err)
+		return commands.Reply{}, fmt.Errorf("transport: encode %s: %w", cmd.Kind(), err)
 	}
-	msg := nats.NewMsg(Subject(cmd.Kind()))
+	msg := nats.NewMsg(commands.Subject(cmd.Kind()))
 	msg.Data = body
 	if c.JSON {
-		msg.Header.Set(HeaderContentType, ContentJSON)
+		msg.Header.Set(commands.HeaderContentType, commands.ContentJSON)
 	} else {
-		msg.Header.Set(HeaderContentType, ContentMsgpack)
+		msg.Header.Set(commands.HeaderContentType, commands.ContentMsgpack)
 	}
 	if c.Timeout > 0 {
 		// A request whose responder died is never answered: bound every
@@ -212,23 +201,23 @@ func (c *Client) Do(ctx context.Context, cmd Command) (Reply, error) {
 	}
 	resp, err := c.nc.RequestMsgWithContext(ctx, msg)
 	if errors.Is(err, nats.ErrNoResponders) {
-		return Reply{}, ErrNoService
+		return commands.Reply{}, ErrNoService
 	}
 	if err != nil {
-		return Reply{}, fmt.Errorf("commands: %s: %w", cmd.Kind(), err)
+		return commands.Reply{}, fmt.Errorf("transport: %s: %w", cmd.Kind(), err)
 	}
 	if code := resp.Header.Get(micro.ErrorCodeHeader); code != "" {
-		return Reply{}, fmt.Errorf("commands: %s: service error %s: %s", cmd.Kind(), code, resp.Header.Get(micro.ErrorHeader))
+		return commands.Reply{}, fmt.Errorf("transport: %s: service error %s: %s", cmd.Kind(), code, resp.Header.Get(micro.ErrorHeader))
 	}
-	return DecodeReply(resp.Data, IsJSON(resp.Header.Get(HeaderContentType)))
+	return commands.DecodeReply(resp.Data, commands.IsJSON(resp.Header.Get(commands.HeaderContentType)))
 }
 
-// Handle implements Handler over NATS: a transport failure is answered as
+// Handle implements commands.Handler over NATS: a transport failure is answered as
 // an unavailable rejection (retry with the same id).
-func (c *Client) Handle(ctx context.Context, cmd Command) Reply {
+func (c *Client) Handle(ctx context.Context, cmd commands.Command) commands.Reply {
 	r, err := c.Do(ctx, cmd)
 	if err != nil {
-		return Rejection(Errorf(CodeUnavailable, "", "%v", err))
+		return commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "%v", err))
 	}
 	return r
 }
