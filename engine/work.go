@@ -113,18 +113,36 @@ func CatchUpWorkItem(req events.CatchUpRequested) WorkItem {
 	return item
 }
 
-// workOf turns one command's events (consecutive, same causation) into
-// the work they make due, if any.
-func workOf(group []seqEvent) []WorkItem {
+// RepairWorkItem is the repair work an accepted decision issued: per
+// candidate accepted with a gap, the intervals that close its debt, in
+// dependency order.
+func RepairWorkItem(d events.PromotionDecided) WorkItem {
+	item := WorkItem{RunKind: events.RunRepair, Env: d.Env, Plan: d.Plan}
+	for _, w := range d.Repairs {
+		if len(w.Ranges) > 0 {
+			item.Steps = append(item.Steps, step(w.Snapshot, w.Ranges, "repair:"+d.Plan))
+		}
+	}
+	return item
+}
+
+// WorkOf turns one command's events (consecutive, same causation) into
+// the work they make due, if any: a plan's backfill, a tick's advances, a
+// catch-up request, the repair an acceptance issued. Undecodable records
+// make no work.
+func WorkOf(group []events.Record) []WorkItem {
 	var out []WorkItem
 	var advs []events.SchedulerAdvanced
 	first := uint64(0)
 	for _, r := range group {
+		if r.Err != nil {
+			continue
+		}
 		var item WorkItem
-		switch p := r.ev.Payload.(type) {
+		switch p := r.Event.Payload.(type) {
 		case events.SchedulerAdvanced:
 			if first == 0 {
-				first = r.seq
+				first = r.Seq
 			}
 			advs = append(advs, p)
 			continue
@@ -132,15 +150,17 @@ func workOf(group []seqEvent) []WorkItem {
 			item = BackfillWork(p, time.Time{})
 		case events.CatchUpRequested:
 			item = CatchUpWorkItem(p)
+		case events.PromotionDecided:
+			item = RepairWorkItem(p)
 		default:
 			continue
 		}
-		item.EventSeq, item.At = r.seq, r.ev.OccurredAt
+		item.EventSeq, item.At = r.Seq, r.Event.OccurredAt
 		out = append(out, item)
 	}
 	if len(advs) > 0 {
 		item := ScheduledWork(advs)
-		item.EventSeq, item.At = first, group[0].ev.OccurredAt
+		item.EventSeq, item.At = first, group[0].Event.OccurredAt
 		out = append(out, item)
 	}
 	var kept []WorkItem
@@ -151,11 +171,6 @@ func workOf(group []seqEvent) []WorkItem {
 		}
 	}
 	return kept
-}
-
-type seqEvent struct {
-	seq uint64
-	ev  events.Event
 }
 
 // WorkStreamConfig is the configuration of the work-queue stream.
@@ -226,17 +241,17 @@ func (p *WorkPublisher) Run(ctx context.Context) error {
 		return fmt.Errorf("engine: work publisher consumer: %w", err)
 	}
 	go func() { <-ctx.Done(); it.Stop() }()
-	var group []seqEvent
+	var group []events.Record
 	flush := func() error {
 		if len(group) == 0 {
 			return nil
 		}
-		for _, item := range workOf(group) {
+		for _, item := range WorkOf(group) {
 			if err := p.publish(ctx, item); err != nil {
 				return err
 			}
 		}
-		last := group[len(group)-1].seq
+		last := group[len(group)-1].Seq
 		group = group[:0]
 		_, err := e.cp.kv.Put(ctx, workCursorKey, []byte(strconv.FormatUint(last, 10)))
 		return err
@@ -258,12 +273,12 @@ func (p *WorkPublisher) Run(ctx context.Context) error {
 		if derr != nil {
 			ev = events.Event{}
 		}
-		if len(group) > 0 && group[0].ev.Causation != ev.Causation {
+		if len(group) > 0 && group[0].Event.Causation != ev.Causation {
 			if err := p.retry(ctx, flush); err != nil {
 				return err
 			}
 		}
-		group = append(group, seqEvent{md.Sequence.Stream, ev})
+		group = append(group, events.Record{Seq: md.Sequence.Stream, Subject: msg.Subject(), Event: ev, Err: derr})
 		// A command's events are one atomic batch, each marked "i/n": the
 		// group is complete at its last event.
 		var i, n int

@@ -120,13 +120,16 @@ const (
 	RunBackfill  RunKind = "backfill"
 	RunScheduled RunKind = "scheduled"
 	RunCatchUp   RunKind = "catch_up"
-	RunManual    RunKind = "manual"
+	// RunRepair computes the gap an acceptance left (repair debt), issued
+	// with the decision.
+	RunRepair RunKind = "repair"
+	RunManual RunKind = "manual"
 )
 
 // Valid reports whether k is a defined run kind.
 func (k RunKind) Valid() bool {
 	switch k {
-	case RunBackfill, RunScheduled, RunCatchUp, RunManual:
+	case RunBackfill, RunScheduled, RunCatchUp, RunRepair, RunManual:
 		return true
 	}
 	return false
@@ -302,6 +305,18 @@ type PromotionDecided struct {
 	// CatchUpSeq is the stream sequence of the CatchUpRequested this
 	// decision is the strict retry of (0 when there was no catch-up).
 	CatchUpSeq uint64 `msgpack:"catch_up_seq,omitempty" json:"catch_up_seq,omitempty"`
+	// Repairs is the repair work an acceptance with a gap issues at once,
+	// in dependency order: per candidate accepted with a gap, the whole
+	// intervals of its table that cover the gap. Empty otherwise.
+	Repairs []RepairWork `msgpack:"repairs,omitempty" json:"repairs,omitempty"`
+}
+
+// RepairWork is the work that closes one candidate's repair debt.
+type RepairWork struct {
+	Model    string           `msgpack:"model" json:"model"`
+	Snapshot string           `msgpack:"snapshot" json:"snapshot"`
+	Table    string           `msgpack:"table" json:"table"`
+	Ranges   []interval.Range `msgpack:"ranges" json:"ranges"`
 }
 
 // CatchUpWork is what bounded catch-up computes for one candidate before
@@ -487,6 +502,16 @@ func New(ids *IDSource, at time.Time, p Payload) Event {
 
 // String is a short human description of an event.
 func (e Event) String() string { return fmt.Sprintf("%s %s %s", e.Type, e.ID, e.Payload.Subject()) }
+
+// Record is one stored event with its stream position, as a reader of the
+// log sees it.
+type Record struct {
+	Seq     uint64
+	Subject string
+	Event   Event
+	// Err is set when the bytes could not be decoded.
+	Err error
+}
 
 // ParseSnapshotID splits "model@version".
 func ParseSnapshotID(id string) (model, version string, ok bool) {

@@ -62,7 +62,7 @@ func (f Filter) match(r Row) bool {
 // Plan builds, completions, invalidations, scheduler advances, catch-up
 // requests, decisions, finalizations and repairs all appear; events that
 // could not be decoded appear as "undecodable".
-func Audit(recs []Record, f Filter) []Row {
+func Audit(recs []events.Record, f Filter) []Row {
 	var out []Row
 	for _, r := range recs {
 		row := describe(r)
@@ -75,7 +75,7 @@ func Audit(recs []Record, f Filter) []Row {
 
 func modelOf(snapshot string) string { m, _, _ := events.ParseSnapshotID(snapshot); return m }
 
-func describe(r Record) Row {
+func describe(r events.Record) Row {
 	row := Row{Seq: r.Seq, At: r.Event.OccurredAt, Type: string(r.Event.Type), Actor: r.Event.Actor,
 		Causation: r.Event.Causation, Correlation: r.Event.Correlation}
 	if r.Err != nil {
@@ -186,7 +186,7 @@ type Explanation struct {
 // Explain returns the latest decision recorded for plan in recs, with the
 // coverage of every candidate and incumbent at the sequence it was
 // evaluated at.
-func Explain(recs []Record, plan string) (*Explanation, error) {
+func Explain(recs []events.Record, plan string) (*Explanation, error) {
 	var dec *events.PromotionDecided
 	var seq uint64
 	for _, r := range recs {

@@ -18,15 +18,6 @@ import (
 	"github.com/tidemark/tidemark/projections"
 )
 
-// Record is one stored event with its stream position.
-type Record struct {
-	Seq     uint64
-	Subject string
-	Event   events.Event
-	// Err is set when the bytes could not be decoded.
-	Err error
-}
-
 // Options bounds a Read.
 type Options struct {
 	// AtSeq stops after this stream sequence (0: the stream's last
@@ -44,13 +35,13 @@ type Options struct {
 
 // Read loads every event up to upTo (0: the stream's last sequence when
 // called) with an ordered consumer from the start.
-func Read(ctx context.Context, js jetstream.JetStream, upTo uint64) ([]Record, error) {
+func Read(ctx context.Context, js jetstream.JetStream, upTo uint64) ([]events.Record, error) {
 	return ReadWith(ctx, js, Options{AtSeq: upTo})
 }
 
 // ReadWith loads the prefix of the stream that opts select, with an
 // ordered consumer from the stream start.
-func ReadWith(ctx context.Context, js jetstream.JetStream, opts Options) ([]Record, error) {
+func ReadWith(ctx context.Context, js jetstream.JetStream, opts Options) ([]events.Record, error) {
 	stream, err := js.Stream(ctx, events.StreamName)
 	if err != nil {
 		return nil, fmt.Errorf("replay: stream: %w", err)
@@ -76,7 +67,7 @@ func ReadWith(ctx context.Context, js jetstream.JetStream, opts Options) ([]Reco
 		return nil, fmt.Errorf("replay: consumer: %w", err)
 	}
 	defer it.Stop()
-	var out []Record
+	var out []events.Record
 	for {
 		msg, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {
@@ -94,7 +85,7 @@ func ReadWith(ctx context.Context, js jetstream.JetStream, opts Options) ([]Reco
 		if derr == nil && !opts.At.IsZero() && ev.OccurredAt.After(opts.At) {
 			return out, nil
 		}
-		out = append(out, Record{Seq: seq, Subject: msg.Subject(), Event: ev, Err: derr})
+		out = append(out, events.Record{Seq: seq, Subject: msg.Subject(), Event: ev, Err: derr})
 		if opts.Progress != nil {
 			opts.Progress(seq, upTo)
 		}
@@ -106,7 +97,7 @@ func ReadWith(ctx context.Context, js jetstream.JetStream, opts Options) ([]Reco
 
 // Fold applies records to a fresh state (records with Err are skipped but
 // still advance the sequence).
-func Fold(recs []Record) *projections.State {
+func Fold(recs []events.Record) *projections.State {
 	st := projections.New()
 	for _, r := range recs {
 		foldOne(st, r)
@@ -114,7 +105,7 @@ func Fold(recs []Record) *projections.State {
 	return st
 }
 
-func foldOne(st *projections.State, r Record) {
+func foldOne(st *projections.State, r events.Record) {
 	if r.Err != nil {
 		projections.Skip(st, r.Seq, r.Subject)
 		return
@@ -141,7 +132,7 @@ func (d Divergence) String() string {
 // policy version it names on the plan as it was built (a catch-up retry
 // against the request it answers), and compares outcome, codes, findings,
 // per-model missing ranges and advance counts, and catch-up work.
-func Verify(recs []Record) []Divergence {
+func Verify(recs []events.Record) []Divergence {
 	type pending struct {
 		seq uint64
 		at  uint64 // evaluated_at_seq

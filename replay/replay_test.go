@@ -13,7 +13,7 @@ import (
 )
 
 // records plays a scenario file and reads its stream back.
-func records(t *testing.T, file string) []replay.Record {
+func records(t *testing.T, file string) []events.Record {
 	t.Helper()
 	f, err := scenario.Load("../testdata/scenarios/" + file)
 	if err != nil {
@@ -69,34 +69,34 @@ func TestVerifyDetectsTampering(t *testing.T) {
 
 	cases := []struct {
 		name   string
-		tamper func(rs []replay.Record)
+		tamper func(rs []events.Record)
 		want   string
 	}{
-		{"outcome", func(rs []replay.Record) {
+		{"outcome", func(rs []events.Record) {
 			d := rs[decision].Event.Payload.(events.PromotionDecided)
 			d.Outcome = events.Rejected
 			rs[decision].Event.Payload = d
 		}, "outcome"},
-		{"finding sentence", func(rs []replay.Record) {
+		{"finding sentence", func(rs []events.Record) {
 			d := rs[decision].Event.Payload.(events.PromotionDecided)
 			d.Findings = append([]events.Finding(nil), d.Findings...)
 			d.Findings[0].Message = "all fine"
 			rs[decision].Event.Payload = d
 		}, "findings"},
-		{"catch-up work", func(rs []replay.Record) {
+		{"catch-up work", func(rs []events.Record) {
 			r := rs[request].Event.Payload.(events.CatchUpRequested)
 			r.Work = append([]events.CatchUpWork(nil), r.Work...)
 			r.Work[0].Ranges = []interval.Range{interval.R(r.Work[0].Ranges[0].Start, r.Work[0].Ranges[0].End.Add(3600e9))}
 			rs[request].Event.Payload = r
 		}, "work.events.ranges"},
-		{"the catch-up backfill never happened", func(rs []replay.Record) {
+		{"the catch-up backfill never happened", func(rs []events.Record) {
 			c := rs[fill].Event.Payload.(events.IntervalsCompleted)
 			c.Ranges = nil
 			rs[fill].Event.Payload = c
 		}, "models.events.missing"},
 	}
 	for _, c := range cases {
-		rs := append([]replay.Record(nil), recs...)
+		rs := append([]events.Record(nil), recs...)
 		c.tamper(rs)
 		divs := replay.Verify(rs)
 		if !strings.Contains(","+fields(divs)+",", ","+c.want+",") {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/tidemark/tidemark/events"
 	"io"
 	"strings"
 	"text/tabwriter"
@@ -146,7 +147,7 @@ func newStatusCmd() *cobra.Command {
 }
 
 // lastAt is the time of the last decoded record (zero when none).
-func lastAt(recs []replay.Record) time.Time {
+func lastAt(recs []events.Record) time.Time {
 	for i := len(recs) - 1; i >= 0; i-- {
 		if recs[i].Err == nil {
 			return recs[i].Event.OccurredAt

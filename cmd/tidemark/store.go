@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tidemark/tidemark/events"
 	"io"
 	"log/slog"
 	"os"
@@ -82,7 +83,7 @@ func (s *storeFlags) options() (replay.Options, error) {
 
 // read loads the selected prefix of the stream, with a progress bar on a
 // terminal (events/s and ETA); nothing extra when stderr is not one.
-func (s *storeFlags) read(cmd *cobra.Command) ([]replay.Record, func(), error) {
+func (s *storeFlags) read(cmd *cobra.Command) ([]events.Record, func(), error) {
 	opts, err := s.options()
 	if err != nil {
 		return nil, nil, err

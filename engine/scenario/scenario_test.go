@@ -3,6 +3,7 @@ package scenario
 import (
 	"context"
 	"encoding/json"
+	"github.com/tidemark/tidemark/events"
 
 	"errors"
 	"github.com/tidemark/tidemark/engine"
@@ -202,7 +203,7 @@ func replayed(t *testing.T, dir string) {
 
 // reopen opens an engine on a scenario's data dir (closed when the test
 // ends) and reads every event of its stream.
-func reopen(t *testing.T, dir string) (*engine.Engine, []replay.Record) {
+func reopen(t *testing.T, dir string) (*engine.Engine, []events.Record) {
 	t.Helper()
 	e, err := engine.Open(t.Context(), engine.Config{DataDir: dir, Logger: quietLogger()})
 	if err != nil {

@@ -8,12 +8,11 @@ import (
 
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
-	"github.com/tidemark/tidemark/replay"
 )
 
 // runAndRead plays a scenario file into a data dir, then reopens the
 // stream and returns every event in it.
-func runAndRead(t *testing.T, name string) []replay.Record {
+func runAndRead(t *testing.T, name string) []events.Record {
 	t.Helper()
 	f, err := Load(filepath.Join(scenarioDir, name))
 	if err != nil {
