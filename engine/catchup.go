@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/decide"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/projections"
 )
@@ -64,7 +65,7 @@ func (c *CatchUps) Step(ctx context.Context) error {
 	c.Engine.View(func(st *projections.State) {
 		for _, pl := range st.Plans {
 			if pl.CatchUpOpen() {
-				todo = append(todo, open{*pl.CatchUp, pl.CatchUpSeq, CatchUpOutstanding(st, *pl.CatchUp)})
+				todo = append(todo, open{*pl.CatchUp, pl.CatchUpSeq, decide.Outstanding(st, *pl.CatchUp)})
 			}
 		}
 	})

@@ -29,6 +29,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/decide"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/projections"
 	"github.com/tidemark/tidemark/replay"
@@ -416,14 +417,6 @@ func (e *Engine) View(fn func(st *projections.State)) { e.proj.read(fn) }
 // Now is the engine's clock.
 func (e *Engine) Now() time.Time { return e.cfg.Clock().UTC() }
 
-// decision is what a command decides: the events to append under an
-// expectation and the reply to give once they are stored.
-type decision struct {
-	payloads []events.Payload
-	expect   expectation
-	reply    commands.Reply
-}
-
 var _ commands.Handler = (*Engine)(nil)
 
 // Handle carries out one command: it validates it, decides against the
@@ -472,31 +465,20 @@ func (e *Engine) handle(ctx context.Context, cmd commands.Command) commands.Repl
 func (e *Engine) decideAndAppend(ctx context.Context, cmd commands.Command) commands.Reply {
 	m := cmd.Header()
 	for attempt := 0; attempt <= e.cfg.MaxRetries; attempt++ {
-		var d decision
+		var d decide.Decision
 		var err error
-		dup := false
-		e.proj.read(func(st *projections.State) {
-			if seq, ok := st.Commands[m.ID]; ok {
-				dup = true
-				d.reply = duplicateReply(st, cmd, seq)
-				return
-			}
-			d, err = e.decide(st, cmd)
-		})
-		if dup {
-			return d.reply
-		}
+		e.proj.read(func(st *projections.State) { d, err = decide.Decide(st, cmd) })
 		if err != nil {
 			return commands.Rejection(err)
 		}
-		if len(d.payloads) == 0 {
-			d.reply.Accepted = true
-			return d.reply
+		if len(d.Events) == 0 {
+			d.Reply.Accepted = true
+			return d.Reply
 		}
-		evs := e.commandEvents(m, d.payloads)
+		evs := e.commandEvents(m, d.Events)
 		started := time.Now()
 		actx, cancel := context.WithTimeout(ctx, AppendTimeout)
-		seq, err := appendEvents(actx, e.js, m.ID, evs, d.expect)
+		seq, err := appendEvents(actx, e.js, m.ID, evs, d.Expect)
 		cancel()
 		e.metrics.appendS.Observe(time.Since(started).Seconds())
 		switch {
@@ -504,8 +486,8 @@ func (e *Engine) decideAndAppend(ctx context.Context, cmd commands.Command) comm
 			if err := e.proj.waitFor(ctx, seq); err != nil {
 				return commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "appended at seq %d but the projection did not catch up: %v", seq, err))
 			}
-			d.reply.Accepted, d.reply.Seq, d.reply.Events = true, seq, len(evs)
-			return d.reply
+			d.Reply.Accepted, d.Reply.Seq, d.Reply.Events = true, seq, len(evs)
+			return d.Reply
 		case errors.Is(err, ErrConflict), errors.Is(err, ErrAmbiguous):
 			e.log.Debug("re-deciding", "kind", cmd.Kind(), "id", m.ID, "attempt", attempt, "err", err)
 			cctx, cancel := context.WithTimeout(ctx, AppendTimeout)
@@ -535,51 +517,6 @@ func (e *Engine) commandEvents(m *commands.Meta, payloads []events.Payload) []ev
 		evs[i] = ev
 	}
 	return evs
-}
-
-func duplicateReply(st *projections.State, cmd commands.Command, seq uint64) commands.Reply {
-	r := commands.Reply{Accepted: true, Duplicate: true, Seq: seq, Message: "command already applied"}
-	switch c := cmd.(type) {
-	case *commands.Promote:
-		pl, ok := st.Plans[c.Plan]
-		switch {
-		case !ok:
-		case pl.CatchUp != nil && seq >= pl.CatchUpSeq && (pl.Decision == nil || seq < pl.DecisionSeq):
-			req := *pl.CatchUp
-			r.CatchUp = &req
-		case pl.Decision != nil:
-			d := *pl.Decision
-			r.Decision = &d
-		}
-	case *commands.BuildPlan:
-		if pl, ok := st.Plans[c.Plan]; ok {
-			b := pl.Built
-			r.Plan = &b
-		}
-	}
-	return r
-}
-
-func (e *Engine) decide(st *projections.State, cmd commands.Command) (decision, error) {
-	switch c := cmd.(type) {
-	case *commands.RegisterSnapshot:
-		return decideRegister(st, c)
-	case *commands.BuildPlan:
-		return decideBuildPlan(st, c)
-	case *commands.CompleteIntervals:
-		return decideComplete(st, c)
-	case *commands.InvalidateIntervals:
-		return decideInvalidate(st, c)
-	case *commands.AdvanceScheduler:
-		return decideAdvance(st, c)
-	case *commands.Promote:
-		return decidePromote(st, c)
-	case *commands.Finalize:
-		return decideFinalize(st, c)
-	case *commands.FailRun:
-		return decideFailRun(st, c)
-	}
-	return decision{}, commands.Errorf(commands.CodeInvalid, "kind", "unsupported command %T", cmd)
 }
 
 // answer runs a query against the projection.

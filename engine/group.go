@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/decide"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/projections"
 )
@@ -143,7 +144,7 @@ func (e *Engine) oneByOne(ctx context.Context, ws []*waiter) {
 type pendingGroup struct {
 	e       *Engine
 	batch   []*waiter
-	decided []decision
+	decided []decide.Decision
 	keys    []flightKey
 	futures []jetstream.PubAckFuture // one per waiter; nil: not published
 	evs     []events.Event           // the event each waiter's message stores
@@ -167,17 +168,18 @@ func (e *Engine) startGroup(group []*waiter) (*pendingGroup, []*waiter) {
 				alone = append(alone, w)
 				continue
 			}
-			if seq, ok := st.Commands[m.ID]; ok {
-				w.finish(duplicateReply(st, w.cmd, seq))
-				continue
-			}
-			d, err := e.decide(st, w.cmd)
+			d, err := decide.Decide(st, w.cmd)
 			if err != nil {
 				w.finish(commands.Rejection(err))
 				continue
 			}
-			c, single := d.payloads[0].(events.IntervalsCompleted)
-			if len(d.payloads) != 1 || !single || d.expect.stream != nil {
+			if len(d.Events) == 0 {
+				d.Reply.Accepted = true // a duplicate: what it got the first time
+				w.finish(d.Reply)
+				continue
+			}
+			c, single := d.Events[0].(events.IntervalsCompleted)
+			if len(d.Events) != 1 || !single || d.Expect.LastSeq != nil {
 				alone = append(alone, w)
 				continue
 			}
@@ -250,8 +252,8 @@ func (p *pendingGroup) publish() {
 	p.evs = make([]events.Event, len(p.batch))
 	for k, w := range p.batch {
 		m := w.cmd.Header()
-		evs := e.commandEvents(m, p.decided[k].payloads)
-		msgs, err := commandMsgs(m.ID, evs, p.decided[k].expect)
+		evs := e.commandEvents(m, p.decided[k].Events)
+		msgs, err := commandMsgs(m.ID, evs, p.decided[k].Expect)
 		if err != nil {
 			continue
 		}
@@ -310,7 +312,7 @@ func (p *pendingGroup) wait(ctx context.Context) []*waiter {
 		case perr != nil:
 			w.finish(commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "appended at seq %d but the projection did not catch up: %v", seqs[k], perr)))
 		default:
-			r := p.decided[k].reply
+			r := p.decided[k].Reply
 			r.Accepted, r.Seq, r.Events = true, seqs[k], 1
 			w.finish(r)
 			n++

@@ -161,25 +161,6 @@ func splitHostPort(hp string) (string, int, error) {
 // Readers that group a command's events (the work publisher) use it.
 const BatchHeader = "Tidemark-Batch"
 
-// expectation is the condition an append is made under.
-type expectation struct {
-	// stream, when set, requires the whole stream's last sequence to equal
-	// *stream: nothing at all changed since the view was read.
-	stream *uint64
-	// subjects requires, per subject, the last sequence on that subject.
-	subjects map[string]uint64
-}
-
-func expectStream(seq uint64) expectation { return expectation{stream: &seq} }
-
-func expectSubjects(st map[string]uint64, subjects ...string) expectation {
-	e := expectation{subjects: map[string]uint64{}}
-	for _, s := range subjects {
-		e.subjects[s] = st[s]
-	}
-	return e
-}
-
 // mapErr turns JetStream publish errors into ErrConflict / ErrAmbiguous.
 func mapErr(err error) error {
 	if err == nil {
@@ -212,7 +193,7 @@ func mapErr(err error) error {
 
 // appendEvents stores evs under exp: one event as one conditional publish,
 // several as one atomic batch, never half.
-func appendEvents(ctx context.Context, js jetstream.JetStream, cmdID string, evs []events.Event, exp expectation) (uint64, error) {
+func appendEvents(ctx context.Context, js jetstream.JetStream, cmdID string, evs []events.Event, exp events.Expect) (uint64, error) {
 	msgs, err := commandMsgs(cmdID, evs, exp)
 	if err != nil {
 		return 0, err
@@ -223,7 +204,7 @@ func appendEvents(ctx context.Context, js jetstream.JetStream, cmdID string, evs
 // commandMsgs turns one command's events into the messages that store
 // them under exp. Message ids derive from the command id, so the stream
 // also deduplicates a retry that comes within EventDuplicateWindow.
-func commandMsgs(cmdID string, evs []events.Event, exp expectation) ([]*nats.Msg, error) {
+func commandMsgs(cmdID string, evs []events.Event, exp events.Expect) ([]*nats.Msg, error) {
 	msgs := make([]*nats.Msg, len(evs))
 	checked := map[string]bool{}
 	for i, ev := range evs {
@@ -244,17 +225,17 @@ func commandMsgs(cmdID string, evs []events.Event, exp expectation) ([]*nats.Msg
 		if len(evs) > 1 {
 			m.Header.Set(BatchHeader, fmt.Sprintf("%d/%d", i+1, len(evs)))
 		}
-		if i == 0 && exp.stream != nil {
-			m.Header.Set(jetstream.ExpectedLastSeqHeader, strconv.FormatUint(*exp.stream, 10))
+		if i == 0 && exp.LastSeq != nil {
+			m.Header.Set(jetstream.ExpectedLastSeqHeader, strconv.FormatUint(*exp.LastSeq, 10))
 		}
-		if seq, ok := exp.subjects[subj]; ok && !checked[subj] {
+		if seq, ok := exp.Subjects[subj]; ok && !checked[subj] {
 			m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(seq, 10))
 			checked[subj] = true
 		}
 		msgs[i] = m
 	}
 	// Every expectation must sit on a message of its own subject.
-	for s := range exp.subjects {
+	for s := range exp.Subjects {
 		if !checked[s] {
 			return nil, fmt.Errorf("engine: expectation on %s, which the append does not write", s)
 		}

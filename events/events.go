@@ -522,3 +522,28 @@ func ParseSnapshotID(id string) (model, version string, ok bool) {
 	}
 	return id, "", false
 }
+
+// Expect is the condition an append is made under: the log stores the
+// events only if it still is as the deciding view saw it.
+type Expect struct {
+	// LastSeq, when set, requires the whole log's last sequence to equal
+	// *LastSeq: nothing at all changed since the view was read.
+	LastSeq *uint64
+	// Subjects requires, per subject, the sequence of that subject's last
+	// event (0: the subject has none). Every subject listed must be one the
+	// append writes.
+	Subjects map[string]uint64
+}
+
+// ExpectStream is the condition that nothing was appended after seq.
+func ExpectStream(seq uint64) Expect { return Expect{LastSeq: &seq} }
+
+// ExpectSubjects is the condition that none of subjects changed since the
+// view whose per-subject sequences are last.
+func ExpectSubjects(last map[string]uint64, subjects ...string) Expect {
+	e := Expect{Subjects: make(map[string]uint64, len(subjects))}
+	for _, s := range subjects {
+		e.Subjects[s] = last[s]
+	}
+	return e
+}

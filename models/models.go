@@ -18,7 +18,6 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 	"github.com/tidemark/tidemark/commands"
-	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/projections"
@@ -189,7 +188,7 @@ func Parse(path string, b []byte) ([]Model, error) {
 			Lookback: lookback, SnapshotKind: kind, AllowPartials: m.AllowPartials, DependsOn: m.DependsOn}
 		mod := Model{Register: reg, Line: line(fmt.Sprintf("$.models[%d]", i))}
 		if m.Version == "" {
-			mod.Register.Version = DerivedVersion(reg, sched)
+			mod.Register.Version = ContentVersion(reg, sched)
 			mod.Derived = true
 		} else {
 			mod.VersionLine = line(fmt.Sprintf("$.models[%d].version", i))
@@ -209,13 +208,13 @@ func Parse(path string, b []byte) ([]Model, error) {
 	return sorted, nil
 }
 
-// DerivedVersion names a definition by its fingerprint: "d" + 10 hex.
-func DerivedVersion(r commands.RegisterSnapshot, sched interval.Schedule) string {
+// ContentVersion names a definition by its fingerprint: "d" + 10 hex.
+func ContentVersion(r commands.RegisterSnapshot, sched interval.Schedule) string {
 	kind := r.SnapshotKind
 	if kind == "" {
 		kind = events.Incremental
 	}
-	fp := engine.Fingerprint(events.SnapshotRegistered{Model: r.Model, Cron: sched.Cron(), Unit: sched.Unit(), Start: r.Start,
+	fp := Fingerprint(events.SnapshotRegistered{Model: r.Model, Cron: sched.Cron(), Unit: sched.Unit(), Start: r.Start,
 		Lookback: r.Lookback, Kind: kind, AllowPartials: r.AllowPartials, DependsOn: r.DependsOn})
 	return "d" + fp[:10]
 }

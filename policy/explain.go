@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/projections"
 )
 
 // The helpers below write the human sentences of findings. They must be
@@ -49,7 +50,12 @@ func advances(n int) string {
 	return fmt.Sprintf("%d scheduler advances", n)
 }
 
-func sched(s interval.Schedule) string { return schedOf(s.Cron(), s.Unit()) }
+func schedOfSnap(sn *projections.Snapshot) string {
+	if sn == nil {
+		return "(unregistered)"
+	}
+	return schedOf(sn.Schedule.Cron(), sn.Schedule.Unit())
+}
 
 func schedOf(cron string, u interval.Unit) string { return fmt.Sprintf("%q (unit %s)", cron, u) }
 

@@ -17,6 +17,7 @@
 package policy
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 	"time"
@@ -45,12 +46,10 @@ const (
 	CodeForwardOnlyOverlapKept = "forward_only_overlap_retained"
 	CodeCaughtUp               = "caught_up"
 	CodeCatchUpExhausted       = "catch_up_exhausted"
-	CodeUnknownSnapshot        = "unknown_snapshot"
-	CodeUnsupportedPolicyV     = "unsupported_policy_version"
 )
 
-// Codes that only appear in findings of a catch-up request or of a
-// rejected decision; they never reject on their own.
+// Codes that only appear in the findings of a catch-up request, never in a
+// decision.
 const (
 	// CodeCatchUpRequested: the candidate's suffix is backfilled before the
 	// strict retry.
@@ -58,18 +57,33 @@ const (
 	// CodeCatchUpRecompute: complete downstream intervals overlapping an
 	// upstream suffix are invalidated and recomputed.
 	CodeCatchUpRecompute = "catch_up_recompute"
-	// CodeCatchUpEligible: the candidate could have caught up, but another
-	// candidate rejected the plan.
-	CodeCatchUpEligible = "catch_up_eligible"
 )
 
-var accepting = map[string]bool{
-	CodeNoGaps: true, CodeTrailingGapAccepted: true, CodeForwardOnlyOverlapKept: true, CodeCaughtUp: true,
-	CodeCatchUpRequested: true, CodeCatchUpRecompute: true, CodeCatchUpEligible: true,
-}
+// AcceptedCodes are the only codes an accepted decision carries;
+// RejectedCodes the only ones a rejected decision carries (DESIGN.md,
+// "Decision codes"). The warning forward_only_overlap_retained is in both.
+var (
+	AcceptedCodes = []string{CodeNoGaps, CodeCaughtUp, CodeTrailingGapAccepted, CodeForwardOnlyOverlapKept}
+	RejectedCodes = []string{CodeConflictingPlan, CodeMissingIntervals, CodeScheduleChanged, CodeHistoricalGap,
+		CodeInternalGap, CodeAmbiguousBoundary, CodeTrailingGapExceeds, CodeDownstreamOverlap, CodeCatchUpExhausted,
+		CodeForwardOnlyOverlapKept}
+)
+
+// passing codes say a candidate passed; they appear only when the whole
+// decision is accepted.
+var passing = map[string]bool{CodeNoGaps: true, CodeTrailingGapAccepted: true, CodeCaughtUp: true}
 
 // Rejects reports whether a code fails a promotion.
-func Rejects(code string) bool { return !accepting[code] }
+func Rejects(code string) bool { return !passing[code] && code != CodeForwardOnlyOverlapKept }
+
+// Supported reports whether this build can evaluate pol: an error naming
+// the version when the plan asks for newer rules.
+func Supported(pol events.Policy) error {
+	if pol.Version > Version {
+		return fmt.Errorf("the plan asks for policy version %d; this build evaluates version %d", pol.Version, Version)
+	}
+	return nil
+}
 
 // Decision is the outcome of evaluating a plan.
 type Decision struct {
@@ -82,6 +96,8 @@ type Decision struct {
 	// CatchUp, when set, is the work to do before the strict retry: one
 	// entry per candidate, in plan (dependency) order.
 	CatchUp []events.CatchUpWork
+	// Repairs is the repair work an acceptance with a gap issues.
+	Repairs []events.RepairWork
 }
 
 // NeedsCatchUp reports whether the engine must catch up before deciding.
@@ -109,9 +125,18 @@ func (v *verdict) add(code string, fd events.Finding) {
 
 func (v *verdict) model() string { m, _, _ := events.ParseSnapshotID(v.f.Snapshot); return m }
 
+func (v *verdict) rejects() bool {
+	for _, c := range v.f.Codes {
+		if Rejects(c) {
+			return true
+		}
+	}
+	return false
+}
+
 // Evaluate runs the promotion check of plan against the view st. Under
 // bounded catch-up it may return a Decision that NeedsCatchUp instead of a
-// verdict.
+// verdict. The caller checks Supported(plan.Policy) first.
 func Evaluate(st *projections.State, plan events.PlanBuilt) Decision {
 	if d, ok := planWideCheck(st, plan); !ok {
 		return d
@@ -122,20 +147,12 @@ func Evaluate(st *projections.State, plan events.PlanBuilt) Decision {
 		v := checkCandidate(st, plan, c)
 		vs[c.Model] = v
 		anyEligible = anyEligible || v.eligible
-		for _, code := range v.f.Codes {
-			anyReject = anyReject || Rejects(code)
-		}
+		anyReject = anyReject || v.rejects()
 	}
 	if anyEligible && !anyReject {
 		return catchUp(st, plan, vs)
 	}
-	for _, c := range plan.Candidates {
-		if v := vs[c.Model]; v.eligible {
-			v.add(CodeCatchUpEligible, events.Finding{Ranges: v.f.Missing, Advances: v.f.Advances,
-				Message: sprintf("%s could catch up %s (%s), but another candidate rejects the plan", v.f.Snapshot, ranges(v.f.Missing), advances(v.f.Advances))})
-		}
-	}
-	return finish(plan, vs)
+	return finish(st, plan, vs)
 }
 
 // Retry is the strict re-check after the catch-up req: every candidate is
@@ -154,14 +171,25 @@ func Retry(st *projections.State, plan events.PlanBuilt, req events.CatchUpReque
 	for _, c := range plan.Candidates {
 		vs[c.Model] = retryCandidate(st, plan, c, work[c.Model])
 	}
-	return finish(plan, vs)
+	// The forward-only downstream candidates on the production table keep
+	// their rows over a caught-up suffix: the parent says so.
+	for _, c := range plan.Candidates {
+		if w := work[c.Model]; len(w.Ranges) > 0 {
+			_, warnings := overlaps(st, plan, c, interval.NewSet(w.Ranges...))
+			for _, fd := range warnings {
+				vs[c.Model].add(fd.Code, fd)
+			}
+		}
+	}
+	return finish(st, plan, vs)
 }
+
+// Conflicting reports whether d rejects the plan as a whole
+// (conflicting_plan).
+func (d Decision) Conflicting() bool { return slices.Contains(d.Codes, CodeConflictingPlan) }
 
 // planWideCheck applies the checks that reject the plan as a whole.
 func planWideCheck(st *projections.State, plan events.PlanBuilt) (Decision, bool) {
-	if plan.Policy.Version > Version {
-		return planWide(plan, CodeUnsupportedPolicyV, sprintf("the plan asks for policy version %d; this build evaluates version %d", plan.Policy.Version, Version)), false
-	}
 	env := st.Env(plan.Env)
 	if env.Generation != plan.Generation {
 		return planWide(plan, CodeConflictingPlan, sprintf("environment %s is at generation %d, the plan was built at generation %d: another promotion happened since; rebuild the plan", plan.Env, env.Generation, plan.Generation)), false
@@ -174,12 +202,16 @@ func planWideCheck(st *projections.State, plan events.PlanBuilt) (Decision, bool
 	return Decision{}, true
 }
 
-// measure computes a candidate's window and what it misses in it.
+// measure computes a candidate's window and what it misses in it. ok is
+// false when the candidate is not gap-checked: v then holds its verdict.
 func measure(st *projections.State, c events.Candidate) (v *verdict, window interval.Range, missing interval.Set, ok bool) {
 	v = &verdict{f: events.ModelFinding{Snapshot: c.Snapshot, Missing: []interval.Range{}}}
-	cand, found := st.Snapshots[c.Snapshot]
-	if !found {
-		v.add(CodeUnknownSnapshot, events.Finding{Message: sprintf("%s is not registered", c.Snapshot)})
+	if c.Snapshot == c.Incumbent {
+		return v, window, nil, false // unchanged: nothing to say
+	}
+	if inc, found := st.Snapshots[c.Incumbent]; found && inc.Table == c.Table {
+		v.add(CodeNoGaps, events.Finding{Related: c.Incumbent,
+			Message: sprintf("%s writes %s's table %s, so it shares its coverage: nothing to backfill or check", c.Snapshot, c.Incumbent, c.Table)})
 		return v, window, nil, false
 	}
 	window, has := Window(st, c)
@@ -187,7 +219,7 @@ func measure(st *projections.State, c events.Candidate) (v *verdict, window inte
 		v.add(CodeNoGaps, events.Finding{Message: sprintf("%s has no incumbent coverage to match", c.Snapshot)})
 		return v, window, nil, false
 	}
-	missing = st.Table(cand.Table).Missing(window)
+	missing = st.Table(c.Table).Missing(window)
 	if missing.Empty() {
 		return v, window, nil, true
 	}
@@ -233,9 +265,9 @@ func retryCandidate(st *projections.State, plan events.PlanBuilt, c events.Candi
 		return v
 	}
 	if missing.Empty() {
-		if len(w.Ranges) > 0 || len(w.Recompute) > 0 {
-			v.add(CodeCaughtUp, events.Finding{Ranges: interval.NewSet(w.Ranges...).AddSet(w.Recompute), Advances: w.Advances,
-				Message: sprintf("%s caught up: %s was computed before the strict retry, which passed", c.Snapshot, ranges(interval.NewSet(w.Ranges...).AddSet(w.Recompute)))})
+		if len(w.Ranges) > 0 {
+			v.add(CodeCaughtUp, events.Finding{Related: c.Incumbent, Ranges: w.Ranges, Advances: w.Advances,
+				Message: sprintf("%s caught up: its suffix %s was computed before the strict retry, which passed", c.Snapshot, ranges(w.Ranges))})
 		} else {
 			v.add(CodeNoGaps, events.Finding{Related: c.Incumbent, Message: sprintf("%s covers everything %s covers up to %s", c.Snapshot, c.Incumbent, ts(window.End))})
 		}
@@ -259,18 +291,21 @@ func retryCandidate(st *projections.State, plan events.PlanBuilt, c events.Candi
 }
 
 // safeSuffix applies the conditions both bounds share; the first failing
-// one gives the code. It reports whether all hold.
+// one gives the code. It reports whether all hold. An incumbent that had no
+// coverage at build has no captured frontier: the historical-gap check and
+// the captured half of the boundary check do not apply.
 func safeSuffix(st *projections.State, c events.Candidate, window interval.Range, missing interval.Set, v *verdict) bool {
 	inc := st.Snapshots[c.Incumbent]
 	cand := st.Snapshots[c.Snapshot]
 	captured, err := interval.NewSchedule(c.IncumbentCron, c.IncumbentUnit, c.IncumbentAllowPartials)
+	hasCaptured := !c.IncumbentFrontier.IsZero()
 	switch {
-	case err != nil || !captured.Same(inc.Schedule) || !captured.Same(cand.Schedule):
+	case err != nil || inc == nil || cand == nil || !captured.Same(inc.Schedule) || !captured.Same(cand.Schedule):
 		v.add(CodeScheduleChanged, events.Finding{Related: c.Incumbent, Ranges: missing,
 			Message: sprintf("%s runs on %s and %s on %s, but the plan captured %s at build: advances cannot be compared across schedules",
-				c.Snapshot, sched(cand.Schedule), c.Incumbent, sched(inc.Schedule), schedOf(c.IncumbentCron, c.IncumbentUnit))})
+				c.Snapshot, schedOfSnap(cand), c.Incumbent, schedOfSnap(inc), schedOf(c.IncumbentCron, c.IncumbentUnit))})
 		return false
-	case window.Start.Before(c.IncumbentFrontier) && missing.Overlaps(interval.R(window.Start, c.IncumbentFrontier)):
+	case hasCaptured && window.Start.Before(c.IncumbentFrontier) && missing.Overlaps(interval.R(window.Start, c.IncumbentFrontier)):
 		hist := missing.Clip(interval.R(window.Start, c.IncumbentFrontier))
 		v.add(CodeHistoricalGap, events.Finding{Related: c.Incumbent, Ranges: hist,
 			Message: sprintf("%s misses %s before the frontier %s captured at plan build; only a trailing suffix can be allowed", c.Snapshot, ranges(hist), ts(c.IncumbentFrontier))})
@@ -279,7 +314,7 @@ func safeSuffix(st *projections.State, c events.Candidate, window interval.Range
 		v.add(CodeInternalGap, events.Finding{Related: c.Incumbent, Ranges: missing,
 			Message: sprintf("%s misses %s: not one contiguous suffix ending at the incumbent frontier %s", c.Snapshot, ranges(missing), ts(window.End))})
 		return false
-	case !captured.IsBoundary(c.IncumbentFrontier) || !captured.IsBoundary(window.End):
+	case (hasCaptured && !captured.IsBoundary(c.IncumbentFrontier)) || !captured.IsBoundary(window.End):
 		v.add(CodeAmbiguousBoundary, events.Finding{Related: c.Incumbent, Ranges: missing,
 			Message: sprintf("the captured frontier %s or the current frontier %s of %s is not a cron-tick boundary of %s, so the advances that made the gap cannot be counted",
 				ts(c.IncumbentFrontier), ts(window.End), c.Incumbent, schedOf(c.IncumbentCron, c.IncumbentUnit))})
@@ -289,44 +324,57 @@ func safeSuffix(st *projections.State, c events.Candidate, window interval.Range
 }
 
 // allowance judges a safe suffix under the trailing-gap bound and the
-// downstream guard.
+// downstream guard, which checks every transitive downstream candidate and
+// reports all overlaps and warnings.
 func allowance(st *projections.State, plan events.PlanBuilt, c events.Candidate, missing interval.Set, v *verdict) {
 	pol := plan.Policy
 	if v.f.Advances > pol.MaxTrailingGapAdvances {
-		bound := pol.MaxTrailingGapAdvances
-		if pol.MaxCatchUpAdvances > bound {
-			bound = pol.MaxCatchUpAdvances
-		}
+		bound := max(pol.MaxTrailingGapAdvances, pol.MaxCatchUpAdvances)
 		v.add(CodeTrailingGapExceeds, events.Finding{Related: c.Incumbent, Ranges: missing, Advances: v.f.Advances,
 			Message: sprintf("%s misses %s, produced by %s after plan build; the bound is %d", c.Snapshot, ranges(missing), advances(v.f.Advances), bound)})
 		return
 	}
-	suffix := missing[0]
-	var warnings []events.Finding
+	blocking, warnings := overlaps(st, plan, c, missing)
+	for _, fd := range blocking {
+		v.add(fd.Code, fd)
+	}
+	if len(blocking) == 0 {
+		v.add(CodeTrailingGapAccepted, events.Finding{Related: c.Incumbent, Ranges: missing, Advances: v.f.Advances,
+			Message: sprintf("%s misses the trailing suffix %s, produced by %s after plan build (bound %d); it stays missing and is tracked as repair debt",
+				c.Snapshot, ranges(missing), advances(v.f.Advances), pol.MaxTrailingGapAdvances)})
+	}
+	for _, fd := range warnings {
+		v.add(fd.Code, fd)
+	}
+}
+
+// overlaps finds the transitive downstream candidates of c whose tables
+// hold coverage overlapping gap: downstream_overlap findings for those
+// that would be served rows built without the parent's data, and
+// forward_only_overlap_retained warnings for forward-only ones on the
+// production table, which keep their historical rows by design.
+func overlaps(st *projections.State, plan events.PlanBuilt, c events.Candidate, gap interval.Set) (blocking, warnings []events.Finding) {
 	for _, d := range descendants(plan, c.Snapshot) {
 		child, ok := st.Snapshots[d.Snapshot]
 		if !ok {
 			continue
 		}
-		overlap := st.Table(d.Table).Clip(inUnit(child, suffix))
+		var overlap interval.Set
+		for _, g := range gap {
+			overlap = overlap.AddSet(st.Table(d.Table).Clip(inUnit(child, g)))
+		}
 		if overlap.Empty() {
 			continue
 		}
 		if retainsProduction(st, d, child) {
-			warnings = append(warnings, events.Finding{Code: CodeForwardOnlyOverlapKept, Related: d.Snapshot, Ranges: overlap,
+			warnings = append(warnings, events.Finding{Code: CodeForwardOnlyOverlapKept, Model: c.Model, Snapshot: c.Snapshot, Related: d.Snapshot, Ranges: overlap,
 				Message: sprintf("forward-only child %s keeps its historical rows in the production table over %s, overlapping %s's gap; they are retained by design", d.Snapshot, ranges(overlap), c.Snapshot)})
 			continue
 		}
-		v.add(CodeDownstreamOverlap, events.Finding{Related: d.Snapshot, Ranges: overlap,
-			Message: sprintf("downstream candidate %s already computed %s, overlapping %s's gap %s: those rows were built without the parent's data", d.Snapshot, ranges(overlap), c.Snapshot, suffix)})
-		return
+		blocking = append(blocking, events.Finding{Code: CodeDownstreamOverlap, Model: c.Model, Snapshot: c.Snapshot, Related: d.Snapshot, Ranges: overlap,
+			Message: sprintf("downstream candidate %s already computed %s, overlapping %s's gap %s: those rows were built without the parent's data", d.Snapshot, ranges(overlap), c.Snapshot, ranges(gap))})
 	}
-	v.add(CodeTrailingGapAccepted, events.Finding{Related: c.Incumbent, Ranges: missing, Advances: v.f.Advances,
-		Message: sprintf("%s misses the trailing suffix %s, produced by %s after plan build (bound %d); it stays missing and is tracked as repair debt",
-			c.Snapshot, ranges(missing), advances(v.f.Advances), pol.MaxTrailingGapAdvances)})
-	for _, w := range warnings {
-		v.add(w.Code, w)
-	}
+	return blocking, warnings
 }
 
 // catchUp builds the catch-up request: each eligible candidate backfills
@@ -459,22 +507,49 @@ func planWide(plan events.PlanBuilt, code, message string) Decision {
 	return d
 }
 
-func finish(plan events.PlanBuilt, vs map[string]*verdict) Decision {
+// finish turns the candidates' verdicts into the decision. It is rejected
+// when any candidate's code rejects; then the passing codes (no_gaps,
+// trailing_gap_accepted, caught_up) and their findings are dropped, so a
+// rejected decision carries only rejecting codes and warnings, and each
+// model's missing ranges stay. An acceptance with a gap issues its repair
+// work, in plan (dependency) order.
+func finish(st *projections.State, plan events.PlanBuilt, vs map[string]*verdict) Decision {
 	d := Decision{Models: map[string]events.ModelFinding{}, Findings: []events.Finding{}, Outcome: events.Accepted}
+	for _, c := range plan.Candidates {
+		if vs[c.Model].rejects() {
+			d.Outcome = events.Rejected
+		}
+	}
 	set := map[string]bool{}
 	for _, c := range plan.Candidates {
 		v := vs[c.Model]
-		d.Models[c.Model] = v.f
-		d.Findings = append(d.Findings, v.findings...)
-		for _, code := range v.f.Codes {
+		f := v.f
+		if f.Codes == nil {
+			f.Codes = []string{}
+		}
+		if d.Outcome == events.Rejected {
+			f.Codes = slices.DeleteFunc(slices.Clone(f.Codes), func(code string) bool { return passing[code] })
+		}
+		d.Models[c.Model] = f
+		for _, fd := range v.findings {
+			if d.Outcome == events.Accepted || !passing[fd.Code] {
+				d.Findings = append(d.Findings, fd)
+			}
+		}
+		for _, code := range f.Codes {
 			set[code] = true
 		}
+		if d.Outcome == events.Accepted && len(f.Missing) > 0 {
+			w := events.RepairWork{Model: c.Model, Snapshot: c.Snapshot, Table: c.Table, Ranges: f.Missing}
+			if sn, ok := st.Snapshots[c.Snapshot]; ok {
+				w.Ranges = sn.Schedule.Work(f.Missing)
+			}
+			d.Repairs = append(d.Repairs, w)
+		}
 	}
+	d.Codes = []string{}
 	for c := range set {
 		d.Codes = append(d.Codes, c)
-		if Rejects(c) {
-			d.Outcome = events.Rejected
-		}
 	}
 	sort.Strings(d.Codes)
 	return d
@@ -490,7 +565,7 @@ func (d Decision) Event(plan events.PlanBuilt, seq uint64, at time.Time, generat
 	return events.PromotionDecided{
 		Plan: plan.Plan, Env: plan.Env, Outcome: d.Outcome, Codes: d.Codes, Models: d.Models,
 		EvaluatedAtSeq: seq, EvaluatedAt: at.UTC(), Policy: plan.Policy, Generation: gen,
-		Findings: d.Findings, CatchUpSeq: catchUpSeq,
+		Findings: d.Findings, CatchUpSeq: catchUpSeq, Repairs: d.Repairs,
 	}
 }
 

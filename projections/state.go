@@ -16,6 +16,10 @@ type Snapshot struct {
 	Schedule interval.Schedule `json:"-"`
 	// Seq is the stream sequence of the registration.
 	Seq uint64 `json:"seq"`
+	// TablePlan is the plan that bound a forward-only version to the table
+	// it writes (its incumbent's in that plan's env, or its own); empty
+	// until a plan names it.
+	TablePlan string `json:"table_plan,omitempty"`
 }
 
 // Env is an environment: which snapshot serves each model.
@@ -40,7 +44,14 @@ type Plan struct {
 	// Decision is the most recent decision, nil before the first promote.
 	Decision    *events.PromotionDecided `json:"decision,omitempty"`
 	DecisionSeq uint64                   `json:"decision_seq,omitempty"`
-	Finalized   bool                     `json:"finalized"`
+	// Earlier holds the decisions before the most recent one, oldest
+	// first (a plan promoted again with a new command id).
+	Earlier []Decided `json:"earlier,omitempty"`
+	// AcceptedSeq is the sequence of the decision that accepted the plan
+	// (0: not promoted); AcceptedGeneration the env generation it set.
+	AcceptedSeq        uint64 `json:"accepted_seq,omitempty"`
+	AcceptedGeneration uint64 `json:"accepted_generation,omitempty"`
+	Finalized          bool   `json:"finalized"`
 	// CatchUp is the most recent catch-up request, nil if none.
 	CatchUp    *events.CatchUpRequested `json:"catch_up,omitempty"`
 	CatchUpSeq uint64                   `json:"catch_up_seq,omitempty"`
@@ -50,8 +61,25 @@ type Plan struct {
 func (p *Plan) CatchUpOpen() bool { return p.CatchUp != nil && p.CatchUpSeq > p.DecisionSeq }
 
 // Accepted reports whether the plan has been promoted.
-func (p *Plan) Accepted() bool {
-	return p.Decision != nil && p.Decision.Outcome == events.Accepted
+func (p *Plan) Accepted() bool { return p.AcceptedSeq > 0 }
+
+// Decided is a recorded decision and its stream sequence.
+type Decided struct {
+	Seq      uint64                  `json:"seq"`
+	Decision events.PromotionDecided `json:"decision"`
+}
+
+// DecidedAt returns the plan's decision stored at seq, or nil.
+func (p *Plan) DecidedAt(seq uint64) *events.PromotionDecided {
+	if p.Decision != nil && p.DecisionSeq == seq {
+		return p.Decision
+	}
+	for i := range p.Earlier {
+		if p.Earlier[i].Seq == seq {
+			return &p.Earlier[i].Decision
+		}
+	}
+	return nil
 }
 
 // DecisionRef locates a recorded decision in the stream.
@@ -190,6 +218,13 @@ func apply(s *State, seq uint64, ev events.Event) error {
 		s.Snapshots[p.Snapshot] = &Snapshot{SnapshotRegistered: p, Schedule: sched, Seq: seq}
 	case events.PlanBuilt:
 		s.Plans[p.Plan] = &Plan{Built: p, BuiltSeq: seq}
+		for _, c := range p.Candidates {
+			// The first plan to name a forward-only version binds the table
+			// it writes (decide refuses a plan that would move it).
+			if sn, ok := s.Snapshots[c.Snapshot]; ok && sn.Kind == events.ForwardOnly && sn.TablePlan == "" {
+				sn.Table, sn.TablePlan = c.Table, p.Plan
+			}
+		}
 	case events.IntervalsCompleted:
 		cov := s.Coverage[p.Table]
 		for _, r := range p.Ranges {
@@ -222,6 +257,9 @@ func apply(s *State, seq uint64, ev events.Event) error {
 		if !ok {
 			return fmt.Errorf("decision for unknown plan %q", p.Plan)
 		}
+		if pl.Decision != nil {
+			pl.Earlier = append(pl.Earlier, Decided{Seq: pl.DecisionSeq, Decision: *pl.Decision})
+		}
 		d := p
 		pl.Decision, pl.DecisionSeq = &d, seq
 		s.Decisions = append(s.Decisions, DecisionRef{Plan: p.Plan, Seq: seq})
@@ -230,6 +268,7 @@ func apply(s *State, seq uint64, ev events.Event) error {
 			s.DecisionCodes[c]++
 		}
 		if p.Outcome == events.Accepted {
+			pl.AcceptedSeq, pl.AcceptedGeneration = seq, p.Generation
 			env := s.ensureEnv(p.Env)
 			env.Generation = p.Generation
 			for _, c := range pl.Built.Candidates {

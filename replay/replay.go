@@ -199,6 +199,10 @@ func compareDecision(st *projections.State, seq uint64, rec events.PromotionDeci
 	if !ok {
 		return d.out
 	}
+	if err := policy.Supported(rec.Policy); err != nil {
+		d.diff("policy", rec.Policy.Version, err.Error())
+		return d.out
+	}
 	var got policy.Decision
 	if rec.CatchUpSeq > 0 {
 		pl := st.Plans[rec.Plan]
@@ -223,13 +227,27 @@ func compareDecision(st *projections.State, seq uint64, rec events.PromotionDeci
 		d.diff("models."+m+".advances", a.Advances, b.Advances)
 		d.diff("models."+m+".codes", nonNil(a.Codes), nonNil(b.Codes))
 	}
+	d.diff("repairs", repairs(rec.Repairs), repairs(got.Repairs))
 	return d.out
+}
+
+// repairs renders repair work comparably.
+func repairs(ws []events.RepairWork) []string {
+	out := make([]string, len(ws))
+	for i, w := range ws {
+		out[i] = fmt.Sprintf("%s|%s|%s|%s", w.Model, w.Snapshot, w.Table, interval.Set(w.Ranges).String())
+	}
+	return out
 }
 
 func compareRequest(st *projections.State, seq uint64, rec events.CatchUpRequested) []Divergence {
 	d := &differ{plan: rec.Plan, seq: seq}
 	plan, ok := built(st, d, rec.Policy, rec.EvaluatedAtSeq)
 	if !ok {
+		return d.out
+	}
+	if err := policy.Supported(rec.Policy); err != nil {
+		d.diff("policy", rec.Policy.Version, err.Error())
 		return d.out
 	}
 	got := policy.Evaluate(st, plan)

@@ -1,0 +1,86 @@
+// Package decide is tidemark's pure decision core: given the projection
+// state a command is decided against, it returns the events to append, the
+// condition to append them under, and the reply to give once they are
+// stored, or a typed *commands.Error that appends nothing.
+//
+// It reads nothing but its arguments: no clock (a command's At is its
+// clock), no randomness, no I/O, no NATS. The engine reads the state,
+// calls Decide, and appends conditionally; replay and tests call it
+// directly. Its importers: engine, scheduler, tests.
+package decide
+
+import (
+	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/projections"
+)
+
+// Decision is what a command decides: the events to append under Expect,
+// and the reply to give once they are stored (its Accepted, Seq and Events
+// are filled by the writer after the append).
+type Decision struct {
+	Events []events.Payload
+	Expect events.Expect
+	Reply  commands.Reply
+}
+
+// Decide decides cmd against st (the state at st.Seq): the events to
+// append, the condition they are appended under, and the reply once they
+// are stored. A command id already in st.Commands gets its recorded reply
+// and no events. It reads nothing but its arguments; cmd's At is its
+// clock and must be set.
+func Decide(st *projections.State, cmd commands.Command) (Decision, error) {
+	if seq, ok := st.Commands[cmd.Header().ID]; ok {
+		return Decision{Reply: Duplicate(st, cmd, seq)}, nil
+	}
+	switch c := cmd.(type) {
+	case *commands.RegisterSnapshot:
+		return register(st, c)
+	case *commands.BuildPlan:
+		return buildPlan(st, c)
+	case *commands.CompleteIntervals:
+		return complete(st, c)
+	case *commands.InvalidateIntervals:
+		return invalidate(st, c)
+	case *commands.AdvanceScheduler:
+		return advance(st, c)
+	case *commands.Promote:
+		return promote(st, c)
+	case *commands.Finalize:
+		return finalize(st, c)
+	case *commands.FailRun:
+		return failRun(st, c)
+	}
+	return Decision{}, commands.Errorf(commands.CodeInvalid, "kind", "unsupported command %T", cmd)
+}
+
+// Duplicate is the reply to a command whose id st already applied (its
+// last event is at seq): what the command got the first time, with
+// Duplicate set and nothing appended.
+func Duplicate(st *projections.State, cmd commands.Command, seq uint64) commands.Reply {
+	r := commands.Reply{Accepted: true, Duplicate: true, Seq: seq, Message: "command already applied"}
+	switch c := cmd.(type) {
+	case *commands.Promote:
+		pl, ok := st.Plans[c.Plan]
+		if !ok {
+			break
+		}
+		if d := pl.DecidedAt(seq); d != nil {
+			dd := *d
+			r.Decision = &dd
+		} else if pl.CatchUp != nil && seq >= pl.CatchUpSeq {
+			req := *pl.CatchUp
+			r.CatchUp = &req
+		}
+	case *commands.BuildPlan:
+		if pl, ok := st.Plans[c.Plan]; ok {
+			b := pl.Built
+			r.Plan = &b
+		}
+	}
+	return r
+}
+
+func single(st *projections.State, p events.Payload) Decision {
+	return Decision{Events: []events.Payload{p}, Expect: events.ExpectSubjects(st.SubjectSeq, p.Subject())}
+}

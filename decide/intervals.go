@@ -1,0 +1,98 @@
+package decide
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/projections"
+)
+
+// checkRanges validates ranges against a snapshot's unit and start, and,
+// for completions, that they have ended at the command's clock.
+func checkRanges(sn *projections.Snapshot, rs []interval.Range, ended bool, at time.Time) (interval.Set, error) {
+	u := sn.Schedule.Unit()
+	start := u.Floor(sn.Start)
+	field := func(i int) string { return fmt.Sprintf("ranges[%d]", i) }
+	for i, r := range rs {
+		if !u.Aligned(r.Start) || (!u.Aligned(r.End) && !sn.AllowPartials) {
+			return nil, commands.Errorf(commands.CodeInvalid, field(i), "range %s is not aligned to the %s unit of %s", r, u, sn.Snapshot)
+		}
+		if r.Start.Before(start) {
+			return nil, commands.Errorf(commands.CodeInvalid, field(i), "range %s starts before %s's start %s", r, sn.Snapshot, start.Format(time.RFC3339))
+		}
+		if ended && r.End.After(at) {
+			return nil, commands.Errorf(commands.CodeInvalid, field(i), "range %s has not ended at %s", r, at.Format(time.RFC3339))
+		}
+	}
+	return interval.NewSet(rs...), nil
+}
+
+func snapshotOf(st *projections.State, model, version string) (*projections.Snapshot, error) {
+	sn, ok := st.Snapshots[events.SnapshotID(model, version)]
+	if !ok {
+		for _, s := range st.Snapshots {
+			if s.Model == model {
+				return nil, commands.Errorf(commands.CodeNotFound, "version", "model %s has no version %q", model, version)
+			}
+		}
+		return nil, commands.Errorf(commands.CodeNotFound, "model", "unknown model %q", model)
+	}
+	return sn, nil
+}
+
+// rangesOf resolves the snapshot a completion or invalidation names and
+// validates its ranges.
+func rangesOf(st *projections.State, model, version string, rs []interval.Range, ended bool, at time.Time) (*projections.Snapshot, interval.Set, error) {
+	sn, err := snapshotOf(st, model, version)
+	if err != nil {
+		return nil, nil, err
+	}
+	set, err := checkRanges(sn, rs, ended, at)
+	return sn, set, err
+}
+
+// complete merges ranges into the snapshot's table. A completion that
+// closes repair debt carries its RepairCompleted in the same atomic batch,
+// under the env's expected sequence too.
+func complete(st *projections.State, c *commands.CompleteIntervals) (Decision, error) {
+	sn, set, err := rangesOf(st, c.Model, c.Version, c.Ranges, true, c.At)
+	if err != nil {
+		return Decision{}, err
+	}
+	kind := c.RunKind
+	if kind == "" {
+		kind = events.RunManual
+	}
+	p := events.IntervalsCompleted{Snapshot: sn.Snapshot, Table: sn.Table, Ranges: set, RunKind: kind, RunID: c.RunID}
+	payloads := []events.Payload{p}
+	subjects := []string{p.Subject()}
+	for _, r := range st.RepairsClosedBy(sn.Table, st.Table(sn.Table).AddSet(set)) {
+		rc := r.Completed(c.At)
+		payloads = append(payloads, rc)
+		if !slices.Contains(subjects, rc.Subject()) {
+			subjects = append(subjects, rc.Subject())
+		}
+	}
+	return Decision{Events: payloads, Expect: events.ExpectSubjects(st.SubjectSeq, subjects...)}, nil
+}
+
+func invalidate(st *projections.State, c *commands.InvalidateIntervals) (Decision, error) {
+	sn, set, err := rangesOf(st, c.Model, c.Version, c.Ranges, false, c.At)
+	if err != nil {
+		return Decision{}, err
+	}
+	return single(st, events.IntervalsInvalidated{Snapshot: sn.Snapshot, Table: sn.Table, Ranges: set, Reason: c.Reason}), nil
+}
+
+func failRun(st *projections.State, c *commands.FailRun) (Decision, error) {
+	sn, set, err := rangesOf(st, c.Model, c.Version, c.Ranges, false, c.At)
+	if err != nil {
+		return Decision{}, err
+	}
+	return single(st, events.RunFailed{Snapshot: sn.Snapshot, Ranges: set, RunKind: c.RunKind, RunID: c.RunID, Worker: c.Worker,
+		ExitStatus: c.ExitStatus, Error: c.Error, StderrTail: c.StderrTail, Attempt: c.Attempt, Final: c.Final}), nil
+}

@@ -1,0 +1,163 @@
+package decide
+
+import (
+	"sort"
+	"time"
+
+	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/models"
+	"github.com/tidemark/tidemark/policy"
+	"github.com/tidemark/tidemark/projections"
+)
+
+// buildPlan captures, per candidate (the versions set and every downstream
+// incumbent, which gets a derived version), the incumbent, its frontier and
+// schedule, the table the candidate writes and its backfill set.
+func buildPlan(st *projections.State, c *commands.BuildPlan) (Decision, error) {
+	if _, ok := st.Plans[c.Plan]; ok {
+		return Decision{}, commands.Errorf(commands.CodeConflict, "plan", "plan %q already exists", c.Plan)
+	}
+	env := st.Env(c.Env)
+	chosen := map[string]*projections.Snapshot{}
+	var set []string
+	for model, version := range c.Versions {
+		sn, ok := st.Snapshots[events.SnapshotID(model, version)]
+		if !ok {
+			return Decision{}, commands.Errorf(commands.CodeNotFound, "versions."+model, "snapshot %s is not registered", events.SnapshotID(model, version))
+		}
+		chosen[model] = sn
+		if env.Incumbents[model] != sn.Snapshot {
+			// A model set to its incumbent changes nothing downstream.
+			set = append(set, model)
+		}
+	}
+	sort.Strings(set)
+	var payloads []events.Payload
+	var subjects []string
+	derived := map[string]bool{}
+	for _, model := range st.Downstream(c.Env, set) {
+		inc, ok := st.Snapshots[env.Incumbents[model]]
+		if !ok {
+			continue
+		}
+		version := models.DerivedVersion(inc.Version, c.Plan)
+		id := events.SnapshotID(model, version)
+		if !events.ValidVersion(version) {
+			return Decision{}, commands.Errorf(commands.CodeInvalid, "plan", "derived version %q for %s is not a valid version", version, model)
+		}
+		if _, ok := st.Snapshots[id]; ok {
+			// Only this plan derives this name, and it does not exist yet:
+			// the snapshot was registered by hand (before '+' was reserved).
+			return Decision{}, commands.Errorf(commands.CodeConflict, "plan", "%s, the version plan %s derives for %s, is already registered by someone else; use another plan id", id, c.Plan, model)
+		}
+		reg := inc.SnapshotRegistered
+		reg.Snapshot, reg.Version = id, version
+		reg.DependsOn = append([]string{}, inc.DependsOn...)
+		reg.Table = id
+		if reg.Kind == events.ForwardOnly {
+			reg.Table = inc.Table
+		}
+		reg.Upstream = nil
+		reg.Fingerprint = models.Fingerprint(reg)
+		sn := &projections.Snapshot{SnapshotRegistered: reg, Schedule: inc.Schedule}
+		chosen[model] = sn
+		derived[model] = true
+		payloads = append(payloads, reg)
+		subjects = append(subjects, reg.Subject())
+	}
+	deps := map[string][]string{}
+	for m, sn := range chosen {
+		deps[m] = sn.DependsOn
+	}
+	at := c.At.UTC()
+	plan := events.PlanBuilt{
+		Plan: c.Plan, Env: c.Env, BuiltAt: at, Generation: env.Generation,
+		Policy: events.Policy{Version: policy.Version, MaxTrailingGapAdvances: c.MaxTrailingGapAdvances, MaxCatchUpAdvances: c.MaxCatchUpAdvances},
+	}
+	for _, model := range projections.TopoSort(deps) {
+		sn := chosen[model]
+		table, err := tableOf(st, env, sn, c.Plan)
+		if err != nil {
+			return Decision{}, err
+		}
+		cand := events.Candidate{Model: model, Snapshot: sn.Snapshot, Table: table, Derived: derived[model], Upstream: []string{}, Backfill: []interval.Range{}}
+		for _, d := range sn.DependsOn {
+			if up, ok := chosen[d]; ok {
+				cand.Upstream = append(cand.Upstream, up.Snapshot)
+			} else if inc := env.Incumbents[d]; inc != "" {
+				cand.Upstream = append(cand.Upstream, inc)
+			}
+		}
+		onIncumbent := false
+		if incID := env.Incumbents[model]; incID != "" {
+			inc := st.Snapshots[incID]
+			cand.Incumbent = incID
+			cand.IncumbentFrontier = st.Frontier(incID)
+			cand.IncumbentCron, cand.IncumbentUnit, cand.IncumbentAllowPartials = inc.Cron, inc.Unit, inc.AllowPartials
+			onIncumbent = inc.Table == table
+		}
+		start := sn.Schedule.Unit().Floor(sn.Start)
+		end := BackfillEnd(sn.Schedule, cand.IncumbentFrontier, at)
+		if !onIncumbent && start.Before(end) {
+			cand.Backfill = st.Table(table).Missing(interval.R(start, end))
+			if cand.Backfill == nil {
+				cand.Backfill = []interval.Range{}
+			}
+		}
+		if plan.Start.IsZero() || start.Before(plan.Start) {
+			plan.Start = start
+		}
+		if end.After(plan.End) {
+			plan.End = end
+		}
+		plan.Candidates = append(plan.Candidates, cand)
+	}
+	payloads = append(payloads, plan)
+	subjects = append(subjects, plan.Subject())
+	p := plan
+	return Decision{Events: payloads, Expect: events.ExpectSubjects(st.SubjectSeq, subjects...), Reply: commands.Reply{Plan: &p}}, nil
+}
+
+// BackfillEnd is where a candidate's backfill set ends: the captured
+// incumbent frontier floored to the candidate's unit (not floored with
+// allow_partials), or, with no incumbent or an incumbent without coverage
+// (captured zero), the candidate's readiness frontier at build.
+func BackfillEnd(sched interval.Schedule, captured, at time.Time) time.Time {
+	if captured.IsZero() {
+		return sched.ReadyFrontier(at)
+	}
+	if sched.AllowPartials() {
+		return captured
+	}
+	return sched.Unit().Floor(captured)
+}
+
+// tableOf is the table a candidate writes: an incremental version its own;
+// a forward-only version its incumbent's in the plan's env (never another
+// registered version's), or its own with no incumbent. A forward-only
+// version is bound to one table by the first plan that names it; another
+// plan that would move it elsewhere is refused.
+func tableOf(st *projections.State, env *projections.Env, sn *projections.Snapshot, plan string) (string, error) {
+	if sn.Kind != events.ForwardOnly {
+		return sn.Table, nil
+	}
+	want := sn.Table
+	if inc, ok := st.Snapshots[env.Incumbents[sn.Model]]; ok && inc.Snapshot != sn.Snapshot {
+		want = inc.Table
+	}
+	if want == sn.Table {
+		return want, nil
+	}
+	if sn.TablePlan != "" || !st.Table(sn.Table).Empty() {
+		bound := "its own coverage"
+		if sn.TablePlan != "" {
+			bound = "plan " + sn.TablePlan
+		}
+		return "", commands.Errorf(commands.CodeConflict, "versions."+sn.Model,
+			"forward-only %s writes table %s (bound by %s); in env %s it would write %s, its incumbent's: register a new version for this env",
+			sn.Snapshot, sn.Table, bound, env.Name, want)
+	}
+	return want, nil
+}

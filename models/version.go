@@ -1,0 +1,36 @@
+package models
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/events/interval"
+)
+
+// Fingerprint identifies a snapshot definition: two registrations with the
+// same fingerprint are the same version. Stored fingerprints are compared
+// with new ones, so its output must never change (a golden test pins it).
+func Fingerprint(r events.SnapshotRegistered) string {
+	deps := append([]string(nil), r.DependsOn...)
+	sort.Strings(deps)
+	ups := append([]string(nil), r.Upstream...)
+	sort.Strings(ups)
+	h := sha256.New()
+	fmt.Fprintf(h, "model=%s\ncron=%s\nunit=%s\nstart=%d\nlookback=%d\nkind=%s\npartials=%t\ndeps=%s\nupstream=%s\n",
+		r.Model, interval.NormalizeCron(r.Cron), r.Unit, r.Start.Unix(), r.Lookback, r.Kind, r.AllowPartials,
+		strings.Join(deps, ","), strings.Join(ups, ","))
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// DerivedVersion is the version a plan gives a downstream model it does not
+// set: "<base>+<plan id>", where base is the incumbent's version up to its
+// first '+' ("v1+p1" derives "v1+p2", never "v1+p1+p2"), so derived names
+// never grow.
+func DerivedVersion(incumbentVersion, plan string) string {
+	base, _, _ := strings.Cut(incumbentVersion, "+")
+	return base + "+" + plan
+}

@@ -1,0 +1,44 @@
+package models
+
+import (
+	"testing"
+	"time"
+
+	"github.com/tidemark/tidemark/events"
+)
+
+// Stored fingerprints are compared with new ones: the function's output is
+// part of the stored state and must not change.
+func TestFingerprintGolden(t *testing.T) {
+	r := events.SnapshotRegistered{Model: "sessions", Cron: "@hourly", Unit: "hour",
+		Start: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), Lookback: 2, Kind: events.Incremental,
+		DependsOn: []string{"users", "events"}, Upstream: []string{"events@v1"}}
+	if got, want := Fingerprint(r), "99655dd3e39ab333"; got != want {
+		t.Errorf("Fingerprint = %s, want %s", got, want)
+	}
+	r.Cron = "0 * * * *" // descriptors are expanded: the same schedule
+	if got, want := Fingerprint(r), "99655dd3e39ab333"; got != want {
+		t.Errorf("Fingerprint of the expanded cron = %s, want %s", got, want)
+	}
+}
+
+func TestDerivedVersion(t *testing.T) {
+	for _, c := range []struct{ inc, plan, want string }{
+		{"v1", "p1", "v1+p1"},
+		{"v1+p1", "p2", "v1+p2"},
+		{"v1+p1", "p1", "v1+p1"},
+		{"d0123456789+01JDEPLOY", "01JNEXT", "d0123456789+01JNEXT"},
+	} {
+		if got := DerivedVersion(c.inc, c.plan); got != c.want {
+			t.Errorf("DerivedVersion(%q, %q) = %q, want %q", c.inc, c.plan, got, c.want)
+		}
+	}
+	// Derived names never grow: a hundred plans in a row keep the length.
+	v := "v1"
+	for i := 0; i < 100; i++ {
+		v = DerivedVersion(v, "01JDEFAULTPLANIDULIDXXXXXX")
+	}
+	if v != "v1+01JDEFAULTPLANIDULIDXXXXXX" {
+		t.Errorf("after 100 plans: %q", v)
+	}
+}
