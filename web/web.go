@@ -230,10 +230,13 @@ func (s *Server) view() view {
 		refs := st.Decisions
 		for i := len(refs) - 1; i >= 0 && len(v.Decisions) < 10; i-- {
 			pl := st.Plans[refs[i].Plan]
-			if pl == nil || pl.Decision == nil || pl.DecisionSeq != refs[i].Seq {
+			if pl == nil {
 				continue
 			}
-			d := pl.Decision
+			d := pl.DecidedAt(refs[i].Seq)
+			if d == nil {
+				continue
+			}
 			v.Decisions = append(v.Decisions, decisionView{Seq: refs[i].Seq, Plan: d.Plan, Env: d.Env, Outcome: string(d.Outcome),
 				Codes: d.Codes, At: d.EvaluatedAt, Findings: d.Findings})
 		}
