@@ -13,6 +13,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -88,7 +89,10 @@ func New(kind string) (Command, error) {
 	return nil, Errorf(CodeInvalid, "kind", "unknown command kind %q", kind)
 }
 
-// RegisterSnapshot registers a model version.
+// RegisterSnapshot registers a model version. Version is a user's version
+// name: '+' is reserved for derived versions (<version>+<plan>, which the
+// engine registers itself). Start must be aligned to the unit (IntervalUnit,
+// or the unit derived from Cron).
 type RegisterSnapshot struct {
 	Meta          `msgpack:",inline"`
 	Model         string        `msgpack:"model" json:"model"`
@@ -107,7 +111,9 @@ type BuildPlan struct {
 	Meta `msgpack:",inline"`
 	Plan string `msgpack:"plan" json:"plan"`
 	Env  string `msgpack:"env" json:"env"`
-	// Versions maps model to the version the plan sets.
+	// Versions maps model to the version the plan sets (a registered
+	// version, derived ones included); at least one. A plan whose versions
+	// all equal the incumbents is valid.
 	Versions               map[string]string `msgpack:"versions" json:"versions"`
 	MaxTrailingGapAdvances int               `msgpack:"max_trailing_gap_advances,omitempty" json:"max_trailing_gap_advances,omitempty"`
 	MaxCatchUpAdvances     int               `msgpack:"max_catch_up_advances,omitempty" json:"max_catch_up_advances,omitempty"`
@@ -261,12 +267,29 @@ func name(field, v string) error {
 	return nil
 }
 
+// version validates a reference to a version: a user's version or a
+// derived one (<base>+<plan>).
 func version(field, v string) error {
 	if v == "" {
 		return Errorf(CodeInvalid, field, "%s is required", field)
 	}
 	if !events.ValidVersion(v) {
-		return Errorf(CodeInvalid, field, "%s %q: use letters, digits, '_', '-' and '+' (at most 128)", field, v)
+		return Errorf(CodeInvalid, field, "%s %q: use letters, digits, '_' and '-' (at most 128), or a derived version <version>+<plan>", field, v)
+	}
+	return nil
+}
+
+// userVersion validates a version a user defines: '+' is reserved for
+// derived versions.
+func userVersion(field, v string) error {
+	if v == "" {
+		return Errorf(CodeInvalid, field, "%s is required", field)
+	}
+	if strings.Contains(v, "+") {
+		return Errorf(CodeInvalid, field, "%s %q: '+' is reserved for derived versions (<version>+<plan>); use letters, digits, '_' and '-'", field, v)
+	}
+	if !events.ValidUserVersion(v) {
+		return Errorf(CodeInvalid, field, "%s %q: use letters, digits, '_' and '-' (at most 128)", field, v)
 	}
 	return nil
 }
@@ -284,7 +307,13 @@ func snapshotRef(m *Meta, model, v string) error {
 
 // Validate implements Command.
 func (c *RegisterSnapshot) Validate() error {
-	if err := snapshotRef(&c.Meta, c.Model, c.Version); err != nil {
+	if err := c.Meta.validate(); err != nil {
+		return err
+	}
+	if err := name("model", c.Model); err != nil {
+		return err
+	}
+	if err := userVersion("version", c.Version); err != nil {
 		return err
 	}
 	if c.IntervalUnit != "" && !c.IntervalUnit.Valid() {

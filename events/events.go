@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -89,17 +90,26 @@ func EnvSubject(env string) string { return SubjectPrefix + "env." + env }
 // SnapshotID is the identity of a model version: "model@version".
 func SnapshotID(model, version string) string { return model + "@" + version }
 
-var (
-	nameRe    = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,127}$`)
-	versionRe = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_+-]{0,127}$`)
-)
+var nameRe = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,127}$`)
 
 // ValidName reports whether s can name a model, plan or environment: letters,
 // digits, '_' and '-', at most 128 characters (it becomes a subject token).
 func ValidName(s string) bool { return nameRe.MatchString(s) }
 
-// ValidVersion reports whether s can name a version: like ValidName, plus '+'.
-func ValidVersion(s string) bool { return versionRe.MatchString(s) }
+// ValidUserVersion reports whether a user may define a version named s: a
+// plain name, as ValidName. '+' is reserved for derived versions.
+func ValidUserVersion(s string) bool { return ValidName(s) }
+
+// ValidVersion reports whether s can name a stored or referenced version:
+// a plain name (ValidUserVersion), or a derived version "<base>+<plan>"
+// with exactly one '+' between two plain names (at most 257 characters).
+func ValidVersion(s string) bool {
+	base, plan, derived := strings.Cut(s, "+")
+	if !derived {
+		return ValidName(s)
+	}
+	return ValidName(base) && ValidName(plan)
+}
 
 // Kind is how a snapshot's table relates to its incumbent's.
 type Kind string

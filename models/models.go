@@ -129,8 +129,11 @@ func Parse(path string, b []byte) ([]Model, error) {
 		if !events.ValidName(m.Name) {
 			return nil, at("name", "%q: use letters, digits, '_' and '-' (at most 128)", m.Name)
 		}
-		if m.Version != "" && !events.ValidVersion(m.Version) {
-			return nil, at("version", "%q: use letters, digits, '_', '-' and '+' (at most 128)", m.Version)
+		if strings.Contains(m.Version, "+") {
+			return nil, at("version", "%q: '+' is reserved for derived versions (<version>+<plan>); use letters, digits, '_' and '-'", m.Version)
+		}
+		if m.Version != "" && !events.ValidUserVersion(m.Version) {
+			return nil, at("version", "%q: use letters, digits, '_' and '-' (at most 128)", m.Version)
 		}
 		if m.Cron == "" {
 			return nil, at("cron", "cron is required")

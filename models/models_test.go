@@ -55,12 +55,30 @@ func TestParseErrors(t *testing.T) {
 		{"unaligned start", strings.Replace(good, "start: 2026-12-01T00:00:00Z\n  - name: sessions", "start: 2026-12-01T00:30:00Z\n  - name: sessions", 1), "models.yaml:4: models[0].start: 2026-12-01T00:30:00Z is not aligned to the hour unit"},
 		{"duplicate", good + "  - name: events\n    cron: \"@hourly\"\n    start: 2026-12-01T00:00:00Z\n", `models.yaml:11: models[2].name: model "events" is already defined at models[0]`},
 		{"no models", "models: []\n", "models.yaml:1: models: at least one model is required"},
+		{"version with +", strings.Replace(good, "version: v3", "version: v3+p1", 1), `models.yaml:6: models[1].version: "v3+p1": '+' is reserved for derived versions`},
+		{"version ending in +", strings.Replace(good, "version: v3", "version: v3+", 1), `models.yaml:6: models[1].version: "v3+": '+' is reserved for derived versions`},
+		{"start off the cron's unit", strings.Replace(good, "    interval_unit: hour\n    start: 2026-12-01T00:00:00Z", "    start: 2026-12-01T05:00:00Z", 1), "models.yaml:8: models[1].start: 2026-12-01T05:00:00Z is not aligned to the day unit"},
+		{"start off the explicit unit", strings.Replace(good, "interval_unit: hour\n    start: 2026-12-01T00:00:00Z", "interval_unit: hour\n    start: 2026-12-01T05:30:00Z", 1), "models.yaml:9: models[1].start: 2026-12-01T05:30:00Z is not aligned to the hour unit"},
+		{"start off by a second", strings.Replace(good, "interval_unit: hour\n    start: 2026-12-01T00:00:00Z", "interval_unit: hour\n    start: 2026-12-01T05:00:01Z", 1), "models.yaml:9: models[1].start: 2026-12-01T05:00:01Z is not aligned to the hour unit"},
 		{"bad kind", strings.Replace(good, "    depends_on: [events]\n", "    depends_on: [events]\n    kind: sideways\n", 1), `models.yaml:11: models[1].kind: "sideways"`},
 	}
 	for _, c := range cases {
 		_, err := Parse("models.yaml", []byte(c.body))
 		if err == nil || !errors.Is(err, ErrInvalid) || !strings.HasPrefix(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want prefix %q", c.name, err, c.want)
+		}
+	}
+}
+
+// A start on the unit is valid, whether the unit is given or derived from
+// the cron.
+func TestParseAlignedStarts(t *testing.T) {
+	for _, body := range []string{
+		strings.Replace(good, "interval_unit: hour\n    start: 2026-12-01T00:00:00Z", "interval_unit: hour\n    start: 2026-12-01T05:00:00Z", 1),
+		strings.Replace(good, "start: 2026-12-01T00:00:00Z\n  - name: sessions", "start: 2026-12-01T05:00:00+05:00\n  - name: sessions", 1),
+	} {
+		if _, err := Parse("models.yaml", []byte(body)); err != nil {
+			t.Errorf("%v\n%s", err, body)
 		}
 	}
 }

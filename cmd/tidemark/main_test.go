@@ -82,6 +82,33 @@ func TestScenarioExitCodes(t *testing.T) {
 	}
 }
 
+// Every invalid scenario file exits 2 before anything runs, naming the
+// file, the step and the field (testdata/scenarios/invalid: each file's
+// "# field:" header).
+func TestScenarioInvalidFilesExit2(t *testing.T) {
+	files, err := filepath.Glob("../../testdata/scenarios/invalid/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("testdata: %v %v", files, err)
+	}
+	for _, path := range files {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := regexp.MustCompile(`(?m)^# field: (.+)$`).FindSubmatch(b)
+			if m == nil {
+				t.Fatalf("%s has no '# field:' header", path)
+			}
+			want := path + ": " + string(m[1]) + ": "
+			out, stderr, code := runCLI(t, "scenario", "run", strictRace, path, "--json")
+			if code != 2 || out != "" || !strings.Contains(stderr, want) {
+				t.Fatalf("exit %d, %d bytes of stdout, stderr %q; want exit 2, no output, %q", code, len(out), stderr, want)
+			}
+		})
+	}
+}
+
 func TestDemo(t *testing.T) {
 	out, stderr, code := runCLI(t, "demo")
 	if code != 0 {

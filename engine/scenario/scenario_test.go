@@ -154,6 +154,52 @@ func TestInvalidFiles(t *testing.T) {
 	}
 }
 
+// invalidDir holds invalid scenario files. Each starts with the field its
+// error names ("# field: step 2.plan.versions") and a part of the message
+// ("# error: ..."); loading it fails with exactly that, and runs nothing.
+const invalidDir = scenarioDir + "/invalid"
+
+func TestInvalidScenarioFiles(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(invalidDir, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("testdata: %v %v", files, err)
+	}
+	for _, path := range files {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			field, msg := invalidHeader(t, path)
+			_, err := Load(path)
+			var ie *InvalidError
+			if !errors.As(err, &ie) || !errors.Is(err, ErrInvalid) {
+				t.Fatalf("want InvalidError, got %v", err)
+			}
+			if ie.File != path || ie.Path != field || !strings.Contains(ie.Msg, msg) {
+				t.Fatalf("got %q, want %s: %s: ...%s...", err, path, field, msg)
+			}
+		})
+	}
+}
+
+// invalidHeader reads the "# field:" and "# error:" lines of an invalid file.
+func invalidHeader(t *testing.T, path string) (field, msg string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "# field: "); ok {
+			field = v
+		}
+		if v, ok := strings.CutPrefix(line, "# error: "); ok {
+			msg = v
+		}
+	}
+	if field == "" || msg == "" {
+		t.Fatalf("%s: no '# field:' and '# error:' header", path)
+	}
+	return field, msg
+}
+
 func TestJSONFile(t *testing.T) {
 	js := `{"name":"json","clock":"2026-12-01T06:00:00Z",
 "models":[{"name":"events","cron":"@hourly","start":"2026-12-01T00:00:00Z"}],

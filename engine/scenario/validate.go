@@ -399,6 +399,9 @@ func (p *parser) versions(f *File, body *obj) (map[string]Version, error) {
 		switch val := vo.vals[model].(type) {
 		case string:
 			v.Name = val
+			if err := p.userVersion(path, v.Name); err != nil {
+				return nil, err
+			}
 		default:
 			mo, err := p.object(path, val)
 			if err != nil {
@@ -408,6 +411,9 @@ func (p *parser) versions(f *File, body *obj) (map[string]Version, error) {
 				return nil, err
 			}
 			if v.Name, err = p.str(mo, "version", true); err != nil {
+				return nil, err
+			}
+			if err := p.userVersion(join(path, "version"), v.Name); err != nil {
 				return nil, err
 			}
 			if err := p.modelFields(mo, &v.Model, false); err != nil {
@@ -422,12 +428,21 @@ func (p *parser) versions(f *File, body *obj) (map[string]Version, error) {
 				return nil, err
 			}
 		}
-		if !events.ValidVersion(v.Name) {
-			return nil, p.errf(path, "version %q: use letters, digits, '_', '-' and '+'", v.Name)
-		}
 		out[model] = v
 	}
 	return out, nil
+}
+
+// userVersion checks a version a step defines: '+' is reserved for
+// derived versions.
+func (p *parser) userVersion(path, v string) error {
+	if strings.Contains(v, "+") {
+		return p.errf(path, "%q: '+' is reserved for derived versions (<version>+<plan>); use letters, digits, '_' and '-'", v)
+	}
+	if !events.ValidUserVersion(v) {
+		return p.errf(path, "%q: use letters, digits, '_' and '-' (at most 128)", v)
+	}
+	return nil
 }
 
 func (p *parser) expect(path string, raw any) (*Expect, error) {
