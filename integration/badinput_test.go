@@ -85,7 +85,7 @@ func TestBadInputTable(t *testing.T) {
 		{"too many models", "build_plan", `{"id":"p6","plan":"px","env":"prod","versions":{` + strings.Join(manyModels, ",") + `}}`, "limit_exceeded", "versions"},
 		{"env name with a dot", "build_plan", `{"id":"p7","plan":"px","env":"prod.eu","versions":{"events":"v1"}}`, "invalid", "env"},
 		{"promote an unknown plan", "promote", `{"id":"r1","plan":"nope"}`, "not_found", "plan"},
-		{"promote twice", "promote", `{"id":"r2","plan":"d1"}`, "conflict", "plan"},
+		{"version with a reserved +", "register_snapshot", `{"id":"r2","model":"clicks","version":"v1+d1","cron":"@hourly","start":"2026-12-01T00:00:00Z"}`, "invalid", "version"},
 		{"finalize unpromoted", "finalize", `{"id":"f1","plan":"open"}`, "conflict", "plan"},
 		{"advance without generation", "advance_scheduler", `{"id":"a1","env":"prod"}`, "invalid", "generation"},
 		{"stale advance", "advance_scheduler", `{"id":"a2","env":"prod","generation":9}`, "stale_generation", "generation"},
