@@ -109,6 +109,26 @@ func TestScenarioInvalidFilesExit2(t *testing.T) {
 	}
 }
 
+// A wrong scheduled expectation exits 1 naming the step and the key; the
+// JSON line carries what the step scheduled.
+func TestScenarioScheduled(t *testing.T) {
+	const file = "../../testdata/scenarios/strict-no-gaps.yaml"
+	out, stderr, code := runCLI(t, "scenario", "run", file, "--json")
+	if code != 0 || !strings.Contains(out, `"scheduled":{"events":["2026-12-01T06:00:00Z/2026-12-01T10:00:00Z"]}`) {
+		t.Fatalf("exit %d, stderr %q, out:\n%s", code, stderr, out)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := filepath.Join(t.TempDir(), "wrong.yaml")
+	os.WriteFile(wrong, []byte(strings.Replace(string(b), `{scheduled: {events: []}}`, `{scheduled: {events: ["2026-12-01T10:00:00Z/2026-12-01T11:00:00Z"]}}`, 1)), 0o644)
+	_, stderr, code = runCLI(t, "scenario", "run", wrong)
+	if code != 1 || !strings.Contains(stderr, "step 5: scheduled.events: want [2026-12-01T10:00:00Z/2026-12-01T11:00:00Z], got []") {
+		t.Fatalf("wrong expectation: exit %d, stderr %q", code, stderr)
+	}
+}
+
 func TestDemo(t *testing.T) {
 	out, stderr, code := runCLI(t, "demo")
 	if code != 0 {

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -57,7 +59,7 @@ func runScenarios(cmd *cobra.Command, paths []string, asJSON bool, dataDir strin
 		} else {
 			fmt.Fprintf(out, "%s — %s\n", f.Path, f.Name)
 			tw = tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "STEP\tKIND\tPLAN\tOUTCOME\tCODES\tMISSING\tREPAIRS\tCLOCK\tCHECK")
+			fmt.Fprintln(tw, "STEP\tKIND\tPLAN\tOUTCOME\tCODES\tMISSING\tSCHEDULED\tREPAIRS\tCLOCK\tCHECK")
 			opts.OnStep = func(sr scenario.StepResult) { printStep(tw, sr) }
 		}
 		res, err := scenario.Run(cmd.Context(), f, opts)
@@ -84,11 +86,14 @@ func runScenarios(cmd *cobra.Command, paths []string, asJSON bool, dataDir strin
 }
 
 func printStep(w io.Writer, sr scenario.StepResult) {
-	var missing []string
-	for m, r := range sr.Models {
-		if len(r.Missing) > 0 {
+	var missing, sched []string
+	for _, m := range slices.Sorted(maps.Keys(sr.Models)) {
+		if r := sr.Models[m]; len(r.Missing) > 0 {
 			missing = append(missing, fmt.Sprintf("%s:%s", m, strings.Join(r.Missing, ",")))
 		}
+	}
+	for _, m := range slices.Sorted(maps.Keys(sr.Scheduled)) {
+		sched = append(sched, fmt.Sprintf("%s:%s", m, strings.Join(sr.Scheduled[m], ",")))
 	}
 	check := "ok"
 	if len(sr.Failures) > 0 {
@@ -101,8 +106,8 @@ func printStep(w io.Writer, sr scenario.StepResult) {
 	if sr.Divergences != nil {
 		missing = append(missing, fmt.Sprintf("divergences=%d", *sr.Divergences))
 	}
-	fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", sr.Step, sr.Kind, dash(sr.Plan), dash(sr.Outcome),
-		dash(strings.Join(sr.Codes, ",")), dash(strings.Join(missing, " ")), sr.RepairsOpen, sr.Clock.Format("2006-01-02T15:04Z"), check)
+	fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", sr.Step, sr.Kind, dash(sr.Plan), dash(sr.Outcome),
+		dash(strings.Join(sr.Codes, ",")), dash(strings.Join(missing, " ")), dash(strings.Join(sched, " ")), sr.RepairsOpen, sr.Clock.Format("2006-01-02T15:04Z"), check)
 }
 
 func dash(s string) string {

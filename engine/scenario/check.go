@@ -64,6 +64,12 @@ func (r *runner) check(ctx context.Context, st Step, sr *StepResult) []Failure {
 			fail("advances."+m, fmt.Sprint(e.Advances[m]), gotOrNone(d, fmt.Sprint(got)))
 		}
 	}
+	for _, m := range slices.Sorted(maps.Keys(e.Scheduled)) {
+		want, got := interval.NewSet(e.Scheduled[m]...), sr.sched[m]
+		if !want.Equal(got) {
+			fail("scheduled."+m, fmt.Sprint(orEmpty(want.Strings())), fmt.Sprint(orEmpty(got.Strings())))
+		}
+	}
 	if e.RepairsOpen != nil && sr.RepairsOpen != *e.RepairsOpen {
 		fail("repairs_open", fmt.Sprint(*e.RepairsOpen), fmt.Sprint(sr.RepairsOpen))
 	}

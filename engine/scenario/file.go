@@ -65,7 +65,10 @@ type Expect struct {
 	RepairsOpen *int
 	Divergences *int
 	Incumbent   map[string]string
-	keys        int
+	// Scheduled is per model the exact merged ranges the step asked the
+	// worker to compute.
+	Scheduled map[string][]interval.Range
+	keys      int
 }
 
 // Keys is how many expectation keys the step checks.

@@ -59,6 +59,11 @@ type StepResult struct {
 	// CatchUp lists, per model, what bounded catch-up computed before the
 	// strict retry.
 	CatchUp map[string][]string `json:"catch_up,omitempty"`
+	// Scheduled lists, per model, the ranges the step asked the worker to
+	// compute (merged): scheduler work with its lookback, repair work an
+	// acceptance issued, catch-up work; never a plan's backfill. It is
+	// derived from the events the step appended with engine.WorkOf.
+	Scheduled map[string][]string `json:"scheduled,omitempty"`
 	// RepairsClosed lists the repair debts the step closed.
 	RepairsClosed []RepairClosed `json:"repairs_closed,omitempty"`
 	// Fenced counts scheduler advances rejected as stale_generation.
@@ -69,6 +74,7 @@ type StepResult struct {
 	Seq         uint64    `json:"seq"`
 	Failures    []Failure `json:"failures,omitempty"`
 	decision    *events.PromotionDecided
+	sched       map[string]interval.Set
 	divs        []replay.Divergence
 }
 
@@ -106,6 +112,10 @@ type runner struct {
 	clock  *simClock
 	env    string // the env the last step concerned
 	ids    int
+	tail   *tail
+	// issued is the work the current step's events made due.
+	issued  []engine.WorkItem
+	repairs repairQueue
 }
 
 // Run plays a validated file against a fresh embedded engine.
@@ -119,13 +129,11 @@ func Run(ctx context.Context, f *File, opts Options) (*Result, error) {
 		defer os.RemoveAll(tmp)
 		dir = tmp
 	}
-	clock := &simClock{t: f.Clock}
-	eng, err := engine.Open(ctx, engine.Config{DataDir: dir, Clock: clock.now, Logger: quietLogger()})
+	r, err := start(ctx, f, dir)
 	if err != nil {
 		return nil, err
 	}
-	defer eng.Close(context.WithoutCancel(ctx))
-	r := &runner{f: f, eng: eng, clock: clock, worker: &engine.Worker{Handler: eng, Actor: "worker:builtin"}}
+	defer r.close(context.WithoutCancel(ctx))
 	res := &Result{File: f.Path, Name: f.Name}
 	for _, st := range f.Steps {
 		sr, err := r.step(ctx, st)
@@ -144,6 +152,26 @@ func Run(ctx context.Context, f *File, opts Options) (*Result, error) {
 	return res, nil
 }
 
+// start opens a fresh engine in dir for f, with the built-in worker.
+func start(ctx context.Context, f *File, dir string) (*runner, error) {
+	clock := &simClock{t: f.Clock}
+	eng, err := engine.Open(ctx, engine.Config{DataDir: dir, Clock: clock.now, Logger: quietLogger()})
+	if err != nil {
+		return nil, err
+	}
+	tl, err := openTail(ctx, eng.JetStream())
+	if err != nil {
+		eng.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return &runner{f: f, eng: eng, clock: clock, tail: tl, worker: &engine.Worker{Handler: eng, Actor: "worker:builtin"}}, nil
+}
+
+func (r *runner) close(ctx context.Context) {
+	r.tail.stop()
+	r.eng.Close(ctx)
+}
+
 func (r *runner) id(kind string) string {
 	r.ids++
 	return fmt.Sprintf("scenario-%s-%d", kind, r.ids)
@@ -160,6 +188,32 @@ func (r *runner) do(ctx context.Context, cmd commands.Command) (commands.Reply, 
 		return rep, fmt.Errorf("%s: %w", cmd.Kind(), err)
 	}
 	return rep, nil
+}
+
+// take reads the events appended since the last take and returns the work
+// they make due (engine.WorkOf per command), adding it to the step's.
+func (r *runner) take(ctx context.Context) ([]engine.WorkItem, error) {
+	var seq uint64
+	r.eng.View(func(st *projections.State) { seq = st.Seq })
+	recs, err := r.tail.readTo(ctx, seq)
+	if err != nil {
+		return nil, err
+	}
+	items := workOf(recs)
+	r.issued = append(r.issued, items...)
+	return items, nil
+}
+
+// run has the built-in worker compute the items of one run kind.
+func (r *runner) run(ctx context.Context, items []engine.WorkItem, kind events.RunKind, at time.Time) error {
+	for _, it := range items {
+		if it.RunKind == kind {
+			if err := r.worker.Run(ctx, it, at); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func (r *runner) register(ctx context.Context, vs map[string]Version) error {
@@ -214,7 +268,11 @@ func (r *runner) promote(ctx context.Context, id string, finalize bool, advanceT
 	pl, _ := r.plan(id)
 	req := rep.CatchUp
 	if req != nil {
-		if err := r.worker.CatchUp(ctx, *req, r.clock.now()); err != nil {
+		items, err := r.take(ctx)
+		if err != nil {
+			return nil, req, err
+		}
+		if err := r.run(ctx, items, events.RunCatchUp, r.clock.now()); err != nil {
 			return nil, req, err
 		}
 		if !advanceTo.IsZero() {
@@ -261,14 +319,20 @@ func (r *runner) runScheduler(ctx context.Context, env string, until time.Time, 
 			break
 		}
 		r.clock.set(next)
-		advs, n, err := r.eng.TickFrom(ctx, env, next, gen)
+		_, n, err := r.eng.TickFrom(ctx, env, next, gen)
 		if err != nil {
 			return fenced, err
 		}
 		fenced += n
 		gen = 0
+		// The worker runs what the tick's events make due, derived as a
+		// serving process derives it (engine.WorkOf), not from the reply.
+		items, err := r.take(ctx)
+		if err != nil {
+			return fenced, err
+		}
 		if !paused {
-			if err := r.worker.RunAdvances(ctx, advs, next); err != nil {
+			if err := r.run(ctx, items, events.RunScheduled, next); err != nil {
 				return fenced, err
 			}
 		}
@@ -285,6 +349,10 @@ func (r *runner) step(ctx context.Context, st Step) (StepResult, error) {
 			closedBefore[d.OpenSeq] = !d.Open()
 		}
 	})
+	if _, err := r.take(ctx); err != nil {
+		return sr, err
+	}
+	r.issued = nil
 	if st.Env != "" {
 		r.env = st.Env
 	}
@@ -318,6 +386,12 @@ func (r *runner) step(ctx context.Context, st Step) (StepResult, error) {
 			return sr, err
 		}
 	case "run_scheduler":
+		// Repair work issued by an acceptance runs first, before any tick.
+		for _, it := range r.repairs.due(st.WorkerPaused) {
+			if err := r.worker.Run(ctx, it, r.clock.now()); err != nil {
+				return sr, err
+			}
+		}
 		fenced, err := r.runScheduler(ctx, st.Env, st.Until, st.WorkerPaused, st.Generation)
 		if err != nil {
 			return sr, err
@@ -362,6 +436,12 @@ func (r *runner) step(ctx context.Context, st Step) (StepResult, error) {
 			sr.Models[m] = ModelResult{Missing: interval.Set(f.Missing).Strings(), Advances: f.Advances}
 		}
 	}
+	if _, err := r.take(ctx); err != nil {
+		return sr, err
+	}
+	sr.sched = scheduled(r.issued)
+	sr.Scheduled = rangeStrings(sr.sched)
+	r.repairs.issued(r.issued)
 	sr.Clock = r.clock.now()
 	r.eng.View(func(s *projections.State) {
 		sr.Seq = s.Seq

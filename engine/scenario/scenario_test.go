@@ -262,3 +262,25 @@ func reopen(t *testing.T, dir string) (*engine.Engine, []events.Record) {
 	}
 	return e, recs
 }
+
+// A wrong scheduled expectation fails, naming the step and the key.
+func TestWrongScheduledExpectation(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(scenarioDir, "strict-no-gaps.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const right = `scheduled: {events: ["2026-12-01T06:00:00Z/2026-12-01T10:00:00Z"]}`
+	if !strings.Contains(string(b), right) {
+		t.Fatalf("strict-no-gaps.yaml does not expect %s", right)
+	}
+	bad := strings.Replace(string(b), right, `scheduled: {events: ["2026-12-01T06:00:00Z/2026-12-01T09:00:00Z"]}`, 1)
+	f, err := Parse("wrong.yaml", []byte(bad))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, f)
+	if res.Failed != 1 || res.Failures[0].Step != 2 || res.Failures[0].Key != "scheduled.events" ||
+		res.Failures[0].Got != "[2026-12-01T06:00:00Z/2026-12-01T10:00:00Z]" {
+		t.Fatalf("failures: %+v", res.Failures)
+	}
+}

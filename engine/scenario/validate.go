@@ -13,7 +13,7 @@ var modelKeys = []string{"name", "cron", "interval_unit", "lookback", "kind", "a
 
 var stepKinds = []string{"deploy", "plan", "backfill", "run_scheduler", "complete", "invalidate", "promote", "replay"}
 
-var expectKeys = []string{"outcome", "codes", "missing", "advances", "repairs_open", "divergences", "incumbent"}
+var expectKeys = []string{"outcome", "codes", "missing", "advances", "repairs_open", "divergences", "incumbent", "scheduled"}
 
 // checker carries what validation knows while walking the steps in order.
 type checker struct {
@@ -477,6 +477,18 @@ func (p *parser) expect(path string, raw any) (*Expect, error) {
 		e.Missing = map[string][]interval.Range{}
 		for _, m := range mo.keys {
 			if e.Missing[m], err = p.ranges(join(mo.path, m), mo.vals[m]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if v, ok := eo.vals["scheduled"]; ok {
+		mo, err := p.object(join(path, "scheduled"), v)
+		if err != nil {
+			return nil, err
+		}
+		e.Scheduled = map[string][]interval.Range{}
+		for _, m := range mo.keys {
+			if e.Scheduled[m], err = p.ranges(join(mo.path, m), mo.vals[m]); err != nil {
 				return nil, err
 			}
 		}
