@@ -98,7 +98,7 @@ func narrate(w io.Writer, sr scenario.StepResult) {
 			fmt.Fprintf(w, "         fenced: %d advance from the stale replica rejected (stale_generation, nothing appended); it re-read and scheduled the new incumbent\n", sr.Fenced)
 		}
 		for _, rc := range sr.RepairsClosed {
-			fmt.Fprintf(w, "         repair debt closed: %s now covers %s, %s after the promotion (RepairCompleted)\n",
+			fmt.Fprintf(w, "         repair debt closed: %s now covers %s, %s of simulated time after the promotion (RepairCompleted)\n",
 				rc.Snapshot, strings.Join(rc.Ranges, ", "), time.Duration(rc.LatencyMS)*time.Millisecond)
 		}
 	case "plan":
@@ -112,6 +112,11 @@ func narrate(w io.Writer, sr scenario.StepResult) {
 		fmt.Fprintf(w, "  %s  promote p1: %s [%s] (stream at seq %d, open repair debt: %d)\n", at, strings.ToUpper(sr.Outcome), strings.Join(sr.Codes, ", "), sr.Seq, sr.RepairsOpen)
 		for _, f := range sr.Findings {
 			fmt.Fprintf(w, "         %s: %s\n", f.Code, f.Message)
+		}
+		if sr.Outcome == "accepted" && sr.RepairsOpen > 0 {
+			for _, m := range slices.Sorted(maps.Keys(sr.Scheduled)) {
+				fmt.Fprintf(w, "         repair issued with the acceptance: %s %s (run kind repair; the worker runs it before the next tick)\n", m, strings.Join(sr.Scheduled[m], ", "))
+			}
 		}
 	case "replay":
 		n := 0

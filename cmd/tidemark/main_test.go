@@ -138,7 +138,8 @@ func TestDemo(t *testing.T) {
 		"REJECTED [missing_intervals]", "ACCEPTED [trailing_gap_accepted]", "ACCEPTED [caught_up]",
 		"missing_intervals: events@v2 misses 2026-12-01T10:00:00Z/2026-12-01T11:00:00Z",
 		"catch-up: computed 2026-12-01T10:00:00Z/2026-12-01T11:00:00Z for events",
-		"repair debt closed: events@v2 now covers 2026-12-01T10:00:00Z/2026-12-01T11:00:00Z, 53m0s",
+		"repair issued with the acceptance: events 2026-12-01T10:00:00Z/2026-12-01T11:00:00Z",
+		"repair debt closed: events@v2 now covers 2026-12-01T10:00:00Z/2026-12-01T11:00:00Z, 0s of simulated time",
 		"fenced: 1 advance",
 	} {
 		if !strings.Contains(out, want) {
