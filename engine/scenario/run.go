@@ -382,7 +382,10 @@ func (r *runner) step(ctx context.Context, st Step) (StepResult, error) {
 		}
 	case "backfill":
 		pl, _ := r.plan(st.Plan)
-		if err := r.worker.Backfill(ctx, pl, st.Through, r.clock.now()); err != nil {
+		if !st.Through.IsZero() {
+			r.eng.View(func(s *projections.State) { pl = backfillThrough(s, pl, st.Through) })
+		}
+		if err := r.worker.Backfill(ctx, pl, time.Time{}, r.clock.now()); err != nil {
 			return sr, err
 		}
 	case "run_scheduler":
@@ -477,4 +480,21 @@ func (r *runner) verify(ctx context.Context) ([]replay.Divergence, error) {
 		divs = append(divs, replay.Divergence{Field: "projections", Recorded: "live state", Recomputed: "rebuilt state differs"})
 	}
 	return divs, nil
+}
+
+// backfillThrough cuts each candidate's backfill set at through floored to
+// that candidate's unit, so the worker is only ever sent whole intervals.
+func backfillThrough(st *projections.State, pl events.PlanBuilt, through time.Time) events.PlanBuilt {
+	cands := make([]events.Candidate, len(pl.Candidates))
+	for i, c := range pl.Candidates {
+		end := through
+		if sn, ok := st.Snapshots[c.Snapshot]; ok {
+			end = sn.Schedule.Unit().Floor(through)
+		}
+		set := interval.Set(c.Backfill)
+		c.Backfill = set.Clip(interval.R(set.Start(), end))
+		cands[i] = c
+	}
+	pl.Candidates = cands
+	return pl
 }
