@@ -145,12 +145,11 @@ func NextTick(st *projections.State, envs []string, t time.Time) time.Time {
 }
 
 // Scheduler fires the scheduler on the wall clock: at every cron tick of an
-// env's incumbents it records the advances, and, with a Worker, completes
-// them.
+// env's incumbents it records the advances. It computes nothing: the work
+// the advances make due is derived from the stream (WorkOf) by a
+// WorkPublisher, which publishes it to workers or runs it in-process.
 type Scheduler struct {
 	Engine *Engine
-	// Worker, when set, completes scheduled work in-process.
-	Worker *Worker
 	// Envs limits the scheduler to these environments (all when empty).
 	Envs []string
 	// Recheck bounds how long the loop sleeps before looking for new
@@ -199,11 +198,6 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			}
 			if len(advs) > 0 {
 				log.Info("scheduler advanced", "env", env, "tick", next, "models", len(advs))
-			}
-			if s.Worker != nil {
-				if err := s.Worker.RunAdvances(ctx, advs, now); err != nil {
-					log.Warn("built-in worker", "env", env, "err", err)
-				}
 			}
 		}
 		last = next
