@@ -19,8 +19,11 @@ import (
 // derived from the request, so several drivers (replicas) record it once.
 type CatchUps struct {
 	Engine *Engine
-	// Worker computes catch-up work in-process; without one, external
-	// workers must complete it (run kind catch_up).
+	// Worker, when set, computes the outstanding catch-up work itself.
+	// Leave it nil when a WorkPublisher runs (serve): the publisher derives
+	// the request's work from the stream and its workers, or its
+	// in-process sink, complete it (run kind catch_up); the driver then
+	// only records the retry.
 	Worker *Worker
 	// Recheck bounds how long the loop waits for a change before looking
 	// again. Default 5s.

@@ -22,12 +22,21 @@ type Worker struct {
 
 // Complete records ranges of a snapshot as computed.
 func (w *Worker) Complete(ctx context.Context, snapshot string, ranges []interval.Range, kind events.RunKind, runID string, at time.Time) error {
+	return w.complete(ctx, "", snapshot, ranges, kind, runID, at)
+}
+
+// complete records ranges as computed under command id id (a new one when
+// empty).
+func (w *Worker) complete(ctx context.Context, id, snapshot string, ranges []interval.Range, kind events.RunKind, runID string, at time.Time) error {
 	if len(ranges) == 0 {
 		return nil
 	}
+	if id == "" {
+		id = commands.NewID()
+	}
 	model, version, _ := events.ParseSnapshotID(snapshot)
 	r := w.Handler.Handle(ctx, &commands.CompleteIntervals{
-		Meta:  commands.Meta{ID: commands.NewID(), Actor: w.Actor, At: at, Correlation: runID},
+		Meta:  commands.Meta{ID: id, Actor: w.Actor, At: at, Correlation: runID},
 		Model: model, Version: version, Ranges: ranges, RunKind: kind, RunID: runID,
 	})
 	if err := r.Err(); err != nil {
@@ -37,9 +46,16 @@ func (w *Worker) Complete(ctx context.Context, snapshot string, ranges []interva
 }
 
 // Run computes a work item's steps, in order, with the item's run kind.
+// When the item has an id (WorkOf gives one), each step's completion
+// command id derives from it ("<item id>/<step>"), so running the item
+// again records nothing twice.
 func (w *Worker) Run(ctx context.Context, item WorkItem, at time.Time) error {
-	for _, st := range item.Steps {
-		if err := w.Complete(ctx, st.Snapshot, st.Ranges, item.RunKind, st.RunID, at); err != nil {
+	for i, st := range item.Steps {
+		id := ""
+		if item.ID != "" {
+			id = fmt.Sprintf("%s/%d", item.ID, i)
+		}
+		if err := w.complete(ctx, id, st.Snapshot, st.Ranges, item.RunKind, st.RunID, at); err != nil {
 			return err
 		}
 	}
@@ -129,12 +145,11 @@ func NextTick(st *projections.State, envs []string, t time.Time) time.Time {
 }
 
 // Scheduler fires the scheduler on the wall clock: at every cron tick of an
-// env's incumbents it records the advances, and, with a Worker, completes
-// them.
+// env's incumbents it records the advances. It computes nothing: the work
+// the advances make due is derived from the stream (WorkOf) by a
+// WorkPublisher, which publishes it to workers or runs it in-process.
 type Scheduler struct {
 	Engine *Engine
-	// Worker, when set, completes scheduled work in-process.
-	Worker *Worker
 	// Envs limits the scheduler to these environments (all when empty).
 	Envs []string
 	// Recheck bounds how long the loop sleeps before looking for new
@@ -183,11 +198,6 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			}
 			if len(advs) > 0 {
 				log.Info("scheduler advanced", "env", env, "tick", next, "models", len(advs))
-			}
-			if s.Worker != nil {
-				if err := s.Worker.RunAdvances(ctx, advs, now); err != nil {
-					log.Warn("built-in worker", "env", env, "err", err)
-				}
 			}
 		}
 		last = next

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 )
@@ -184,33 +185,64 @@ func WorkStreamConfig(replicas int, memory bool) jetstream.StreamConfig {
 	}
 }
 
-// WorkPublisher follows the event stream and publishes the work it makes
-// due. It keeps its position in the checkpoint bucket, publishes each item
-// with a Nats-Msg-Id derived from the event sequence (a restart within the
-// duplicate window publishes nothing twice), and on its very first start
-// begins at the stream's end: history is not work.
+// WorkPublisher follows the event stream and hands the work it makes due
+// (WorkOf, one command's events at a time, in stream order) to a sink:
+// by default it publishes each item to TIDEMARK_WORK for `tidemark worker`
+// processes; with Worker set it runs each item in-process instead (the
+// built-in worker of `serve --builtin-worker`), to completion, before it
+// looks at the next event.
+//
+// The cursor: the publisher keeps the last event sequence it has turned
+// into work in the checkpoint bucket (key work_cursor, shared by both
+// sinks, so switching between them neither loses nor repeats work). On
+// its very first start it begins at the stream's end: history is not
+// work. After a restart it resumes after the cursor, so work made due
+// while it was down (a plan built, a tick recorded, a catch-up requested
+// through another replica) is still done. The cursor moves only after
+// every item of a command's events is published or run; an item
+// interrupted by a stop is delivered again after the restart. Each
+// published item carries a Nats-Msg-Id derived from the event sequence
+// (a restart within the duplicate window publishes nothing twice); each
+// in-process completion carries a command id derived from the item id and
+// step, so an item run again (after a restart, or by another replica's
+// built-in worker) is recorded once.
 type WorkPublisher struct {
 	Engine *Engine
+	// Worker, when set, is the in-process sink: items are run with
+	// Worker.Run instead of being published, and TIDEMARK_WORK is not
+	// used.
+	Worker *Worker
 	// Published, when set, is called after each item is stored.
 	Published func(WorkItem)
+	// Done, when set, is called after each item run in-process: err is nil,
+	// or the rejection the item was given up for.
+	Done func(item WorkItem, err error)
+	// MaxBackoff caps the wait between attempts of an item that failed for
+	// a reason that may pass (unavailable, conflict, internal). Default 10s.
+	MaxBackoff time.Duration
 
 	prepared bool
 	start    uint64
 }
 
-// Prepare creates the work stream and fixes where publishing starts. Call
-// it before the engine accepts commands (serve does): on a first start the
-// publisher begins at the stream's end as of now, and a command accepted
-// before that point would make no work.
+// minBackoff is the first wait before an item is attempted again.
+const minBackoff = 100 * time.Millisecond
+
+// Prepare creates the work stream (not needed in-process) and fixes where
+// the publisher starts. Call it before the engine accepts commands (serve
+// does): on a first start the publisher begins at the stream's end as of
+// now, and a command accepted before that point would make no work.
 func (p *WorkPublisher) Prepare(ctx context.Context) error {
 	e := p.Engine
 	if e.cp == nil {
 		return errors.New("engine: the work publisher needs the checkpoint bucket (CheckpointEvery >= 0)")
 	}
-	if _, err := retryJS(ctx, e, func(ctx context.Context) (jetstream.Stream, error) {
-		return e.js.CreateOrUpdateStream(ctx, WorkStreamConfig(e.cfg.Replicas, e.cfg.MemoryStorage))
-	}); err != nil {
-		return fmt.Errorf("engine: work stream: %w", err)
+	if p.Worker == nil {
+		if _, err := retryJS(ctx, e, func(ctx context.Context) (jetstream.Stream, error) {
+			return e.js.CreateOrUpdateStream(ctx, WorkStreamConfig(e.cfg.Replicas, e.cfg.MemoryStorage))
+		}); err != nil {
+			return fmt.Errorf("engine: work stream: %w", err)
+		}
 	}
 	cursor, err := p.cursor(ctx)
 	if err != nil {
@@ -220,7 +252,8 @@ func (p *WorkPublisher) Prepare(ctx context.Context) error {
 	return nil
 }
 
-// Run publishes until ctx ends (preparing first if Prepare was not called).
+// Run follows the stream until ctx ends (preparing first if Prepare was
+// not called).
 func (p *WorkPublisher) Run(ctx context.Context) error {
 	e := p.Engine
 	if !p.prepared {
@@ -242,19 +275,24 @@ func (p *WorkPublisher) Run(ctx context.Context) error {
 	}
 	go func() { <-ctx.Done(); it.Stop() }()
 	var group []events.Record
+	// flush delivers the work of the group, then moves the cursor past it;
+	// it fails only when ctx ends (the cursor then stays put).
 	flush := func() error {
 		if len(group) == 0 {
 			return nil
 		}
-		for _, item := range WorkOf(group) {
-			if err := p.publish(ctx, item); err != nil {
+		items := WorkOf(group)
+		last := group[len(group)-1].Seq
+		group = group[:0]
+		for _, item := range items {
+			if err := p.deliver(ctx, item); err != nil {
 				return err
 			}
 		}
-		last := group[len(group)-1].Seq
-		group = group[:0]
-		_, err := e.cp.kv.Put(ctx, workCursorKey, []byte(strconv.FormatUint(last, 10)))
-		return err
+		return p.retry(ctx, "saving the work cursor", func() error {
+			_, err := e.cp.kv.Put(ctx, workCursorKey, []byte(strconv.FormatUint(last, 10)))
+			return err
+		})
 	}
 	for {
 		msg, err := it.Next(jetstream.NextContext(ctx))
@@ -263,6 +301,9 @@ func (p *WorkPublisher) Run(ctx context.Context) error {
 				return nil
 			}
 			log.Warn("work publisher", "err", err)
+			if sleep(ctx, time.Second); ctx.Err() != nil {
+				return nil
+			}
 			continue
 		}
 		md, err := msg.Metadata()
@@ -274,8 +315,8 @@ func (p *WorkPublisher) Run(ctx context.Context) error {
 			ev = events.Event{}
 		}
 		if len(group) > 0 && group[0].Event.Causation != ev.Causation {
-			if err := p.retry(ctx, flush); err != nil {
-				return err
+			if flush() != nil {
+				return nil
 			}
 		}
 		group = append(group, events.Record{Seq: md.Sequence.Stream, Subject: msg.Subject(), Event: ev, Err: derr})
@@ -283,31 +324,81 @@ func (p *WorkPublisher) Run(ctx context.Context) error {
 		// group is complete at its last event.
 		var i, n int
 		if _, err := fmt.Sscanf(msg.Headers().Get(BatchHeader), "%d/%d", &i, &n); err != nil || i >= n {
-			if err := p.retry(ctx, flush); err != nil {
-				return err
+			if flush() != nil {
+				return nil
 			}
 		}
 	}
 }
 
-// retry runs fn until it succeeds or ctx ends (the work stream may be
-// briefly unavailable; nothing may be skipped).
-func (p *WorkPublisher) retry(ctx context.Context, fn func() error) error {
-	backoff := 100 * time.Millisecond
+// deliver publishes item, or runs it in-process, until that succeeds or
+// ctx ends. An in-process item rejected for a reason retrying cannot
+// change (invalid, not found, …) is logged and given up: it would
+// otherwise hold up all later work.
+func (p *WorkPublisher) deliver(ctx context.Context, item WorkItem) error {
+	if p.Worker == nil {
+		return p.retry(ctx, "publishing work", func() error { return p.publish(ctx, item) })
+	}
+	log := p.Engine.log.With("subsystem", "worker", "actor", p.Worker.Actor)
+	var rejected error
+	err := p.retry(ctx, "built-in worker: running "+item.ID, func() error {
+		err := p.Worker.Run(ctx, item, p.Engine.Now())
+		if err != nil && !Transient(err) {
+			log.Error("built-in worker: item rejected; giving it up", "item", item.ID, "run_kind", item.RunKind, "err", err)
+			rejected = err
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if rejected == nil {
+		log.Debug("built-in worker: item done", "item", item.ID, "run_kind", item.RunKind, "steps", len(item.Steps))
+	}
+	if p.Done != nil {
+		p.Done(item, rejected)
+	}
+	return nil
+}
+
+// Transient reports whether a failed command may succeed when sent again
+// unchanged: the engine was unavailable, the state kept changing, the
+// connection was rate limited, an unexpected internal failure, or a
+// failure that is not a command rejection at all (a transport error).
+func Transient(err error) bool {
+	var ce *commands.Error
+	if !errors.As(err, &ce) {
+		return true
+	}
+	switch ce.Code {
+	case commands.CodeUnavailable, commands.CodeConflict, commands.CodeRateLimited, commands.CodeInternal:
+		return true
+	}
+	return false
+}
+
+// retry runs fn until it succeeds or ctx ends (then it returns ctx's
+// error), waiting between attempts from 100ms, doubling, up to MaxBackoff.
+func (p *WorkPublisher) retry(ctx context.Context, what string, fn func() error) error {
+	maxBackoff := p.MaxBackoff
+	if maxBackoff <= 0 {
+		maxBackoff = 10 * time.Second
+	}
+	backoff := min(minBackoff, maxBackoff)
 	for {
 		err := fn()
 		if err == nil {
 			return nil
 		}
-		p.Engine.log.Warn("publishing work; retrying", "err", err, "in", backoff)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(backoff):
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
-		if backoff < 5*time.Second {
-			backoff *= 2
+		p.Engine.log.Warn(what+"; retrying", "err", err, "in", backoff)
+		if sleep(ctx, backoff); ctx.Err() != nil {
+			return ctx.Err()
 		}
+		backoff = min(2*backoff, maxBackoff)
 	}
 }
 

@@ -23,7 +23,7 @@ type server struct {
 	stop                func()
 }
 
-func startServe(t *testing.T) *server {
+func startServe(t *testing.T, extra ...string) *server {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
@@ -31,7 +31,7 @@ func startServe(t *testing.T) *server {
 	root.SetOut(pw)
 	root.SetErr(io.Discard)
 	s := &server{dataDir: t.TempDir()}
-	root.SetArgs([]string{"serve", "--data-dir", s.dataDir, "--listen", "127.0.0.1:-1", "--http", "127.0.0.1:0", "--no-sync", "--log-format", "json"})
+	root.SetArgs(append([]string{"serve", "--data-dir", s.dataDir, "--listen", "127.0.0.1:-1", "--http", "127.0.0.1:0", "--no-sync", "--log-format", "json"}, extra...))
 	done := make(chan error, 1)
 	go func() { done <- root.ExecuteContext(ctx); pw.Close() }()
 	rd := bufio.NewReader(pr)

@@ -61,13 +61,17 @@ func newServeCmd() *cobra.Command {
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
-			var pub *engine.WorkPublisher
-			if !builtinWorker {
-				pub = &engine.WorkPublisher{Engine: eng}
-				if err := pub.Prepare(ctx); err != nil {
-					eng.Close(context.WithoutCancel(ctx))
-					return &exitError{code: 2, err: err}
-				}
+			// All work (plan backfills, scheduled runs, catch-up, repair) is
+			// derived from the stream by the one publisher: published to
+			// `tidemark worker` processes, or run in-process with
+			// --builtin-worker.
+			pub := &engine.WorkPublisher{Engine: eng}
+			if builtinWorker {
+				pub.Worker = &engine.Worker{Handler: eng, Actor: "worker:builtin"}
+			}
+			if err := pub.Prepare(ctx); err != nil {
+				eng.Close(context.WithoutCancel(ctx))
+				return &exitError{code: 2, err: err}
 			}
 			svc, err := transport.Serve(eng.Conn(), eng, transport.ServiceConfig{Logger: log, RateLimit: rateLimit})
 			if err != nil {
@@ -98,25 +102,20 @@ func newServeCmd() *cobra.Command {
 				}()
 			}
 			sched := &engine.Scheduler{Engine: eng}
+			// The catch-up driver records each strict retry once the
+			// request's work is done (by the publisher's sink).
 			catchUps := &engine.CatchUps{Engine: eng}
-			if builtinWorker {
-				sched.Worker = &engine.Worker{Handler: eng, Actor: "worker:builtin"}
-				catchUps.Worker = sched.Worker
-			}
 			schedCtx, stopSched := context.WithCancel(context.WithoutCancel(ctx))
 			var wg sync.WaitGroup
-			wg.Add(2)
+			wg.Add(3)
 			go func() { defer wg.Done(); _ = sched.Run(schedCtx) }()
 			go func() { defer wg.Done(); _ = catchUps.Run(schedCtx) }()
-			if pub != nil {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					if err := pub.Run(schedCtx); err != nil {
-						log.Error("work publisher stopped", "err", err)
-					}
-				}()
-			}
+			go func() {
+				defer wg.Done()
+				if err := pub.Run(schedCtx); err != nil {
+					log.Error("work publisher stopped", "err", err)
+				}
+			}()
 			where := eng.ClientURL()
 			if where == "" {
 				where = "in-process only"
@@ -146,7 +145,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&natsURL, "nats-url", "", "connect to this NATS server instead of embedding one")
 	f.StringVar(&listen, "listen", "127.0.0.1:4222", "client address of the embedded NATS server")
 	f.BoolVar(&noSync, "no-sync", false, "do not fsync every append (faster; risks losing acknowledged events on a machine crash)")
-	f.BoolVar(&builtinWorker, "builtin-worker", false, "record work as done in-process instead of publishing it to `tidemark worker` processes (demos and tests)")
+	f.BoolVar(&builtinWorker, "builtin-worker", false, "run all work (backfill, scheduled, catch-up, repair) in-process, recording it as done at once, instead of publishing it to `tidemark worker` processes (demos and tests)")
 	f.IntVar(&replicas, "replicas", 1, "stream replicas (3 on a cluster)")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&authFile, "auth", "", "users and permissions for the embedded server (a nats-server config, see docs/auth.conf)")

@@ -4,12 +4,15 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/transport"
 )
 
@@ -78,5 +81,73 @@ func TestServe(t *testing.T) {
 	out, _, code = runCLI(t, "audit", "--data-dir", dataDir, "--plan", "p1")
 	if code != 0 || !strings.Contains(out, "PromotionDecided") || !strings.Contains(out, "p1 accepted [no_gaps]") {
 		t.Fatalf("audit on the serve data dir: exit %d\n%s", code, out)
+	}
+}
+
+// TestServeBuiltinWorker: `serve --builtin-worker` computes a plan's
+// backfill set by itself (nobody else runs work), so the plan promotes;
+// `status --wait-advance` returns once the scheduler's advance has moved
+// the incumbent's frontier (its work also computed in-process).
+func TestServeBuiltinWorker(t *testing.T) {
+	s := startServe(t, "--builtin-worker")
+	// A daily model: the server's wall-clock scheduler ticks at midnight
+	// only, so the test drives the advance itself.
+	today := time.Now().UTC().Truncate(24 * time.Hour)
+	models := filepath.Join(t.TempDir(), "models.yaml")
+	os.WriteFile(models, []byte("models:\n  - name: events\n    version: v1\n    cron: \"@daily\"\n    start: "+today.AddDate(0, 0, -3).Format(time.RFC3339)+"\n"), 0o644)
+	if out, stderr, code := runCLI(t, "apply", "-f", models, "--nats-url", s.nats); code != 0 {
+		t.Fatalf("apply: exit %d %s %s", code, out, stderr)
+	}
+	if out, stderr, code := runCLI(t, "plan", "--env", "prod", "--set", "events=v1", "--id", "d1", "--nats-url", s.nats); code != 0 {
+		t.Fatalf("plan: exit %d %s %s", code, out, stderr)
+	}
+	eventually(t, "the built-in worker backfills the plan", 30*time.Second, func() bool {
+		out, _, code := runCLI(t, "audit", "--nats-url", s.nats, "--model", "events")
+		return code == 0 && strings.Contains(out, "IntervalsCompleted") && strings.Contains(out, "(backfill)")
+	})
+	if out, stderr, code := runCLI(t, "promote", "d1", "--nats-url", s.nats); code != 0 || !strings.Contains(out, "d1: ACCEPTED [no_gaps]") {
+		t.Fatalf("promote: exit %d %s %s", code, out, stderr)
+	}
+
+	// Take the last day away, then advance the scheduler: its work refills
+	// the day and the frontier moves back to today.
+	nc, err := nats.Connect(s.nats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	c := transport.NewClient(nc)
+	ctx := t.Context()
+	yesterday := interval.R(today.AddDate(0, 0, -1), today)
+	if r, err := c.Do(ctx, &commands.InvalidateIntervals{Model: "events", Version: "v1", Ranges: []interval.Range{yesterday}, Reason: "test"}); err != nil || !r.Accepted {
+		t.Fatalf("invalidate: %+v %v", r, err)
+	}
+	// status --wait-advance, its stderr followed to know when it has read
+	// the frontier it waits to see move.
+	root := newRootCmd()
+	var out strings.Builder
+	pr, pw := io.Pipe()
+	root.SetOut(&out)
+	root.SetErr(pw)
+	root.SetArgs([]string{"status", "--nats-url", s.nats, "--wait-advance", "30s"})
+	waited := make(chan error, 1)
+	go func() { waited <- root.ExecuteContext(ctx); pw.Close() }()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if want := "waiting up to 30s for the scheduler to advance prod/events at " + yesterday.Start.Format(time.RFC3339); err != nil || !strings.Contains(line, want) {
+		t.Fatalf("status --wait-advance said %q (%v), want %q", line, err, want)
+	}
+	go io.Copy(io.Discard, pr)
+	r, err := c.Do(ctx, &commands.Status{Env: "prod"})
+	if err != nil || !r.Accepted {
+		t.Fatalf("status: %+v %v", r, err)
+	}
+	if r, err := c.Do(ctx, &commands.AdvanceScheduler{Env: "prod", Generation: r.Envs[0].Generation}); err != nil || !r.Accepted || len(r.Advances) != 1 {
+		t.Fatalf("advance: %+v %v", r, err)
+	}
+	if err := <-waited; err != nil || !strings.Contains(out.String(), "events@v1  "+today.Format(time.RFC3339)) {
+		t.Fatalf("status --wait-advance: %v\n%s", err, out.String())
+	}
+	if _, stderr, code := runCLI(t, "status", "--nats-url", s.nats, "--wait-advance", "1s"); code != 1 || !strings.Contains(stderr, "did not advance every incumbent within 1s") {
+		t.Fatalf("status --wait-advance without a tick: exit %d %s", code, stderr)
 	}
 }
