@@ -354,6 +354,26 @@ func TestAmbiguousBoundary(t *testing.T) {
 			missing:  map[string]interval.Set{"rollup": rs(interval.R(day(1), day(2)))},
 			advances: map[string]int{"rollup": 1}}.check(t, w.decided("p1", day(2).Add(time.Hour)))
 	})
+	t.Run("two days: two advances of 24 intervals", func(t *testing.T) {
+		w := deployed(t, at, rollup)
+		w.register(model{name: "rollup", version: "v2", cron: "@daily", unit: interval.Hour}.command())
+		w.plan("p1", "prod", map[string]string{"rollup": "v2"}, at, 1)
+		w.backfill("p1", at)
+		w.tick("prod", day(2))
+		w.tick("prod", day(3))
+		expectation{outcome: events.Rejected, codes: []string{"trailing_gap_exceeds_bound"},
+			missing:  map[string]interval.Set{"rollup": rs(interval.R(day(1), day(3)))},
+			advances: map[string]int{"rollup": 2}}.check(t, w.decided("p1", day(3).Add(time.Hour)))
+	})
+	t.Run("captured frontier, under catch-up", func(t *testing.T) {
+		w := deployed(t, at, rollup)
+		w.complete("rollup@v1", at, events.RunManual, interval.R(day(1), day(1).Add(5*time.Hour)))
+		w.register(model{name: "rollup", version: "v2", cron: "@daily", unit: interval.Hour}.command())
+		w.plan("p1", "prod", map[string]string{"rollup": "v2"}, at, 0, 1)
+		w.backfill("p1", at)
+		w.tick("prod", day(2))
+		expectation{outcome: events.Rejected, codes: []string{"ambiguous_boundary"}}.check(t, w.decided("p1", day(2).Add(time.Hour)))
+	})
 	t.Run("30 7 * * * unit hour: 07:00 is a boundary", func(t *testing.T) {
 		m := model{name: "rollup", cron: "30 7 * * *", unit: interval.Hour}
 		w := deployed(t, at, m)

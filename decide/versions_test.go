@@ -82,6 +82,43 @@ func TestPlanOfIncumbentsPassesWithNoCode(t *testing.T) {
 	}
 }
 
+// A plan's candidates are the versions it sets plus every downstream model
+// of them; only a downstream model the plan does not set gets a derived
+// version, and a model set to its incumbent derives nothing downstream.
+func TestDerivedOnlyForModelsNotSet(t *testing.T) {
+	setup := func(t *testing.T) *world {
+		w := deployed(t, h(6), model{name: "events"}, model{name: "sessions", deps: []string{"events"}})
+		w.hourly("events", "v2")
+		return w
+	}
+	t.Run("unchanged parent", func(t *testing.T) {
+		w := setup(t)
+		pl := w.plan("p1", "prod", map[string]string{"events": "v1"}, h(6))
+		if len(pl.Candidates) != 1 || pl.Candidates[0].Snapshot != "events@v1" {
+			t.Fatalf("candidates %+v, want events@v1 alone", pl.Candidates)
+		}
+		if _, ok := w.st.Snapshots["sessions@v1+p1"]; ok {
+			t.Fatalf("a plan that changes nothing derived sessions@v1+p1")
+		}
+	})
+	t.Run("child set to its incumbent", func(t *testing.T) {
+		t.Skip("BUG: a child the plan sets to its incumbent gets a derived version (DESIGN.md: \"a downstream model the plan does not set gets a derived new version\")")
+		w := setup(t)
+		pl := w.plan("p1", "prod", map[string]string{"events": "v2", "sessions": "v1"}, h(6))
+		if c := candidateOf(t, pl, "sessions"); c.Snapshot != "sessions@v1" || c.Derived {
+			t.Fatalf("sessions candidate %s (derived %v), want the version the plan sets, sessions@v1", c.Snapshot, c.Derived)
+		}
+	})
+	t.Run("child set to a new version", func(t *testing.T) {
+		w := setup(t)
+		w.hourly("sessions", "v2", "events")
+		pl := w.plan("p1", "prod", map[string]string{"events": "v2", "sessions": "v2"}, h(6))
+		if c := candidateOf(t, pl, "sessions"); c.Snapshot != "sessions@v2" || c.Derived {
+			t.Fatalf("sessions candidate %s (derived %v)", c.Snapshot, c.Derived)
+		}
+	})
+}
+
 // Derived versions are <base>+<plan id>, base cut at the first '+', so
 // names never grow along a chain of plans; a derived version of a
 // forward-only model writes its incumbent's table.
@@ -225,6 +262,40 @@ func TestForwardOnlyBoundToOneTable(t *testing.T) {
 	w.refused(&commands.BuildPlan{Plan: "p2", Env: "dev", Versions: map[string]string{"events": "v3"}}, h(7), commands.CodeConflict)
 	if c := candidateOf(t, w.plan("p3", "prod", map[string]string{"events": "v3"}, h(7)), "events"); c.Table != "events@v1" {
 		t.Fatalf("p3 (same table) table %s", c.Table)
+	}
+}
+
+// Two writers build plans binding the same forward-only version to
+// different tables from the same view: the second append must fail its
+// condition, or the version ends up writing a table that is not its
+// incumbent's in the second plan's env.
+func TestForwardOnlyBindingUnderConcurrency(t *testing.T) {
+	t.Skip("BUG: build_plan's Expect does not cover the forward-only binding it reads; two concurrent plans bind one version to two tables and the dev scheduler then writes prod's table (DESIGN.md: \"A forward_only version writes the table of its incumbent in the plan's env at build\")")
+	w := newWorld(t)
+	w.hourly("events", "v1")
+	w.hourly("events", "v2")
+	w.deploy("prod", "d1", map[string]string{"events": "v1"}, h(6))
+	w.deploy("dev", "d2", map[string]string{"events": "v2"}, h(6))
+	w.register(commands.RegisterSnapshot{Model: "events", Version: "v3", Cron: "@hourly", SnapshotKind: events.ForwardOnly})
+	p1 := &commands.BuildPlan{Plan: "p1", Env: "prod", Versions: map[string]string{"events": "v3"}}
+	p2 := &commands.BuildPlan{Plan: "p2", Env: "dev", Versions: map[string]string{"events": "v3"}}
+	d1, d2 := w.decideOnly(p1, h(7)), w.decideOnly(p2, h(7))
+	w.fold(p1.ID, h(7), d1.Events)
+	if !holds(w.st, d2.Expect) {
+		return // the second writer re-reads and is refused: fine
+	}
+	w.fold(p2.ID, h(7), d2.Events)
+	// p2 is in the log: in dev, v3 must write its incumbent's table.
+	if pd := w.decided("p2", h(7)); pd.Outcome != events.Accepted {
+		t.Fatalf("p2: %s %v", pd.Outcome, pd.Codes)
+	}
+	advs := w.advance("dev", h(8))
+	if len(advs) != 1 || advs[0].Snapshot != "events@v3" {
+		t.Fatalf("dev advances %+v", advs)
+	}
+	ic := w.complete("events@v3", h(8), events.RunScheduled, advs[0].Ranges...).Events[0].(events.IntervalsCompleted)
+	if ic.Table != "events@v2" {
+		t.Fatalf("in dev, v3 (incumbent events@v2 at build) writes %s", ic.Table)
 	}
 }
 

@@ -40,8 +40,6 @@ type world struct {
 	ids *events.IDSource
 	seq uint64
 	n   int
-	// lastID is the id of the last command given to do.
-	lastID string
 }
 
 func newWorld(tb testing.TB) *world {
@@ -66,7 +64,6 @@ func (w *world) do(cmd commands.Command, at time.Time) (Decision, error) {
 // again decides cmd with the id and clock it already carries (a retry).
 func (w *world) again(cmd commands.Command) (Decision, error) {
 	w.tb.Helper()
-	w.lastID = cmd.Header().ID
 	if err := cmd.Validate(); err != nil {
 		return Decision{}, err
 	}
@@ -464,3 +461,34 @@ func standard(tb testing.TB, v2 *model, bounds []int, children ...model) *world 
 
 // at1107 is the clock of most promotions: after the 11:00 tick.
 var at1107 = h(11).Add(7 * time.Minute)
+
+// holds reports whether the log, as st shows it, still meets exp: the
+// condition an append of a decision made against an older view is checked
+// against.
+func holds(st *projections.State, exp events.Expect) bool {
+	if exp.LastSeq != nil && *exp.LastSeq != st.Seq {
+		return false
+	}
+	for s, seq := range exp.Subjects {
+		if st.SubjectSeq[s] != seq {
+			return false
+		}
+	}
+	return true
+}
+
+// decideOnly decides cmd (fresh id, clock at) against the current state
+// without folding it: a writer's view before another writer appends.
+func (w *world) decideOnly(cmd commands.Command, at time.Time) Decision {
+	w.tb.Helper()
+	m := cmd.Header()
+	m.ID, m.At = w.nextID(), at
+	if err := cmd.Validate(); err != nil {
+		w.tb.Fatalf("%s: %v", cmd.Kind(), err)
+	}
+	dec, err := Decide(w.st, cmd)
+	if err != nil {
+		w.tb.Fatalf("%s: %v", cmd.Kind(), err)
+	}
+	return dec
+}
