@@ -39,8 +39,8 @@ func buildPlan(st *projections.State, c *commands.BuildPlan) (Decision, error) {
 	derived := map[string]bool{}
 	for _, model := range st.Downstream(c.Env, set) {
 		inc, ok := st.Snapshots[env.Incumbents[model]]
-		if !ok {
-			continue
+		if _, isSet := chosen[model]; isSet || !ok {
+			continue // the plan sets it: that version, not a derived one
 		}
 		version := models.DerivedVersion(inc.Version, c.Plan)
 		id := events.SnapshotID(model, version)
@@ -76,12 +76,14 @@ func buildPlan(st *projections.State, c *commands.BuildPlan) (Decision, error) {
 		Plan: c.Plan, Env: c.Env, BuiltAt: at, Generation: env.Generation,
 		Policy: events.Policy{Version: policy.Version, MaxTrailingGapAdvances: c.MaxTrailingGapAdvances, MaxCatchUpAdvances: c.MaxCatchUpAdvances},
 	}
+	binds := false
 	for _, model := range projections.TopoSort(deps) {
 		sn := chosen[model]
 		table, err := tableOf(st, env, sn, c.Plan)
 		if err != nil {
 			return Decision{}, err
 		}
+		binds = binds || (sn.Kind == events.ForwardOnly && sn.TablePlan == "" && !derived[model])
 		cand := events.Candidate{Model: model, Snapshot: sn.Snapshot, Table: table, Derived: derived[model], Upstream: []string{}, Backfill: []interval.Range{}}
 		for _, d := range sn.DependsOn {
 			if up, ok := chosen[d]; ok {
@@ -117,7 +119,14 @@ func buildPlan(st *projections.State, c *commands.BuildPlan) (Decision, error) {
 	payloads = append(payloads, plan)
 	subjects = append(subjects, plan.Subject())
 	p := plan
-	return Decision{Events: payloads, Expect: events.ExpectSubjects(st.SubjectSeq, subjects...), Reply: commands.Reply{Plan: &p}}, nil
+	expect := events.ExpectSubjects(st.SubjectSeq, subjects...)
+	if binds {
+		// Binding a registered forward-only version to a table reads state
+		// no subject of this append covers (another plan may bind it at
+		// the same time): nothing at all may have changed since the view.
+		expect = events.ExpectStream(st.Seq)
+	}
+	return Decision{Events: payloads, Expect: expect, Reply: commands.Reply{Plan: &p}}, nil
 }
 
 // BackfillEnd is where a candidate's backfill set ends: the captured
