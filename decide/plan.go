@@ -103,7 +103,9 @@ func buildPlan(st *projections.State, c *commands.BuildPlan) (Decision, error) {
 		start := sn.Schedule.Unit().Floor(sn.Start)
 		end := BackfillEnd(sn.Schedule, cand.IncumbentFrontier, at)
 		if !onIncumbent && start.Before(end) {
-			cand.Backfill = st.Table(table).Missing(interval.R(start, end))
+			// Whole intervals: the rest of a partial interval is computed
+			// from the interval's start.
+			cand.Backfill = sn.Schedule.Work(st.Table(table).Missing(interval.R(start, end)))
 			if cand.Backfill == nil {
 				cand.Backfill = []interval.Range{}
 			}
@@ -152,8 +154,8 @@ func tableOf(st *projections.State, env *projections.Env, sn *projections.Snapsh
 	if sn.Kind != events.ForwardOnly {
 		return sn.Table, nil
 	}
-	want := sn.Table
-	if inc, ok := st.Snapshots[env.Incumbents[sn.Model]]; ok && inc.Snapshot != sn.Snapshot {
+	want := sn.Snapshot // no incumbent: a new table of its own
+	if inc, ok := st.Snapshots[env.Incumbents[sn.Model]]; ok {
 		want = inc.Table
 	}
 	if want == sn.Table {

@@ -394,3 +394,32 @@ func TestBackfillSet(t *testing.T) {
 		})
 	}
 }
+
+// A forward-only version bound to prod's table cannot also be the version
+// of an env where the model has no incumbent: there it would own a new
+// table. Found by the invariant suite (qa served prod's table).
+func TestForwardOnlyBoundRefusedWhereNoIncumbent(t *testing.T) {
+	w := newWorld(t)
+	w.register(commands.RegisterSnapshot{Model: "events", Version: "v1", Cron: "@hourly", SnapshotKind: events.ForwardOnly})
+	w.register(commands.RegisterSnapshot{Model: "events", Version: "v2", Cron: "@hourly", SnapshotKind: events.ForwardOnly})
+	w.deploy("prod", "d1", map[string]string{"events": "v1"}, h(6))
+	if c := candidateOf(t, w.plan("p1", "prod", map[string]string{"events": "v2"}, h(6)), "events"); c.Table != "events@v1" {
+		t.Fatalf("p1 table %s", c.Table)
+	}
+	w.refused(&commands.BuildPlan{Plan: "p2", Env: "qa", Versions: map[string]string{"events": "v2"}}, h(6), commands.CodeConflict)
+}
+
+// A backfill set resuming a partial interval (allow_partials) starts at
+// the interval's start: whole intervals. Found by the invariant suite.
+func TestBackfillResumesPartialIntervalWhole(t *testing.T) {
+	w := newWorld(t)
+	w.register(commands.RegisterSnapshot{Model: "events", Version: "v1", Cron: "*/15 * * * *", IntervalUnit: interval.Hour, AllowPartials: true})
+	w.register(commands.RegisterSnapshot{Model: "events", Version: "v2", Cron: "*/15 * * * *", IntervalUnit: interval.Hour, AllowPartials: true})
+	w.deploy("prod", "d1", map[string]string{"events": "v1"}, h(6).Add(15*time.Minute))
+	w.complete("events@v2", h(6).Add(15*time.Minute), events.RunManual, interval.R(h(0), h(6).Add(15*time.Minute)))
+	w.complete("events@v1", h(6).Add(30*time.Minute), events.RunScheduled, interval.R(h(6), h(6).Add(30*time.Minute)))
+	c := candidateOf(t, w.plan("p2", "prod", map[string]string{"events": "v2"}, h(6).Add(30*time.Minute)), "events")
+	if want := rs(interval.R(h(6), h(6).Add(30*time.Minute))); !interval.NewSet(c.Backfill...).Equal(want) {
+		t.Fatalf("backfill %v, want %v", c.Backfill, want)
+	}
+}
