@@ -274,14 +274,15 @@ func (s Schedule) Ready(start, t time.Time) Range {
 // A range starting inside an interval (the rest of a partial interval)
 // starts at that interval's start; ends are rounded up unless partial
 // intervals are allowed.
+// O(m log m) for m ranges (widening keeps a Set sorted: then O(m)).
 func (s Schedule) Work(rs Set) Set {
-	var out Set
-	for _, r := range rs {
+	wide := make([]Range, len(rs))
+	for i, r := range rs {
 		end := r.End
 		if !s.allowPartials {
 			end = s.unit.Ceil(end)
 		}
-		out = out.Add(R(s.unit.Floor(r.Start), end))
+		wide[i] = R(s.unit.Floor(r.Start), end)
 	}
-	return out
+	return normalize(wide)
 }
