@@ -92,8 +92,8 @@ func ticksOf(norm string, spec cron.Schedule) (*cronTicks, error) {
 			}
 		}
 	}
-	tickCache.Store(norm, t)
-	return t, nil
+	actual, _ := tickCache.LoadOrStore(norm, t)
+	return actual.(*cronTicks), nil
 }
 
 // dayMatches is robfig/cron's day rule for month m, day d, weekday w.
