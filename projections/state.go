@@ -226,11 +226,7 @@ func apply(s *State, seq uint64, ev events.Event) error {
 			}
 		}
 	case events.IntervalsCompleted:
-		cov := s.Coverage[p.Table]
-		for _, r := range p.Ranges {
-			cov = cov.Add(r)
-		}
-		s.Coverage[p.Table] = cov
+		s.Coverage[p.Table] = s.Coverage[p.Table].AddSet(p.Ranges) // one merge, not a copy per range
 		s.Runs[p.RunKind]++
 	case events.RunFailed:
 		f := s.Failures[p.Snapshot]
@@ -244,11 +240,7 @@ func apply(s *State, seq uint64, ev events.Event) error {
 		}
 		f.Last, f.LastSeq = p, seq
 	case events.IntervalsInvalidated:
-		cov := s.Coverage[p.Table]
-		for _, r := range p.Ranges {
-			cov = cov.Subtract(r)
-		}
-		s.Coverage[p.Table] = cov
+		s.Coverage[p.Table] = s.Coverage[p.Table].SubtractSet(p.Ranges)
 	case events.SchedulerAdvanced:
 		env := s.ensureEnv(p.Env)
 		env.LastTick[p.Model] = p.Tick

@@ -45,6 +45,7 @@ type Schedule struct {
 	unit          Unit
 	allowPartials bool
 	spec          cron.Schedule
+	ticks         *cronTicks // the same ticks in closed form
 }
 
 // NewSchedule parses a 5-field cron (or an @hourly/@daily/… descriptor) in
@@ -71,7 +72,11 @@ func NewSchedule(expr string, unit Unit, allowPartials bool) (Schedule, error) {
 	if ss, ok := spec.(*cron.SpecSchedule); ok {
 		ss.Location = time.UTC
 	}
-	s := Schedule{cron: norm, allowPartials: allowPartials, spec: spec}
+	ticks, err := ticksOf(norm, spec)
+	if err != nil {
+		return Schedule{}, fmt.Errorf("%w: cron %q: %v", ErrInvalidSchedule, expr, err)
+	}
+	s := Schedule{cron: norm, allowPartials: allowPartials, spec: spec, ticks: ticks}
 	gap, err := cachedMinGap(s)
 	if err != nil {
 		return Schedule{}, fmt.Errorf("%w: cron %q: %v", ErrInvalidSchedule, expr, err)
@@ -180,20 +185,15 @@ func (s Schedule) Next(t time.Time) time.Time {
 }
 
 // Prev returns the newest cron tick <= t (the zero time if there is none in
-// the preceding 16 years).
+// the preceding 16 years). It looks at the days before t (skipping whole
+// months without a matching day), never at the ticks between.
 func (s Schedule) Prev(t time.Time) time.Time {
 	t = t.UTC()
-	for back := time.Hour; back <= 16*366*24*time.Hour; back *= 4 {
-		from := t.Add(-back)
-		var last time.Time
-		for n := s.spec.Next(from.Add(-time.Second)); !n.IsZero() && !n.After(t); n = s.spec.Next(n) {
-			last = n
-		}
-		if !last.IsZero() {
-			return last.UTC()
-		}
+	p, ok := s.ticks.prev(t.Unix(), t.AddDate(-prevMaxYears, 0, 0).Unix())
+	if !ok {
+		return time.Time{}
 	}
-	return time.Time{}
+	return unixTime(p)
 }
 
 // floorTick maps a cron tick to the readiness frontier it produces.
@@ -230,33 +230,45 @@ func (s Schedule) IsBoundary(x time.Time) bool {
 	return !first.IsZero() && first.Before(s.unit.Add(x, 1))
 }
 
-// MaxAdvanceTicks bounds the ticks Advances walks.
-const MaxAdvanceTicks = 10_000_000
-
 // Advances counts the scheduler advances that produced the suffix [start,
 // end): the number of distinct ReadyFrontier values RF(T) over ticks T with
 // start < RF(T) <= end. Lookback never counts; a partial interval is one
 // advance like any other.
+//
+// It counts in closed form, never tick by tick. With allow_partials RF(T)
+// is T, and distinct ticks are counted. Otherwise RF(T) is T floored to the
+// unit, so it counts the unit intervals [x, x+unit) with start < x <= end
+// that hold a tick: for a unit that divides a day (five_minute to day),
+// the day's tick times floored to the unit, on every matching day; for
+// month and year, the months or years holding a matching day. Whole days,
+// months and 400-year cycles are counted at once, so the cost is O(months)
+// at worst (O(1) beyond 400 years), whatever the cron's frequency.
 func (s Schedule) Advances(start, end time.Time) int {
 	start, end = start.UTC(), end.UTC()
 	if !start.Before(end) {
 		return 0
 	}
-	count := 0
-	var last time.Time
-	t := s.Next(start)
-	for i := 0; i < MaxAdvanceTicks && !t.IsZero(); i++ {
-		rf := s.floorTick(t)
-		if rf.After(end) {
-			break
-		}
-		if rf.After(start) && !rf.Equal(last) {
-			count++
-			last = rf
-		}
-		t = s.Next(t)
+	a, b := start.Unix(), end.Unix() // ticks and unit boundaries are whole seconds
+	t := s.ticks
+	switch {
+	case s.allowPartials:
+		return int(t.onDays(t.times, a, b))
+	case s.unit == Month:
+		// The months whose start x has a < x <= b.
+		return int(t.monthsIn(monthIndex(floorDiv(a, daySeconds))+1, monthIndex(floorDiv(b, daySeconds))+1))
+	case s.unit == Year:
+		ya, _, _ := civil(floorDiv(a, daySeconds))
+		yb, _, _ := civil(floorDiv(b, daySeconds))
+		return int(t.yearsIn(ya+1, yb+1))
 	}
-	return count
+	u := int64(s.unit.Nominal() / time.Second) // divides a day
+	var offs []int64
+	for _, tod := range t.times {
+		if x := tod - tod%u; len(offs) == 0 || offs[len(offs)-1] != x {
+			offs = append(offs, x)
+		}
+	}
+	return int(t.onDays(offs, a, b))
 }
 
 // Ready returns the window [start, ReadyFrontier(t)), empty when nothing is
@@ -274,14 +286,15 @@ func (s Schedule) Ready(start, t time.Time) Range {
 // A range starting inside an interval (the rest of a partial interval)
 // starts at that interval's start; ends are rounded up unless partial
 // intervals are allowed.
+// O(m log m) for m ranges (widening keeps a Set sorted: then O(m)).
 func (s Schedule) Work(rs Set) Set {
-	var out Set
-	for _, r := range rs {
+	wide := make([]Range, len(rs))
+	for i, r := range rs {
 		end := r.End
 		if !s.allowPartials {
 			end = s.unit.Ceil(end)
 		}
-		out = out.Add(R(s.unit.Floor(r.Start), end))
+		wide[i] = R(s.unit.Floor(r.Start), end)
 	}
-	return out
+	return normalize(wide)
 }

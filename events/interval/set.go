@@ -1,7 +1,9 @@
 package interval
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -125,13 +127,91 @@ func (r *Range) DecodeMsgpack(dec *msgpack.Decoder) error {
 type Set []Range
 
 // NewSet builds a normalised Set from any ranges (overlapping, touching,
-// unsorted or empty ones are fine).
-func NewSet(rs ...Range) Set {
-	var s Set
-	for _, r := range rs {
-		s = s.Add(r)
+// unsorted or empty ones are fine). It is nil when no range holds time.
+// O(m log m) for m ranges; rs is not modified.
+func NewSet(rs ...Range) Set { return normalize(rs) }
+
+// normalize copies rs into a Set: ranges in UTC, empty ones dropped, sorted
+// and merged where they overlap or touch; nil when nothing is left.
+func normalize(rs []Range) Set {
+	if isNormal(rs) {
+		if len(rs) == 0 {
+			return nil
+		}
+		return append(make(Set, 0, len(rs)), rs...)
 	}
-	return s
+	// Sort and merge plain integers (no pointers to move or compare).
+	tmp := make([]span, 0, len(rs))
+	for _, r := range rs {
+		if !r.Empty() {
+			tmp = append(tmp, span{r.Start.Unix(), r.End.Unix(), int32(r.Start.Nanosecond()), int32(r.End.Nanosecond())})
+		}
+	}
+	if len(tmp) == 0 {
+		return nil
+	}
+	slices.SortFunc(tmp, func(a, b span) int {
+		if c := cmp.Compare(a.s, b.s); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.sn, b.sn)
+	})
+	merged := tmp[:1]
+	for _, x := range tmp[1:] {
+		last := &merged[len(merged)-1]
+		if x.s > last.e || (x.s == last.e && x.sn > last.en) {
+			merged = append(merged, x)
+		} else if x.e > last.e || (x.e == last.e && x.en > last.en) {
+			last.e, last.en = x.e, x.en
+		}
+	}
+	out := make(Set, len(merged))
+	for i, x := range merged {
+		out[i] = Range{Start: time.Unix(x.s, int64(x.sn)).UTC(), End: time.Unix(x.e, int64(x.en)).UTC()}
+	}
+	return out
+}
+
+// span is a Range as integers: Unix seconds and nanoseconds of each end.
+type span struct {
+	s, e   int64
+	sn, en int32
+}
+
+// isNormal reports whether rs already has a Set's shape: non-empty UTC
+// ranges, sorted, disjoint and not touching. O(m).
+func isNormal(rs []Range) bool {
+	for i, r := range rs {
+		if r.Empty() || r.Start.Location() != time.UTC || r.End.Location() != time.UTC ||
+			(i > 0 && !rs[i-1].End.Before(r.Start)) {
+			return false
+		}
+	}
+	return true
+}
+
+// asSet is o itself when it is normalised, else a normalised copy: the
+// Set methods accept any ranges as their argument (an event's ranges as
+// decoded, say), as folding Add or Subtract over them would.
+func asSet(o Set) Set {
+	if isNormal(o) {
+		return o
+	}
+	return normalize(o)
+}
+
+// gallop returns the first index k in [lo, n) for which before(k) is false
+// (n if none), where before is true on a prefix: an exponential then a
+// binary search from lo, O(log(k - lo)).
+func gallop(n, lo int, before func(int) bool) int {
+	hi, step := lo, 1
+	for hi < n && before(hi) {
+		lo = hi + 1
+		hi += step
+		step *= 2
+	}
+	hi = min(hi, n)
+	return lo + sort.Search(hi-lo, func(k int) bool { return !before(lo + k) })
 }
 
 // Ranges returns the set's ranges (shared; do not modify).
@@ -181,16 +261,54 @@ func (s Set) Add(r Range) Set {
 	return out
 }
 
-// AddSet returns s ∪ o.
+// AddSet returns s ∪ o in one merge: each range of o is placed by a
+// galloping search from where the previous one ended, and the ranges of s
+// between them are copied in blocks, so it is O(m log(n/m) + n) for m
+// ranges into n (one range: a binary search and a copy, as Add). o may be
+// any ranges, normalised or not.
 func (s Set) AddSet(o Set) Set {
-	for _, r := range o {
-		s = s.Add(r)
+	o = asSet(o)
+	if len(o) == 0 {
+		return s
 	}
-	return s
+	out := make(Set, 0, len(s)+len(o))
+	p := 0 // the ranges of s before p are in out
+	for q := 0; q < len(o); {
+		cur := o[q]
+		q++
+		// The ranges of s that end before cur starts (not touching it).
+		i := gallop(len(s), p, func(k int) bool { return s[k].End.Before(cur.Start) })
+		out = append(out, s[p:i]...)
+		p = i
+		// Absorb every range of s or o that overlaps or touches cur.
+		for {
+			if p < len(s) && !s[p].Start.After(cur.End) {
+				if s[p].Start.Before(cur.Start) {
+					cur.Start = s[p].Start
+				}
+				if s[p].End.After(cur.End) {
+					cur.End = s[p].End
+				}
+				p++
+				continue
+			}
+			if q < len(o) && !o[q].Start.After(cur.End) {
+				if o[q].End.After(cur.End) {
+					cur.End = o[q].End
+				}
+				q++
+				continue
+			}
+			break
+		}
+		out = append(out, cur)
+	}
+	return append(out, s[p:]...)
 }
 
 // Subtract returns s \ r.
 func (s Set) Subtract(r Range) Set {
+	r = R(r.Start, r.End) // the pieces it cuts stay in UTC
 	if r.Empty() || len(s) == 0 {
 		return s
 	}
@@ -213,12 +331,52 @@ func (s Set) Subtract(r Range) Set {
 	return out
 }
 
-// SubtractSet returns s \ o.
+// SubtractSet returns s \ o in one merge, O((n + m) log) at worst and a
+// copy of the untouched blocks of s. o may be any ranges. Like a fold of
+// Subtract, it returns s itself when o takes nothing away.
 func (s Set) SubtractSet(o Set) Set {
-	for _, r := range o {
-		s = s.Subtract(r)
+	if len(s) == 0 {
+		return s
 	}
-	return s
+	o = asSet(o)
+	var out Set // nil until something is taken away
+	p, q := 0, 0
+	for p < len(s) && q < len(o) {
+		// Skip the ranges of o that end at or before s[p] starts.
+		q = gallop(len(o), q, func(k int) bool { return !o[k].End.After(s[p].Start) })
+		if q == len(o) {
+			break
+		}
+		// The ranges of s that end at or before o[q] starts are kept whole.
+		if i := gallop(len(s), p, func(k int) bool { return !s[k].End.After(o[q].Start) }); i > p {
+			if out != nil {
+				out = append(out, s[p:i]...)
+			}
+			p = i
+			continue
+		}
+		// s[p] overlaps o[q]: cut every range of o that overlaps it out of it.
+		if out == nil {
+			out = append(make(Set, 0, len(s)+len(o)), s[:p]...)
+		}
+		x, cur := s[p], s[p].Start
+		for k := q; k < len(o) && o[k].Start.Before(x.End); k++ {
+			if o[k].Start.After(cur) {
+				out = append(out, Range{Start: cur, End: o[k].Start})
+			}
+			if o[k].End.After(cur) {
+				cur = o[k].End
+			}
+		}
+		if cur.Before(x.End) {
+			out = append(out, Range{Start: cur, End: x.End})
+		}
+		p++
+	}
+	if out == nil {
+		return s
+	}
+	return append(out, s[p:]...)
 }
 
 // Clip returns s ∩ w.

@@ -7,6 +7,8 @@ import (
 	"pgregory.net/rapid"
 )
 
+var zone = time.FixedZone("UTC+2", 2*60*60)
+
 // TestSetMatchesBitmap checks Set against a model: a bitmap of 64 hours.
 func TestSetMatchesBitmap(t *testing.T) {
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -16,21 +18,59 @@ func TestSetMatchesBitmap(t *testing.T) {
 		var model [64]bool
 		ops := rapid.IntRange(1, 40).Draw(t, "ops")
 		for i := 0; i < ops; i++ {
-			a := rapid.IntRange(0, 63).Draw(t, "a")
-			b := rapid.IntRange(a, 64).Draw(t, "b")
 			add := rapid.Bool().Draw(t, "add")
-			if add {
-				s = s.Add(R(hr(a), hr(b)))
-			} else {
-				s = s.Subtract(R(hr(a), hr(b)))
+			// A batch of ranges in any order, overlapping, touching,
+			// empty, inverted or in another zone, as a command may carry
+			// them: one range goes through Add or Subtract, more through
+			// NewSet, AddSet or SubtractSet, checked against a fold of the
+			// single-range operation.
+			var batch []Range
+			for j, n := 0, rapid.IntRange(1, 12).Draw(t, "batch"); j < n; j++ {
+				a := rapid.IntRange(0, 63).Draw(t, "a")
+				b := rapid.IntRange(a, 64).Draw(t, "b")
+				r := R(hr(a), hr(b))
+				switch rapid.IntRange(0, 9).Draw(t, "shape") {
+				case 0:
+					r = Range{Start: r.End, End: r.Start} // inverted: holds nothing
+				case 1:
+					r = Range{Start: r.Start.In(zone), End: r.End.In(zone)}
+				}
+				batch = append(batch, r)
+				if !r.Empty() {
+					for h := a; h < b; h++ {
+						model[h] = add
+					}
+				}
 			}
-			for h := a; h < b; h++ {
-				model[h] = add
+			fold := s
+			for _, r := range batch {
+				if add {
+					fold = fold.Add(r)
+				} else {
+					fold = fold.Subtract(r)
+				}
 			}
+			if len(batch) == 1 {
+				s = fold
+				continue
+			}
+			var got Set
+			switch {
+			case add && s == nil && rapid.Bool().Draw(t, "newset"):
+				got = NewSet(batch...)
+			case add:
+				got = s.AddSet(batch)
+			default:
+				got = s.SubtractSet(batch)
+			}
+			if !got.Equal(fold) || (got == nil) != (fold == nil) {
+				t.Fatalf("add %v of %v to %v: got %#v, the fold gives %#v", add, batch, s, got, fold)
+			}
+			s = got
 		}
-		// normalised: sorted, disjoint, not touching, non-empty ranges
+		// normalised: sorted, disjoint, not touching, non-empty UTC ranges
 		for i, r := range s {
-			if r.Empty() || (i > 0 && !s[i-1].End.Before(r.Start)) {
+			if r.Empty() || (i > 0 && !s[i-1].End.Before(r.Start)) || r.Start.Location() != time.UTC || r.End.Location() != time.UTC {
 				t.Fatalf("not normalised: %v", s)
 			}
 		}

@@ -124,14 +124,18 @@ func mod(a, b int64) int64 {
 	return m
 }
 
-// Count is how many intervals of the unit r touches.
+// Count is how many intervals of the unit r touches: from the floor of its
+// start to the ceiling of its end, in closed form.
 func (u Unit) Count(r Range) int {
-	if r.Empty() {
+	if r.Empty() || !u.Valid() {
 		return 0
 	}
-	n := 0
-	for t := u.Floor(r.Start); t.Before(r.End); t = u.Add(t, 1) {
-		n++
+	a, b := u.Floor(r.Start), u.Ceil(r.End)
+	switch u {
+	case Month:
+		return 12*(b.Year()-a.Year()) + int(b.Month()) - int(a.Month())
+	case Year:
+		return b.Year() - a.Year()
 	}
-	return n
+	return int((b.Unix() - a.Unix()) / int64(u.Nominal()/time.Second))
 }
