@@ -157,7 +157,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&clusterListen, "cluster-listen", "", "cluster (route) address of the embedded server, HOST:PORT")
 	f.StringSliceVar(&routes, "routes", nil, "routes to the other cluster members, nats://HOST:PORT (comma-separated)")
 	f.StringVar(&serverName, "server-name", "", "embedded server name, unique in a cluster (default from --cluster-listen)")
-	f.Float64Var(&rateLimit, "rate-limit", 1000, "commands per second one client connection may send (bursts of twice that); 0: no limit")
+	f.Float64Var(&rateLimit, "rate-limit", 1000, "commands per second one user may send, all its connections together (bursts of twice that; unauthenticated commands: per connection); 0: no limit")
 	f.StringVar(&httpAddr, "http", "127.0.0.1:8090", "dashboard, /metrics, /healthz and /readyz address (empty: no HTTP)")
 	return cmd
 }

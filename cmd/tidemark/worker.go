@@ -32,7 +32,7 @@ func newWorkerCmd() *cobra.Command {
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
-			nc, err := nats.Connect(natsURL, nats.Name("tidemark-worker"), nats.Timeout(5*time.Second), nats.MaxReconnects(-1))
+			nc, err := transport.Connect(natsURL, nats.Name("tidemark-worker"), nats.Timeout(5*time.Second), nats.MaxReconnects(-1))
 			if err != nil {
 				return &exitError{code: 2, err: errors.New("cannot reach the tidemark server at " + natsURL + ": " + err.Error())}
 			}
