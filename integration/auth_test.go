@@ -87,7 +87,8 @@ func TestPermissions(t *testing.T) {
 	if !contains(wViolations(), `Permissions Violation for Publish to "tidemark.cmd.worker.promote"`) {
 		t.Fatalf("worker promote: violations %v", wViolations())
 	}
-	if _, err := e.JetStream().CreateOrUpdateStream(ctx, engine.WorkStreamConfig(1, false)); err != nil {
+	// The engine provisions the work stream and consumer; the worker binds.
+	if err := (&engine.WorkPublisher{Engine: e}).Prepare(ctx); err != nil {
 		t.Fatal(err)
 	}
 	wjs, _ := jetstream.New(wConn)
