@@ -6,6 +6,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/replay"
 	"github.com/tidemark/tidemark/transport"
 )
 
@@ -78,5 +80,67 @@ func TestWorkerCannotReconfigureWorkConsumer(t *testing.T) {
 	must(t, e.Handle(ctx, &commands.BuildPlan{Meta: meta(at(3)), Plan: "w1", Env: "prod", Versions: map[string]string{"events": "v1"}}))
 	if err := e.Await(ctx, covered("events@v1", rng(0, 3))); err != nil {
 		t.Fatalf("the bound worker did not complete the backfill: %v", err)
+	}
+}
+
+// auditorMaxConsumers is how many consumers the auditor may create on the
+// event stream: none, it reads with direct gets.
+const auditorMaxConsumers = 0
+
+// TestAuditorConsumersBounded (issue 15, item 9b): the auditor reads the
+// stream without server-side state, and cannot create consumers beyond
+// its bound (none); its reads still work.
+func TestAuditorConsumersBounded(t *testing.T) {
+	env := newAuthEnv(t, transport.ServiceConfig{}, nil)
+	e := env.e
+	ctx := t.Context()
+	deploy(t, e, "prod", "d1", "v1", at(6))
+	stream, err := e.JetStream().Stream(ctx, events.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	consumers := func() int {
+		info, err := stream.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Consumers
+	}
+	base := consumers()
+
+	aConn, violations := asUser(t, e, "auditor")
+	ajs, _ := jetstream.New(aConn)
+	const tries = 6
+	created := 0
+	for i := 0; i < tries; i++ {
+		cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		var err error
+		switch i % 3 {
+		case 0:
+			_, err = ajs.OrderedConsumer(cctx, events.StreamName, jetstream.OrderedConsumerConfig{})
+		case 1:
+			_, err = ajs.CreateConsumer(cctx, events.StreamName, jetstream.ConsumerConfig{Name: fmt.Sprintf("audit%d", i), InactiveThreshold: time.Hour})
+		case 2:
+			_, err = ajs.CreateConsumer(cctx, events.StreamName, jetstream.ConsumerConfig{Durable: fmt.Sprintf("audit%d", i), FilterSubject: events.SubjectAll})
+		}
+		cancel()
+		if err == nil {
+			created++
+		}
+	}
+	const bound = auditorMaxConsumers
+	if n := consumers() - base; created > bound || n > bound {
+		t.Fatalf("the auditor created %d consumers (%d on the stream beyond the engine's); the bound is %d", created, n, bound)
+	}
+	if bound == 0 && !contains(violations(), `Permissions Violation for Publish to "$JS.API.CONSUMER.CREATE.`+events.StreamName) {
+		t.Errorf("no permission violation for the auditor's consumer create: %v", violations())
+	}
+	// Its reads still work, and leave nothing behind.
+	recs, err := replay.Read(ctx, ajs, 0)
+	if err != nil || len(recs) == 0 || recs[len(recs)-1].Seq != lastSeq(t, e) {
+		t.Fatalf("auditor replay: %d records, %v", len(recs), err)
+	}
+	if n := consumers() - base; n > bound {
+		t.Fatalf("the auditor's read left %d consumers", n)
 	}
 }
