@@ -96,6 +96,7 @@ func Serve(nc *nats.Conn, h commands.Handler, cfg ServiceConfig) (*Service, erro
 	slots := make(chan struct{}, cfg.Concurrency)
 	g := svc.AddGroup(commands.SubjectPrefix)
 	limiter := newLimiter(cfg.RateLimit, cfg.RateBurst)
+	refusals := newLimiter(1, 10) // log lines about refused requests, per sender
 	for _, kind := range commands.Kinds {
 		kind := kind
 		serve := func(r micro.Request, key string) {
@@ -128,16 +129,20 @@ func Serve(nc *nats.Conn, h commands.Handler, cfg ServiceConfig) (*Service, erro
 		}
 		handler := micro.HandlerFunc(func(r micro.Request) {
 			user, named := senderOf(r.Subject())
+			key := rateKey(user, named, r.Reply())
 			if !ReplyAllowed(user, named, r.Reply()) {
 				// Refused before anything else: no reply (the reply subject
-				// is not the sender's inbox), no handling. The log is
-				// bounded by the sender's rate.
-				if limiter == nil || limiter.allow(rateKey(user, named, r.Reply()), time.Now()) {
+				// is not the sender's inbox), no handling. It counts
+				// against the sender's rate; its log lines are sampled.
+				now := time.Now()
+				if limiter != nil {
+					limiter.allow(key, now)
+				}
+				if refusals.allow(key, now) {
 					cfg.Logger.Warn("refused a command whose reply subject is not the sender's inbox", "subject", r.Subject(), "reply", r.Reply())
 				}
 				return
 			}
-			key := rateKey(user, named, r.Reply())
 			service.mu.Lock()
 			if service.stopped {
 				// A request delivered while Stop drains: the client retries.
