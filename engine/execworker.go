@@ -38,12 +38,15 @@ type ExecWorker struct {
 	Name string
 	// Concurrency is how many items run at once. Default 1.
 	Concurrency int
-	// MaxAttempts bounds deliveries of an item. Default 5.
+	// MaxAttempts bounds deliveries of an item: the worker gives it up
+	// (and reports the failure as final) at this attempt. Default 5; at
+	// most the work consumer's MaxDeliver.
 	MaxAttempts int
 	// Timeout bounds one batch's command. Default 1h.
 	Timeout time.Duration
-	// AckWait is how long an item may go without an ack or heartbeat
-	// before it is redelivered. Default 30s; heartbeats go every AckWait/3.
+	// AckWait paces the heartbeats (every AckWait/3) that keep a running
+	// item from being redelivered. Default, and at most: the work
+	// consumer's ack wait, which the engine sets.
 	AckWait time.Duration
 	// Backoff is the delay before redelivering a failed item, by attempt
 	// (the last one repeats). Default 1s, 5s, 30s, 2m.
@@ -65,9 +68,6 @@ func (w *ExecWorker) defaults() {
 	if w.Timeout == 0 {
 		w.Timeout = time.Hour
 	}
-	if w.AckWait == 0 {
-		w.AckWait = 30 * time.Second
-	}
 	if len(w.Backoff) == 0 {
 		w.Backoff = []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, 2 * time.Minute}
 	}
@@ -83,18 +83,31 @@ func (w *ExecWorker) defaults() {
 	}
 }
 
-// Consumer creates (or updates) the durable consumer workers share.
+// Consumer binds to the durable consumer the workers share, which the
+// engine provisions (WorkPublisher.Prepare): a worker never creates or
+// changes it. Its ack wait bounds AckWait and its MaxDeliver bounds
+// MaxAttempts.
 func (w *ExecWorker) Consumer(ctx context.Context) (jetstream.Consumer, error) {
 	w.defaults()
 	if _, err := w.JS.Stream(ctx, WorkStream); err != nil {
 		return nil, fmt.Errorf("worker: work stream %s: %w (is `tidemark serve` running without --builtin-worker?)", WorkStream, err)
 	}
-	c, err := w.JS.CreateOrUpdateConsumer(ctx, WorkStream, jetstream.ConsumerConfig{
-		Durable: WorkConsumer, Description: "tidemark workers", AckPolicy: jetstream.AckExplicitPolicy,
-		AckWait: w.AckWait, MaxDeliver: w.MaxAttempts, MaxAckPending: 1000,
-	})
+	c, err := w.JS.Consumer(ctx, WorkStream, WorkConsumer)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, fmt.Errorf("worker: consumer %s: %w (the engine provisions it when `tidemark serve` starts without --builtin-worker)", WorkConsumer, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("worker: consumer %s: %w", WorkConsumer, err)
+	}
+	cfg := c.CachedInfo().Config
+	if cfg.AckWait > 0 && (w.AckWait <= 0 || w.AckWait > cfg.AckWait) {
+		w.AckWait = cfg.AckWait
+	}
+	if w.AckWait <= 0 {
+		w.AckWait = DefaultWorkAckWait
+	}
+	if cfg.MaxDeliver > 0 && w.MaxAttempts > cfg.MaxDeliver {
+		w.MaxAttempts = cfg.MaxDeliver
 	}
 	return c, nil
 }

@@ -69,6 +69,9 @@ func StreamConfig(replicas int, memory bool) jetstream.StreamConfig {
 		DenyDelete:         true,
 		DenyPurge:          true,
 		AllowAtomicPublish: true,
+		// Readers (replay, audit, the auditor) use batched direct gets: no
+		// consumer, no server-side state per reader.
+		AllowDirect: true,
 	}
 }
 

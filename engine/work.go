@@ -26,8 +26,14 @@ import (
 const (
 	WorkStream        = "TIDEMARK_WORK"
 	WorkSubjectPrefix = "tidemark.work."
-	// WorkConsumer is the durable consumer all workers share.
+	// WorkConsumer is the durable consumer all workers share. The engine
+	// provisions it (WorkPublisher.Prepare); workers only bind to it
+	// (docs/auth.conf gives them no consumer create or update).
 	WorkConsumer = "tidemark-workers"
+	// DefaultWorkAckWait and DefaultWorkMaxDeliver configure WorkConsumer
+	// unless the publisher says otherwise.
+	DefaultWorkAckWait    = 30 * time.Second
+	DefaultWorkMaxDeliver = 5
 	// workCursorKey in the checkpoint bucket holds the last event sequence
 	// the publisher has turned into work.
 	workCursorKey = "work_cursor"
@@ -185,6 +191,16 @@ func WorkStreamConfig(replicas int, memory bool) jetstream.StreamConfig {
 	}
 }
 
+// WorkConsumerConfig is the configuration of the durable consumer the
+// workers share: explicit acks, an item redelivered after ackWait without
+// an ack or heartbeat, at most maxDeliver deliveries.
+func WorkConsumerConfig(ackWait time.Duration, maxDeliver int) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable: WorkConsumer, Description: "tidemark workers (provisioned by the engine)", AckPolicy: jetstream.AckExplicitPolicy,
+		AckWait: ackWait, MaxDeliver: maxDeliver, MaxAckPending: 1000,
+	}
+}
+
 // WorkPublisher follows the event stream and hands the work it makes due
 // (WorkOf, one command's events at a time, in stream order) to a sink:
 // by default it publishes each item to TIDEMARK_WORK for `tidemark worker`
@@ -220,6 +236,11 @@ type WorkPublisher struct {
 	// MaxBackoff caps the wait between attempts of an item that failed for
 	// a reason that may pass (unavailable, conflict, internal). Default 10s.
 	MaxBackoff time.Duration
+	// AckWait and MaxDeliver configure the work consumer Prepare
+	// provisions (WorkConsumerConfig). Defaults DefaultWorkAckWait and
+	// DefaultWorkMaxDeliver.
+	AckWait    time.Duration
+	MaxDeliver int
 
 	prepared bool
 	start    uint64
@@ -228,10 +249,11 @@ type WorkPublisher struct {
 // minBackoff is the first wait before an item is attempted again.
 const minBackoff = 100 * time.Millisecond
 
-// Prepare creates the work stream (not needed in-process) and fixes where
-// the publisher starts. Call it before the engine accepts commands (serve
-// does): on a first start the publisher begins at the stream's end as of
-// now, and a command accepted before that point would make no work.
+// Prepare creates the work stream and the durable consumer the workers
+// share (neither is needed in-process), and fixes where the publisher
+// starts. Call it before the engine accepts commands (serve does): on a
+// first start the publisher begins at the stream's end as of now, and a
+// command accepted before that point would make no work.
 func (p *WorkPublisher) Prepare(ctx context.Context) error {
 	e := p.Engine
 	if e.cp == nil {
@@ -242,6 +264,18 @@ func (p *WorkPublisher) Prepare(ctx context.Context) error {
 			return e.js.CreateOrUpdateStream(ctx, WorkStreamConfig(e.cfg.Replicas, e.cfg.MemoryStorage))
 		}); err != nil {
 			return fmt.Errorf("engine: work stream: %w", err)
+		}
+		ackWait, maxDeliver := p.AckWait, p.MaxDeliver
+		if ackWait <= 0 {
+			ackWait = DefaultWorkAckWait
+		}
+		if maxDeliver == 0 {
+			maxDeliver = DefaultWorkMaxDeliver
+		}
+		if _, err := retryJS(ctx, e, func(ctx context.Context) (jetstream.Consumer, error) {
+			return e.js.CreateOrUpdateConsumer(ctx, WorkStream, WorkConsumerConfig(ackWait, maxDeliver))
+		}); err != nil {
+			return fmt.Errorf("engine: work consumer %s: %w", WorkConsumer, err)
 		}
 	}
 	cursor, err := p.cursor(ctx)

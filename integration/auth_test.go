@@ -31,13 +31,14 @@ import (
 )
 
 // asUser connects to the engine's server with the example file's
-// credentials of role, collecting permission violations.
+// credentials of role and that user's own reply inbox prefix (as every
+// shipped client does), collecting permission violations.
 func asUser(t *testing.T, e *engine.Engine, role string) (*nats.Conn, func() []string) {
 	t.Helper()
 	var mu sync.Mutex
 	var violations []string
 	u, _ := url.Parse(e.ClientURL())
-	nc, err := nats.Connect(u.String(), nats.UserInfo(role, role+"-change-me"),
+	nc, err := nats.Connect(u.String(), nats.UserInfo(role, role+"-change-me"), nats.CustomInboxPrefix("_INBOX."+role),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			mu.Lock()
 			violations = append(violations, err.Error())
@@ -83,10 +84,11 @@ func TestPermissions(t *testing.T) {
 	if _, err := short(wConn).Do(ctx, &commands.Promote{Meta: meta(at(7)), Plan: "p2"}); err == nil {
 		t.Fatal("a worker promoted a plan")
 	}
-	if !contains(wViolations(), `Permissions Violation for Publish to "tidemark.cmd.promote"`) {
+	if !contains(wViolations(), `Permissions Violation for Publish to "tidemark.cmd.worker.promote"`) {
 		t.Fatalf("worker promote: violations %v", wViolations())
 	}
-	if _, err := e.JetStream().CreateOrUpdateStream(ctx, engine.WorkStreamConfig(1, false)); err != nil {
+	// The engine provisions the work stream and consumer; the worker binds.
+	if err := (&engine.WorkPublisher{Engine: e}).Prepare(ctx); err != nil {
 		t.Fatal(err)
 	}
 	wjs, _ := jetstream.New(wConn)
@@ -120,7 +122,7 @@ func TestPermissions(t *testing.T) {
 		t.Fatal("the auditor deleted the stream")
 	}
 	v := strings.Join(aViolations(), "\n")
-	for _, want := range []string{`"tidemark.cmd.promote"`, `"$JS.API.STREAM.PURGE.TIDEMARK"`, `"$JS.API.STREAM.DELETE.TIDEMARK"`} {
+	for _, want := range []string{`"tidemark.cmd.auditor.promote"`, `"$JS.API.STREAM.PURGE.TIDEMARK"`, `"$JS.API.STREAM.DELETE.TIDEMARK"`} {
 		if !strings.Contains(v, want) {
 			t.Fatalf("auditor violations lack %s:\n%s", want, v)
 		}

@@ -25,7 +25,8 @@ func TestCommandsOverNATS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer svc.Stop()
-	if info := svc.Info(); info.Name != "tidemark" || len(info.Endpoints) != len(commands.Kinds) {
+	// One endpoint per kind for each subject form (with and without the user).
+	if info := svc.Info(); info.Name != "tidemark" || len(info.Endpoints) != 2*len(commands.Kinds) {
 		t.Fatalf("service info: %+v", info)
 	}
 	nc := connect(t, e)

@@ -27,7 +27,8 @@ type workEnv struct {
 	stop   func()
 }
 
-func newWorkEnv(t *testing.T) *workEnv {
+// newWorkEnv's work consumer redelivers an item after ackWait.
+func newWorkEnv(t *testing.T, ackWait time.Duration) *workEnv {
 	e := open(t, engine.Config{DataDir: t.TempDir()})
 	svc, err := transport.Serve(e.Conn(), e, transport.ServiceConfig{Logger: quiet()})
 	if err != nil {
@@ -39,7 +40,7 @@ func newWorkEnv(t *testing.T) *workEnv {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	pub := &engine.WorkPublisher{Engine: e}
+	pub := &engine.WorkPublisher{Engine: e, AckWait: ackWait}
 	if err := pub.Prepare(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +55,7 @@ func newWorkEnv(t *testing.T) *workEnv {
 
 func (w *workEnv) worker(ctx context.Context, command string, mod func(*engine.ExecWorker)) (wait func()) {
 	x := &engine.ExecWorker{JS: w.js, Handler: w.client, Command: command, Name: "test", Logger: quiet(),
-		AckWait: 2 * time.Second, Backoff: []time.Duration{10 * time.Millisecond}, Output: &strings.Builder{}}
+		Backoff: []time.Duration{10 * time.Millisecond}, Output: &strings.Builder{}}
 	if mod != nil {
 		mod(x)
 	}
@@ -72,7 +73,7 @@ func covered(snapshot string, r interval.Range) func(*projections.State) bool {
 // and its completions fill coverage; the ticks are computed in dependency
 // order within one item.
 func TestExecWorker(t *testing.T) {
-	w := newWorkEnv(t)
+	w := newWorkEnv(t, 2*time.Second)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	logFile := filepath.Join(t.TempDir(), "runs.log")
@@ -124,7 +125,7 @@ func TestExecWorker(t *testing.T) {
 // status and stderr tail, retried until the attempts run out; a hanging
 // one is killed at the timeout; work a dead worker held is redelivered.
 func TestExecWorkerFailures(t *testing.T) {
-	w := newWorkEnv(t)
+	w := newWorkEnv(t, time.Second)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	wait := w.worker(ctx, `case $TIDEMARK_MODEL in
@@ -161,7 +162,7 @@ func TestExecWorkerFailures(t *testing.T) {
 	// is redelivered after the ack wait to a live worker.
 	ctx2, cancel2 := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel2()
-	x := &engine.ExecWorker{JS: w.js, AckWait: time.Second}
+	x := &engine.ExecWorker{JS: w.js}
 	cons, err := x.Consumer(ctx2)
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +180,7 @@ func TestExecWorkerFailures(t *testing.T) {
 	if taken != 1 {
 		t.Fatalf("dead worker took %d items", taken)
 	}
-	wait2 := w.worker(ctx2, "true", func(x *engine.ExecWorker) { x.AckWait = time.Second })
+	wait2 := w.worker(ctx2, "true", nil)
 	if err := w.e.Await(ctx2, covered("good@v1", rng(0, 3))); err != nil {
 		t.Fatal(err)
 	}
@@ -190,10 +191,10 @@ func TestExecWorkerFailures(t *testing.T) {
 // TestExecWorkerHeartbeats: a command that runs longer than the ack wait
 // is kept alive by in-progress acks and is not redelivered meanwhile.
 func TestExecWorkerHeartbeats(t *testing.T) {
-	w := newWorkEnv(t)
+	w := newWorkEnv(t, time.Second)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	logFile := filepath.Join(t.TempDir(), "runs.log")
-	wait := w.worker(ctx, `echo run >> `+logFile+`; sleep 2.5`, func(x *engine.ExecWorker) { x.AckWait = time.Second; x.Concurrency = 3 })
+	wait := w.worker(ctx, `echo run >> `+logFile+`; sleep 2.5`, func(x *engine.ExecWorker) { x.Concurrency = 3 })
 	defer func() { cancel(); wait() }()
 	must(t, w.e.Handle(ctx, &commands.RegisterSnapshot{Meta: meta(at(3)), Model: "long", Version: "v1", Cron: "@hourly", Start: t0}))
 	must(t, w.e.Handle(ctx, &commands.BuildPlan{Meta: meta(at(3)), Plan: "p-long", Env: "prod", Versions: map[string]string{"long": "v1"}}))

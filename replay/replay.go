@@ -6,6 +6,7 @@ package replay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"sort"
@@ -39,8 +40,9 @@ func Read(ctx context.Context, js jetstream.JetStream, upTo uint64) ([]events.Re
 	return ReadWith(ctx, js, Options{AtSeq: upTo})
 }
 
-// ReadWith loads the prefix of the stream that opts select, with an
-// ordered consumer from the stream start.
+// ReadWith loads the prefix of the stream that opts select, from the
+// stream start, with batched direct gets (no consumer, see direct.go), or
+// an ordered consumer where the server or stream has none.
 func ReadWith(ctx context.Context, js jetstream.JetStream, opts Options) ([]events.Record, error) {
 	stream, err := js.Stream(ctx, events.StreamName)
 	if err != nil {
@@ -58,6 +60,32 @@ func ReadWith(ctx context.Context, js jetstream.JetStream, opts Options) ([]even
 	if upTo == 0 || info.State.Msgs == 0 {
 		return nil, nil
 	}
+	var out []events.Record
+	// visit takes the message at seq; true: the read is complete.
+	visit := func(seq uint64, subject string, data []byte) bool {
+		if seq > upTo {
+			return true
+		}
+		ev, derr := events.Decode(data)
+		if derr == nil && !opts.At.IsZero() && ev.OccurredAt.After(opts.At) {
+			return true
+		}
+		out = append(out, events.Record{Seq: seq, Subject: subject, Event: ev, Err: derr})
+		if opts.Progress != nil {
+			opts.Progress(seq, upTo)
+		}
+		return seq == upTo
+	}
+	if info.Config.AllowDirect {
+		err := readDirect(ctx, js, events.StreamName, 1, upTo, visit)
+		if !errors.Is(err, errNoDirect) {
+			if err != nil {
+				return nil, err
+			}
+			return out, nil
+		}
+		out = out[:0]
+	}
 	cons, err := js.OrderedConsumer(ctx, events.StreamName, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
 	if err != nil {
 		return nil, fmt.Errorf("replay: consumer: %w", err)
@@ -67,7 +95,6 @@ func ReadWith(ctx context.Context, js jetstream.JetStream, opts Options) ([]even
 		return nil, fmt.Errorf("replay: consumer: %w", err)
 	}
 	defer it.Stop()
-	var out []events.Record
 	for {
 		msg, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {
@@ -77,19 +104,7 @@ func ReadWith(ctx context.Context, js jetstream.JetStream, opts Options) ([]even
 		if err != nil {
 			return nil, fmt.Errorf("replay: metadata: %w", err)
 		}
-		seq := md.Sequence.Stream
-		if seq > upTo {
-			return out, nil
-		}
-		ev, derr := events.Decode(msg.Data())
-		if derr == nil && !opts.At.IsZero() && ev.OccurredAt.After(opts.At) {
-			return out, nil
-		}
-		out = append(out, events.Record{Seq: seq, Subject: msg.Subject(), Event: ev, Err: derr})
-		if opts.Progress != nil {
-			opts.Progress(seq, upTo)
-		}
-		if seq == upTo {
+		if visit(md.Sequence.Stream, msg.Subject(), msg.Data()) {
 			return out, nil
 		}
 	}

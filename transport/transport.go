@@ -1,7 +1,20 @@
 // Package transport carries commands over NATS: the micro service that
 // serves a commands.Handler (one endpoint per command kind, bounded
-// concurrency, per-connection rate limit) and the client that sends
-// commands and decodes replies. It knows the wire, not the rules.
+// concurrency, per-user rate limit) and the client that sends commands and
+// decodes replies. It knows the wire, not the rules.
+//
+// Who sent a command, and where its reply may go. A client of NATS user U
+// sends commands to tidemark.cmd.U.<kind> and takes replies on its own
+// inbox space _INBOX.U.> (nats.CustomInboxPrefix, see InboxOption). With
+// the permissions of docs/auth.conf the server lets only U publish under
+// tidemark.cmd.U. and only U subscribe to _INBOX.U.>, so the subject names
+// the authenticated sender and the inbox space is private to it. The
+// service answers a request only when its reply subject lies in that
+// sender's inbox space, and refuses it before handling otherwise: it never
+// publishes to another user's inbox, nor to any subject outside _INBOX.>,
+// where every stream subject lies (events, work, the checkpoint bucket).
+// The unauthenticated form tidemark.cmd.<kind> (no user; only the admin
+// may publish it under docs/auth.conf) is answered on any _INBOX. subject.
 package transport
 
 import (
@@ -9,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -38,9 +52,13 @@ type ServiceConfig struct {
 	QueueGroup string
 	// Timeout bounds the handling of one command. Default 30s.
 	Timeout time.Duration
-	// RateLimit is how many commands per second one client connection may
-	// send, with bursts of RateBurst (default 2×RateLimit). 0: no limit. A
-	// command over the limit is rejected (rate_limited) before decoding.
+	// RateLimit is how many commands per second one user may send (all its
+	// connections together; the user is the one its command subject names,
+	// which the server's permissions bind to the authenticated user), with
+	// bursts of RateBurst (default 2×RateLimit). A command on the
+	// unauthenticated subject counts against its connection's inbox
+	// instead. 0: no limit. A command over the limit is rejected
+	// (rate_limited) before it is handled.
 	RateLimit float64
 	RateBurst int
 	// Concurrency bounds the commands handled at once (micro calls an
@@ -78,15 +96,16 @@ func Serve(nc *nats.Conn, h commands.Handler, cfg ServiceConfig) (*Service, erro
 	slots := make(chan struct{}, cfg.Concurrency)
 	g := svc.AddGroup(commands.SubjectPrefix)
 	limiter := newLimiter(cfg.RateLimit, cfg.RateBurst)
+	refusals := newLimiter(1, 10) // log lines about refused requests, per sender
 	for _, kind := range commands.Kinds {
 		kind := kind
-		serve := func(r micro.Request) {
+		serve := func(r micro.Request, key string) {
 			ct := r.Headers().Get(commands.HeaderContentType)
 			asJSON := commands.IsJSON(ct)
 			var reply commands.Reply
 			cmd, err := commands.Decode(kind, ct, r.Data())
-			if limiter != nil && !limiter.allow(clientOf(r.Reply()), time.Now()) {
-				reply = commands.Rejection(commands.Errorf(commands.CodeRateLimited, "", "more than %g commands per second from this connection; retry with the same id later", cfg.RateLimit))
+			if limiter != nil && !limiter.allow(key, time.Now()) {
+				reply = commands.Rejection(commands.Errorf(commands.CodeRateLimited, "", "more than %g commands per second from this user; retry with the same id later", cfg.RateLimit))
 			} else if err != nil {
 				reply = commands.Rejection(err)
 			} else {
@@ -109,6 +128,21 @@ func Serve(nc *nats.Conn, h commands.Handler, cfg ServiceConfig) (*Service, erro
 			}
 		}
 		handler := micro.HandlerFunc(func(r micro.Request) {
+			user, named := senderOf(r.Subject())
+			key := rateKey(user, named, r.Reply())
+			if !ReplyAllowed(user, named, r.Reply()) {
+				// Refused before anything else: no reply (the reply subject
+				// is not the sender's inbox), no handling. It counts
+				// against the sender's rate; its log lines are sampled.
+				now := time.Now()
+				if limiter != nil {
+					limiter.allow(key, now)
+				}
+				if refusals.allow(key, now) {
+					cfg.Logger.Warn("refused a command whose reply subject is not the sender's inbox", "subject", r.Subject(), "reply", r.Reply())
+				}
+				return
+			}
 			service.mu.Lock()
 			if service.stopped {
 				// A request delivered while Stop drains: the client retries.
@@ -121,12 +155,17 @@ func Serve(nc *nats.Conn, h commands.Handler, cfg ServiceConfig) (*Service, erro
 			slots <- struct{}{} // back-pressure: at most Concurrency at once
 			go func() {
 				defer func() { <-slots; service.inFlight.Done() }()
-				serve(r)
+				serve(r, key)
 			}()
 		})
 		if err := g.AddEndpoint(kind, handler, micro.WithEndpointQueueGroup(cfg.QueueGroup)); err != nil {
 			_ = svc.Stop()
 			return nil, fmt.Errorf("transport: add endpoint %s: %w", kind, err)
+		}
+		if err := svc.AddEndpoint(userEndpointPrefix+kind, handler, micro.WithEndpointQueueGroup(cfg.QueueGroup),
+			micro.WithEndpointSubject(CommandSubject("*", kind))); err != nil {
+			_ = svc.Stop()
+			return nil, fmt.Errorf("transport: add endpoint %s: %w", userEndpointPrefix+kind, err)
 		}
 	}
 	// Make sure the server has registered every endpoint's subscription
@@ -160,6 +199,11 @@ func (s *Service) Info() micro.Info { return s.svc.Info() }
 // Client sends commands to a tidemark service.
 type Client struct {
 	nc *nats.Conn
+	// User is the NATS user the client sends as: commands go to
+	// tidemark.cmd.<User>.<kind>, and the connection's replies must come
+	// to _INBOX.<User>.>. NewClient takes it from the connection's inbox
+	// prefix (InboxOption); "" sends on the unauthenticated subjects.
+	User string
 	// JSON selects JSON bodies instead of msgpack.
 	JSON bool
 	// Timeout bounds every request (the context may end it sooner).
@@ -167,8 +211,11 @@ type Client struct {
 	Timeout time.Duration
 }
 
-// NewClient returns a client over nc.
-func NewClient(nc *nats.Conn) *Client { return &Client{nc: nc, Timeout: 30 * time.Second} }
+// NewClient returns a client over nc, sending as the user whose inbox
+// prefix nc has (see InboxOption), if any.
+func NewClient(nc *nats.Conn) *Client {
+	return &Client{nc: nc, User: userOfInboxPrefix(nc.Opts.InboxPrefix), Timeout: 30 * time.Second}
+}
 
 // ErrNoService is returned when no tidemark service answers.
 var ErrNoService = errors.New("transport: no tidemark service is listening")
@@ -185,7 +232,7 @@ func (c *Client) Do(ctx context.Context, cmd commands.Command) (commands.Reply, 
 	if err != nil {
 		return commands.Reply{}, fmt.Errorf("transport: encode %s: %w", cmd.Kind(), err)
 	}
-	msg := nats.NewMsg(commands.Subject(cmd.Kind()))
+	msg := nats.NewMsg(CommandSubject(c.User, cmd.Kind()))
 	msg.Data = body
 	if c.JSON {
 		msg.Header.Set(commands.HeaderContentType, commands.ContentJSON)
@@ -222,9 +269,136 @@ func (c *Client) Handle(ctx context.Context, cmd commands.Command) commands.Repl
 	return r
 }
 
+// userEndpointPrefix names the endpoints of the subjects that name the
+// sender (tidemark.cmd.*.<kind>).
+const userEndpointPrefix = "user_"
+
+// InboxRoot starts every reply subject: no stream may capture it.
+const InboxRoot = "_INBOX"
+
+// CommandSubject is the subject a command of kind is sent to by user:
+// tidemark.cmd.<user>.<kind>, or tidemark.cmd.<kind> with no user.
+func CommandSubject(user, kind string) string {
+	if user == "" {
+		return commands.Subject(kind)
+	}
+	return commands.SubjectPrefix + "." + user + "." + kind
+}
+
+// InboxPrefix is user's own reply inbox prefix, _INBOX.<user> (the prefix
+// nats.CustomInboxPrefix takes: inboxes are <prefix>.<id>...).
+func InboxPrefix(user string) string { return InboxRoot + "." + user }
+
+// ValidUser reports whether user can name its subjects and inbox: one
+// subject token of letters, digits, '-' and '_'.
+func ValidUser(user string) error {
+	if user == "" || len(user) > 64 {
+		return fmt.Errorf("transport: user name %q: want 1 to 64 letters, digits, '-' or '_'", user)
+	}
+	for _, c := range user {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return fmt.Errorf("transport: user name %q: want only letters, digits, '-' or '_' (it names the user's command subjects and reply inbox)", user)
+		}
+	}
+	return nil
+}
+
+// InboxOption gives a connection of user its own reply inbox prefix,
+// _INBOX.<user>: every request the connection makes (commands, JetStream
+// API calls, consumer deliveries) is answered there, and docs/auth.conf
+// lets only that user subscribe to it. No user: the default _INBOX.
+func InboxOption(user string) nats.Option {
+	return func(o *nats.Options) error {
+		if user == "" {
+			return nil
+		}
+		if err := ValidUser(user); err != nil {
+			return err
+		}
+		return nats.CustomInboxPrefix(InboxPrefix(user))(o)
+	}
+}
+
+// URLUser is the user name in the credentials of a NATS URL (the first of
+// a comma-separated list), or "".
+func URLUser(natsURL string) string {
+	first, _, _ := strings.Cut(natsURL, ",")
+	u, err := url.Parse(strings.TrimSpace(first))
+	if err != nil || u.User == nil {
+		return ""
+	}
+	return u.User.Username()
+}
+
+// Connect dials natsURL with opts and the reply inbox prefix of the URL's
+// user (InboxOption): how every tidemark client connects.
+func Connect(natsURL string, opts ...nats.Option) (*nats.Conn, error) {
+	return nats.Connect(natsURL, append(opts, InboxOption(URLUser(natsURL)))...)
+}
+
+// userOfInboxPrefix is the user of a connection's inbox prefix
+// (_INBOX.<user>), or "".
+func userOfInboxPrefix(prefix string) string {
+	user, ok := strings.CutPrefix(prefix, InboxRoot+".")
+	if !ok || ValidUser(user) != nil {
+		return ""
+	}
+	return user
+}
+
+// senderOf is the user a command subject names: tidemark.cmd.<user>.<kind>
+// gives user, true; tidemark.cmd.<kind> gives "", false.
+func senderOf(subject string) (string, bool) {
+	rest, ok := strings.CutPrefix(subject, commands.SubjectPrefix+".")
+	if !ok {
+		return "", false
+	}
+	user, _, ok := strings.Cut(rest, ".")
+	if !ok {
+		return "", false
+	}
+	return user, true
+}
+
+// ReplyAllowed reports whether the service may answer a request of user
+// (named: the subject named one) at reply: a literal subject within the
+// user's inbox space _INBOX.<user>.>, or, for the unauthenticated subject,
+// within _INBOX.>. Stream subjects never lie there. An empty reply (a
+// request nobody waits for) is not allowed either: a command is answered
+// or not handled.
+func ReplyAllowed(user string, named bool, reply string) bool {
+	space := InboxRoot + "."
+	if named {
+		if ValidUser(user) != nil {
+			return false
+		}
+		space = InboxPrefix(user) + "."
+	}
+	rest, ok := strings.CutPrefix(reply, space)
+	if !ok || rest == "" || len(reply) > 1024 {
+		return false
+	}
+	for _, tok := range strings.Split(rest, ".") {
+		if tok == "" || tok == "*" || tok == ">" || strings.ContainsAny(tok, " \t\r\n") {
+			return false
+		}
+	}
+	return true
+}
+
+// rateKey is whom a request counts against: its user, or, on the
+// unauthenticated subject, its connection's inbox.
+func rateKey(user string, named bool, reply string) string {
+	if named {
+		return "user:" + user
+	}
+	return "inbox:" + clientOf(reply)
+}
+
 // clientOf identifies the connection a request came from by its reply
 // subject: a connection's requests share one inbox prefix
-// (_INBOX.<id>.<token>).
+// (_INBOX.<id>.<token>). Only for unauthenticated requests: any client can
+// vary it.
 func clientOf(reply string) string {
 	if i := strings.LastIndexByte(reply, '.'); i > 0 {
 		return reply[:i]

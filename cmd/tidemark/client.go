@@ -24,7 +24,7 @@ const defaultNatsURL = "nats://127.0.0.1:4222"
 
 // connect dials the server; failures are usage/connection errors (exit 2).
 func connect(url string) (*nats.Conn, error) {
-	nc, err := nats.Connect(url, nats.Name("tidemark-cli"), nats.Timeout(5*time.Second))
+	nc, err := transport.Connect(url, nats.Name("tidemark-cli"), nats.Timeout(5*time.Second))
 	if err != nil {
 		return nil, &exitError{code: 2, err: fmt.Errorf("cannot reach the tidemark server at %s: %v (is `tidemark serve` running? set --nats-url)", url, err)}
 	}

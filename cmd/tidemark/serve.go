@@ -24,6 +24,8 @@ func newServeCmd() *cobra.Command {
 		noSync, builtinWorker                         bool
 		replicas                                      int
 		rateLimit                                     float64
+		workAckWait                                   time.Duration
+		workMaxAttempts                               int
 		clusterName, clusterListen, serverName        string
 		authFile, user, password, tlsCert, tlsKey     string
 		routes                                        []string
@@ -65,7 +67,7 @@ func newServeCmd() *cobra.Command {
 			// derived from the stream by the one publisher: published to
 			// `tidemark worker` processes, or run in-process with
 			// --builtin-worker.
-			pub := &engine.WorkPublisher{Engine: eng}
+			pub := &engine.WorkPublisher{Engine: eng, AckWait: workAckWait, MaxDeliver: workMaxAttempts}
 			if builtinWorker {
 				pub.Worker = &engine.Worker{Handler: eng, Actor: "worker:builtin"}
 			}
@@ -157,7 +159,9 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&clusterListen, "cluster-listen", "", "cluster (route) address of the embedded server, HOST:PORT")
 	f.StringSliceVar(&routes, "routes", nil, "routes to the other cluster members, nats://HOST:PORT (comma-separated)")
 	f.StringVar(&serverName, "server-name", "", "embedded server name, unique in a cluster (default from --cluster-listen)")
-	f.Float64Var(&rateLimit, "rate-limit", 1000, "commands per second one client connection may send (bursts of twice that); 0: no limit")
+	f.DurationVar(&workAckWait, "work-ack-wait", engine.DefaultWorkAckWait, "redeliver a work item when its worker is silent this long (the work consumer the engine provisions; workers heartbeat every third of it)")
+	f.IntVar(&workMaxAttempts, "work-max-attempts", engine.DefaultWorkMaxDeliver, "deliveries of a work item before it is given up (the work consumer's max deliver)")
+	f.Float64Var(&rateLimit, "rate-limit", 1000, "commands per second one user may send, all its connections together (bursts of twice that; unauthenticated commands: per connection); 0: no limit")
 	f.StringVar(&httpAddr, "http", "127.0.0.1:8090", "dashboard, /metrics, /healthz and /readyz address (empty: no HTTP)")
 	return cmd
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/replay"
+	"github.com/tidemark/tidemark/transport"
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
 	"golang.org/x/term"
@@ -46,7 +47,7 @@ func (s *storeFlags) stream(ctx context.Context) (js jetstream.JetStream, close 
 		return nil, nil, &exitError{code: 2, err: errors.New("give exactly one of --data-dir and --nats-url")}
 	}
 	if s.natsURL != "" {
-		nc, err := nats.Connect(s.natsURL, nats.Name("tidemark-cli"), nats.Timeout(5*time.Second))
+		nc, err := transport.Connect(s.natsURL, nats.Name("tidemark-cli"), nats.Timeout(5*time.Second))
 		if err != nil {
 			return nil, nil, &exitError{code: 2, err: fmt.Errorf("cannot reach NATS at %s: %v", s.natsURL, err)}
 		}

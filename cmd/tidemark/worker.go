@@ -22,7 +22,8 @@ func newWorkerCmd() *cobra.Command {
 			"TIDEMARK_VERSION, TIDEMARK_START, TIDEMARK_END, TIDEMARK_RUN_KIND (and TIDEMARK_SNAPSHOT,\n" +
 			"TIDEMARK_RUN_ID, TIDEMARK_ENV, TIDEMARK_PLAN, TIDEMARK_ATTEMPT) in its environment.\n" +
 			"Exit status 0 reports the batch complete; anything else reports a failure with the\n" +
-			"exit status and the tail of stderr, and the item is retried with backoff.",
+			"exit status and the tail of stderr, and the item is retried with backoff. Workers bind\n" +
+			"to the durable consumer tidemark-workers, which `tidemark serve` provisions.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if w.Command == "" {
@@ -32,7 +33,7 @@ func newWorkerCmd() *cobra.Command {
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
-			nc, err := nats.Connect(natsURL, nats.Name("tidemark-worker"), nats.Timeout(5*time.Second), nats.MaxReconnects(-1))
+			nc, err := transport.Connect(natsURL, nats.Name("tidemark-worker"), nats.Timeout(5*time.Second), nats.MaxReconnects(-1))
 			if err != nil {
 				return &exitError{code: 2, err: errors.New("cannot reach the tidemark server at " + natsURL + ": " + err.Error())}
 			}
@@ -54,9 +55,9 @@ func newWorkerCmd() *cobra.Command {
 	f.StringVar(&w.Command, "exec", "", "command computing one batch (run with sh -c)")
 	f.StringVar(&natsURL, "nats-url", defaultNatsURL, "the tidemark server's NATS URL")
 	f.IntVar(&w.Concurrency, "concurrency", 1, "work items run at once")
-	f.IntVar(&w.MaxAttempts, "max-attempts", 5, "deliveries of an item before it is given up (each failure is an event)")
+	f.IntVar(&w.MaxAttempts, "max-attempts", 5, "deliveries of an item before it is given up (each failure is an event); at most serve's --work-max-attempts")
 	f.DurationVar(&w.Timeout, "timeout", time.Hour, "kill a batch's command after this long")
-	f.DurationVar(&w.AckWait, "ack-wait", 30*time.Second, "redeliver an item when its worker is silent this long (heartbeats every third of it)")
+	f.DurationVar(&w.AckWait, "ack-wait", 0, "heartbeat a running item every third of this (default and at most: the ack wait of the work consumer, serve's --work-ack-wait)")
 	f.StringVar(&w.Name, "name", "", "worker name in events (default host-pid)")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	return cmd

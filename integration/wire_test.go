@@ -1,0 +1,322 @@
+package integration
+
+// Hostile but authenticated clients on the wire (issue 15, items 2, 3, 7
+// and 9): each test starts the embedded server with docs/auth.conf, tries
+// the attack as a role of that file, and asserts the defence.
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/engine"
+	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/projections"
+	"github.com/tidemark/tidemark/replay"
+	"github.com/tidemark/tidemark/transport"
+)
+
+// authEnv is an engine on the example users of docs/auth.conf, serving
+// commands over NATS, with the work stream prepared.
+type authEnv struct {
+	e   *engine.Engine
+	pub *engine.WorkPublisher
+}
+
+func newAuthEnv(t *testing.T, svcCfg transport.ServiceConfig, pub *engine.WorkPublisher) *authEnv {
+	t.Helper()
+	e := open(t, engine.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", AuthFile: "../docs/auth.conf", User: "admin", Password: "admin-change-me"})
+	if pub == nil {
+		pub = &engine.WorkPublisher{}
+	}
+	pub.Engine = e
+	if err := pub.Prepare(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	svcCfg.Logger = quiet()
+	svc, err := transport.Serve(e.Conn(), e, svcCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Stop() })
+	return &authEnv{e: e, pub: pub}
+}
+
+// storeCounts are the message counts of every stream a reply could be
+// captured by: the events, the work queue and the checkpoint bucket.
+func storeCounts(t *testing.T, e *engine.Engine) map[string]uint64 {
+	t.Helper()
+	out := map[string]uint64{}
+	for _, name := range []string{events.StreamName, engine.WorkStream, "KV_" + engine.CheckpointBucket} {
+		s, err := e.JetStream().Stream(t.Context(), name)
+		if err != nil {
+			t.Fatalf("stream %s: %v", name, err)
+		}
+		info, err := s.Info(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[name] = info.State.LastSeq
+	}
+	return out
+}
+
+// rawCommand is a command body as the shipped client encodes it.
+func rawCommand(t *testing.T, cmd commands.Command) []byte {
+	t.Helper()
+	b, err := commands.Encode(cmd, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// commandSubjects are the subjects a user may address a command of kind
+// to: the unauthenticated form and the form that names the user.
+func commandSubjects(user, kind string) []string {
+	return []string{"tidemark.cmd." + kind, "tidemark.cmd." + user + "." + kind}
+}
+
+// TestRepliesNeverReachStreams (issue 15, item 2): a service user sets its
+// request's reply subject to subjects the event stream, the work stream
+// and the checkpoint bucket capture, or to another user's inbox. The
+// engine handles none of those requests and replies to none of them:
+// nothing is appended anywhere, and the other user's inbox stays silent.
+// A request with the user's own inbox is still answered.
+func TestRepliesNeverReachStreams(t *testing.T) {
+	env := newAuthEnv(t, transport.ServiceConfig{}, nil)
+	e := env.e
+	ctx := t.Context()
+	deploy(t, e, "prod", "d1", "v1", at(6))
+	must(t, e.Handle(ctx, &commands.BuildPlan{Meta: meta(at(6)), Plan: "p9", Env: "prod", Versions: map[string]string{"events": "v1"}}))
+
+	// The worker listens on its own inbox space for anything addressed to it.
+	wConn, _ := asUser(t, e, "worker")
+	var stolen atomic.Int32
+	if _, err := wConn.Subscribe("_INBOX.worker.>", func(*nats.Msg) { stolen.Add(1) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := wConn.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	before := storeCounts(t, e)
+
+	sConn, _ := asUser(t, e, "service")
+	hostile := []string{
+		events.PlanSubject("p9"), events.SubjectPrefix + "env.prod", events.SubjectPrefix + "forged",
+		engine.WorkSubject(events.RunBackfill), engine.WorkSubjectPrefix + "forged",
+		"$KV." + engine.CheckpointBucket + ".work_cursor", "$KV." + engine.CheckpointBucket + ".projections",
+		"_INBOX.worker.stolen.1", "_INBOX.stolen",
+	}
+	sent := 0
+	for i, reply := range hostile {
+		for _, c := range []commands.Command{
+			&commands.Status{},
+			&commands.RegisterSnapshot{Meta: commands.Meta{ID: fmt.Sprintf("hostile-%d", i), Actor: "mallory"}, Model: fmt.Sprintf("forged%d", i), Version: "v1", Cron: "@hourly", Start: t0},
+		} {
+			for _, subj := range commandSubjects("service", c.Kind()) {
+				m := nats.NewMsg(subj)
+				m.Reply = reply
+				m.Header.Set(commands.HeaderContentType, commands.ContentJSON)
+				m.Data = rawCommand(t, c)
+				if err := sConn.PublishMsg(m); err != nil {
+					t.Fatal(err)
+				}
+				sent++
+			}
+		}
+	}
+	if err := sConn.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// The legitimate request, sent after the hostile ones, is answered:
+	// every hostile one was looked at before it.
+	c := transport.NewClient(sConn)
+	c.Timeout = 5 * time.Second
+	if r, err := c.Do(ctx, &commands.Status{}); err != nil || !r.Accepted {
+		t.Fatalf("a legitimate request: %v %+v", err, r)
+	}
+	time.Sleep(300 * time.Millisecond)
+	after := storeCounts(t, e)
+	for name, n := range before {
+		if after[name] != n {
+			t.Errorf("%d hostile requests appended %d message(s) to %s", sent, after[name]-n, name)
+		}
+	}
+	if n := stolen.Load(); n != 0 {
+		t.Errorf("the engine replied %d time(s) into the worker's inbox on the service's behalf", n)
+	}
+	e.View(func(st *projections.State) {
+		for i := range hostile {
+			if _, ok := st.Snapshots[fmt.Sprintf("forged%d@v1", i)]; ok {
+				t.Errorf("a request with a hostile reply subject was handled (forged%d@v1 registered)", i)
+			}
+		}
+	})
+}
+
+// TestInboxesArePrivate (issue 15, item 3): a worker or auditor that
+// subscribes to the whole inbox space, or to another role's inbox space,
+// is refused by the server and sees nothing, while a service request and
+// an auditor's read of the stream go through.
+func TestInboxesArePrivate(t *testing.T) {
+	env := newAuthEnv(t, transport.ServiceConfig{}, nil)
+	e := env.e
+	ctx := t.Context()
+	deploy(t, e, "prod", "d1", "v1", at(6))
+
+	var seen sync.Map
+	var sniffed atomic.Int32
+	sniff := func(role string, subjects ...string) func() []string {
+		nc, violations := asUser(t, e, role)
+		for _, s := range subjects {
+			s := s
+			if _, err := nc.Subscribe(s, func(m *nats.Msg) { sniffed.Add(1); seen.Store(role+" on "+s+": "+m.Subject, true) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_ = nc.Flush()
+		return violations
+	}
+	wViolations := sniff("worker", "_INBOX.>", "_INBOX.service.>", "_INBOX.auditor.>", "_INBOX.*.*.*")
+	aViolations := sniff("auditor", "_INBOX.>", "_INBOX.service.>", "_INBOX.worker.>")
+
+	sConn, _ := asUser(t, e, "service")
+	c := transport.NewClient(sConn)
+	c.Timeout = 5 * time.Second
+	for i := 0; i < 3; i++ {
+		if r, err := c.Do(ctx, &commands.Status{}); err != nil || !r.Accepted {
+			t.Fatalf("service request/reply: %v %+v", err, r)
+		}
+	}
+	aConn, _ := asUser(t, e, "auditor")
+	ajs, _ := jetstream.New(aConn)
+	if recs, err := replay.Read(ctx, ajs, 0); err != nil || len(recs) == 0 {
+		t.Fatalf("auditor replay: %d records, %v", len(recs), err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := sniffed.Load(); n != 0 {
+		var l []string
+		seen.Range(func(k, _ any) bool { l = append(l, k.(string)); return true })
+		t.Fatalf("sniffers saw %d message(s) of other users:\n%s", n, strings.Join(l, "\n"))
+	}
+	for role, v := range map[string][]string{"worker": wViolations(), "auditor": aViolations()} {
+		if !contains(v, `Permissions Violation for Subscription to "_INBOX.>"`) {
+			t.Errorf("%s subscribing to _INBOX.> was not refused: %v", role, v)
+		}
+	}
+	if !contains(wViolations(), `Permissions Violation for Subscription to "_INBOX.service.>"`) {
+		t.Errorf("worker subscribing to the service's inbox was not refused: %v", wViolations())
+	}
+}
+
+// TestRateLimitPerUser (issue 15, item 7): a service user that gives every
+// request a fresh reply inbox, over two connections, still gets no more
+// than the per-user burst plus the rate; another user is not held back.
+func TestRateLimitPerUser(t *testing.T) {
+	const rate, burst = 2, 4
+	env := newAuthEnv(t, transport.ServiceConfig{RateLimit: rate, RateBurst: burst}, nil)
+	e := env.e
+	ctx := t.Context()
+
+	var accepted, limited atomic.Int32
+	replies := make(chan struct{}, 1000)
+	started := time.Now()
+	sent := 0
+	for conn := 0; conn < 2; conn++ {
+		nc, _ := asUser(t, e, "service")
+		if _, err := nc.Subscribe(fmt.Sprintf("_INBOX.service.c%d.>", conn), func(m *nats.Msg) {
+			if m.Header.Get("Status") != "" {
+				return // no responders and the like
+			}
+			r, err := commands.DecodeReply(m.Data, commands.IsJSON(m.Header.Get(commands.HeaderContentType)))
+			if err != nil {
+				return
+			}
+			switch {
+			case r.Accepted:
+				accepted.Add(1)
+			case r.Code == commands.CodeRateLimited:
+				limited.Add(1)
+			}
+			replies <- struct{}{}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 15; i++ {
+			for _, subj := range commandSubjects("service", commands.KindStatus) {
+				m := nats.NewMsg(subj)
+				m.Reply = fmt.Sprintf("_INBOX.service.c%d.r%d.x", conn, i) // a fresh "connection" every time
+				m.Header.Set(commands.HeaderContentType, commands.ContentJSON)
+				m.Data = []byte(`{}`)
+				if err := nc.PublishMsg(m); err != nil {
+					t.Fatal(err)
+				}
+				sent++
+			}
+		}
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.After(5 * time.Second)
+wait:
+	for accepted.Load()+limited.Load() < 30 {
+		select {
+		case <-replies:
+		case <-deadline:
+			break wait
+		}
+	}
+	elapsed := time.Since(started).Seconds()
+	bound := int32(burst + rate*elapsed + 1)
+	if a := accepted.Load(); a > bound || a < 1 {
+		t.Fatalf("%d requests from fresh inboxes: %d accepted (%d rate limited) in %.1fs; want 1..%d", sent, a, limited.Load(), elapsed, bound)
+	}
+	// Another user has its own allowance.
+	wConn, _ := asUser(t, e, "worker")
+	wc := transport.NewClient(wConn)
+	wc.Timeout = 5 * time.Second
+	r, err := wc.Do(ctx, &commands.CompleteIntervals{Meta: meta(at(1)), Model: "nosuch", Version: "v1", Ranges: []interval.Range{rng(0, 1)}})
+	if err != nil || r.Code == commands.CodeRateLimited {
+		t.Fatalf("the worker was held back by the service's flood: %v %+v", err, r)
+	}
+}
+
+// TestJetStreamAnswersIntoStreams pins what no permission in one account
+// can stop (README, "Not covered by permissions"): nats-server answers a
+// JetStream API request at whatever reply subject the requester names, and
+// a stream that captures that subject stores the answer.
+func TestJetStreamAnswersIntoStreams(t *testing.T) {
+	t.Skip("known, not fixed: nats-server stores JetStream API answers addressed to a stream's subject; moving the JetStream users to their own account would close it")
+	env := newAuthEnv(t, transport.ServiceConfig{}, nil)
+	e := env.e
+	before := storeCounts(t, e)
+	for role, req := range map[string]string{"worker": "$JS.API.STREAM.INFO." + engine.WorkStream, "auditor": "$JS.API.STREAM.INFO." + events.StreamName} {
+		nc, _ := asUser(t, e, role)
+		for _, reply := range []string{events.SubjectPrefix + "forged", engine.WorkSubjectPrefix + "forged", "$KV." + engine.CheckpointBucket + ".work_cursor"} {
+			m := nats.NewMsg(req)
+			m.Reply = reply
+			if err := nc.PublishMsg(m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	after := storeCounts(t, e)
+	for name, n := range before {
+		if after[name] != n {
+			t.Errorf("JetStream API answers appended %d message(s) to %s", after[name]-n, name)
+		}
+	}
+}

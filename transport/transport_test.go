@@ -1,0 +1,95 @@
+package transport
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestReplyAllowed(t *testing.T) {
+	for _, c := range []struct {
+		user  string
+		named bool
+		reply string
+		want  bool
+	}{
+		{"service", true, "_INBOX.service.abc.def", true},
+		{"service", true, "_INBOX.service.x", true},
+		{"service", true, "_INBOX.service", false},
+		{"service", true, "_INBOX.service.", false},
+		{"service", true, "_INBOX.worker.abc.def", false},
+		{"service", true, "_INBOX.servicex.abc", false},
+		{"service", true, "_INBOX.abc.def", false},
+		{"service", true, "tidemark.evt.plan.p1", false},
+		{"service", true, "tidemark.work.backfill", false},
+		{"service", true, "$KV.TIDEMARK_CHECKPOINTS.work_cursor", false},
+		{"service", true, "", false},
+		{"service", true, "_INBOX.service.a..b", false},
+		{"service", true, "_INBOX.service.*", false},
+		{"service", true, "_INBOX.service.>", false},
+		{"service", true, "_INBOX.service.a b", false},
+		{"bad.user", true, "_INBOX.bad.user.x", false},
+		{"", true, "_INBOX..x", false},
+		{"", false, "_INBOX.abc.def", true},
+		{"", false, "_INBOX.service.abc.def", true},
+		{"", false, "tidemark.evt.plan.p1", false},
+		{"", false, "", false},
+		{"", false, "_INBOX_x.y", false},
+	} {
+		if got := ReplyAllowed(c.user, c.named, c.reply); got != c.want {
+			t.Errorf("ReplyAllowed(%q, %v, %q) = %v, want %v", c.user, c.named, c.reply, got, c.want)
+		}
+	}
+}
+
+func TestSubjects(t *testing.T) {
+	if s := CommandSubject("service", "promote"); s != "tidemark.cmd.service.promote" {
+		t.Errorf("CommandSubject: %s", s)
+	}
+	if s := CommandSubject("", "promote"); s != "tidemark.cmd.promote" {
+		t.Errorf("CommandSubject without user: %s", s)
+	}
+	for subj, want := range map[string]string{"tidemark.cmd.service.promote": "service", "tidemark.cmd.promote": "", "other.x.y": ""} {
+		user, named := senderOf(subj)
+		if user != want || named != (want != "") {
+			t.Errorf("senderOf(%s) = %q %v", subj, user, named)
+		}
+	}
+	for u, want := range map[string]string{
+		"nats://service:pw@127.0.0.1:4222": "service", "tls://w-1:pw@h:1,tls://w-1:pw@h:2": "w-1",
+		"nats://127.0.0.1:4222": "", "": "",
+	} {
+		if got := URLUser(u); got != want {
+			t.Errorf("URLUser(%s) = %q, want %q", u, got, want)
+		}
+	}
+	for _, bad := range []string{"", "a.b", "a*", "a>", "a b", strings.Repeat("x", 65), "ü"} {
+		if ValidUser(bad) == nil {
+			t.Errorf("ValidUser(%q) passed", bad)
+		}
+	}
+	if userOfInboxPrefix("_INBOX.worker") != "worker" || userOfInboxPrefix("") != "" || userOfInboxPrefix("_INBOX.a.b") != "" {
+		t.Error("userOfInboxPrefix")
+	}
+}
+
+// TestLimiterPerKey: a key's burst, then its rate; keys are independent.
+func TestLimiterPerKey(t *testing.T) {
+	l := newLimiter(2, 3)
+	now := time.Unix(0, 0)
+	n := 0
+	for i := 0; i < 10; i++ {
+		if l.allow(rateKey("service", true, "_INBOX.service.r"+string(rune('a'+i))+".x"), now) {
+			n++
+		}
+	}
+	if n != 3 {
+		t.Fatalf("fresh inboxes of one user: %d allowed, want the burst 3", n)
+	}
+	if !l.allow(rateKey("worker", true, "_INBOX.worker.a.b"), now) {
+		t.Fatal("another user was held back")
+	}
+	if !l.allow(rateKey("service", true, "_INBOX.service.z.x"), now.Add(time.Second)) {
+		t.Fatal("the rate did not refill")
+	}
+}
