@@ -1,0 +1,172 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/engine"
+	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/replay"
+)
+
+func authed(dir string, checkpointEvery int) engine.Config {
+	return engine.Config{DataDir: dir, Listen: "127.0.0.1:-1", AuthFile: "../docs/auth.conf", User: "admin", Password: "admin-change-me",
+		CheckpointEvery: checkpointEvery, Logger: quiet()}
+}
+
+// storeWithHistory writes a deployment's events into a new store and
+// stops it; it returns the data dir, the stream's block file and its last
+// sequence.
+func storeWithHistory(t *testing.T, checkpointEvery int) (dir, blk string, last uint64) {
+	t.Helper()
+	dir = t.TempDir()
+	e, err := engine.Open(t.Context(), authed(dir, checkpointEvery))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deploy(t, e, "prod", "d1", "v1", at(6))
+	deploy(t, e, "qa", "d2", "v1", at(6))
+	last = lastSeq(t, e)
+	e.Close(context.Background())
+	blks, _ := filepath.Glob(filepath.Join(dir, "jetstream", "jetstream", "*", "streams", events.StreamName, "msgs", "*.blk"))
+	if len(blks) != 1 {
+		t.Fatalf("want one block file, got %v", blks)
+	}
+	return dir, blks[0], last
+}
+
+// TestCorruptStoreRefused: an engine opened (as serve does, with auth) on
+// a store whose block file was truncated or corrupted while it was
+// stopped refuses to start within seconds, with ErrDamaged and the
+// missing sequences; it never waits for them. With a checkpoint past the
+// damage, it starts on the checkpoint, finds the damage under it in the
+// background and stops its projection.
+func TestCorruptStoreRefused(t *testing.T) {
+	const bound = 15 * time.Second
+	truncate := func(t *testing.T, blk string) {
+		fi, _ := os.Stat(blk)
+		if err := os.Truncate(blk, fi.Size()/2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flip := func(fromEnd bool) func(t *testing.T, blk string) {
+		return func(t *testing.T, blk string) {
+			b, _ := os.ReadFile(blk)
+			off := len(b) / 2
+			if fromEnd {
+				off = len(b) - 10
+			}
+			b[off] ^= 0xff
+			if err := os.WriteFile(blk, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, c := range []struct {
+		name       string
+		checkpoint int
+		damage     func(t *testing.T, blk string)
+		lastLost   bool // the last event is among the missing
+	}{
+		{"tail truncated", 0, truncate, true},
+		{"tail truncated, no checkpoint", -1, truncate, true},
+		{"last event corrupted, no checkpoint", -1, flip(true), true},
+		{"middle event corrupted, no checkpoint", -1, flip(false), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir, blk, last := storeWithHistory(t, c.checkpoint)
+			c.damage(t, blk)
+			ctx, cancel := context.WithTimeout(t.Context(), bound)
+			defer cancel()
+			e, err := engine.Open(ctx, authed(dir, c.checkpoint))
+			if e != nil {
+				e.Close(context.Background())
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("Open still waiting after %s: %v", bound, err)
+			}
+			d, ok := replay.IsDamage(err)
+			if !errors.Is(err, engine.ErrDamaged) || !ok || len(d.Missing) == 0 || d.LastSeq != last {
+				t.Fatalf("Open: %v", err)
+			}
+			if end := d.Missing[len(d.Missing)-1].Last; c.lastLost != (end == last) {
+				t.Fatalf("missing %v, stream's last seq %d", d.Missing, last)
+			}
+		})
+	}
+
+	t.Run("middle event corrupted under the checkpoint", func(t *testing.T) {
+		dir, blk, _ := storeWithHistory(t, 0)
+		flip(false)(t, blk)
+		ctx, cancel := context.WithTimeout(t.Context(), bound)
+		defer cancel()
+		e, err := engine.Open(ctx, authed(dir, 0))
+		if err != nil {
+			t.Fatalf("Open on the checkpoint: %v", err)
+		}
+		defer e.Close(context.Background())
+		select {
+		case <-e.Failed():
+		case <-ctx.Done():
+			t.Fatalf("the damage under the checkpoint was not found within %s", bound)
+		}
+		if !errors.Is(e.Err(), engine.ErrDamaged) {
+			t.Fatalf("projection stopped with %v", e.Err())
+		}
+		r := e.Handle(ctx, &commands.RegisterSnapshot{Meta: meta(at(7)), Model: "events", Version: "v9", Cron: "@hourly", Start: t0})
+		if r.Accepted || !strings.Contains(r.Err().Error(), "missing") {
+			t.Fatalf("a command on the damaged store: %+v", r)
+		}
+	})
+}
+
+// TestForeignMessageNamed: a message an admin publishes into the event
+// stream that is not a tidemark event is skipped by the engine (it
+// cannot be removed: the stream denies deletes) and named, sequence and
+// subject, by every reader, including the auditor's.
+func TestForeignMessageNamed(t *testing.T) {
+	e := open(t, authed(t.TempDir(), 0))
+	ctx := t.Context()
+	deploy(t, e, "prod", "d1", "v1", at(6))
+	admin, _ := asUser(t, e, "admin")
+	ajs, err := jetstream.New(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ack, err := ajs.Publish(ctx, "tidemark.evt.x", []byte(`{"accepted":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The engine skips it and goes on.
+	if err := e.CatchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	must(t, e.Handle(ctx, &commands.Status{}))
+	deploy(t, e, "qa", "d2", "v1", at(7))
+
+	auditor, _ := asUser(t, e, "auditor")
+	js, err := jetstream.New(auditor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := replay.Read(ctx, js, 0)
+	d, ok := replay.IsDamage(err)
+	if !ok || len(d.Missing) != 0 || len(d.Bad) != 1 || d.Bad[0].Seq != ack.Sequence || d.Bad[0].Subject != "tidemark.evt.x" ||
+		!strings.Contains(err.Error(), "seq "+strconv.FormatUint(ack.Sequence, 10)+" on tidemark.evt.x") {
+		t.Fatalf("auditor's read: %v", err)
+	}
+	if n := uint64(len(recs)); n != lastSeq(t, e) {
+		t.Fatalf("read %d records of %d", n, lastSeq(t, e))
+	}
+	if divs := replay.Verify(recs); len(divs) != 0 {
+		t.Fatalf("divergences: %v", divs)
+	}
+}
