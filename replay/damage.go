@@ -32,8 +32,10 @@ func (s Span) String() string {
 	return fmt.Sprintf("%d-%d", s.First, s.Last)
 }
 
-// Bad is a stored message that is not a tidemark event: undecodable, or a
-// well-formed event on a subject it does not belong to.
+// Bad is a stored message this build cannot take as a tidemark event:
+// undecodable (malformed, an unknown type or a newer schema: written by
+// something else, or by a newer build), or a well-formed event on a
+// subject it does not belong to (foreign).
 type Bad struct {
 	Seq     uint64 `json:"seq"`
 	Subject string `json:"subject"`
@@ -90,7 +92,7 @@ func (d *Damage) Error() string {
 		if n := len(d.Bad) - maxNamed; n > 0 {
 			bad = append(bad, fmt.Sprintf("and %d more", n))
 		}
-		parts = append(parts, fmt.Sprintf("%d message(s) in the event stream are not tidemark events: %s", len(d.Bad), strings.Join(bad, "; ")))
+		parts = append(parts, fmt.Sprintf("%d message(s) in the event stream are undecodable or foreign: %s", len(d.Bad), strings.Join(bad, "; ")))
 	}
 	return strings.Join(parts, "; ")
 }
