@@ -467,6 +467,11 @@ func (e *Engine) handle(ctx context.Context, cmd commands.Command) commands.Repl
 		r.Accepted, r.Seq = true, e.proj.seq()
 		return r
 	}
+	if err := e.Err(); err != nil {
+		// The projection stopped for good (a damaged store): decide and
+		// append nothing.
+		return commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "%v", err))
+	}
 	if _, ok := cmd.(*commands.CompleteIntervals); ok {
 		return e.combine(ctx, cmd)
 	}

@@ -121,9 +121,13 @@ func TestCorruptStoreRefused(t *testing.T) {
 		if !errors.Is(e.Err(), engine.ErrDamaged) {
 			t.Fatalf("projection stopped with %v", e.Err())
 		}
+		before := lastSeq(t, e)
 		r := e.Handle(ctx, &commands.RegisterSnapshot{Meta: meta(at(7)), Model: "events", Version: "v9", Cron: "@hourly", Start: t0})
 		if r.Accepted || !strings.Contains(r.Err().Error(), "missing") {
 			t.Fatalf("a command on the damaged store: %+v", r)
+		}
+		if after := lastSeq(t, e); after != before {
+			t.Fatalf("a command refused on the damaged store appended seq %d-%d", before+1, after)
 		}
 	})
 }
