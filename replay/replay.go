@@ -144,20 +144,25 @@ func (r *reader) consume(ctx context.Context, js jetstream.JetStream, stream jet
 		return fmt.Errorf("replay: consumer: %w", err)
 	}
 	defer it.Stop()
+	// stalled is cancelled when nothing arrived for Stall (one timer,
+	// reset on every delivery).
+	stalled, stall := context.WithCancel(ctx)
+	defer stall()
+	timer := time.AfterFunc(r.opts.Stall, stall)
+	defer timer.Stop()
 	for r.next <= end {
-		nctx, cancel := context.WithTimeout(ctx, r.opts.Stall)
-		msg, err := it.Next(jetstream.NextContext(nctx))
-		cancel()
+		msg, err := it.Next(jetstream.NextContext(stalled))
 		if err != nil {
 			if ctx.Err() != nil {
 				return fmt.Errorf("replay: reading stream: %w", ctx.Err())
 			}
-			if nctx.Err() != nil {
+			if stalled.Err() != nil {
 				// Nothing for Stall: read the rest directly.
 				return r.direct(ctx, stream, end)
 			}
 			return fmt.Errorf("replay: reading stream: %w", err)
 		}
+		timer.Reset(r.opts.Stall)
 		md, err := msg.Metadata()
 		if err != nil {
 			return fmt.Errorf("replay: metadata: %w", err)
