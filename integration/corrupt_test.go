@@ -1,8 +1,10 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -23,9 +25,10 @@ func authed(dir string, checkpointEvery int) engine.Config {
 }
 
 // storeWithHistory writes a deployment's events into a new store and
-// stops it; it returns the data dir, the stream's block file and its last
-// sequence.
-func storeWithHistory(t *testing.T, checkpointEvery int) (dir, blk string, last uint64) {
+// stops it; it returns the data dir, the stream's block file and the id
+// of the event at each sequence (ids[seq-1]; the last is the stream's
+// last sequence).
+func storeWithHistory(t *testing.T, checkpointEvery int) (dir, blk string, ids []string) {
 	t.Helper()
 	dir = t.TempDir()
 	e, err := engine.Open(t.Context(), authed(dir, checkpointEvery))
@@ -34,13 +37,37 @@ func storeWithHistory(t *testing.T, checkpointEvery int) (dir, blk string, last 
 	}
 	deploy(t, e, "prod", "d1", "v1", at(6))
 	deploy(t, e, "qa", "d2", "v1", at(6))
-	last = lastSeq(t, e)
+	recs, err := replay.Read(t.Context(), e.JetStream(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		ids = append(ids, r.Event.ID)
+	}
 	e.Close(context.Background())
 	blks, _ := filepath.Glob(filepath.Join(dir, "jetstream", "jetstream", "*", "streams", events.StreamName, "msgs", "*.blk"))
 	if len(blks) != 1 {
 		t.Fatalf("want one block file, got %v", blks)
 	}
-	return dir, blks[0], last
+	return dir, blks[0], ids
+}
+
+// corruptEvent flips one byte of the event id stored in the block file:
+// that one message no longer matches its checksum.
+func corruptEvent(t *testing.T, blk, id string) {
+	t.Helper()
+	b, err := os.ReadFile(blk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(b, []byte(id))
+	if i < 0 || bytes.Count(b, []byte(id)) != 1 {
+		t.Fatalf("event %s not stored once in %s", id, blk)
+	}
+	b[i+len(id)/2] ^= 0x01
+	if err := os.WriteFile(blk, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestCorruptStoreRefused: an engine opened (as serve does, with auth) on
@@ -48,42 +75,34 @@ func storeWithHistory(t *testing.T, checkpointEvery int) (dir, blk string, last 
 // stopped refuses to start within seconds, with ErrDamaged and the
 // missing sequences; it never waits for them. With a checkpoint past the
 // damage, it starts on the checkpoint, finds the damage under it in the
-// background and stops its projection.
+// background, stops its projection and refuses commands.
 func TestCorruptStoreRefused(t *testing.T) {
 	const bound = 15 * time.Second
-	truncate := func(t *testing.T, blk string) {
+	truncate := func(t *testing.T, blk string, _ []string) {
 		fi, _ := os.Stat(blk)
 		if err := os.Truncate(blk, fi.Size()/2); err != nil {
 			t.Fatal(err)
 		}
 	}
-	flip := func(fromEnd bool) func(t *testing.T, blk string) {
-		return func(t *testing.T, blk string) {
-			b, _ := os.ReadFile(blk)
-			off := len(b) / 2
-			if fromEnd {
-				off = len(b) - 10
-			}
-			b[off] ^= 0xff
-			if err := os.WriteFile(blk, b, 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
+	corrupt := func(seq func(n int) int) func(t *testing.T, blk string, ids []string) {
+		return func(t *testing.T, blk string, ids []string) { corruptEvent(t, blk, ids[seq(len(ids))-1]) }
 	}
+	last := func(n int) int { return n }
+	middle := func(n int) int { return n / 2 }
 	for _, c := range []struct {
 		name       string
 		checkpoint int
-		damage     func(t *testing.T, blk string)
-		lastLost   bool // the last event is among the missing
+		damage     func(t *testing.T, blk string, ids []string)
+		want       func(n int) string // the missing spans, given the last seq
 	}{
-		{"tail truncated", 0, truncate, true},
-		{"tail truncated, no checkpoint", -1, truncate, true},
-		{"last event corrupted, no checkpoint", -1, flip(true), true},
-		{"middle event corrupted, no checkpoint", -1, flip(false), false},
+		{"tail truncated", 0, truncate, func(n int) string { return fmt.Sprintf("-%d]", n) }},
+		{"tail truncated, no checkpoint", -1, truncate, func(n int) string { return fmt.Sprintf("-%d]", n) }},
+		{"last event corrupted, no checkpoint", -1, corrupt(last), func(n int) string { return fmt.Sprintf("[%d]", n) }},
+		{"middle event corrupted, no checkpoint", -1, corrupt(middle), func(n int) string { return fmt.Sprintf("[%d]", middle(n)) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			dir, blk, last := storeWithHistory(t, c.checkpoint)
-			c.damage(t, blk)
+			dir, blk, ids := storeWithHistory(t, c.checkpoint)
+			c.damage(t, blk, ids)
 			ctx, cancel := context.WithTimeout(t.Context(), bound)
 			defer cancel()
 			e, err := engine.Open(ctx, authed(dir, c.checkpoint))
@@ -94,18 +113,18 @@ func TestCorruptStoreRefused(t *testing.T) {
 				t.Fatalf("Open still waiting after %s: %v", bound, err)
 			}
 			d, ok := replay.IsDamage(err)
-			if !errors.Is(err, engine.ErrDamaged) || !ok || len(d.Missing) == 0 || d.LastSeq != last {
+			if !errors.Is(err, engine.ErrDamaged) || !ok || d.LastSeq != uint64(len(ids)) {
 				t.Fatalf("Open: %v", err)
 			}
-			if end := d.Missing[len(d.Missing)-1].Last; c.lastLost != (end == last) {
-				t.Fatalf("missing %v, stream's last seq %d", d.Missing, last)
+			if got, want := fmt.Sprint(d.Missing), c.want(len(ids)); !strings.HasSuffix(got, want) {
+				t.Fatalf("missing %s, want …%s (stream's last seq %d)", got, want, len(ids))
 			}
 		})
 	}
 
 	t.Run("middle event corrupted under the checkpoint", func(t *testing.T) {
-		dir, blk, _ := storeWithHistory(t, 0)
-		flip(false)(t, blk)
+		dir, blk, ids := storeWithHistory(t, 0)
+		corruptEvent(t, blk, ids[middle(len(ids))-1])
 		ctx, cancel := context.WithTimeout(t.Context(), bound)
 		defer cancel()
 		e, err := engine.Open(ctx, authed(dir, 0))
@@ -118,7 +137,8 @@ func TestCorruptStoreRefused(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatalf("the damage under the checkpoint was not found within %s", bound)
 		}
-		if !errors.Is(e.Err(), engine.ErrDamaged) {
+		d, _ := replay.IsDamage(e.Err())
+		if !errors.Is(e.Err(), engine.ErrDamaged) || d == nil || fmt.Sprint(d.Missing) != fmt.Sprintf("[%d]", middle(len(ids))) {
 			t.Fatalf("projection stopped with %v", e.Err())
 		}
 		before := lastSeq(t, e)
