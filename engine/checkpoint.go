@@ -146,34 +146,69 @@ func openCheckpoints(ctx context.Context, js jetstream.JetStream, stream jetstre
 	return &checkpoints{kv: kv, stream: stream}, nil
 }
 
+// checkpointSeq is the sequence a stored checkpoint value was taken at,
+// when its header is intact (0 otherwise): the stream held at least that
+// many events.
+func checkpointSeq(b []byte) uint64 {
+	var h checkpointHeader
+	i := bytes.IndexByte(b, '\n')
+	if i < 0 || json.Unmarshal(b[:i], &h) != nil || h.Format != CheckpointFormat || h.Fingerprint != h.fingerprint() {
+		return 0
+	}
+	return h.Seq
+}
+
+// StoredCheckpointSeq is the sequence of the checkpoint stored in js's
+// checkpoint bucket (0: none, or not intact): the event stream held at
+// least that many events when it was taken.
+func StoredCheckpointSeq(ctx context.Context, js jetstream.JetStream) (uint64, error) {
+	kv, err := js.KeyValue(ctx, CheckpointBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	entry, err := kv.Get(ctx, checkpointKey)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return checkpointSeq(entry.Value()), nil
+}
+
 // load returns the stored checkpoint's state, or nil and the reason it was
-// not usable (nil, nil when there is none).
-func (c *checkpoints) load(ctx context.Context) (*projections.State, error) {
+// not usable (nil, nil when there is none); and, usable or not, the
+// sequence an intact checkpoint header names (0: none).
+func (c *checkpoints) load(ctx context.Context) (*projections.State, uint64, error) {
 	entry, err := c.kv.Get(ctx, checkpointKey)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, nil
+		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
+	seen := checkpointSeq(entry.Value())
 	h, st, err := decodeCheckpoint(entry.Value())
 	if err != nil {
-		return nil, err
+		return nil, seen, err
 	}
 	if h.Seq > 0 {
 		msg, err := c.stream.GetMsg(ctx, h.Seq)
 		if err != nil {
-			return nil, fmt.Errorf("event at seq %d: %w", h.Seq, err)
+			return nil, seen, fmt.Errorf("event at seq %d: %w", h.Seq, err)
 		}
 		ev, err := events.Decode(msg.Data)
 		if err == nil && ev.ID != h.LastEventID {
 			err = fmt.Errorf("event at seq %d is %s, the checkpoint was taken after %s", h.Seq, ev.ID, h.LastEventID)
 		}
 		if err != nil {
-			return nil, err
+			return nil, seen, err
 		}
 	}
-	return st, nil
+	return st, seen, nil
 }
 
 func (c *checkpoints) save(ctx context.Context, value []byte) error {

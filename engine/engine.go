@@ -188,6 +188,8 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.proj = newProjector(e.log.With("subsystem", "projection"))
+	e.proj.probe, e.proj.lastSeq = e.probe, e.LastSeq
+	var seen uint64 // the sequence the stored checkpoint was taken at
 	if cfg.CheckpointEvery >= 0 {
 		if cfg.CheckpointEvery == 0 {
 			e.cfg.CheckpointEvery = DefaultCheckpointEvery
@@ -198,7 +200,8 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 			e.Close(ctx)
 			return nil, err
 		}
-		st, err := e.cp.load(ctx)
+		var st *projections.State
+		st, seen, err = e.cp.load(ctx)
 		switch {
 		case err != nil:
 			e.cpReject = err.Error()
@@ -208,6 +211,10 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 			e.loadedSeq, e.cpSeq = st.Seq, st.Seq
 			e.log.Info("projections loaded from checkpoint", "seq", st.Seq)
 		}
+	}
+	if err := e.checkStore(ctx, seen); err != nil {
+		e.Close(ctx)
+		return nil, err
 	}
 	e.wg.Add(1)
 	go func() {
@@ -220,6 +227,12 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if err := e.CatchUp(ctx); err != nil {
 		e.Close(ctx)
 		return nil, err
+	}
+	if e.loadedSeq > 0 {
+		// The events under the checkpoint are not folded: check that the
+		// stream still holds them all, in the background.
+		e.wg.Add(1)
+		go func() { defer e.wg.Done(); e.verifyPrefix(e.ctx, e.loadedSeq) }()
 	}
 	if e.cp != nil {
 		e.wg.Add(1)
@@ -255,7 +268,9 @@ func (e *Engine) Stats() Stats {
 // Checkpoint writes the live projection to the checkpoint bucket now
 // (nothing when it is already there, or checkpoints are off).
 func (e *Engine) Checkpoint(ctx context.Context) error {
-	if e.cp == nil {
+	if e.cp == nil || e.Err() != nil {
+		// A projection stopped by a damaged store keeps the checkpoint
+		// that shows how far the stream once reached.
 		return nil
 	}
 	e.cpMu.Lock()
@@ -401,13 +416,17 @@ func (e *Engine) LastSeq(ctx context.Context) (uint64, error) {
 }
 
 // CatchUp waits until the projection has applied everything the stream held
-// when it was called.
+// when it was called. It fails at once, with ErrDamaged, when the stream
+// lost events the projection would otherwise wait for (see store.go).
 func (e *Engine) CatchUp(ctx context.Context) error {
-	last, err := e.LastSeq(ctx)
+	st, d, err := replay.CheckStream(ctx, e.stream, 0, 0)
 	if err != nil {
-		return err
+		return fmt.Errorf("engine: stream info: %w", err)
 	}
-	return e.proj.waitFor(ctx, last)
+	if d != nil {
+		return damaged(d)
+	}
+	return e.proj.waitFor(ctx, st.LastSeq)
 }
 
 // View runs fn with the live projection state under its read lock. fn must
@@ -447,6 +466,11 @@ func (e *Engine) handle(ctx context.Context, cmd commands.Command) commands.Repl
 		}
 		r.Accepted, r.Seq = true, e.proj.seq()
 		return r
+	}
+	if err := e.Err(); err != nil {
+		// The projection stopped for good (a damaged store): decide and
+		// append nothing.
+		return commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "%v", err))
 	}
 	if _, ok := cmd.(*commands.CompleteIntervals); ok {
 		return e.combine(ctx, cmd)

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/projections"
+	"github.com/tidemark/tidemark/replay"
 )
 
 // projector keeps a live projections.State folded from the stream by an
@@ -24,6 +25,12 @@ type projector struct {
 	lastID  string // id of the last decoded event applied
 	folded  uint64 // events applied since the projector started
 	pending uint64 // events in the stream after the last one delivered
+	// probe, when set, tells a stalled wait whether the stream still
+	// holds from..to (nil) or lost some of them (a *replay.Damage).
+	probe func(ctx context.Context, from, to uint64) error
+	// lastSeq, when set, is the stream's last sequence (for reports).
+	lastSeq func(ctx context.Context) (uint64, error)
+	failed  chan struct{} // closed when err is set
 }
 
 // lag is how many stored events the projection has not applied yet, as of
@@ -35,7 +42,7 @@ func (p *projector) lag() uint64 {
 }
 
 func newProjector(log *slog.Logger) *projector {
-	return &projector{st: projections.New(), changed: make(chan struct{}), log: log}
+	return &projector{st: projections.New(), changed: make(chan struct{}), failed: make(chan struct{}), log: log}
 }
 
 // read runs fn with the state under the read lock. fn must not keep st.
@@ -51,8 +58,20 @@ func (p *projector) seq() uint64 {
 	return p.st.Seq
 }
 
-// waitFor blocks until the state has applied seq.
+// waitFor blocks until the state has applied seq. It never waits for an
+// event that is not there: when nothing was applied for stallProbe it
+// probes the stream, and a sequence the stream lost fails the projection
+// with the damage at once; when the events are there but still not
+// delivered after stallLimit, it gives up.
 func (p *projector) waitFor(ctx context.Context, seq uint64) error {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	var last, suspect uint64
+	var since time.Time
 	for {
 		p.mu.RLock()
 		cur, ch, err := p.st.Seq, p.changed, p.err
@@ -63,10 +82,41 @@ func (p *projector) waitFor(ctx context.Context, seq uint64) error {
 		if err != nil {
 			return err
 		}
+		if since.IsZero() || cur != last {
+			last, since = cur, time.Now()
+		}
+		if timer == nil {
+			timer = time.NewTimer(stallProbe)
+		} else {
+			timer.Reset(stallProbe)
+		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("engine: waiting for projection to reach seq %d (at %d): %w", seq, cur, ctx.Err())
 		case <-ch:
+		case <-timer.C:
+			if p.probe == nil {
+				continue
+			}
+			perr := p.probe(ctx, cur+1, seq)
+			if d, ok := replay.IsDamage(perr); ok {
+				// Twice in a row, a stall probe apart: a server that just
+				// became the stream's leader does not count as damage.
+				if suspect == cur+1 {
+					p.log.Error("the event stream lost events", "err", d)
+					p.fail(damaged(d))
+					continue
+				}
+				suspect = cur + 1
+				continue
+			}
+			suspect = 0
+			if perr != nil {
+				p.log.Warn("projection stalled; cannot probe the stream", "at", cur, "want", seq, "err", perr)
+			}
+			if stalled := time.Since(since); stalled >= stallLimit {
+				return fmt.Errorf("engine: the projection applied nothing for %s at seq %d although the stream holds seq %d", stalled.Round(time.Second), cur, cur+1)
+			}
 		}
 	}
 }
@@ -80,15 +130,37 @@ func (p *projector) watch() (<-chan struct{}, error) {
 	return p.changed, p.err
 }
 
-func (p *projector) apply(seq uint64, subject string, data []byte) {
+// apply folds the event delivered at seq, with pending more after it.
+func (p *projector) apply(seq uint64, subject string, data []byte, pending uint64) {
 	p.mu.RLock()
 	applied := seq <= p.st.Seq
 	p.mu.RUnlock()
 	if applied {
 		return // this engine's own event, applied when its append was acknowledged
 	}
-	ev, derr := events.Decode(data)
+	ev, derr := replay.Decode(subject, data)
 	p.mu.Lock()
+	if p.err != nil {
+		p.mu.Unlock()
+		return
+	}
+	if seq > p.st.Seq+1 {
+		// The consumer skipped sequences: the server could not load them.
+		// The stream denies deletes, so they are lost events; the
+		// projection cannot be right without them.
+		d := &replay.Damage{LastSeq: seq + pending, Missing: []replay.Span{{First: p.st.Seq + 1, Last: seq - 1}}}
+		p.mu.Unlock()
+		if p.lastSeq != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			if last, err := p.lastSeq(ctx); err == nil {
+				d.LastSeq = max(last, seq)
+			}
+			cancel()
+		}
+		p.log.Error("the event stream lost events", "err", d)
+		p.fail(damaged(d))
+		return
+	}
 	if seq > p.st.Seq {
 		p.folded++
 		p.lastID = ev.ID
@@ -132,11 +204,16 @@ func (p *projector) notify() {
 	p.changed = make(chan struct{})
 }
 
+// fail stops the projection for good with err (the first failure stays).
 func (p *projector) fail(err error) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err != nil {
+		return
+	}
 	p.err = err
+	close(p.failed)
 	p.notify()
-	p.mu.Unlock()
 }
 
 // run folds the stream from the state's next sequence until ctx ends.
@@ -172,7 +249,7 @@ func (p *projector) run(ctx context.Context, js jetstream.JetStream) error {
 			p.log.Warn("projection consumer: no metadata", "err", err)
 			continue
 		}
-		p.apply(md.Sequence.Stream, msg.Subject(), msg.Data())
+		p.apply(md.Sequence.Stream, msg.Subject(), msg.Data(), md.NumPending)
 		p.mu.Lock()
 		p.pending = md.NumPending
 		p.mu.Unlock()

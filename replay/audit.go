@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -61,7 +62,8 @@ func (f Filter) match(r Row) bool {
 // Audit lists the records f selects as audit rows, in stream order.
 // Plan builds, completions, invalidations, scheduler advances, catch-up
 // requests, decisions, finalizations and repairs all appear; events that
-// could not be decoded appear as "undecodable".
+// could not be decoded appear as "undecodable", well-formed events on a
+// subject not their own as "foreign".
 func Audit(recs []events.Record, f Filter) []Row {
 	var out []Row
 	for _, r := range recs {
@@ -79,7 +81,11 @@ func describe(r events.Record) Row {
 	row := Row{Seq: r.Seq, At: r.Event.OccurredAt, Type: string(r.Event.Type), Actor: r.Event.Actor,
 		Causation: r.Event.Causation, Correlation: r.Event.Correlation}
 	if r.Err != nil {
-		row.Type, row.Summary = "undecodable", fmt.Sprintf("%s: %v", r.Subject, r.Err)
+		row.Type = "undecodable"
+		if errors.Is(r.Err, ErrForeign) {
+			row.Type = "foreign"
+		}
+		row.Summary = fmt.Sprintf("%s: %v", r.Subject, r.Err)
 		return row
 	}
 	switch p := r.Event.Payload.(type) {

@@ -24,17 +24,24 @@ import (
 // directBatch is how many messages one direct get asks for.
 const directBatch = 1024
 
-// directPatience bounds how long a read waits for a message it knows is
-// stored (the stream's last sequence said so) but a replica does not
-// serve yet: a follower of a clustered stream may lag the leader.
-const directPatience = 10 * time.Second
-
 // errNoDirect: the server or stream does not serve batched direct gets.
 var errNoDirect = errors.New("replay: batched direct get unavailable")
 
+// notServed is readDirect's error when nothing is served from seq on
+// though the stream claims to hold it, for longer than the patience given:
+// a lagging replica, or a message the store lost. The caller asks the
+// stream leader for each remaining sequence.
+type notServed struct{ seq uint64 }
+
+func (e notServed) Error() string {
+	return fmt.Sprintf("replay: sequence %d is not served by direct gets", e.seq)
+}
+
 // readDirect calls visit with every message of stream from sequence from
-// through upTo, in order, until visit says stop.
-func readDirect(ctx context.Context, js jetstream.JetStream, stream string, from, upTo uint64, visit func(seq uint64, subject string, data []byte) (stop bool)) error {
+// through upTo, in order, until visit says stop. Sequences the stream does
+// not hold are skipped; when nothing at all is served from a sequence on
+// for patience, it returns notServed.
+func readDirect(ctx context.Context, js jetstream.JetStream, stream string, from, upTo uint64, patience time.Duration, visit func(seq uint64, subject string, data []byte) (stop bool)) error {
 	nc := js.Conn()
 	subject := apiPrefix(js.Options()) + "DIRECT.GET." + stream
 	next := from
@@ -54,8 +61,8 @@ func readDirect(ctx context.Context, js jetstream.JetStream, stream string, from
 		// a lagging replica answered; ask again, for a while.
 		if stalled.IsZero() {
 			stalled = time.Now()
-		} else if time.Since(stalled) > directPatience {
-			return fmt.Errorf("replay: reading %s: sequence %d of %d is not served (direct get: no message)", stream, next, upTo)
+		} else if time.Since(stalled) > patience {
+			return notServed{next}
 		}
 		t := time.NewTimer(50 * time.Millisecond)
 		select {

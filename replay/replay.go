@@ -32,7 +32,22 @@ type Options struct {
 	// Progress, when set, is called as records arrive with the sequence
 	// read and the last sequence to read.
 	Progress func(seq, last uint64)
+	// Stall is how long the read waits for the consumer's next message
+	// before it reads the rest one sequence at a time with direct gets
+	// (which tell a missing message from a slow one). Default
+	// DefaultStall.
+	Stall time.Duration
+	// CheckOnly reads message headers only, decodes and returns no
+	// records: the read just finds the sequences the stream lost.
+	CheckOnly bool
+	// MinLastSeq is a sequence the stream is known to have reached (a
+	// projection checkpoint was taken there): a shorter stream lost its
+	// tail, and the read reports it missing.
+	MinLastSeq uint64
 }
+
+// DefaultStall is Options.Stall's default.
+const DefaultStall = 2 * time.Second
 
 // Read loads every event up to upTo (0: the stream's last sequence when
 // called) with an ordered consumer from the start.
@@ -43,71 +58,195 @@ func Read(ctx context.Context, js jetstream.JetStream, upTo uint64) ([]events.Re
 // ReadWith loads the prefix of the stream that opts select, from the
 // stream start, with batched direct gets (no consumer, see direct.go), or
 // an ordered consumer where the server or stream has none.
+//
+// It never waits for a message that is not there: it knows from the
+// stream's state which sequences to expect, and a sequence the read skips,
+// or one the consumer still has not delivered after Stall, is read directly
+// or found missing. When the stream lost events, or holds messages that
+// are not tidemark events, ReadWith returns every record it could read
+// (a bad message as a record with Err) together with a *Damage naming
+// them.
 func ReadWith(ctx context.Context, js jetstream.JetStream, opts Options) ([]events.Record, error) {
 	stream, err := js.Stream(ctx, events.StreamName)
 	if err != nil {
 		return nil, fmt.Errorf("replay: stream: %w", err)
 	}
-	info, err := stream.Info(ctx)
+	state, d, err := CheckStream(ctx, stream, opts.AtSeq, opts.MinLastSeq)
 	if err != nil {
 		return nil, fmt.Errorf("replay: stream info: %w", err)
 	}
+	if d == nil {
+		d = &Damage{LastSeq: state.LastSeq}
+	}
 	upTo := opts.AtSeq
-	last := info.State.LastSeq
-	if upTo == 0 || upTo > last {
-		upTo = last
+	if upTo == 0 || upTo > d.LastSeq {
+		upTo = d.LastSeq
 	}
-	if upTo == 0 || info.State.Msgs == 0 {
-		return nil, nil
+	r := &reader{opts: opts, d: d, upTo: upTo, next: 1}
+	if opts.Stall <= 0 {
+		r.opts.Stall = DefaultStall
 	}
-	var out []events.Record
-	// visit takes the message at seq; true: the read is complete.
-	visit := func(seq uint64, subject string, data []byte) bool {
-		if seq > upTo {
-			return true
-		}
-		ev, derr := events.Decode(data)
-		if derr == nil && !opts.At.IsZero() && ev.OccurredAt.After(opts.At) {
-			return true
-		}
-		out = append(out, events.Record{Seq: seq, Subject: subject, Event: ev, Err: derr})
-		if opts.Progress != nil {
-			opts.Progress(seq, upTo)
-		}
-		return seq == upTo
+	// The last sequence the stream claims to hold: the read ends there.
+	end := upTo
+	for end > 0 && r.known(end) {
+		end--
 	}
-	if info.Config.AllowDirect {
-		err := readDirect(ctx, js, events.StreamName, 1, upTo, visit)
-		if !errors.Is(err, errNoDirect) {
-			if err != nil {
+	if end > 0 {
+		direct := false
+		if info := stream.CachedInfo(); info != nil && info.Config.AllowDirect && !opts.CheckOnly {
+			err := readDirect(ctx, js, events.StreamName, 1, end, r.opts.Stall, r.add)
+			var ns notServed
+			switch {
+			case err == nil:
+				direct = true
+			case errors.As(err, &ns):
+				// The rest, one sequence at a time from the stream leader,
+				// which tells a lost message from a slow one.
+				if err := r.direct(ctx, stream, end); err != nil {
+					return nil, err
+				}
+				direct = true
+			case errors.Is(err, errNoDirect):
+				// Start again with a consumer.
+				d = &Damage{LastSeq: d.LastSeq, Missing: append([]Span(nil), d.Missing...)}
+				r = &reader{opts: r.opts, d: d, upTo: upTo, next: 1}
+			default:
 				return nil, err
 			}
-			return out, nil
 		}
-		out = out[:0]
+		if !direct {
+			if err := r.consume(ctx, js, stream, end); err != nil {
+				return nil, err
+			}
+		}
 	}
-	cons, err := js.OrderedConsumer(ctx, events.StreamName, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
+	if r.stopped > 0 {
+		// Stopped at opts.At: what lies after is not part of the read.
+		kept := d.Missing[:0]
+		for _, s := range d.Missing {
+			if s.First < r.stopped {
+				s.Last = min(s.Last, r.stopped-1)
+				kept = append(kept, s)
+			}
+		}
+		d.Missing = kept
+	}
+	d.normalize()
+	if d.empty() {
+		return r.out, nil
+	}
+	return r.out, d
+}
+
+type reader struct {
+	opts    Options
+	d       *Damage
+	upTo    uint64
+	next    uint64 // the next sequence expected
+	stopped uint64 // the sequence opts.At stopped before (0: none)
+	out     []events.Record
+}
+
+// known reports whether seq is already known to be missing.
+func (r *reader) known(seq uint64) bool {
+	for _, s := range r.d.Missing {
+		if seq >= s.First && seq <= s.Last {
+			return true
+		}
+	}
+	return false
+}
+
+// consume reads up to end with an ordered consumer, then directly what it
+// did not deliver in time.
+func (r *reader) consume(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, end uint64) error {
+	cons, err := js.OrderedConsumer(ctx, events.StreamName, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy, HeadersOnly: r.opts.CheckOnly})
 	if err != nil {
-		return nil, fmt.Errorf("replay: consumer: %w", err)
+		return fmt.Errorf("replay: consumer: %w", err)
 	}
 	it, err := cons.Messages()
 	if err != nil {
-		return nil, fmt.Errorf("replay: consumer: %w", err)
+		return fmt.Errorf("replay: consumer: %w", err)
 	}
 	defer it.Stop()
-	for {
-		msg, err := it.Next(jetstream.NextContext(ctx))
+	// stalled is cancelled when nothing arrived for Stall (one timer,
+	// reset on every delivery).
+	stalled, stall := context.WithCancel(ctx)
+	defer stall()
+	timer := time.AfterFunc(r.opts.Stall, stall)
+	defer timer.Stop()
+	for r.next <= end {
+		msg, err := it.Next(jetstream.NextContext(stalled))
 		if err != nil {
-			return nil, fmt.Errorf("replay: reading stream: %w", err)
+			if ctx.Err() != nil {
+				return fmt.Errorf("replay: reading stream: %w", ctx.Err())
+			}
+			if stalled.Err() != nil {
+				// Nothing for Stall: read the rest directly.
+				return r.direct(ctx, stream, end)
+			}
+			return fmt.Errorf("replay: reading stream: %w", err)
 		}
+		timer.Reset(r.opts.Stall)
 		md, err := msg.Metadata()
 		if err != nil {
-			return nil, fmt.Errorf("replay: metadata: %w", err)
+			return fmt.Errorf("replay: metadata: %w", err)
 		}
-		if visit(md.Sequence.Stream, msg.Subject(), msg.Data()) {
-			return out, nil
+		if done := r.add(md.Sequence.Stream, msg.Subject(), msg.Data()); done {
+			return nil
 		}
 	}
+	return nil
+}
+
+// direct reads the sequences from r.next to end one by one.
+func (r *reader) direct(ctx context.Context, stream jetstream.Stream, end uint64) error {
+	for seq := r.next; seq <= end; seq++ {
+		if r.known(seq) {
+			continue
+		}
+		m, err := stream.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			r.d.miss(seq, seq)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("replay: reading seq %d: %w", seq, err)
+		}
+		if done := r.add(seq, m.Subject, m.Data); done {
+			return nil
+		}
+	}
+	return nil
+}
+
+// add takes the message at seq; it reports whether the read is done.
+func (r *reader) add(seq uint64, subject string, data []byte) bool {
+	if seq < r.next {
+		return false
+	}
+	if seq > r.upTo {
+		return true
+	}
+	// A sequence the consumer skipped is one the server could not load.
+	r.d.miss(r.next, seq-1)
+	r.next = seq + 1
+	if r.opts.CheckOnly {
+		return seq >= r.upTo
+	}
+	ev, derr := Decode(subject, data)
+	if derr == nil && !r.opts.At.IsZero() && ev.OccurredAt.After(r.opts.At) {
+		r.stopped = seq
+		return true
+	}
+	if derr != nil {
+		r.d.Bad = append(r.d.Bad, Bad{Seq: seq, Subject: subject, Err: derr, Reason: derr.Error()})
+	}
+	r.out = append(r.out, events.Record{Seq: seq, Subject: subject, Event: ev, Err: derr})
+	if r.opts.Progress != nil {
+		r.opts.Progress(seq, r.upTo)
+	}
+	return seq >= r.upTo
 }
 
 // Fold applies records to a fresh state (records with Err are skipped but

@@ -36,13 +36,14 @@ func newReplayCmd() *cobra.Command {
 		Long: "replay folds the stream from its start with the same code as the live projections and\n" +
 			"prints what the projections held at that point. With --verify it re-evaluates every\n" +
 			"recorded decision and catch-up request at the sequence it was evaluated at, with the\n" +
-			"policy version it names, and exits 1 on any divergence.",
+			"policy version it names, and exits 1 on any divergence. It exits 1, naming them, when\n" +
+			"the stream lost events or holds messages that are not tidemark events.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkFormat(output, "table", "json"); err != nil {
 				return err
 			}
-			recs, closeStore, err := s.read(cmd)
+			recs, closeStore, dmg, err := s.read(cmd)
 			if err != nil {
 				return err
 			}
@@ -59,6 +60,9 @@ func newReplayCmd() *cobra.Command {
 				if verify {
 					res["divergences"] = nonNilDivs(divs)
 				}
+				if dmg != nil {
+					res["damage"] = dmg
+				}
 				if err := json.NewEncoder(out).Encode(res); err != nil {
 					return err
 				}
@@ -72,14 +76,21 @@ func newReplayCmd() *cobra.Command {
 					}
 				}
 			}
+			var errs []error
+			if dmg != nil {
+				errs = append(errs, dmg)
+			}
 			if len(divs) > 0 {
-				return &exitError{code: 1, err: fmt.Errorf("%d divergence(s) between recorded and recomputed decisions", len(divs))}
+				errs = append(errs, fmt.Errorf("%d divergence(s) between recorded and recomputed decisions", len(divs)))
+			}
+			if len(errs) > 0 {
+				return &exitError{code: 1, err: errors.Join(errs...)}
 			}
 			return nil
 		},
 	}
 	s.register(cmd, true)
-	cmd.Flags().BoolVar(&verify, "verify", false, "re-evaluate every recorded decision; exit 1 on any divergence")
+	cmd.Flags().BoolVar(&verify, "verify", false, "re-evaluate every recorded decision; exit 1 on any divergence (and, like every reader, on lost events or messages that are not tidemark events)")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
 	return cmd
 }
@@ -106,6 +117,7 @@ func newStatusCmd() *cobra.Command {
 			var envs []commands.EnvStatus
 			var open []commands.Repair
 			var seq uint64
+			var dmg *replay.Damage
 			if s.pointInTime() {
 				if waitAdvance > 0 {
 					return &exitError{code: 2, err: errors.New("--wait-advance asks the running server: not with --data-dir, --at or --at-seq")}
@@ -113,11 +125,12 @@ func newStatusCmd() *cobra.Command {
 				if s.natsURL == "" && s.dataDir == "" {
 					s.natsURL = defaultNatsURL
 				}
-				recs, closeStore, err := s.read(cmd)
+				recs, closeStore, d, err := s.read(cmd)
 				if err != nil {
 					return err
 				}
 				defer closeStore()
+				dmg = d
 				st := replay.Fold(recs)
 				at := lastAt(recs)
 				if o, _ := s.options(); !o.At.IsZero() {
@@ -143,11 +156,18 @@ func newStatusCmd() *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			if output == "json" {
-				return json.NewEncoder(out).Encode(map[string]any{"seq": seq, "envs": envs, "open_repairs": open})
+				res := map[string]any{"seq": seq, "envs": envs, "open_repairs": open}
+				if dmg != nil {
+					res["damage"] = dmg
+				}
+				if err := json.NewEncoder(out).Encode(res); err != nil {
+					return err
+				}
+				return damageExit(dmg)
 			}
 			fmt.Fprintf(out, "as of seq %d\n", seq)
 			printStatus(out, envs, open)
-			return nil
+			return damageExit(dmg)
 		},
 	}
 	s.register(cmd, true)
@@ -264,12 +284,15 @@ func newAuditCmd() *cobra.Command {
 			if f.Until, err = optTime("--until", until); err != nil {
 				return err
 			}
-			recs, closeStore, err := s.read(cmd)
+			recs, closeStore, dmg, err := s.read(cmd)
 			if err != nil {
 				return err
 			}
 			defer closeStore()
-			return printAudit(cmd.OutOrStdout(), replay.Audit(recs, f), output)
+			if err := printAudit(cmd.OutOrStdout(), replay.Audit(recs, f), output); err != nil {
+				return err
+			}
+			return damageExit(dmg)
 		},
 	}
 	s.register(cmd, false)
@@ -333,18 +356,24 @@ func newExplainCmd() *cobra.Command {
 			if err := checkFormat(output, "table", "json"); err != nil {
 				return err
 			}
-			recs, closeStore, err := s.read(cmd)
+			recs, closeStore, dmg, err := s.read(cmd)
 			if err != nil {
 				return err
 			}
 			defer closeStore()
 			x, err := replay.Explain(recs, args[0])
 			if err != nil {
+				if dmg != nil {
+					err = errors.Join(dmg, err)
+				}
 				return &exitError{code: 1, err: err}
 			}
 			out := cmd.OutOrStdout()
 			if output == "json" {
-				return json.NewEncoder(out).Encode(x)
+				if err := json.NewEncoder(out).Encode(x); err != nil {
+					return err
+				}
+				return damageExit(dmg)
 			}
 			d := x.Decision
 			fmt.Fprintf(out, "plan %s for %s (built %s at generation %d, policy %s)\n", x.Plan.Plan, x.Plan.Env, x.Plan.BuiltAt.Format(time.RFC3339), x.Plan.Generation, d.Policy.Name())
@@ -371,9 +400,13 @@ func newExplainCmd() *cobra.Command {
 				for _, dv := range x.Divergences {
 					fmt.Fprintf(out, "  %s\n", dv)
 				}
-				return &exitError{code: 1, err: errors.New("the recorded decision differs from its re-evaluation")}
+				err := errors.New("the recorded decision differs from its re-evaluation")
+				if dmg != nil {
+					err = errors.Join(dmg, err)
+				}
+				return &exitError{code: 1, err: err}
 			}
-			return nil
+			return damageExit(dmg)
 		},
 	}
 	s.register(cmd, false)

@@ -61,7 +61,7 @@ func newServeCmd() *cobra.Command {
 			ctx := cmd.Context()
 			eng, err := engine.Open(ctx, cfg)
 			if err != nil {
-				return &exitError{code: 2, err: err}
+				return &exitError{code: 2, err: storeHint(err, dataDir, natsURL)}
 			}
 			// All work (plan backfills, scheduled runs, catch-up, repair) is
 			// derived from the stream by the one publisher: published to
@@ -127,8 +127,16 @@ func newServeCmd() *cobra.Command {
 			if dashboard != "" {
 				fmt.Fprintf(cmd.OutOrStdout(), "dashboard on %s (metrics %s/metrics)\n", dashboard, dashboard)
 			}
-			<-ctx.Done()
-			log.Info("shutting down: draining the command service")
+			var failed error
+			select {
+			case <-ctx.Done():
+				log.Info("shutting down: draining the command service")
+			case <-eng.Failed():
+				// The projection stopped for good (a damaged store): every
+				// command would be refused, so stop and say why.
+				failed = eng.Err()
+				log.Error("shutting down: the projection stopped", "err", failed)
+			}
 			// Stop accepting commands and let in-flight ones finish, then
 			// stop the scheduler and close the engine.
 			if httpSrv != nil {
@@ -139,7 +147,13 @@ func newServeCmd() *cobra.Command {
 			_ = svc.Stop()
 			stopSched()
 			wg.Wait()
-			return eng.Close(context.Background())
+			if err := eng.Close(context.Background()); err != nil {
+				return err
+			}
+			if failed != nil {
+				return &exitError{code: 2, err: storeHint(failed, dataDir, natsURL)}
+			}
+			return nil
 		},
 	}
 	f := cmd.Flags()
@@ -174,4 +188,15 @@ func newLogger(format string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(os.Stderr, nil)), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+// storeHint adds what to do to an error that says the store lost events.
+func storeHint(err error, dataDir, natsURL string) error {
+	if !errors.Is(err, engine.ErrDamaged) {
+		return err
+	}
+	if natsURL != "" {
+		return fmt.Errorf("%w\nthe stream on %s lost acknowledged events: restore it from a backup or a healthy replica (`tidemark replay --nats-url` lists what is left)", err, natsURL)
+	}
+	return fmt.Errorf("%w\nthe store in %s lost acknowledged events: stop, keep a copy of the directory, and restore it from a backup (`tidemark replay --data-dir %s` lists what is left; see docs/security.md)", err, dataDir, dataDir)
 }

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"github.com/tidemark/tidemark/events"
-	"io"
-	"log/slog"
 	"os"
 	"time"
 
@@ -40,33 +38,34 @@ func (s *storeFlags) register(cmd *cobra.Command, pointInTime bool) {
 }
 
 // stream opens the selected stream for reading: an embedded server on the
-// data dir, or a plain connection to the NATS server (nothing is created
-// there). close releases it.
-func (s *storeFlags) stream(ctx context.Context) (js jetstream.JetStream, close func(), err error) {
+// data dir (nothing is created or changed there, and a damaged store
+// opens too), or a plain connection to the NATS server (nothing is
+// created there). minLast is a sequence the stream is known to have
+// reached (the data dir's checkpoint; 0: none). close releases it.
+func (s *storeFlags) stream(ctx context.Context) (js jetstream.JetStream, minLast uint64, close func(), err error) {
 	if (s.dataDir == "") == (s.natsURL == "") {
-		return nil, nil, &exitError{code: 2, err: errors.New("give exactly one of --data-dir and --nats-url")}
+		return nil, 0, nil, &exitError{code: 2, err: errors.New("give exactly one of --data-dir and --nats-url")}
 	}
 	if s.natsURL != "" {
 		nc, err := transport.Connect(s.natsURL, nats.Name("tidemark-cli"), nats.Timeout(5*time.Second))
 		if err != nil {
-			return nil, nil, &exitError{code: 2, err: fmt.Errorf("cannot reach NATS at %s: %v", s.natsURL, err)}
+			return nil, 0, nil, &exitError{code: 2, err: fmt.Errorf("cannot reach NATS at %s: %v", s.natsURL, err)}
 		}
 		js, err := jetstream.New(nc)
 		if err != nil {
 			nc.Close()
-			return nil, nil, &exitError{code: 2, err: err}
+			return nil, 0, nil, &exitError{code: 2, err: err}
 		}
-		return js, nc.Close, nil
+		return js, 0, nc.Close, nil
 	}
 	if _, err := os.Stat(s.dataDir); err != nil {
-		return nil, nil, &exitError{code: 2, err: err}
+		return nil, 0, nil, &exitError{code: 2, err: err}
 	}
-	cfg := engine.Config{DataDir: s.dataDir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	e, err := engine.Open(ctx, cfg)
+	st, err := engine.OpenStore(ctx, s.dataDir)
 	if err != nil {
-		return nil, nil, &exitError{code: 2, err: err}
+		return nil, 0, nil, &exitError{code: 2, err: err}
 	}
-	return e.JetStream(), func() { e.Close(context.WithoutCancel(ctx)) }, nil
+	return st.JetStream(), st.CheckpointSeq, st.Close, nil
 }
 
 // options turns the point-in-time flags into replay options.
@@ -83,16 +82,20 @@ func (s *storeFlags) options() (replay.Options, error) {
 }
 
 // read loads the selected prefix of the stream, with a progress bar on a
-// terminal (events/s and ETA); nothing extra when stderr is not one.
-func (s *storeFlags) read(cmd *cobra.Command) ([]events.Record, func(), error) {
+// terminal (events/s and ETA); nothing extra when stderr is not one. When
+// the stream lost events or holds messages that are not tidemark events,
+// it returns what it could read and the damage: the command shows what it
+// can, then fails with damageExit.
+func (s *storeFlags) read(cmd *cobra.Command) ([]events.Record, func(), *replay.Damage, error) {
 	opts, err := s.options()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	js, closeStore, err := s.stream(cmd.Context())
+	js, minLast, closeStore, err := s.stream(cmd.Context())
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
+	opts.MinLastSeq = minLast
 	var p *mpb.Progress
 	var bar *mpb.Bar
 	if f, ok := cmd.ErrOrStderr().(*os.File); ok && term.IsTerminal(int(f.Fd())) {
@@ -112,11 +115,23 @@ func (s *storeFlags) read(cmd *cobra.Command) ([]events.Record, func(), error) {
 		}
 		p.Wait()
 	}
-	if err != nil {
+	d, damaged := replay.IsDamage(err)
+	if err != nil && !damaged {
 		closeStore()
-		return nil, nil, &exitError{code: 2, err: err}
+		return nil, nil, nil, &exitError{code: 2, err: err}
 	}
-	return recs, closeStore, nil
+	return recs, closeStore, d, nil
+}
+
+// damageExit fails a command that read a damaged stream (nil when d is):
+// exit 1, naming every missing sequence and every message that is not a
+// tidemark event (sequence and subject), after the output of what could
+// be read.
+func damageExit(d *replay.Damage) error {
+	if d == nil {
+		return nil
+	}
+	return &exitError{code: 1, err: d}
 }
 
 // pointInTime reports whether the flags ask for history rather than now.
