@@ -245,7 +245,24 @@ const (
 	MaxPlanModels = 1_000
 	// MaxIDLen bounds command ids (they become Nats-Msg-Id headers).
 	MaxIDLen = 128
+	// MaxLookback bounds a snapshot's lookback, in intervals of its unit:
+	// the scheduler steps back that many intervals from a tick, and an
+	// unbounded count overflows that arithmetic (10,000 five-minute
+	// intervals are about 35 days, 10,000 years stay far inside time.Time).
+	MaxLookback = 10_000
 )
+
+// CheckLookback validates a lookback (RegisterSnapshot, model files and
+// scenario files all use it): 0 to MaxLookback intervals.
+func CheckLookback(n int) error {
+	if n < 0 {
+		return Errorf(CodeInvalid, "lookback", "lookback must be >= 0")
+	}
+	if n > MaxLookback {
+		return Errorf(CodeInvalid, "lookback", "lookback %d: at most %d intervals", n, MaxLookback)
+	}
+	return nil
+}
 
 func (m *Meta) validate() error {
 	if m.ID == "" {
@@ -330,8 +347,8 @@ func (c *RegisterSnapshot) Validate() error {
 	if !sched.Unit().Aligned(c.Start) {
 		return Errorf(CodeInvalid, "start", "start %s is not aligned to the %s unit", c.Start.UTC().Format(time.RFC3339), sched.Unit())
 	}
-	if c.Lookback < 0 {
-		return Errorf(CodeInvalid, "lookback", "lookback must be >= 0")
+	if err := CheckLookback(c.Lookback); err != nil {
+		return err
 	}
 	switch c.SnapshotKind {
 	case "", events.Incremental, events.ForwardOnly:
