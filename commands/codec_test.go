@@ -52,6 +52,11 @@ func TestDecodeErrorsNameTheField(t *testing.T) {
 		{"empty", KindPromote, ContentJSON, ``, CodeMalformed, ""},
 		{"too large", KindPromote, ContentJSON, strings.Repeat(" ", MaxBodyBytes+1), CodeTooLarge, ""},
 		{"unknown kind", "explode", ContentJSON, `{}`, CodeInvalid, "kind"},
+		{"json key twice", KindPromote, ContentJSON, `{"id":"a","plan":"p1","plan":"p2"}`, CodeMalformed, "plan"},
+		{"json key twice, escaped", KindPromote, ContentJSON, `{"id":"a","plan":"p1","\u0070lan":"p2"}`, CodeMalformed, "plan"},
+		{"json key twice, invalid utf-8", KindPromote, ContentJSON, "{\"id\":\"a\",\"\xff\":1,\"\xfe\":2}", CodeMalformed, "\ufffd"},
+		{"json nested key twice", KindBuildPlan, ContentJSON, `{"id":"a","plan":"p","env":"prod","versions":{"m":"v1","n":"v1","m":"v2"}}`, CodeMalformed, "versions.m"},
+		{"json trailing bracket", KindPromote, ContentJSON, `{"id":"a","plan":"p1"}]`, CodeMalformed, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -65,6 +70,21 @@ func TestDecodeErrorsNameTheField(t *testing.T) {
 			}
 		})
 	}
+	// The same key in two objects, and brackets and quotes inside strings,
+	// are no duplicates.
+	if _, err := Decode(KindBuildPlan, ContentJSON, []byte(`{"id":"a{\"plan\":[","plan":"p","env":"prod","versions":{"plan":"v1","id":"v2"}}`)); err != nil {
+		t.Fatalf("same key in two objects: %v", err)
+	}
+	// msgpack key twice, at the top level and in a nested map
+	twice := []byte{0x83, 0xa2, 'i', 'd', 0xa1, 'a', 0xa4, 'p', 'l', 'a', 'n', 0xa2, 'p', '1', 0xa4, 'p', 'l', 'a', 'n', 0xa2, 'p', '2'}
+	if _, err := Decode(KindPromote, ContentMsgpack, twice); !isRejection(err, CodeMalformed, "plan") {
+		t.Fatalf("msgpack key twice: %v", err)
+	}
+	nested := []byte{0x84, 0xa2, 'i', 'd', 0xa1, 'a', 0xa4, 'p', 'l', 'a', 'n', 0xa1, 'p', 0xa3, 'e', 'n', 'v', 0xa1, 'e',
+		0xa8, 'v', 'e', 'r', 's', 'i', 'o', 'n', 's', 0x82, 0xa1, 'm', 0xa2, 'v', '1', 0xa1, 'm', 0xa2, 'v', '2'}
+	if _, err := Decode(KindBuildPlan, ContentMsgpack, nested); !isRejection(err, CodeMalformed, "versions.m") {
+		t.Fatalf("msgpack nested key twice: %v", err)
+	}
 	// msgpack unknown field
 	b, _ := Encode(&Promote{Meta: Meta{ID: "a"}, Plan: "p1"}, false)
 	b = append([]byte{b[0] + 1}, b[1:]...) // one more map entry
@@ -74,4 +94,9 @@ func TestDecodeErrorsNameTheField(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Field != "extra" {
 		t.Fatalf("msgpack unknown field: %v", err)
 	}
+}
+
+func isRejection(err error, code Code, field string) bool {
+	var ce *Error
+	return errors.As(err, &ce) && ce.Code == code && ce.Field == field
 }

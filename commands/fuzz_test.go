@@ -32,6 +32,9 @@ func FuzzDecode(f *testing.F) {
 		}
 	}
 	f.Add(uint8(0), true, []byte(`{"id":"x","lookback":1e400}`))
+	f.Add(uint8(4), true, []byte(`{"id":"x","plan":"p1","plan":"p2"}`))
+	f.Add(uint8(1), true, []byte(`{"id":"x","plan":"p","env":"e","versions":{"m":"v1","m":"v2"}}`))
+	f.Add(uint8(4), false, []byte{0x83, 0xa2, 'i', 'd', 0xa1, 'x', 0xa4, 'p', 'l', 'a', 'n', 0xa1, 'p', 0xa4, 'p', 'l', 'a', 'n', 0xa1, 'q'})
 	f.Add(uint8(2), false, []byte{0x81, 0xa6, 0x72, 0x61, 0x6e, 0x67, 0x65, 0x73, 0x91, 0x92, 0xd3, 0x80, 0, 0, 0, 0, 0, 0, 0, 0x01})
 	f.Fuzz(func(t *testing.T, kindIdx uint8, asJSON bool, body []byte) {
 		kind := Kinds[int(kindIdx)%len(Kinds)]
