@@ -2,6 +2,7 @@ package commands
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -99,4 +100,63 @@ func TestDecodeErrorsNameTheField(t *testing.T) {
 func isRejection(err error, code Code, field string) bool {
 	var ce *Error
 	return errors.As(err, &ce) && ce.Code == code && ce.Field == field
+}
+
+// TestWorkReports: complete_work and fail_work carry the work item; they
+// decode in both encodings, and are refused without one, with an id that
+// is not a work item's, or with another run kind than the item's.
+func TestWorkReports(t *testing.T) {
+	r := interval.R(time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC), time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC))
+	cw := &CompleteWork{CompleteIntervals{Meta: Meta{ID: "c1"}, Model: "events", Version: "v1", Ranges: []interval.Range{r}, RunKind: "scheduled", Work: "work-9-scheduled"}}
+	fw := &FailWork{FailRun{Meta: Meta{ID: "f1"}, Model: "events", Version: "v1", Ranges: []interval.Range{r}, RunKind: "backfill", Error: "exit 1", Attempt: 1, Work: "work-3-backfill"}}
+	for _, c := range []Command{cw, fw} {
+		for _, asJSON := range []bool{false, true} {
+			b, err := Encode(c, asJSON)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ct := ContentMsgpack
+			if asJSON {
+				ct = ContentJSON
+			}
+			got, err := Decode(c.Kind(), ct, b)
+			if err != nil {
+				t.Fatalf("%s json=%v: %v", c.Kind(), asJSON, err)
+			}
+			if !reflect.DeepEqual(normal(got), normal(c)) {
+				t.Fatalf("%s json=%v: decoded %+v, sent %+v", c.Kind(), asJSON, got, c)
+			}
+		}
+	}
+	cases := []struct {
+		name, kind, body string
+		field            string
+	}{
+		{"complete_work without work", KindCompleteWork, `{"id":"a","model":"m","version":"v1","ranges":["2026-12-01T01:00:00Z/2026-12-01T02:00:00Z"]}`, "work"},
+		{"fail_work without work", KindFailWork, `{"id":"a","model":"m","version":"v1","ranges":["2026-12-01T01:00:00Z/2026-12-01T02:00:00Z"],"run_kind":"backfill","error":"x","attempt":1}`, "work"},
+		{"not a work id", KindCompleteWork, `{"id":"a","model":"m","version":"v1","ranges":["2026-12-01T01:00:00Z/2026-12-01T02:00:00Z"],"work":"work-1-manual"}`, "work"},
+		{"not a work id (complete_intervals)", KindCompleteIntervals, `{"id":"a","model":"m","version":"v1","ranges":["2026-12-01T01:00:00Z/2026-12-01T02:00:00Z"],"work":"tick:prod"}`, "work"},
+		{"another run kind", KindCompleteWork, `{"id":"a","model":"m","version":"v1","ranges":["2026-12-01T01:00:00Z/2026-12-01T02:00:00Z"],"work":"work-1-backfill","run_kind":"scheduled"}`, "run_kind"},
+		{"another run kind (fail_run)", KindFailRun, `{"id":"a","model":"m","version":"v1","ranges":["2026-12-01T01:00:00Z/2026-12-01T02:00:00Z"],"run_kind":"manual","error":"x","attempt":1,"work":"work-1-backfill"}`, "run_kind"},
+	}
+	for _, c := range cases {
+		if _, err := Decode(c.kind, ContentJSON, []byte(c.body)); !isRejection(err, CodeInvalid, c.field) {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
+}
+
+// normal makes a decoded command comparable with the one sent (times in UTC).
+func normal(c Command) Command {
+	var rs []interval.Range
+	switch c := c.(type) {
+	case *CompleteWork:
+		rs = c.Ranges
+	case *FailWork:
+		rs = c.Ranges
+	}
+	for i := range rs {
+		rs[i] = interval.R(rs[i].Start.UTC(), rs[i].End.UTC())
+	}
+	return c
 }

@@ -3,6 +3,7 @@ package commands
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -29,6 +30,18 @@ func FuzzDecode(f *testing.F) {
 				f.Fatal(err)
 			}
 			f.Add(uint8(i), asJSON, b)
+		}
+	}
+	for _, c := range []Command{
+		&CompleteWork{CompleteIntervals{Meta: Meta{ID: "g"}, Model: "events", Version: "v1", Ranges: []interval.Range{interval.R(t0, t0.Add(time.Hour))}, RunKind: "scheduled", Work: "work-12-scheduled"}},
+		&FailWork{FailRun{Meta: Meta{ID: "h"}, Model: "events", Version: "v1", Ranges: []interval.Range{interval.R(t0, t0.Add(time.Hour))}, RunKind: "backfill", Error: "exit status 1", Attempt: 1, Work: "work-3-backfill"}},
+	} {
+		for _, asJSON := range []bool{false, true} {
+			b, err := Encode(c, asJSON)
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(uint8(slices.Index(Kinds, c.Kind())), asJSON, b)
 		}
 	}
 	f.Add(uint8(0), true, []byte(`{"id":"x","lookback":1e400}`))

@@ -448,7 +448,8 @@ func (e *Engine) handle(ctx context.Context, cmd commands.Command) commands.Repl
 		r.Accepted, r.Seq = true, e.proj.seq()
 		return r
 	}
-	if _, ok := cmd.(*commands.CompleteIntervals); ok {
+	switch cmd.(type) {
+	case *commands.CompleteIntervals, *commands.CompleteWork:
 		return e.combine(ctx, cmd)
 	}
 	e.cmdMu.Lock()
