@@ -36,8 +36,9 @@ func IsJSON(contentType string) bool {
 }
 
 // Decode parses a command body of the given kind. contentType selects JSON
-// or msgpack (empty means msgpack). Unknown fields are an error naming them.
-// The decoded command is validated.
+// or msgpack (empty means msgpack). Unknown fields, and keys given twice
+// in one object or map, are an error naming them. The decoded command is
+// validated.
 func Decode(kind string, contentType string, body []byte) (Command, error) {
 	if len(body) > MaxBodyBytes {
 		return nil, Errorf(CodeTooLarge, "", "body is %d bytes, more than the %d allowed", len(body), MaxBodyBytes)
@@ -77,8 +78,13 @@ func decodeJSON(body []byte, cmd Command) error {
 	if err := dec.Decode(&fields); err != nil {
 		return Errorf(CodeMalformed, "", "invalid JSON: want one object: %v", err)
 	}
-	if dec.More() {
+	// Only JSON whitespace may follow (Decoder.More alone would let a
+	// stray ']' or '}' through).
+	if len(bytes.TrimLeft(body[dec.InputOffset():], " \t\r\n")) > 0 {
 		return Errorf(CodeMalformed, "", "trailing data after the JSON object")
+	}
+	if err := checkKeys(body, true); err != nil {
+		return err
 	}
 	known := fieldNames(cmd, "json")
 	for _, k := range slices.Sorted(maps.Keys(fields)) {
@@ -104,6 +110,9 @@ func decodeMsgpack(body []byte, cmd Command) error {
 	if err := msgp.Check(body); err != nil {
 		return Errorf(CodeMalformed, "", "invalid msgpack: %v", err)
 	}
+	if err := checkKeys(body, false); err != nil {
+		return err
+	}
 	// Maps only: msgpack would also decode an array into a struct, by
 	// position, where the key-by-key decode refuses it.
 	if msgp.IsMap(body[0]) && decodeStrict(body, cmd) == nil {
@@ -126,6 +135,9 @@ func decodeMsgpackKeys(body []byte, cmd Command) (err error) {
 	}()
 	if err := msgp.Check(body); err != nil {
 		return Errorf(CodeMalformed, "", "invalid msgpack: %v", err)
+	}
+	if err := checkKeys(body, false); err != nil {
+		return err
 	}
 	var fields map[string]msgpack.RawMessage
 	dec := msgpack.NewDecoder(bytes.NewReader(body))

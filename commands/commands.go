@@ -57,10 +57,12 @@ const (
 	KindOpenRepairs         = "open_repairs"
 	KindFailRun             = "fail_run"
 	KindStatus              = "status"
+	KindCompleteWork        = "complete_work"
+	KindFailWork            = "fail_work"
 )
 
 // Kinds lists every command kind.
-var Kinds = []string{KindRegisterSnapshot, KindBuildPlan, KindCompleteIntervals, KindInvalidateIntervals, KindAdvanceScheduler, KindPromote, KindFinalize, KindOpenRepairs, KindFailRun, KindStatus}
+var Kinds = []string{KindRegisterSnapshot, KindBuildPlan, KindCompleteIntervals, KindInvalidateIntervals, KindAdvanceScheduler, KindPromote, KindFinalize, KindOpenRepairs, KindFailRun, KindStatus, KindCompleteWork, KindFailWork}
 
 // New returns an empty command of the given kind.
 func New(kind string) (Command, error) {
@@ -85,6 +87,10 @@ func New(kind string) (Command, error) {
 		return &FailRun{}, nil
 	case KindStatus:
 		return &Status{}, nil
+	case KindCompleteWork:
+		return &CompleteWork{}, nil
+	case KindFailWork:
+		return &FailWork{}, nil
 	}
 	return nil, Errorf(CodeInvalid, "kind", "unknown command kind %q", kind)
 }
@@ -127,6 +133,25 @@ type CompleteIntervals struct {
 	Ranges  []interval.Range `msgpack:"ranges" json:"ranges"`
 	RunKind events.RunKind   `msgpack:"run_kind,omitempty" json:"run_kind,omitempty"`
 	RunID   string           `msgpack:"run_id,omitempty" json:"run_id,omitempty"`
+	// Work names the work item computed (work-<seq>-<run kind>). When set,
+	// the engine refuses the report unless that item exists and has a step
+	// for the snapshot containing every range; RunKind, when set, must be
+	// the item's (empty: the item's).
+	Work string `msgpack:"work,omitempty" json:"work,omitempty"`
+}
+
+// CompleteWork is complete_intervals as a worker sends it: Work is
+// required, so the report is checked against the item. docs/auth.conf
+// lets the worker role send complete_work and fail_work, never
+// complete_intervals or fail_run: a worker records only the work the
+// engine gave out.
+type CompleteWork struct {
+	CompleteIntervals `msgpack:",inline"`
+}
+
+// FailWork is fail_run as a worker sends it: Work is required and checked.
+type FailWork struct {
+	FailRun `msgpack:",inline"`
 }
 
 // InvalidateIntervals removes intervals from a snapshot's coverage.
@@ -188,6 +213,8 @@ type FailRun struct {
 	StderrTail string           `msgpack:"stderr_tail,omitempty" json:"stderr_tail,omitempty"`
 	Attempt    int              `msgpack:"attempt" json:"attempt"`
 	Final      bool             `msgpack:"final,omitempty" json:"final,omitempty"`
+	// Work names the work item whose step failed (see CompleteIntervals).
+	Work string `msgpack:"work,omitempty" json:"work,omitempty"`
 }
 
 // Status asks for every environment's incumbents, frontiers and open
@@ -222,6 +249,8 @@ func (*Finalize) Kind() string            { return KindFinalize }
 func (*OpenRepairs) Kind() string         { return KindOpenRepairs }
 func (*FailRun) Kind() string             { return KindFailRun }
 func (*Status) Kind() string              { return KindStatus }
+func (*CompleteWork) Kind() string        { return KindCompleteWork }
+func (*FailWork) Kind() string            { return KindFailWork }
 
 // Header implements Command.
 func (c *RegisterSnapshot) Header() *Meta    { return &c.Meta }
@@ -245,7 +274,24 @@ const (
 	MaxPlanModels = 1_000
 	// MaxIDLen bounds command ids (they become Nats-Msg-Id headers).
 	MaxIDLen = 128
+	// MaxLookback bounds a snapshot's lookback, in intervals of its unit:
+	// the scheduler steps back that many intervals from a tick, and an
+	// unbounded count overflows that arithmetic (10,000 five-minute
+	// intervals are about 35 days, 10,000 years stay far inside time.Time).
+	MaxLookback = 10_000
 )
+
+// CheckLookback validates a lookback (RegisterSnapshot, model files and
+// scenario files all use it): 0 to MaxLookback intervals.
+func CheckLookback(n int) error {
+	if n < 0 {
+		return Errorf(CodeInvalid, "lookback", "lookback must be >= 0")
+	}
+	if n > MaxLookback {
+		return Errorf(CodeInvalid, "lookback", "lookback %d: at most %d intervals", n, MaxLookback)
+	}
+	return nil
+}
 
 func (m *Meta) validate() error {
 	if m.ID == "" {
@@ -330,8 +376,8 @@ func (c *RegisterSnapshot) Validate() error {
 	if !sched.Unit().Aligned(c.Start) {
 		return Errorf(CodeInvalid, "start", "start %s is not aligned to the %s unit", c.Start.UTC().Format(time.RFC3339), sched.Unit())
 	}
-	if c.Lookback < 0 {
-		return Errorf(CodeInvalid, "lookback", "lookback must be >= 0")
+	if err := CheckLookback(c.Lookback); err != nil {
+		return err
 	}
 	switch c.SnapshotKind {
 	case "", events.Incremental, events.ForwardOnly:
@@ -407,9 +453,54 @@ func (c *CompleteIntervals) Validate() error {
 		return err
 	}
 	if c.RunKind != "" && !c.RunKind.Valid() {
-		return Errorf(CodeInvalid, "run_kind", "run_kind %q: want backfill, scheduled, catch_up or manual", c.RunKind)
+		return Errorf(CodeInvalid, "run_kind", "run_kind %q: want backfill, scheduled, catch_up, repair or manual", c.RunKind)
+	}
+	if err := checkWork(c.Work, c.RunKind); err != nil {
+		return err
 	}
 	return validateRanges(c.Ranges)
+}
+
+// checkWork validates a report's work item id against its run kind.
+func checkWork(work string, kind events.RunKind) error {
+	if work == "" {
+		return nil
+	}
+	_, wk, ok := events.ParseWorkID(work)
+	if !ok {
+		return Errorf(CodeInvalid, "work", "work %q: want a work item id, work-<event seq>-<run kind>", work)
+	}
+	if kind != "" && kind != wk {
+		return Errorf(CodeInvalid, "run_kind", "run_kind %q: work item %s is %s work", kind, work, wk)
+	}
+	return nil
+}
+
+// needWork is the rejection of a worker's report without a work item.
+func needWork(kind string) error {
+	return Errorf(CodeInvalid, "work", "work is required: a worker's %s names the work item it computed (work-<event seq>-<run kind>)", kind)
+}
+
+// Validate implements Command.
+func (c *CompleteWork) Validate() error {
+	if err := c.CompleteIntervals.Validate(); err != nil {
+		return err
+	}
+	if c.Work == "" {
+		return needWork(KindCompleteWork)
+	}
+	return nil
+}
+
+// Validate implements Command.
+func (c *FailWork) Validate() error {
+	if err := c.FailRun.Validate(); err != nil {
+		return err
+	}
+	if c.Work == "" {
+		return needWork(KindFailWork)
+	}
+	return nil
 }
 
 // Validate implements Command.
@@ -473,7 +564,10 @@ func (c *FailRun) Validate() error {
 		return err
 	}
 	if !c.RunKind.Valid() {
-		return Errorf(CodeInvalid, "run_kind", "run_kind %q: want backfill, scheduled, catch_up or manual", c.RunKind)
+		return Errorf(CodeInvalid, "run_kind", "run_kind %q: want backfill, scheduled, catch_up, repair or manual", c.RunKind)
+	}
+	if err := checkWork(c.Work, c.RunKind); err != nil {
+		return err
 	}
 	if c.Error == "" {
 		return Errorf(CodeInvalid, "error", "error is required: say what failed")

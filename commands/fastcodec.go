@@ -62,7 +62,7 @@ func metaFields(m *Meta) int {
 
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (c CompleteIntervals) EncodeMsgpack(enc *msgpack.Encoder) error {
-	if err := enc.EncodeMapLen(metaFields(&c.Meta) + msgp.Count(3, c.RunKind != "", c.RunID != "")); err != nil {
+	if err := enc.EncodeMapLen(metaFields(&c.Meta) + msgp.Count(3, c.RunKind != "", c.RunID != "", c.Work != "")); err != nil {
 		return err
 	}
 	if err := encodeMeta(enc, &c.Meta); err != nil {
@@ -80,7 +80,10 @@ func (c CompleteIntervals) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if err := msgp.OptString(enc, "run_kind", string(c.RunKind)); err != nil {
 		return err
 	}
-	return msgp.OptString(enc, "run_id", c.RunID)
+	if err := msgp.OptString(enc, "run_id", c.RunID); err != nil {
+		return err
+	}
+	return msgp.OptString(enc, "work", c.Work)
 }
 
 // DecodeMsgpack implements msgpack.CustomDecoder.
@@ -103,6 +106,8 @@ func (c *CompleteIntervals) DecodeMsgpack(dec *msgpack.Decoder) error {
 			c.RunKind = events.RunKind(s)
 		case "run_id":
 			c.RunID, err = dec.DecodeString()
+		case "work":
+			c.Work, err = dec.DecodeString()
 		default:
 			err = fmt.Errorf("msgpack: unknown field %q", k)
 		}

@@ -23,6 +23,8 @@ func TestHandWrittenEncodersMatchReflective(t *testing.T) {
 		{Meta: Meta{ID: "c1"}, Model: "m", Version: "v1", Ranges: []interval.Range{r}},
 		{Meta: Meta{ID: "c1", Actor: "worker:1", At: t0.Add(time.Millisecond), Correlation: "p1"}, Model: "m", Version: "v1", Ranges: []interval.Range{}, RunKind: events.RunBackfill, RunID: "r"},
 		{Meta: Meta{ID: "c1", At: t0}, Model: "m", Ranges: []interval.Range{r, r}, RunID: "r"},
+		{Meta: Meta{ID: "c1"}, Model: "m", Version: "v1", Ranges: []interval.Range{r}, RunKind: events.RunScheduled, Work: "work-7-scheduled"},
+		{Meta: Meta{ID: "c1"}, Model: "m", Version: "v1", Ranges: []interval.Range{r}, Work: "work-7-backfill"},
 	} {
 		same(t, "complete_intervals", i, c, completePlain(c))
 	}

@@ -3,6 +3,7 @@ package commands
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -31,7 +32,22 @@ func FuzzDecode(f *testing.F) {
 			f.Add(uint8(i), asJSON, b)
 		}
 	}
+	for _, c := range []Command{
+		&CompleteWork{CompleteIntervals{Meta: Meta{ID: "g"}, Model: "events", Version: "v1", Ranges: []interval.Range{interval.R(t0, t0.Add(time.Hour))}, RunKind: "scheduled", Work: "work-12-scheduled"}},
+		&FailWork{FailRun{Meta: Meta{ID: "h"}, Model: "events", Version: "v1", Ranges: []interval.Range{interval.R(t0, t0.Add(time.Hour))}, RunKind: "backfill", Error: "exit status 1", Attempt: 1, Work: "work-3-backfill"}},
+	} {
+		for _, asJSON := range []bool{false, true} {
+			b, err := Encode(c, asJSON)
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(uint8(slices.Index(Kinds, c.Kind())), asJSON, b)
+		}
+	}
 	f.Add(uint8(0), true, []byte(`{"id":"x","lookback":1e400}`))
+	f.Add(uint8(4), true, []byte(`{"id":"x","plan":"p1","plan":"p2"}`))
+	f.Add(uint8(1), true, []byte(`{"id":"x","plan":"p","env":"e","versions":{"m":"v1","m":"v2"}}`))
+	f.Add(uint8(4), false, []byte{0x83, 0xa2, 'i', 'd', 0xa1, 'x', 0xa4, 'p', 'l', 'a', 'n', 0xa1, 'p', 0xa4, 'p', 'l', 'a', 'n', 0xa1, 'q'})
 	f.Add(uint8(2), false, []byte{0x81, 0xa6, 0x72, 0x61, 0x6e, 0x67, 0x65, 0x73, 0x91, 0x92, 0xd3, 0x80, 0, 0, 0, 0, 0, 0, 0, 0x01})
 	f.Fuzz(func(t *testing.T, kindIdx uint8, asJSON bool, body []byte) {
 		kind := Kinds[int(kindIdx)%len(Kinds)]

@@ -50,6 +50,10 @@ func Decide(st *projections.State, cmd commands.Command) (Decision, error) {
 		return finalize(st, c)
 	case *commands.FailRun:
 		return failRun(st, c)
+	case *commands.CompleteWork:
+		return complete(st, &c.CompleteIntervals)
+	case *commands.FailWork:
+		return failRun(st, &c.FailRun)
 	}
 	return Decision{}, commands.Errorf(commands.CodeInvalid, "kind", "unsupported command %T", cmd)
 }

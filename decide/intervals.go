@@ -55,6 +55,38 @@ func rangesOf(st *projections.State, model, version string, rs []interval.Range,
 	return sn, set, err
 }
 
+// checkWork checks a report that names a work item (work, when not
+// empty) against the item as the stream made it due: it must exist, have
+// a step for the snapshot, and contain every range. It returns the run
+// kind to record: kind, or the item's when kind is empty.
+func checkWork(st *projections.State, work string, kind events.RunKind, sn *projections.Snapshot, rs []interval.Range) (events.RunKind, error) {
+	if work == "" {
+		return kind, nil
+	}
+	w, ok := st.Work[work]
+	if !ok {
+		if seq, _, _ := events.ParseWorkID(work); seq > st.Seq {
+			// Issued from an event this view has not read yet (another
+			// replica appended it): retrying will find it.
+			return "", commands.Errorf(commands.CodeUnavailable, "work", "work item %s comes from seq %d; this engine has read up to seq %d: retry", work, seq, st.Seq)
+		}
+		return "", commands.Errorf(commands.CodeNotFound, "work", "no work item %s: the stream made no such work due", work)
+	}
+	if kind != "" && kind != w.RunKind {
+		return "", commands.Errorf(commands.CodeInvalid, "run_kind", "run_kind %q: work item %s is %s work", kind, work, w.RunKind)
+	}
+	steps, ok := w.Steps[sn.Snapshot]
+	if !ok {
+		return "", commands.Errorf(commands.CodeInvalid, "work", "work item %s has no step for %s: report only the snapshots the item names", work, sn.Snapshot)
+	}
+	for i, r := range rs {
+		if !steps.Covers(r) {
+			return "", commands.Errorf(commands.CodeInvalid, fmt.Sprintf("ranges[%d]", i), "range %s is not part of work item %s, which asks %s for %d range(s) within %s", r, work, sn.Snapshot, len(steps), interval.R(steps.Start(), steps.Frontier()))
+		}
+	}
+	return w.RunKind, nil
+}
+
 // complete merges ranges into the snapshot's table. A completion that
 // closes repair debt carries its RepairCompleted in the same atomic batch,
 // under the env's expected sequence too.
@@ -63,7 +95,10 @@ func complete(st *projections.State, c *commands.CompleteIntervals) (Decision, e
 	if err != nil {
 		return Decision{}, err
 	}
-	kind := c.RunKind
+	kind, err := checkWork(st, c.Work, c.RunKind, sn, c.Ranges)
+	if err != nil {
+		return Decision{}, err
+	}
 	if kind == "" {
 		kind = events.RunManual
 	}
@@ -91,6 +126,9 @@ func invalidate(st *projections.State, c *commands.InvalidateIntervals) (Decisio
 func failRun(st *projections.State, c *commands.FailRun) (Decision, error) {
 	sn, set, err := rangesOf(st, c.Model, c.Version, c.Ranges, false, c.At)
 	if err != nil {
+		return Decision{}, err
+	}
+	if _, err := checkWork(st, c.Work, c.RunKind, sn, c.Ranges); err != nil {
 		return Decision{}, err
 	}
 	return single(st, events.RunFailed{Snapshot: sn.Snapshot, Ranges: set, RunKind: c.RunKind, RunID: c.RunID, Worker: c.Worker,

@@ -472,7 +472,8 @@ func (e *Engine) handle(ctx context.Context, cmd commands.Command) commands.Repl
 		// append nothing.
 		return commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "%v", err))
 	}
-	if _, ok := cmd.(*commands.CompleteIntervals); ok {
+	switch cmd.(type) {
+	case *commands.CompleteIntervals, *commands.CompleteWork:
 		return e.combine(ctx, cmd)
 	}
 	e.cmdMu.Lock()

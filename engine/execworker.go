@@ -24,8 +24,8 @@ import (
 // TIDEMARK_MODEL, TIDEMARK_VERSION, TIDEMARK_SNAPSHOT, TIDEMARK_START,
 // TIDEMARK_END (RFC 3339), TIDEMARK_RUN_KIND, TIDEMARK_RUN_ID, TIDEMARK_ENV,
 // TIDEMARK_PLAN, TIDEMARK_ATTEMPT. Each computed batch is reported with
-// complete_intervals, each failure with fail_run (exit status and the tail
-// of stderr). While a command runs the item is kept alive with in-progress
+// complete_work, each failure with fail_work (exit status and the tail of
+// stderr), naming the item. While a command runs the item is kept alive with in-progress
 // acks; a failed item is redelivered after a backoff until MaxAttempts
 // deliveries, then terminated. A worker killed mid-run acks nothing, so
 // its item is redelivered after the ack wait.
@@ -214,9 +214,9 @@ func (w *ExecWorker) runItem(ctx context.Context, item WorkItem, attempt int) er
 			meta := commands.Meta{ID: fmt.Sprintf("%s/%d/%d/%d", item.ID, si, ri, attempt), Actor: "worker:" + w.Name, Correlation: st.RunID}
 			if res.err != nil {
 				meta.ID = fmt.Sprintf("%s/%d/%d/%d/failed", item.ID, si, ri, attempt)
-				rep := w.Handler.Handle(ctx, &commands.FailRun{Meta: meta, Model: st.Model, Version: st.Version, Ranges: []interval.Range{r},
+				rep := w.Handler.Handle(ctx, &commands.FailWork{FailRun: commands.FailRun{Meta: meta, Model: st.Model, Version: st.Version, Ranges: []interval.Range{r},
 					RunKind: item.RunKind, RunID: st.RunID, Worker: w.Name, ExitStatus: res.exit, Error: res.err.Error(),
-					StderrTail: res.stderr, Attempt: attempt, Final: attempt >= w.MaxAttempts})
+					StderrTail: res.stderr, Attempt: attempt, Final: attempt >= w.MaxAttempts, Work: item.ID}})
 				if err := rep.Err(); err != nil {
 					return fmt.Errorf("worker: report failure of %s %s: %w", st.Snapshot, r, err)
 				}
@@ -225,8 +225,8 @@ func (w *ExecWorker) runItem(ctx context.Context, item WorkItem, attempt int) er
 			// The completion id does not depend on the attempt: a batch
 			// computed again after a redelivery is recorded once.
 			meta.ID = fmt.Sprintf("%s/%d/%d", item.ID, si, ri)
-			rep := w.Handler.Handle(ctx, &commands.CompleteIntervals{Meta: meta, Model: st.Model, Version: st.Version,
-				Ranges: []interval.Range{r}, RunKind: item.RunKind, RunID: st.RunID})
+			rep := w.Handler.Handle(ctx, &commands.CompleteWork{CompleteIntervals: commands.CompleteIntervals{Meta: meta, Model: st.Model, Version: st.Version,
+				Ranges: []interval.Range{r}, RunKind: item.RunKind, RunID: st.RunID, Work: item.ID}})
 			if err := rep.Err(); err != nil {
 				return fmt.Errorf("worker: report completion of %s %s: %w", st.Snapshot, r, err)
 			}

@@ -22,12 +22,12 @@ type Worker struct {
 
 // Complete records ranges of a snapshot as computed.
 func (w *Worker) Complete(ctx context.Context, snapshot string, ranges []interval.Range, kind events.RunKind, runID string, at time.Time) error {
-	return w.complete(ctx, "", snapshot, ranges, kind, runID, at)
+	return w.complete(ctx, "", "", snapshot, ranges, kind, runID, at)
 }
 
 // complete records ranges as computed under command id id (a new one when
-// empty).
-func (w *Worker) complete(ctx context.Context, id, snapshot string, ranges []interval.Range, kind events.RunKind, runID string, at time.Time) error {
+// empty), as part of work item work (none when empty).
+func (w *Worker) complete(ctx context.Context, id, work, snapshot string, ranges []interval.Range, kind events.RunKind, runID string, at time.Time) error {
 	if len(ranges) == 0 {
 		return nil
 	}
@@ -37,7 +37,7 @@ func (w *Worker) complete(ctx context.Context, id, snapshot string, ranges []int
 	model, version, _ := events.ParseSnapshotID(snapshot)
 	r := w.Handler.Handle(ctx, &commands.CompleteIntervals{
 		Meta:  commands.Meta{ID: id, Actor: w.Actor, At: at, Correlation: runID},
-		Model: model, Version: version, Ranges: ranges, RunKind: kind, RunID: runID,
+		Model: model, Version: version, Ranges: ranges, RunKind: kind, RunID: runID, Work: work,
 	})
 	if err := r.Err(); err != nil {
 		return fmt.Errorf("worker: complete %s %v: %w", snapshot, interval.Set(ranges), err)
@@ -46,16 +46,17 @@ func (w *Worker) complete(ctx context.Context, id, snapshot string, ranges []int
 }
 
 // Run computes a work item's steps, in order, with the item's run kind.
-// When the item has an id (WorkOf gives one), each step's completion
-// command id derives from it ("<item id>/<step>"), so running the item
-// again records nothing twice.
+// When the item has an id (WorkOf gives one), each step's completion names
+// the item (the engine checks it against the item) and its command id
+// derives from it ("<item id>/<step>"), so running the item again records
+// nothing twice.
 func (w *Worker) Run(ctx context.Context, item WorkItem, at time.Time) error {
 	for i, st := range item.Steps {
 		id := ""
 		if item.ID != "" {
 			id = fmt.Sprintf("%s/%d", item.ID, i)
 		}
-		if err := w.complete(ctx, id, st.Snapshot, st.Ranges, item.RunKind, st.RunID, at); err != nil {
+		if err := w.complete(ctx, id, item.ID, st.Snapshot, st.Ranges, item.RunKind, st.RunID, at); err != nil {
 			return err
 		}
 	}

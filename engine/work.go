@@ -20,8 +20,9 @@ import (
 // into WorkItems on the work-queue stream TIDEMARK_WORK, subject
 // tidemark.work.<run_kind>, JSON encoded. Workers (tidemark worker, or any
 // process that speaks this) pull them, compute each step in order, report
-// each computed range with complete_intervals and each failure with
-// fail_run, and ack the item when every step is done. An item not acked
+// each computed range with complete_work and each failure with fail_work
+// (both name the item, and the engine checks them against it), and ack
+// the item when every step is done. An item not acked
 // within the ack wait is redelivered.
 const (
 	WorkStream        = "TIDEMARK_WORK"
@@ -173,7 +174,10 @@ func WorkOf(group []events.Record) []WorkItem {
 	var kept []WorkItem
 	for _, it := range out {
 		if len(it.Steps) > 0 {
-			it.ID = fmt.Sprintf("work-%d-%s", it.EventSeq, it.RunKind)
+			// The projection keeps the same item under the same id
+			// (projections.State.Work): a worker's report is checked
+			// against it.
+			it.ID = events.WorkID(it.EventSeq, it.RunKind)
 			kept = append(kept, it)
 		}
 	}

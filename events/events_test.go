@@ -40,3 +40,18 @@ func TestValidVersion(t *testing.T) {
 		}
 	}
 }
+
+func TestWorkID(t *testing.T) {
+	for _, k := range []RunKind{RunBackfill, RunScheduled, RunCatchUp, RunRepair} {
+		id := WorkID(42, k)
+		if seq, got, ok := ParseWorkID(id); !ok || seq != 42 || got != k {
+			t.Fatalf("%s: %d %s %v", id, seq, got, ok)
+		}
+	}
+	for _, bad := range []string{"", "work-", "work-1", "work-1-", "work-0-backfill", "work-01-backfill", "work--1-backfill", "work-1-manual",
+		"work-1-backfill ", " work-1-backfill", "work-1x-backfill", "work-18446744073709551616-backfill", "job-1-backfill", "work-1-catch_up-x"} {
+		if _, _, ok := ParseWorkID(bad); ok {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}

@@ -55,6 +55,8 @@ var documented = map[string]any{
 	"Repair":               commands.Repair{},
 	"RunFailed":            events.RunFailed{},
 	"fail_run":             commands.FailRun{},
+	"complete_work":        commands.CompleteWork{},
+	"fail_work":            commands.FailWork{},
 	"status":               commands.Status{},
 	"EnvStatus":            commands.EnvStatus{},
 	"ModelStatus":          commands.ModelStatus{},

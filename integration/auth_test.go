@@ -75,14 +75,22 @@ func TestPermissions(t *testing.T) {
 		t.Fatalf("service status: %v %+v", err, r)
 	}
 
-	// worker: completions yes, promotions no.
+	// worker: reports of work items yes (checked against the item: here
+	// there is none), completions without one and promotions no.
 	wConn, wViolations := asUser(t, e, "worker")
-	if r, err := short(wConn).Do(ctx, &commands.CompleteIntervals{Meta: meta(at(7)), Model: "events", Version: "v2", Ranges: []interval.Range{rng(0, 1)}}); err != nil || !r.Accepted {
-		t.Fatalf("worker completion: %v %+v", err, r)
-	}
 	before := lastSeq(t, e)
+	if r, err := short(wConn).Do(ctx, &commands.CompleteWork{CompleteIntervals: commands.CompleteIntervals{Meta: meta(at(7)), Model: "events", Version: "v2",
+		Ranges: []interval.Range{rng(0, 1)}, Work: "work-1-backfill"}}); err != nil || r.Code != commands.CodeNotFound || r.Field != "work" {
+		t.Fatalf("worker report of no work item: %v %+v", err, r)
+	}
+	if _, err := short(wConn).Do(ctx, &commands.CompleteIntervals{Meta: meta(at(7)), Model: "events", Version: "v2", Ranges: []interval.Range{rng(0, 1)}}); err == nil {
+		t.Fatal("a worker sent a completion without a work item")
+	}
 	if _, err := short(wConn).Do(ctx, &commands.Promote{Meta: meta(at(7)), Plan: "p2"}); err == nil {
 		t.Fatal("a worker promoted a plan")
+	}
+	if !contains(wViolations(), `Permissions Violation for Publish to "tidemark.cmd.worker.complete_intervals"`) {
+		t.Fatalf("worker completion: violations %v", wViolations())
 	}
 	if !contains(wViolations(), `Permissions Violation for Publish to "tidemark.cmd.worker.promote"`) {
 		t.Fatalf("worker promote: violations %v", wViolations())

@@ -284,7 +284,7 @@ wait:
 	wConn, _ := asUser(t, e, "worker")
 	wc := transport.NewClient(wConn)
 	wc.Timeout = 5 * time.Second
-	r, err := wc.Do(ctx, &commands.CompleteIntervals{Meta: meta(at(1)), Model: "nosuch", Version: "v1", Ranges: []interval.Range{rng(0, 1)}})
+	r, err := wc.Do(ctx, &commands.CompleteWork{CompleteIntervals: commands.CompleteIntervals{Meta: meta(at(1)), Model: "nosuch", Version: "v1", Ranges: []interval.Range{rng(0, 1)}, Work: "work-1-backfill"}})
 	if err != nil || r.Code == commands.CodeRateLimited {
 		t.Fatalf("the worker was held back by the service's flood: %v %+v", err, r)
 	}

@@ -166,8 +166,8 @@ func Parse(path string, b []byte) ([]Model, error) {
 		}
 		lookback := 0
 		if m.Lookback != nil {
-			if *m.Lookback < 0 {
-				return nil, at("lookback", "must be >= 0")
+			if err := commands.CheckLookback(*m.Lookback); err != nil {
+				return nil, at("lookback", "%s", err.(*commands.Error).Message)
 			}
 			lookback = *m.Lookback
 		}

@@ -54,6 +54,8 @@ func TestParseErrors(t *testing.T) {
 		{"start", strings.Replace(good, "start: 2026-12-01T00:00:00Z\n  - name: sessions", "start: yesterday\n  - name: sessions", 1), `models.yaml:4: models[0].start: "yesterday" is not an RFC 3339 time`},
 		{"unaligned start", strings.Replace(good, "start: 2026-12-01T00:00:00Z\n  - name: sessions", "start: 2026-12-01T00:30:00Z\n  - name: sessions", 1), "models.yaml:4: models[0].start: 2026-12-01T00:30:00Z is not aligned to the hour unit"},
 		{"duplicate", good + "  - name: events\n    cron: \"@hourly\"\n    start: 2026-12-01T00:00:00Z\n", `models.yaml:11: models[2].name: model "events" is already defined at models[0]`},
+		{"lookback over the bound", strings.Replace(good, "    depends_on: [events]\n", "    lookback: 10001\n    depends_on: [events]\n", 1), "models.yaml:10: models[1].lookback: lookback 10001: at most 10000 intervals"},
+		{"negative lookback", strings.Replace(good, "    depends_on: [events]\n", "    lookback: -1\n    depends_on: [events]\n", 1), "models.yaml:10: models[1].lookback: lookback must be >= 0"},
 		{"no models", "models: []\n", "models.yaml:1: models: at least one model is required"},
 		{"version with +", strings.Replace(good, "version: v3", "version: v3+p1", 1), `models.yaml:6: models[1].version: "v3+p1": '+' is reserved for derived versions`},
 		{"version ending in +", strings.Replace(good, "version: v3", "version: v3+", 1), `models.yaml:6: models[1].version: "v3+": '+' is reserved for derived versions`},

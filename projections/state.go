@@ -115,10 +115,52 @@ type State struct {
 	// (RunFailed), per snapshot.
 	Runs     map[events.RunKind]int `json:"runs"`
 	Failures map[string]*Failures   `json:"failures"`
+	// Work holds every work item the stream made due, by id
+	// (work-<seq>-<run kind>): what it asks to compute. A worker's report
+	// names its item and is checked against it. Items are kept: a report
+	// may come late (a redelivered item), and the map grows like Commands,
+	// by one entry per item.
+	Work map[string]*Work `json:"work"`
+	// LastAdvance is the scheduled work item the last event applied added
+	// to, when that event was a SchedulerAdvanced: the advances of one
+	// command are one item, named after the first.
+	LastAdvance *AdvanceRef `json:"last_advance,omitempty"`
 	// Skipped counts events that could not be decoded or applied.
 	Skipped int `json:"skipped"`
 	// Events counts events applied.
 	Events int `json:"events"`
+}
+
+// Work is what one work item asks for, as engine.WorkOf derives it from
+// the same events: its run kind and, per snapshot, the ranges of its
+// steps.
+type Work struct {
+	RunKind events.RunKind          `json:"run_kind"`
+	Steps   map[string]interval.Set `json:"steps"`
+}
+
+// AdvanceRef ties a SchedulerAdvanced to the scheduled work item it is
+// part of.
+type AdvanceRef struct {
+	Causation string `json:"causation"`
+	Item      string `json:"item"`
+}
+
+// addWork adds ranges of snapshot to the work item id of run kind k.
+func (s *State) addWork(id string, k events.RunKind, snapshot string, ranges ...[]interval.Range) {
+	var set interval.Set
+	for _, rs := range ranges {
+		set = set.AddSet(interval.NewSet(rs...))
+	}
+	if set.Empty() {
+		return
+	}
+	w := s.Work[id]
+	if w == nil {
+		w = &Work{RunKind: k, Steps: map[string]interval.Set{}}
+		s.Work[id] = w
+	}
+	w.Steps[snapshot] = w.Steps[snapshot].AddSet(set)
 }
 
 // New returns an empty State.
@@ -132,6 +174,7 @@ func New() *State {
 		Commands:   map[string]uint64{},
 		Runs:       map[events.RunKind]int{},
 		Failures:   map[string]*Failures{},
+		Work:       map[string]*Work{},
 
 		DecisionCodes:    map[string]int{},
 		DecisionOutcomes: map[events.Outcome]int{},
@@ -219,6 +262,9 @@ func apply(s *State, seq uint64, ev events.Event) error {
 	case events.PlanBuilt:
 		s.Plans[p.Plan] = &Plan{Built: p, BuiltSeq: seq}
 		for _, c := range p.Candidates {
+			s.addWork(events.WorkID(seq, events.RunBackfill), events.RunBackfill, c.Snapshot, c.Backfill)
+		}
+		for _, c := range p.Candidates {
 			// The first plan to name a forward-only version binds the table
 			// it writes (decide refuses a plan that would move it).
 			if sn, ok := s.Snapshots[c.Snapshot]; ok && sn.Kind == events.ForwardOnly && sn.TablePlan == "" {
@@ -244,6 +290,12 @@ func apply(s *State, seq uint64, ev events.Event) error {
 	case events.SchedulerAdvanced:
 		env := s.ensureEnv(p.Env)
 		env.LastTick[p.Model] = p.Tick
+		item := events.WorkID(seq, events.RunScheduled)
+		if last := s.LastAdvance; last != nil && ev.Causation != "" && last.Causation == ev.Causation {
+			item = last.Item
+		}
+		s.addWork(item, events.RunScheduled, p.Snapshot, p.Ranges)
+		s.LastAdvance = &AdvanceRef{Causation: ev.Causation, Item: item}
 	case events.PromotionDecided:
 		pl, ok := s.Plans[p.Plan]
 		if !ok {
@@ -258,6 +310,9 @@ func apply(s *State, seq uint64, ev events.Event) error {
 		s.DecisionOutcomes[p.Outcome]++
 		for _, c := range p.Codes {
 			s.DecisionCodes[c]++
+		}
+		for _, r := range p.Repairs {
+			s.addWork(events.WorkID(seq, events.RunRepair), events.RunRepair, r.Snapshot, r.Ranges)
 		}
 		if p.Outcome == events.Accepted {
 			pl.AcceptedSeq, pl.AcceptedGeneration = seq, p.Generation
@@ -278,6 +333,9 @@ func apply(s *State, seq uint64, ev events.Event) error {
 		}
 		c := p
 		pl.CatchUp, pl.CatchUpSeq = &c, seq
+		for _, w := range p.Work {
+			s.addWork(events.WorkID(seq, events.RunCatchUp), events.RunCatchUp, w.Snapshot, w.Ranges, w.Recompute)
+		}
 	case events.RepairCompleted:
 		for _, r := range s.Repairs {
 			if r.Open() && r.Plan == p.Plan && r.Model == p.Model && r.OpenSeq == p.OpenSeq {
@@ -436,6 +494,9 @@ func Apply(s *State, seq uint64, ev events.Event) error {
 		s.Commands[ev.Causation] = seq
 	}
 	s.Events++
+	if _, adv := ev.Payload.(events.SchedulerAdvanced); !adv {
+		s.LastAdvance = nil
+	}
 	if err := apply(s, seq, ev); err != nil {
 		s.Skipped++
 		return fmt.Errorf("projections: event %s at seq %d: %w", ev.ID, seq, err)
@@ -452,6 +513,7 @@ func Skip(s *State, seq uint64, subject string) {
 	s.Seq = seq
 	s.SubjectSeq[subject] = seq
 	s.Skipped++
+	s.LastAdvance = nil
 }
 
 // Restore completes a State decoded from a checkpoint: it parses the
@@ -498,6 +560,9 @@ func Restore(s *State) error {
 	}
 	if s.Failures == nil {
 		s.Failures = map[string]*Failures{}
+	}
+	if s.Work == nil {
+		s.Work = map[string]*Work{}
 	}
 	if s.DecisionCodes == nil {
 		s.DecisionCodes = map[string]int{}

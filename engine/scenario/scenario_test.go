@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/events/interval"
 
 	"errors"
 	"github.com/tidemark/tidemark/engine"
@@ -230,7 +231,9 @@ func replayed(t *testing.T, dir string) {
 	if divs := replay.Verify(recs); len(divs) != 0 {
 		t.Fatalf("re-evaluation diverges: %v", divs)
 	}
-	rebuilt, err := json.Marshal(replay.Fold(recs))
+	folded := replay.Fold(recs)
+	sameWork(t, workOf(recs), folded)
+	rebuilt, err := json.Marshal(folded)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,5 +285,34 @@ func TestWrongScheduledExpectation(t *testing.T) {
 	if res.Failed != 1 || res.Failures[0].Step != 2 || res.Failures[0].Key != "scheduled.events" ||
 		res.Failures[0].Got != "[2026-12-01T06:00:00Z/2026-12-01T10:00:00Z]" {
 		t.Fatalf("failures: %+v", res.Failures)
+	}
+}
+
+// sameWork: the work items the projection keeps (what a worker's report
+// is checked against) are exactly those engine.WorkOf derives from the
+// stream, with the same run kind and, per snapshot, the same ranges.
+func sameWork(t *testing.T, items []engine.WorkItem, st *projections.State) {
+	t.Helper()
+	if len(items) != len(st.Work) {
+		t.Errorf("WorkOf derives %d items, the projection keeps %d", len(items), len(st.Work))
+	}
+	for _, it := range items {
+		w, ok := st.Work[it.ID]
+		if !ok || w.RunKind != it.RunKind {
+			t.Errorf("item %s (%s): the projection has %+v", it.ID, it.RunKind, w)
+			continue
+		}
+		steps := map[string]interval.Set{}
+		for _, s := range it.Steps {
+			steps[s.Snapshot] = steps[s.Snapshot].AddSet(interval.NewSet(s.Ranges...))
+		}
+		if len(steps) != len(w.Steps) {
+			t.Errorf("item %s: steps %v, the projection's %v", it.ID, steps, w.Steps)
+		}
+		for sn, set := range steps {
+			if !set.Equal(w.Steps[sn]) {
+				t.Errorf("item %s, %s: %v, the projection's %v", it.ID, sn, set, w.Steps[sn])
+			}
+		}
 	}
 }

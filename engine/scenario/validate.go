@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 )
@@ -120,6 +121,9 @@ func (p *parser) modelFields(mo *obj, m *Model, top bool) error {
 	if n, ok, err := p.integer(mo, "lookback"); err != nil {
 		return err
 	} else if ok {
+		if err := commands.CheckLookback(n); err != nil {
+			return p.errf(join(mo.path, "lookback"), "%s", err.(*commands.Error).Message)
+		}
 		m.Lookback = n
 	}
 	if k, err := p.str(mo, "kind", false); err != nil {
