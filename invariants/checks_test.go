@@ -25,13 +25,16 @@ var far = time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
 // checkCommand runs the checks that concern one command's events, against
 // the state before (pre) and after (s.st) they were folded.
 func (s *sim) checkCommand(cmd commands.Command, pre preState, group []events.Record) {
-	s.t.Helper()
+	s.tb.Helper()
 	for _, r := range group {
 		switch p := r.Event.Payload.(type) {
 		case events.SnapshotRegistered:
 			s.checkVersionName(p.Snapshot, p.Version)
 		case events.PlanBuilt:
 			s.checkPlan(p, pre)
+			if c, ok := cmd.(*commands.BuildPlan); ok {
+				s.checkComposition(c, p, pre)
+			}
 		case events.CatchUpRequested:
 			s.checkCatchUp(p, pre)
 		case events.IntervalsInvalidated:
@@ -57,7 +60,7 @@ func aligned(sn *projections.Snapshot, r interval.Range) bool {
 
 // checkAligned is invariant 3 for a set of ranges scheduled for snapshot.
 func (s *sim) checkAligned(what, snapshot string, rs []interval.Range) {
-	s.t.Helper()
+	s.tb.Helper()
 	sn, ok := s.st.Snapshots[snapshot]
 	if !ok {
 		s.fail("3", "%s names unknown snapshot %s", what, snapshot)
@@ -74,7 +77,7 @@ func (s *sim) checkAligned(what, snapshot string, rs []interval.Range) {
 
 // checkVersionName is invariant 4 for one version.
 func (s *sim) checkVersionName(snapshot, version string) {
-	s.t.Helper()
+	s.tb.Helper()
 	if !events.ValidVersion(version) {
 		s.fail("4", "%s: version %q is not a valid version name (len %d)", snapshot, version, len(version))
 	}
@@ -86,7 +89,7 @@ func (s *sim) checkVersionName(snapshot, version string) {
 // checkPlan: invariant 2 (forward-only tables), 3 (backfill sets aligned)
 // and 4 (derived names) for a plan just built.
 func (s *sim) checkPlan(p events.PlanBuilt, pre preState) {
-	s.t.Helper()
+	s.tb.Helper()
 	for _, c := range p.Candidates {
 		sn, ok := s.st.Snapshots[c.Snapshot]
 		if !ok {
@@ -108,7 +111,7 @@ func (s *sim) checkPlan(p events.PlanBuilt, pre preState) {
 			}
 		}
 		backfill := interval.NewSet(c.Backfill...)
-		if avoid(bugPartialBackfill) {
+		if s.avoid(bugPartialBackfill) {
 			backfill = sn.Schedule.Work(backfill)
 		}
 		s.checkAligned("plan "+p.Plan+" backfill set", c.Snapshot, backfill)
@@ -146,7 +149,7 @@ func (s *sim) checkPlan(p events.PlanBuilt, pre preState) {
 // 3 (aligned), and that the tick fills every missing ready interval and
 // schedules nothing that is not ready.
 func (s *sim) checkAdvances(cmd *commands.AdvanceScheduler, pre preState, group []events.Record) {
-	s.t.Helper()
+	s.tb.Helper()
 	if cmd.Generation != pre.gen[cmd.Env] {
 		s.fail("7", "an advance at generation %d was accepted; env %s is at %d", cmd.Generation, cmd.Env, pre.gen[cmd.Env])
 	}
@@ -168,6 +171,17 @@ func (s *sim) checkAdvances(cmd *commands.AdvanceScheduler, pre preState, group 
 			s.fail("7", "advance of %s: repairs %v are not part of its ranges %v", a.Snapshot, interval.Set(a.Repairs), interval.Set(a.Ranges))
 		}
 		sn := s.st.Snapshots[a.Snapshot]
+		// Open debt on the table within the work is listed as repairs.
+		for _, r := range s.st.OpenRepairs() {
+			if r.Env != cmd.Env || r.Table != sn.Table {
+				continue
+			}
+			for _, g := range r.Ranges {
+				if left := interval.Set(a.Ranges).Clip(g).SubtractSet(a.Repairs); !left.Empty() {
+					s.fail("7", "advance of %s schedules %v of open repair debt %v without listing it as repairs %v", a.Snapshot, left, g, interval.Set(a.Repairs))
+				}
+			}
+		}
 		rf := sn.Schedule.ReadyFrontier(cmd.At)
 		for _, rg := range a.Ranges {
 			if rg.End.After(rf) {
@@ -175,6 +189,17 @@ func (s *sim) checkAdvances(cmd *commands.AdvanceScheduler, pre preState, group 
 			}
 		}
 		scheduled[a.Model] = scheduled[a.Model].AddSet(a.Ranges)
+	}
+	// Exactly the oracle's work: missing ready intervals and new lookback.
+	for model := range maps.Keys(pre.work) {
+		if !scheduled[model].Equal(pre.work[model]) {
+			s.fail("8", "the tick at %s schedules %v for %s; the oracle says %v", ts(cmd.At), scheduled[model], model, pre.work[model])
+		}
+	}
+	for model := range maps.Keys(scheduled) {
+		if _, ok := pre.work[model]; !ok {
+			s.fail("8", "the tick at %s schedules %v for %s; the oracle says nothing", ts(cmd.At), scheduled[model], model)
+		}
 	}
 	// Every missing ready interval of every incumbent is scheduled.
 	for model, id := range pre.inc[cmd.Env] {
@@ -191,7 +216,7 @@ func (s *sim) checkAdvances(cmd *commands.AdvanceScheduler, pre preState, group 
 
 // checkCatchUp: invariant 3 for catch-up work and 2 for what it writes.
 func (s *sim) checkCatchUp(p events.CatchUpRequested, pre preState) {
-	s.t.Helper()
+	s.tb.Helper()
 	for _, w := range p.Work {
 		s.checkAligned("catch-up of "+p.Plan, w.Snapshot, w.Ranges)
 		s.checkAligned("catch-up recompute of "+p.Plan, w.Snapshot, w.Recompute)
@@ -204,13 +229,10 @@ func (s *sim) checkCatchUp(p events.CatchUpRequested, pre preState) {
 // checkNotProduction is invariant 2: snapshot, a candidate of plan not yet
 // promoted, must not write a table an incumbent of the plan's env serves.
 func (s *sim) checkNotProduction(what, plan, snapshot, table string, pre preState) {
-	s.t.Helper()
+	s.tb.Helper()
 	pl, ok := s.st.Plans[plan]
 	if !ok || pl.Accepted() {
 		return // stale work of a plan promoted already
-	}
-	if pre.inc[pl.Built.Env][modelOf(snapshot)] == snapshot {
-		return // promoted already
 	}
 	// Only the plan's env: a version's own table may serve another env
 	// through a forward-only successor there, by design.
@@ -230,7 +252,7 @@ func modelOf(snapshot string) string { m, _, _ := events.ParseSnapshotID(snapsho
 // checkCandidateWrite is invariant 2 at the moment the worker completes
 // plan work (backfill, catch-up) of a snapshot not promoted yet.
 func (s *sim) checkCandidateWrite(it engine.WorkItem, sn *projections.Snapshot) {
-	s.t.Helper()
+	s.tb.Helper()
 	if it.RunKind != events.RunBackfill && it.RunKind != events.RunCatchUp {
 		return
 	}
@@ -240,7 +262,7 @@ func (s *sim) checkCandidateWrite(it engine.WorkItem, sn *projections.Snapshot) 
 // checkWorkItem: invariant 3 for every work item, and 7 for scheduled and
 // repair work (only the env's incumbents).
 func (s *sim) checkWorkItem(it engine.WorkItem) {
-	s.t.Helper()
+	s.tb.Helper()
 	for _, st := range it.Steps {
 		s.checkAligned(fmt.Sprintf("%s work item %s", it.RunKind, it.ID), st.Snapshot, st.Ranges)
 		if it.RunKind == events.RunScheduled || it.RunKind == events.RunRepair {
@@ -253,7 +275,7 @@ func (s *sim) checkWorkItem(it engine.WorkItem) {
 
 // checkDecision: invariant 5 for every decision, 1 for acceptances.
 func (s *sim) checkDecision(d events.PromotionDecided, seq uint64, pre preState) {
-	s.t.Helper()
+	s.tb.Helper()
 	allowed := policy.RejectedCodes
 	if d.Outcome == events.Accepted {
 		allowed = policy.AcceptedCodes
@@ -314,7 +336,7 @@ func sortedCopy(l []string) []string { c := slices.Clone(l); sort.Strings(c); re
 // trailing suffix, which is a real trailing gap within the bound and has
 // exactly one open repair debt and repair work.
 func (s *sim) checkAccepted(d events.PromotionDecided, seq uint64, pre preState) {
-	s.t.Helper()
+	s.tb.Helper()
 	pl := s.st.Plans[d.Plan]
 	env := s.st.Env(d.Env)
 	inPlan := map[string]bool{}
@@ -395,7 +417,7 @@ func (s *sim) checkAccepted(d events.PromotionDecided, seq uint64, pre preState)
 // checkDownstreamClean: no transitive downstream candidate that does not
 // keep the production table holds coverage overlapping an admitted gap.
 func (s *sim) checkDownstreamClean(plan events.PlanBuilt, c events.Candidate, gap interval.Set) {
-	s.t.Helper()
+	s.tb.Helper()
 	reach := map[string]bool{c.Snapshot: true}
 	for changed := true; changed; {
 		changed = false
@@ -415,8 +437,7 @@ func (s *sim) checkDownstreamClean(plan events.PlanBuilt, c events.Candidate, ga
 		if !reach[d.Snapshot] || d.Snapshot == c.Snapshot {
 			continue
 		}
-		child := s.st.Snapshots[d.Snapshot]
-		if child.Kind == events.ForwardOnly && d.Incumbent != "" && s.st.Snapshots[d.Incumbent].Table == d.Table {
+		if keepsProduction(s.st, d) {
 			continue // keeps the production table's rows by design
 		}
 		if s.st.Table(d.Table).OverlapsSet(gap) {
@@ -428,7 +449,7 @@ func (s *sim) checkDownstreamClean(plan events.PlanBuilt, c events.Candidate, ga
 // checkRepairsClose: a debt closes when its table covers the gap, by any
 // route.
 func (s *sim) checkRepairsClose() {
-	s.t.Helper()
+	s.tb.Helper()
 	for _, r := range s.st.OpenRepairs() {
 		cov := s.st.Table(r.Table)
 		covered := true
@@ -444,7 +465,7 @@ func (s *sim) checkRepairsClose() {
 // checkGlobal runs after every step: invariant 4 over every version, 6
 // (rebuild from the log), and the open catch-ups' bookkeeping.
 func (s *sim) checkGlobal() {
-	s.t.Helper()
+	s.tb.Helper()
 	for id, sn := range s.st.Snapshots {
 		s.checkVersionName(id, sn.Version)
 	}
@@ -465,5 +486,52 @@ func (s *sim) checkGlobal() {
 			lines = append(lines, d.String())
 		}
 		s.fail("6", "replay.Verify finds %d divergence(s):\n%s", len(divs), strings.Join(lines, "\n"))
+	}
+}
+
+// checkComposition: a plan's candidates are the versions it sets, exactly,
+// plus a derived version of every downstream incumbent it does not set.
+func (s *sim) checkComposition(cmd *commands.BuildPlan, p events.PlanBuilt, pre preState) {
+	s.tb.Helper()
+	inc := pre.inc[cmd.Env]
+	byModel := map[string]events.Candidate{}
+	for _, c := range p.Candidates {
+		byModel[c.Model] = c
+	}
+	reach := map[string]bool{}
+	for m, v := range cmd.Versions {
+		if c, ok := byModel[m]; !ok || c.Snapshot != events.SnapshotID(m, v) || c.Derived {
+			s.fail("P", "plan %s sets %s@%s; its candidate for %s is %q (derived %t)", p.Plan, m, v, m, c.Snapshot, c.Derived)
+		}
+		if inc[m] != events.SnapshotID(m, v) {
+			reach[m] = true
+		}
+	}
+	for changed := true; changed; {
+		changed = false
+		for m, id := range inc {
+			if reach[m] {
+				continue
+			}
+			for _, d := range s.st.Snapshots[id].DependsOn {
+				if reach[d] {
+					reach[m], changed = true, true
+					break
+				}
+			}
+		}
+	}
+	for m := range reach {
+		if _, set := cmd.Versions[m]; set {
+			continue
+		}
+		if c, ok := byModel[m]; !ok || !c.Derived {
+			s.fail("P", "plan %s: downstream incumbent %s gets no derived candidate (%q)", p.Plan, m, c.Snapshot)
+		}
+	}
+	for m, c := range byModel {
+		if _, set := cmd.Versions[m]; !set && !reach[m] {
+			s.fail("P", "plan %s: candidate %s is neither set nor downstream of a change", p.Plan, c.Snapshot)
+		}
 	}
 }

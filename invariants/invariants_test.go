@@ -74,10 +74,14 @@ func TestInvariants(t *testing.T) {
 	}
 }
 
-func unitOf(d schedDef) interval.Unit { return interval.MustSchedule(d.Cron, d.Unit, d.Partials).Unit() }
+func unitOf(d schedDef) interval.Unit {
+	return interval.MustSchedule(d.Cron, d.Unit, d.Partials).Unit()
+}
 
 // startFor is t0 plus h hours, floored to the schedule's unit.
-func startFor(d schedDef, h int) time.Time { return unitOf(d).Floor(t0.Add(time.Duration(h) * time.Hour)) }
+func startFor(d schedDef, h int) time.Time {
+	return unitOf(d).Floor(t0.Add(time.Duration(h) * time.Hour))
+}
 
 func drawModels(t *rapid.T) []modelDef {
 	n := 1 + pick(t, "models", 4)
@@ -106,13 +110,13 @@ func (s *sim) setup() {
 	for _, def := range s.models {
 		v, err := s.newVersion(def)
 		if err != nil {
-			s.t.Fatalf("registering %s: %v", def.Name, err)
+			s.tb.Fatalf("registering %s: %v", def.Name, err)
 		}
 		versions[def.Name] = v
 	}
 	s.deploy("prod", versions)
 	if len(s.st.Env("prod").Incumbents) != len(s.models) {
-		s.t.Fatalf("the initial deploy did not promote every model: %v", s.st.Env("prod").Incumbents)
+		s.tb.Fatalf("the initial deploy did not promote every model: %v", s.st.Env("prod").Incumbents)
 	}
 }
 
@@ -136,6 +140,7 @@ var actions = []action{
 	{"duplicate-promote", 2, (*sim).actDuplicatePromote},
 	{"stale-tick", 2, (*sim).actStaleTick},
 	{"race", 16, (*sim).actRace},
+	{"rollback-race", 4, (*sim).actRollbackRace},
 }
 
 func (s *sim) step() {
@@ -189,18 +194,23 @@ func (s *sim) actTickModel() {
 }
 
 func (s *sim) actWait() {
-	s.clock = s.clock.Add(time.Duration(1+pick(s.t, "wait-minutes", 180)) * time.Minute)
+	d := time.Duration(1+pick(s.t, "wait-minutes", 180)) * time.Minute
+	if chance(s.t, "wait-long", 10) {
+		d = time.Duration(1+pick(s.t, "wait-hours", 60)) * time.Hour
+	}
+	s.clock = s.clock.Add(d)
 	s.logf("clock moves on without ticks")
 }
 
 var policies = [][2]int{{0, 0}, {1, 0}, {2, 0}, {0, 1}, {0, 2}, {1, 1}, {2, 2}, {1, 2}, {2, 1}}
 
 // drawVersion picks the version a plan sets for a model: a new version
-// (same definition, or a changed kind, schedule, lookback or start), one
-// already registered (older, derived, another env's), or the incumbent.
+// (same definition, or a changed kind, schedule, lookback, start or
+// dependencies), one already registered (older, derived, another env's),
+// v1 (a rollback), or the incumbent.
 func (s *sim) drawVersion(env string, def modelDef) (string, bool) {
 	label := "version-" + def.Name
-	switch pick(s.t, label, 4) {
+	switch pick(s.t, label, 6) {
 	case 0:
 		if chance(s.t, label+"-kind", 25) {
 			if def.Kind == events.ForwardOnly {
@@ -219,12 +229,23 @@ func (s *sim) drawVersion(env string, def modelDef) (string, bool) {
 		if chance(s.t, label+"-restart", 20) {
 			def.Start = startFor(def.Sched, pick(s.t, label+"-start", 51))
 		}
+		if chance(s.t, label+"-redeps", 15) {
+			def.Deps = []string{}
+			for _, up := range s.models {
+				if up.Name >= def.Name {
+					break
+				}
+				if chance(s.t, label+"-dep-"+up.Name, 50) {
+					def.Deps = append(def.Deps, up.Name)
+				}
+			}
+		}
 		v, err := s.newVersion(def)
 		return v, err == nil
 	case 1:
 		v, err := s.newVersion(def)
 		return v, err == nil
-	case 2:
+	case 2, 3:
 		var ids []string
 		for id, sn := range s.st.Snapshots {
 			if sn.Model == def.Name {
@@ -237,6 +258,12 @@ func (s *sim) drawVersion(env string, def modelDef) (string, bool) {
 		}
 		_, v, _ := events.ParseSnapshotID(ids[pick(s.t, label+"-existing", len(ids))])
 		return v, true
+	case 4:
+		// A rollback to the first version.
+		if _, ok := s.st.Snapshots[events.SnapshotID(def.Name, "v1")]; ok {
+			return "v1", true
+		}
+		return "", false
 	default:
 		if id := s.st.Env(env).Incumbents[def.Name]; id != "" {
 			_, v, _ := events.ParseSnapshotID(id)
@@ -325,7 +352,45 @@ func (s *sim) actRace() {
 	if len(s.st.Env(env).Incumbents) == 0 {
 		return
 	}
-	versions := s.drawVersions(env)
+	s.race(env, s.drawVersions(env))
+}
+
+// actRollbackRace races a plan that changes a model and rolls a model
+// downstream of it back to v1.
+func (s *sim) actRollbackRace() {
+	var children []modelDef
+	for _, def := range s.models {
+		if len(def.Deps) > 0 {
+			children = append(children, def)
+		}
+	}
+	if len(children) == 0 {
+		return
+	}
+	child := children[pick(s.t, "rollback-child", len(children))]
+	up := child.Deps[pick(s.t, "rollback-parent", len(child.Deps))]
+	if chance(s.t, "rollback-forward-only-first", 50) {
+		// A forward-only change of the child first, promoted.
+		fo := child
+		fo.Kind = events.ForwardOnly
+		if v, err := s.newVersion(fo); err == nil {
+			s.planN++
+			id := fmt.Sprintf("p%d", s.planN)
+			if _, err := s.buildPlan(id, "prod", map[string]string{child.Name: v}, 0, 0); err == nil {
+				s.promoteFlow(id)
+			}
+		}
+	}
+	for _, def := range s.models {
+		if def.Name == up {
+			if v, err := s.newVersion(def); err == nil {
+				s.race("prod", map[string]string{up: v, child.Name: "v1"})
+			}
+		}
+	}
+}
+
+func (s *sim) race(env string, versions map[string]string) {
 	if len(versions) == 0 {
 		return
 	}
@@ -375,7 +440,7 @@ func (s *sim) actDuplicatePromote() {
 // actBackfillThrough is the scenario step `backfill {plan, through}`: the
 // plan's backfill set up to a time (floored to each candidate's unit).
 func (s *sim) actBackfillThrough() {
-	s.t.Helper()
+	s.tb.Helper()
 	id, ok := s.drawPlan("backfill-plan")
 	if !ok {
 		return
@@ -385,8 +450,15 @@ func (s *sim) actBackfillThrough() {
 	if span := pl.End.Sub(pl.Start); span > 0 && !chance(s.t, "backfill-full", 25) {
 		through = pl.Start.Add(time.Duration(pick(s.t, "backfill-through", int(span/time.Minute)+1)) * time.Minute)
 	}
-	item := engine.BackfillWork(pl, through)
-	if avoid(bugBackfillThrough) && !through.IsZero() {
+	s.backfillThrough(id, through)
+}
+
+// backfillThrough runs engine.BackfillWork(plan, through), as the
+// scenario step `backfill` does.
+func (s *sim) backfillThrough(id string, through time.Time) {
+	s.tb.Helper()
+	item := engine.BackfillWork(s.st.Plans[id].Built, through)
+	if s.avoid(bugBackfillThrough) && !through.IsZero() {
 		item = floorThrough(s, item, through)
 	}
 	item = s.wholeBackfill(item)

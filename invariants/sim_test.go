@@ -55,6 +55,9 @@ var schedDefs = []schedDef{
 	{"@hourly", "day", true},
 	{"0 */6 * * *", "", false},
 	{"30 7 * * *", "day", true},
+	{"@weekly", "day", false},
+	{"0 0 * * 1-5", "hour", false},
+	{"45 */2 * * *", "half_hour", false},
 }
 
 // modelDef is a model's definition (the base of its user versions).
@@ -81,12 +84,15 @@ type promoteCall struct {
 type preState struct {
 	inc map[string]map[string]string // env -> model -> snapshot
 	gen map[string]uint64
+	// work is what a tick must schedule per model (the oracle's).
+	work map[string]interval.Set
 }
 
 // sim is one history: the state the core decides against, the log of
 // what it appended, the simulated clock, and the worker's queue.
 type sim struct {
-	t        *rapid.T
+	t        *rapid.T // draws (nil in scripted tests)
+	tb       tb       // reports
 	st       *projections.State
 	log      []events.Record
 	ids      *events.IDSource
@@ -100,21 +106,34 @@ type sim struct {
 	queue    []engine.WorkItem
 	promotes []promoteCall
 	steps    int
+	// avoidKnown steers around the known bugs (known_test.go).
+	avoidKnown bool
+	// mutate, when set, tampers with a decision before it is appended (to
+	// show that each invariant can fail).
+	mutate func(cmd commands.Command, d *decide.Decision)
+}
+
+// tb is what the checks report to: a *rapid.T, or a recorder in the tests
+// that show each invariant can fail.
+type tb interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Logf(format string, args ...any)
 }
 
 func newSim(t *rapid.T, models []modelDef) *sim {
-	return &sim{t: t, st: projections.New(), ids: events.NewIDSource(), clock: t0.Add(54 * time.Hour),
+	return &sim{t: t, tb: t, avoidKnown: true, st: projections.New(), ids: events.NewIDSource(), clock: t0.Add(54 * time.Hour),
 		models: models, nextVer: map[string]int{}, defs: map[string]modelDef{}}
 }
 
 func (s *sim) logf(format string, args ...any) {
-	s.t.Logf("[%s] "+format, append([]any{s.clock.Format("01-02T15:04")}, args...)...)
+	s.tb.Logf("[%s] "+format, append([]any{s.clock.Format("01-02T15:04")}, args...)...)
 }
 
 // fail reports a broken invariant.
 func (s *sim) fail(inv string, format string, args ...any) {
-	s.t.Helper()
-	s.t.Fatalf("INVARIANT %s broken at %s (seq %d): %s", inv, s.clock.Format(time.RFC3339), s.st.Seq, fmt.Sprintf(format, args...))
+	s.tb.Helper()
+	s.tb.Fatalf("INVARIANT %s broken at %s (seq %d): %s", inv, s.clock.Format(time.RFC3339), s.st.Seq, fmt.Sprintf(format, args...))
 }
 
 func (s *sim) capture() preState {
@@ -138,7 +157,7 @@ func jsonOf(v any) string {
 // (through the msgpack codec, as the stream stores them), folds them, runs
 // the per-command checks and queues the work engine.WorkOf derives.
 func (s *sim) exec(cmd commands.Command) (commands.Reply, []events.Record, error) {
-	s.t.Helper()
+	s.tb.Helper()
 	m := cmd.Header()
 	if m.ID == "" {
 		s.cmds++
@@ -163,7 +182,18 @@ func (s *sim) exec(cmd commands.Command) (commands.Reply, []events.Record, error
 	if again, err2 := decide.Decide(s.st, cmd); err2 != nil || jsonOf(again.Events) != jsonOf(d.Events) {
 		s.fail("6", "%s decided twice on the same state gives different events", cmd.Kind())
 	}
+	if s.mutate != nil {
+		s.mutate(cmd, &d)
+	}
 	pre := s.capture()
+	var want oracleOutcome
+	promote, isPromote := cmd.(*commands.Promote)
+	if isPromote {
+		want, isPromote = s.expectPromote(promote)
+	}
+	if c, ok := cmd.(*commands.AdvanceScheduler); ok {
+		pre.work = expectedWork(s.st, c.Env, c.At)
+	}
 	var group []events.Record
 	for _, p := range d.Events {
 		ev := events.New(s.ids, m.At, p)
@@ -193,6 +223,9 @@ func (s *sim) exec(cmd commands.Command) (commands.Reply, []events.Record, error
 	}
 	s.count(cmd, group)
 	s.checkCommand(cmd, pre, group)
+	if isPromote {
+		s.checkPromote(promote, want, d.Events)
+	}
 	items := engine.WorkOf(group)
 	for i, it := range items {
 		items[i] = s.wholeBackfill(it)
@@ -223,16 +256,35 @@ func (s *sim) newVersion(def modelDef) (string, error) {
 }
 
 func (s *sim) buildPlan(id, env string, versions map[string]string, trailing, catchUp int) (*events.PlanBuilt, error) {
-	if avoid(bugForwardOnlyOtherEnv) {
+	if s.avoid(bugForwardOnlyOtherEnv) {
 		for m, v := range versions {
 			sn := s.st.Snapshots[events.SnapshotID(m, v)]
 			if sn != nil && sn.Kind == events.ForwardOnly && s.st.Env(env).Incumbents[m] == "" && sn.Table != sn.Snapshot {
 				delete(versions, m)
 			}
 		}
-		if len(versions) == 0 {
-			return nil, errors.New("avoided " + bugForwardOnlyOtherEnv)
+	}
+	if s.avoid(bugCatchUpProduction) {
+		for m, v := range versions {
+			sn := s.st.Snapshots[events.SnapshotID(m, v)]
+			for _, id := range s.st.Env(env).Incumbents {
+				if inc := s.st.Snapshots[id]; sn != nil && sn.Kind != events.ForwardOnly && id != sn.Snapshot && inc.Table == sn.Table {
+					delete(versions, m)
+				}
+			}
 		}
+	}
+	if s.avoid(bugSetDownstream) {
+		inc := s.st.Env(env).Incumbents
+		reach := s.downstreamOf(env, versions)
+		for m, v := range versions {
+			if inc[m] == events.SnapshotID(m, v) && reach[m] {
+				delete(versions, m)
+			}
+		}
+	}
+	if len(versions) == 0 {
+		return nil, errors.New("avoided known bugs")
 	}
 	r, _, err := s.exec(&commands.BuildPlan{Plan: id, Env: env, Versions: versions,
 		MaxTrailingGapAdvances: trailing, MaxCatchUpAdvances: catchUp})
@@ -364,7 +416,11 @@ func (s *sim) work(label string) {
 	if len(s.queue) == 0 {
 		return
 	}
-	mode := []int{workAll, workAll, workAll, workAll, workAll, workAll, workAll, workPartial, workPartial, workKeep, workKeep, workDrop, workDrop}[pick(s.t, label, 13)]
+	s.runQueue([]int{workAll, workAll, workAll, workAll, workAll, workAll, workAll, workPartial, workPartial, workKeep, workKeep, workDrop, workDrop}[pick(s.t, label, 13)], label)
+}
+
+// runQueue acts on the queue in one of the worker modes.
+func (s *sim) runQueue(mode int, label string) {
 	switch mode {
 	case workAll:
 		q := s.queue
@@ -475,7 +531,7 @@ func (s *sim) envs() []string {
 // wholeBackfill widens backfill work to whole intervals while
 // bugPartialBackfill is avoided.
 func (s *sim) wholeBackfill(it engine.WorkItem) engine.WorkItem {
-	if it.RunKind != events.RunBackfill || !avoid(bugPartialBackfill) {
+	if it.RunKind != events.RunBackfill || !s.avoid(bugPartialBackfill) {
 		return it
 	}
 	steps := slices.Clone(it.Steps)
@@ -526,7 +582,44 @@ func (s *sim) count(cmd commands.Command, group []events.Record) {
 				if c.Derived {
 					stats["derived candidate"]++
 				}
+				if inc := s.st.Snapshots[c.Incumbent]; inc != nil && c.Snapshot != c.Incumbent && inc.Table == c.Table {
+					stats["candidate on its incumbent's table"]++
+					if s.st.Snapshots[c.Snapshot].Kind != events.ForwardOnly {
+						stats["incremental candidate on its incumbent's table"]++
+						if len(c.Upstream) > 0 {
+							stats["  ... with upstream"]++
+						}
+					}
+				}
 			}
 		}
 	}
+}
+
+// downstreamOf returns the env's incumbent models downstream (through
+// incumbents' depends_on) of the models versions changes.
+func (s *sim) downstreamOf(env string, versions map[string]string) map[string]bool {
+	inc := s.st.Env(env).Incumbents
+	roots := map[string]bool{}
+	for m, v := range versions {
+		if inc[m] != events.SnapshotID(m, v) {
+			roots[m] = true
+		}
+	}
+	reach := map[string]bool{}
+	for changed := true; changed; {
+		changed = false
+		for m, id := range inc {
+			if reach[m] {
+				continue
+			}
+			for _, d := range s.st.Snapshots[id].DependsOn {
+				if roots[d] || reach[d] {
+					reach[m], changed = true, true
+					break
+				}
+			}
+		}
+	}
+	return reach
 }
