@@ -190,6 +190,9 @@ func (s *sim) checkAdvances(cmd *commands.AdvanceScheduler, pre preState, group 
 		}
 		scheduled[a.Model] = scheduled[a.Model].AddSet(a.Ranges)
 	}
+	if pre.work == nil {
+		return // decided on a stale view: it may schedule more or less
+	}
 	// Exactly the oracle's work: missing ready intervals and new lookback.
 	for model := range maps.Keys(pre.work) {
 		if !scheduled[model].Equal(pre.work[model]) {
@@ -532,6 +535,52 @@ func (s *sim) checkComposition(cmd *commands.BuildPlan, p events.PlanBuilt, pre 
 	for m, c := range byModel {
 		if _, set := cmd.Versions[m]; !set && !reach[m] {
 			s.fail("P", "plan %s: candidate %s is neither set nor downstream of a change", p.Plan, c.Snapshot)
+		}
+	}
+}
+
+// outstanding is the catch-up work of req its tables do not cover yet.
+func outstanding(st *projections.State, req events.CatchUpRequested) interval.Set {
+	var left interval.Set
+	for _, w := range req.Work {
+		todo := interval.NewSet(w.Ranges...).AddSet(w.Recompute)
+		for _, r := range todo {
+			left = left.AddSet(st.Table(w.Table).Missing(r))
+		}
+	}
+	return left
+}
+
+// checkRefusal: a promote is refused only while its catch-up work is
+// outstanding (and the plan does not conflict); a finalize only when the
+// plan is not accepted or the env moved on since.
+func (s *sim) checkRefusal(cmd commands.Command, err error) {
+	s.tb.Helper()
+	switch c := cmd.(type) {
+	case *commands.Promote:
+		pl, ok := s.st.Plans[c.Plan]
+		if !ok {
+			return
+		}
+		if !pl.CatchUpOpen() || conflicting(s.st, pl.Built) || outstanding(s.st, *pl.CatchUp).Empty() {
+			s.fail("F", "promote %s refused: %v", c.Plan, err)
+		}
+	case *commands.Finalize:
+		pl, ok := s.st.Plans[c.Plan]
+		if ok && pl.Accepted() && s.st.Env(pl.Built.Env).Generation == pl.AcceptedGeneration {
+			s.fail("F", "finalize %s refused although it is accepted at the env's generation: %v", c.Plan, err)
+		}
+	}
+}
+
+// checkCarriedOut (on the state before): a finalize appends only for an
+// accepted plan, not finalized yet, at the generation its acceptance set.
+func (s *sim) checkCarriedOut(cmd commands.Command) {
+	s.tb.Helper()
+	if c, ok := cmd.(*commands.Finalize); ok {
+		pl := s.st.Plans[c.Plan]
+		if pl == nil || !pl.Accepted() || pl.Finalized || pl.AcceptedGeneration != s.st.Env(pl.Built.Env).Generation {
+			s.fail("F", "finalize %s carried out for a plan not accepted at the env's generation", c.Plan)
 		}
 	}
 }

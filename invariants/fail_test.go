@@ -12,6 +12,7 @@ import (
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/policy"
 	"github.com/tidemark/tidemark/projections"
+	"github.com/tidemark/tidemark/replay"
 )
 
 // Each invariant can fail: scripted histories, some with a decision
@@ -299,6 +300,29 @@ func TestKnownBugsAreFound(t *testing.T) {
 		expectBroken(t, "P", []modelDef{model("events", hourly, ""), model("sessions", hourly, "", "events")}, func(s *sim) {
 			s.version(s.models[0], "v2")
 			s.plan("p1", "prod", map[string]string{"events": "v2", "sessions": "v1"}, 0, 0)
+		})
+	})
+	t.Run(bugUserPlus, func(t *testing.T) {
+		expectBroken(t, "4", []modelDef{model("events", hourly, "")}, func(s *sim) { _ = s.register(s.models[0], "v2+x") })
+	})
+	t.Run(bugStaleFence, func(t *testing.T) {
+		expectBroken(t, "7", []modelDef{model("events", hourly, "")}, func(s *sim) {
+			s.version(s.models[0], "v2")
+			s.plan("p1", "prod", map[string]string{"events": "v2"}, 0, 0)
+			view := replay.Fold(s.log) // a replica that has not seen the promotion
+			_, _, _ = s.promote("p1")
+			s.clock = s.clock.Add(time.Hour)
+			_, _, _ = s.execOn(view, &commands.AdvanceScheduler{Meta: commands.Meta{ID: "tick"}, Env: "prod", Generation: 1})
+		})
+	})
+	t.Run(bugStaleRepair, func(t *testing.T) {
+		expectBroken(t, "9", []modelDef{model("events", hourly, "")}, func(s *sim) {
+			race(s, 1, 0)
+			view := replay.Fold(s.log) // a replica that has not seen the acceptance
+			_, _, _ = s.promote("p1")
+			s.queue = nil
+			_, _, _ = s.execOn(view, &commands.CompleteIntervals{Model: "events", Version: "v2", RunKind: events.RunRepair,
+				Ranges: []interval.Range{interval.R(s.clock.Add(-time.Hour), s.clock)}})
 		})
 	})
 	t.Run(bugCatchUpProduction, func(t *testing.T) {

@@ -12,6 +12,8 @@ import (
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/projections"
+	"github.com/tidemark/tidemark/replay"
 	"pgregory.net/rapid"
 )
 
@@ -141,6 +143,7 @@ var actions = []action{
 	{"stale-tick", 2, (*sim).actStaleTick},
 	{"race", 16, (*sim).actRace},
 	{"rollback-race", 4, (*sim).actRollbackRace},
+	{"replica-tick", 4, (*sim).actReplicaTick},
 }
 
 func (s *sim) step() {
@@ -545,3 +548,39 @@ func pick(t *rapid.T, label string, n int) int {
 
 // chance is true with about pct percent; it shrinks to false.
 func chance(t *rapid.T, label string, pct int) bool { return pick(t, label, 100) >= 100-pct }
+
+// staleView is a replica's projection: the state k events ago.
+func (s *sim) staleView(label string) (*projections.State, int) {
+	k := 1 + pick(s.t, label, 8)
+	if k >= len(s.log) {
+		return nil, 0
+	}
+	return replay.Fold(s.log[:len(s.log)-k]), k
+}
+
+// actReplicaTick runs the next tick on a scheduler replica whose
+// projection lags k events behind (it reads the generation there too);
+// its append must be refused if it could schedule what a promotion since
+// demoted. A refused tick is decided again on the current state.
+func (s *sim) actReplicaTick() {
+	view, k := s.staleView("replica-lag")
+	if view == nil {
+		return
+	}
+	env := "prod"
+	t := engine.NextTick(s.st, []string{env}, s.clock)
+	if t.IsZero() {
+		return
+	}
+	s.clock = t
+	gen := view.Env(env).Generation
+	if gen == 0 {
+		return
+	}
+	cmd := &commands.AdvanceScheduler{Meta: commands.Meta{ID: engine.TickID(env, t), Actor: "scheduler"}, Env: env, Generation: gen}
+	_, group, err := s.execOn(view, cmd)
+	s.logf("tick %s on a replica %d events behind (generation %d) -> %s, %d events", env, k, gen, errOr(err, "appended"), len(group))
+	if err != nil {
+		s.tickAt(env, t, false)
+	}
+}

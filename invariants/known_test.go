@@ -40,6 +40,27 @@ const (
 	// (rapid-catch-up-invalidates-production.yaml). Avoided by not setting
 	// a version whose table an incumbent of another version serves.
 	bugCatchUpProduction = "catch-up-production"
+	// bugUserPlus: a user version containing '+' (reserved for derived
+	// versions) is registered, by RegisterSnapshot and by scenario files
+	// alike. No scenario file can show it (the fix makes such a file
+	// invalid); TestKnownBugsAreFound does. Avoided by not trying.
+	bugUserPlus = "user-plus"
+	// bugStaleFence: a scheduler advance decided on a projection that
+	// predates a promotion (an engine replica lagging behind) is appended:
+	// its condition covers only the env subject, and PromotionDecided is
+	// stored on the plan subject, so the fence does not hold at append
+	// time and the demoted snapshot is scheduled after the promotion. No
+	// scenario can show it (one engine decides in order);
+	// TestKnownBugsAreFound does. Avoided by refusing such an append.
+	bugStaleFence = "stale-fence"
+	// bugStaleRepair: a completion decided on a projection that predates
+	// an acceptance with a gap (a lagging replica) does not close the debt
+	// the acceptance opened although it covers the gap: its condition
+	// covers the snapshot subject only, the decision is on the plan
+	// subject. The debt stays open, covered, until the table's next
+	// completion. No scenario can show it; TestKnownBugsAreFound does.
+	// Avoided by refusing such an append.
+	bugStaleRepair = "stale-repair"
 )
 
 var known = flag.String("invariants.known", "", "comma-separated known bugs (known_test.go) not to steer around, or \"all\"")

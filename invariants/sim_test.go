@@ -158,6 +158,36 @@ func jsonOf(v any) string {
 // the per-command checks and queues the work engine.WorkOf derives.
 func (s *sim) exec(cmd commands.Command) (commands.Reply, []events.Record, error) {
 	s.tb.Helper()
+	return s.execOn(nil, cmd)
+}
+
+// errStale is the refusal of a command decided on a stale view whose
+// append condition no longer holds (the engine re-decides it).
+var errStale = commands.Errorf(commands.CodeConflict, "", "append condition failed: the view was stale")
+
+// expectHolds reports whether the log still is as e requires.
+func (s *sim) expectHolds(e events.Expect) bool {
+	if e.LastSeq != nil && *e.LastSeq != s.st.Seq {
+		return false
+	}
+	for subj, seq := range e.Subjects {
+		if s.st.SubjectSeq[subj] != seq {
+			return false
+		}
+	}
+	return true
+}
+
+// execOn decides cmd on view (a replica's projection, older than the
+// log; nil: the current state) and appends its events only if their
+// append condition holds against the current log, as the engine's
+// conditional append does.
+func (s *sim) execOn(view *projections.State, cmd commands.Command) (commands.Reply, []events.Record, error) {
+	s.tb.Helper()
+	dst := s.st
+	if view != nil {
+		dst = view
+	}
 	m := cmd.Header()
 	if m.ID == "" {
 		s.cmds++
@@ -170,8 +200,17 @@ func (s *sim) exec(cmd commands.Command) (commands.Reply, []events.Record, error
 	if err := cmd.Validate(); err != nil {
 		return commands.Reply{}, nil, err
 	}
-	d, err := decide.Decide(s.st, cmd)
+	d, err := decide.Decide(dst, cmd)
+	if err != nil && view != nil {
+		return commands.Reply{}, nil, err
+	}
 	if err != nil {
+		msg := err.Error()
+		if i := strings.IndexAny(msg, "\"0123456789"); i > 0 {
+			msg = msg[:i]
+		}
+		stats["refused "+cmd.Kind()+": "+msg]++
+		s.checkRefusal(cmd, err)
 		var ce *commands.Error
 		if !errors.As(err, &ce) {
 			s.fail("core", "%s: Decide returned an untyped error %v", cmd.Kind(), err)
@@ -179,19 +218,53 @@ func (s *sim) exec(cmd commands.Command) (commands.Reply, []events.Record, error
 		return commands.Reply{}, nil, err
 	}
 	// The core is a pure function of its arguments.
-	if again, err2 := decide.Decide(s.st, cmd); err2 != nil || jsonOf(again.Events) != jsonOf(d.Events) {
+	if again, err2 := decide.Decide(dst, cmd); err2 != nil || jsonOf(again.Events) != jsonOf(d.Events) {
 		s.fail("6", "%s decided twice on the same state gives different events", cmd.Kind())
+	}
+	// Every subject the condition names is one the append writes.
+	written := map[string]bool{}
+	for _, p := range d.Events {
+		written[p.Subject()] = true
+	}
+	for subj := range d.Expect.Subjects {
+		if len(d.Events) > 0 && !written[subj] {
+			s.fail("6", "%s: the append condition names subject %s, which it does not write", cmd.Kind(), subj)
+		}
+	}
+	if len(d.Events) > 0 && d.Expect.LastSeq == nil && len(d.Expect.Subjects) == 0 {
+		s.fail("6", "%s appends under no condition", cmd.Kind())
+	}
+	if view != nil {
+		if c, ok := cmd.(*commands.AdvanceScheduler); ok && s.avoid(bugStaleFence) && view.Env(c.Env).Generation != s.st.Env(c.Env).Generation {
+			return commands.Reply{}, nil, errStale // what a fencing condition would do
+		}
+		if c, ok := cmd.(*commands.CompleteIntervals); ok && s.avoid(bugStaleRepair) {
+			sn := s.st.Snapshots[events.SnapshotID(c.Model, c.Version)]
+			if sn != nil && len(s.st.RepairsClosedBy(sn.Table, s.st.Table(sn.Table).AddSet(c.Ranges))) != len(view.RepairsClosedBy(sn.Table, view.Table(sn.Table).AddSet(c.Ranges))) {
+				return commands.Reply{}, nil, errStale // what a condition on the debt would do
+			}
+		}
+		if !s.expectHolds(d.Expect) {
+			stats["stale view: append refused"]++
+			return commands.Reply{}, nil, errStale
+		}
+		stats["stale view: appended "+cmd.Kind()]++
 	}
 	if s.mutate != nil {
 		s.mutate(cmd, &d)
 	}
 	pre := s.capture()
+	if len(d.Events) > 0 {
+		s.checkCarriedOut(cmd)
+	}
 	var want oracleOutcome
 	promote, isPromote := cmd.(*commands.Promote)
-	if isPromote {
+	if isPromote && view == nil {
 		want, isPromote = s.expectPromote(promote)
+	} else {
+		isPromote = false
 	}
-	if c, ok := cmd.(*commands.AdvanceScheduler); ok {
+	if c, ok := cmd.(*commands.AdvanceScheduler); ok && view == nil {
 		pre.work = expectedWork(s.st, c.Env, c.At)
 	}
 	var group []events.Record
@@ -241,6 +314,9 @@ func (s *sim) register(def modelDef, version string) error {
 		Model: def.Name, Version: version, Cron: def.Sched.Cron, IntervalUnit: def.Sched.Unit, Start: def.Start,
 		Lookback: def.Lookback, SnapshotKind: def.Kind, AllowPartials: def.Sched.Partials, DependsOn: def.Deps,
 	})
+	if err == nil && strings.Contains(version, "+") {
+		s.fail("4", "the user version %s@%s, which contains '+', was registered", def.Name, version)
+	}
 	if err == nil {
 		s.defs[events.SnapshotID(def.Name, version)] = def
 		s.logf("register %s@%s: cron %s, start %s, lookback %d, kind %s, depends_on %v", def.Name, version, def.Sched,
@@ -252,6 +328,12 @@ func (s *sim) register(def modelDef, version string) error {
 func (s *sim) newVersion(def modelDef) (string, error) {
 	s.nextVer[def.Name]++
 	v := fmt.Sprintf("v%d", s.nextVer[def.Name])
+	if s.t != nil && !s.avoid(bugUserPlus) && chance(s.t, "version-with-plus", 3) {
+		// '+' is reserved for derived versions: refused.
+		if err := s.register(def, v+"+x"); err == nil {
+			return v + "+x", nil
+		}
+	}
 	return v, s.register(def, v)
 }
 
@@ -473,9 +555,24 @@ func (s *sim) runItem(it engine.WorkItem, pieces int) {
 			continue
 		}
 		s.checkCandidateWrite(it, sn)
-		_, _, err := s.exec(&commands.CompleteIntervals{Meta: commands.Meta{Actor: "worker", Correlation: st.RunID},
-			Model: st.Model, Version: st.Version, Ranges: ranges, RunKind: it.RunKind, RunID: st.RunID})
-		s.logf("worker %s: complete %s %v -> %s", it.RunKind, st.Snapshot, ranges, errOr(err, "ok"))
+		cmd := &commands.CompleteIntervals{Meta: commands.Meta{Actor: "worker", Correlation: st.RunID},
+			Model: st.Model, Version: st.Version, Ranges: ranges, RunKind: it.RunKind, RunID: st.RunID}
+		var err error
+		done := false
+		if s.t != nil && chance(s.t, "stale-completion", 10) {
+			// Decided by an engine replica whose projection lags behind;
+			// refused (say, its append condition failed), it is decided
+			// again on the current state.
+			if view, k := s.staleView("completion-lag"); view != nil {
+				_, _, err = s.execOn(view, cmd)
+				s.logf("worker %s: complete %s %v on a replica %d events behind -> %s", it.RunKind, st.Snapshot, ranges, k, errOr(err, "ok"))
+				done = err == nil
+			}
+		}
+		if !done {
+			_, _, err = s.exec(cmd)
+			s.logf("worker %s: complete %s %v -> %s", it.RunKind, st.Snapshot, ranges, errOr(err, "ok"))
+		}
 		if err != nil {
 			s.fail("3", "the engine refuses work it issued (%s item %s, %s %v): %v", it.RunKind, it.ID, st.Snapshot, ranges, err)
 		}
