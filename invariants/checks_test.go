@@ -325,6 +325,22 @@ func (s *sim) checkDecision(d events.PromotionDecided, seq uint64, pre preState)
 	for _, w := range d.Repairs {
 		s.checkAligned("repair work of "+d.Plan, w.Snapshot, w.Ranges)
 	}
+	// What it was evaluated at, and the generation it leaves.
+	pl := s.st.Plans[d.Plan]
+	wantGen := pre.gen[d.Env]
+	if d.Outcome == events.Accepted {
+		wantGen++
+	}
+	if d.EvaluatedAtSeq != pre.seq || d.Policy != pl.Built.Policy || d.Generation != wantGen || !d.EvaluatedAt.Equal(s.clock) {
+		s.fail("5", "plan %s: decision evaluated at seq %d (view %d), policy %+v (plan %+v), generation %d (want %d), at %s", d.Plan,
+			d.EvaluatedAtSeq, pre.seq, d.Policy, pl.Built.Policy, d.Generation, wantGen, ts(d.EvaluatedAt))
+	}
+	// A strict retry accepts only once the catch-up work is all computed.
+	if d.CatchUpSeq > 0 && d.Outcome == events.Accepted && pl.CatchUp != nil {
+		if left := outstanding(s.st, *pl.CatchUp); !left.Empty() {
+			s.fail("1", "plan %s accepted after catch-up with %v of its work not computed", d.Plan, left)
+		}
+	}
 	if d.Outcome == events.Accepted {
 		s.checkAccepted(d, seq, pre)
 	} else if len(d.Repairs) > 0 {

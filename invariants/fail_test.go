@@ -136,7 +136,7 @@ func TestEachInvariantCanFail(t *testing.T) {
 		expectBroken(t, "1", events1, func(s *sim) {
 			race(s, 0, 0)
 			mutateDecision(s, "p1", func(d *events.PromotionDecided) {
-				d.Outcome, d.Codes = events.Accepted, []string{policy.CodeNoGaps}
+				d.Outcome, d.Codes, d.Generation = events.Accepted, []string{policy.CodeNoGaps}, d.Generation+1
 				d.Models["events"] = events.ModelFinding{Snapshot: "events@v2", Codes: []string{policy.CodeNoGaps}, Missing: []interval.Range{}}
 				d.Findings = nil
 			})
@@ -313,6 +313,18 @@ func TestKnownBugsAreFound(t *testing.T) {
 			_, _, _ = s.promote("p1")
 			s.clock = s.clock.Add(time.Hour)
 			_, _, _ = s.execOn(view, &commands.AdvanceScheduler{Meta: commands.Meta{ID: "tick"}, Env: "prod", Generation: 1})
+		})
+	})
+	t.Run(bugStaleFence+"/finalize", func(t *testing.T) {
+		expectBroken(t, "F", []modelDef{model("events", hourly, "")}, func(s *sim) {
+			s.version(s.models[0], "v2")
+			s.version(s.models[0], "v3")
+			s.plan("p1", "prod", map[string]string{"events": "v2"}, 0, 0)
+			_, _, _ = s.promote("p1")
+			s.plan("p2", "prod", map[string]string{"events": "v3"}, 0, 0)
+			view := replay.Fold(s.log) // a replica that has not seen p2's promotion
+			_, _, _ = s.promote("p2")
+			_, _, _ = s.execOn(view, &commands.Finalize{Plan: "p1"})
 		})
 	})
 	t.Run(bugStaleRepair, func(t *testing.T) {

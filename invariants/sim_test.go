@@ -84,6 +84,7 @@ type promoteCall struct {
 type preState struct {
 	inc map[string]map[string]string // env -> model -> snapshot
 	gen map[string]uint64
+	seq uint64
 	// work is what a tick must schedule per model (the oracle's).
 	work map[string]interval.Set
 }
@@ -137,7 +138,7 @@ func (s *sim) fail(inv string, format string, args ...any) {
 }
 
 func (s *sim) capture() preState {
-	p := preState{inc: map[string]map[string]string{}, gen: map[string]uint64{}}
+	p := preState{inc: map[string]map[string]string{}, gen: map[string]uint64{}, seq: s.st.Seq}
 	for name, e := range s.st.Envs {
 		p.inc[name] = maps.Clone(e.Incumbents)
 		p.gen[name] = e.Generation
