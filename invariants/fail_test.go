@@ -11,7 +11,6 @@ import (
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/policy"
-	"github.com/tidemark/tidemark/projections"
 	"github.com/tidemark/tidemark/replay"
 )
 
@@ -353,5 +352,3 @@ func TestKnownBugsAreFound(t *testing.T) {
 		})
 	})
 }
-
-var _ = projections.New

@@ -20,9 +20,11 @@ import (
 // TestInvariants generates random deployment histories (1–4 models with
 // mixed crons and units, lookback, forward-only and allow_partials models,
 // dependency chains; plans under every policy, backfills, scheduler ticks,
-// a worker that is sometimes paused or dies half-way, manual completions
-// and invalidations, promotions with catch-up and retries, duplicates,
-// finalizations) and checks after every command and every step:
+// some at a stale generation, a worker that is sometimes paused or dies
+// half-way, manual completions and invalidations, promotions with catch-up
+// and retries, rollbacks, duplicates, finalizations, and engine replicas
+// deciding ticks and completions on a lagging view) and checks after every
+// command and every step (the labels are those of the failure messages):
 //
 //  1. an accepted promotion never leaves production missing an interval
 //     the demoted incumbent covered (from the candidate's start), outside a
@@ -30,34 +32,51 @@ import (
 //     ending at the incumbent's frontier, produced by at most the bound's
 //     advances, after the captured frontier, with no downstream candidate
 //     holding rows over it; each has exactly one open repair debt and
-//     repair work covering it; a candidate without gap has neither.
+//     repair work covering it; a candidate without gap has neither; a
+//     strict retry accepts only with its catch-up work computed.
 //  2. a forward-only candidate writes its incumbent's table (with no
 //     incumbent: its own); the table a candidate's completions write is the
 //     one its plan checks; plan work (backfill, catch-up completions and
-//     catch-up invalidations) of a snapshot not promoted yet never writes a
-//     table an incumbent serves.
+//     catch-up invalidations) of a plan not promoted yet never writes a
+//     table an incumbent of its env serves.
 //  3. every scheduled range (advances, their repairs, backfill sets,
 //     catch-up work and recompute, repair work, every work item, `backfill
 //     through`) is aligned to its snapshot's unit (allow_partials: start
 //     aligned) and starts at or after the snapshot's start; the backfill set
-//     is the candidate's missing intervals up to the captured frontier; the
-//     engine accepts every completion of work it issued.
+//     is the candidate's missing whole intervals up to the captured
+//     frontier; the engine accepts every completion of work it issued.
 //  4. every version name is valid (events.ValidVersion) with at most one
-//     '+'; a derived version is DerivedVersion(incumbent, plan).
+//     '+'; a derived version is DerivedVersion(incumbent, plan); a user
+//     version containing '+' is refused.
 //  5. decisions carry only the codes their outcome allows, reject exactly
 //     when a code rejects, conflicting_plan alone with no missing ranges,
-//     codes are the union of the candidates' codes, caught_up only after
-//     a catch-up.
-//  6. Decide is deterministic, events survive the codec, the fold accepts
-//     them, replay.Fold(log) JSON-equals the live state and replay.Verify
-//     finds no divergence; a duplicate promote returns the recorded answer.
+//     codes are the union of the candidates' codes, caught_up only after a
+//     catch-up; they record the view, policy, clock and generation.
+//  6. Decide is deterministic, its append condition names only subjects it
+//     writes, events survive the codec, the fold accepts them,
+//     replay.Fold(log) JSON-equals the live state and replay.Verify finds
+//     no divergence; a duplicate promote returns the recorded answer.
 //  7. the scheduler advances only the env's incumbents at the current
-//     generation (a stale generation is fenced off), never schedules an
-//     interval that is not ready, and fills every missing ready interval.
+//     generation (a stale generation is fenced off, on a lagging replica
+//     too), never schedules an interval that is not ready, fills every
+//     missing ready interval, and lists open debt as repairs.
+//  8. a tick schedules exactly the oracle's work (oracle_test.go: missing
+//     ready intervals plus new lookback, whole intervals).
 //  9. an open repair debt's table never covers the debt (it closes when
 //     the table covers the gap, by any route).
+//  10. a promote records exactly what the oracle (written from DESIGN.md)
+//     decides: outcome, codes, per-model missing ranges, catch-up work.
 //
-// Run longer with -rapid.checks=N; reproduce with -rapid.seed.
+// and two more: P, a plan's candidates are the versions it sets, exactly,
+// plus a derived version of every downstream incumbent it does not set;
+// F, a promote is refused only while its catch-up work is outstanding, and
+// a finalize is carried out exactly for an accepted plan at the generation
+// its acceptance set.
+//
+// The known bugs (known_test.go) are steered around; TestKnownBugsAreFound
+// replays each, TestEachInvariantCanFail shows each check can fail. A
+// plain run plays 1000 histories (main_test.go); run longer with
+// -rapid.checks=N, reproduce with -rapid.seed or -rapid.failfile.
 func TestInvariants(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		s := newSim(rt, drawModels(rt))

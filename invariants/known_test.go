@@ -5,11 +5,13 @@ import (
 	"strings"
 )
 
-// Known bugs: each has a failing scenario under testdata/scenarios/. While
-// it is open the suite steers around it (see avoid's callers), so that it
-// keeps finding new ones. Run with -invariants.known=all to stop avoiding them
-// (to see them found again, or to check a fix); -invariants.known=NAME
-// for one of them.
+// Known bugs: each has a failing scenario under testdata/scenarios/ where
+// the scenario format can show it, and a subtest of TestKnownBugsAreFound
+// (which fails once the bug is fixed: then delete the bug here and its
+// steering). While a bug is open the suite steers around it (see avoid's
+// callers), so that it keeps finding new ones. Run with
+// -invariants.known=all to stop steering (to see them found again, or to
+// check a fix); -invariants.known=NAME for one of them.
 const (
 	// bugBackfillThrough: engine.BackfillWork clips at `through` itself,
 	// not floored to each candidate's unit: the worker gets a partial
