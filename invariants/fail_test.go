@@ -1,0 +1,354 @@
+package invariants
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/decide"
+	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/policy"
+	"github.com/tidemark/tidemark/replay"
+)
+
+// Each invariant can fail: scripted histories, some with a decision
+// tampered with before it is appended, some replaying the known bugs with
+// the steering off, must each break the invariant they name.
+
+// recorder is a tb that records the first broken invariant and stops the
+// script.
+type recorder struct {
+	t      *testing.T
+	broken string
+}
+
+type stop struct{}
+
+func (r *recorder) Helper() {}
+func (r *recorder) Logf(format string, args ...any) {
+	if testing.Verbose() {
+		r.t.Logf(format, args...)
+	}
+}
+func (r *recorder) Fatalf(format string, args ...any) {
+	r.broken = fmt.Sprintf(format, args...)
+	panic(stop{})
+}
+
+// scripted plays script on a fresh history of models, deployed to prod
+// at v1, with the known bugs not steered around; after each command the
+// global checks run too.
+func scripted(t *testing.T, models []modelDef, script func(s *sim)) (broken string) {
+	t.Helper()
+	r := &recorder{t: t}
+	s := newSim(nil, models)
+	s.tb, s.avoidKnown = r, false
+	defer func() {
+		if p := recover(); p != nil {
+			if _, ok := p.(stop); !ok {
+				panic(p)
+			}
+		}
+		broken = r.broken
+	}()
+	s.setup()
+	script(s)
+	s.checkGlobal()
+	return ""
+}
+
+func expectBroken(t *testing.T, invs string, models []modelDef, script func(s *sim)) {
+	t.Helper()
+	broken := scripted(t, models, script)
+	for _, inv := range strings.Split(invs, ",") {
+		if strings.HasPrefix(broken, "INVARIANT "+inv+" ") {
+			t.Logf("%s", broken)
+			return
+		}
+	}
+	if broken == "" {
+		t.Fatalf("invariant %s held", invs)
+	}
+	t.Fatalf("want invariant %s broken, got: %s", invs, broken)
+}
+
+var (
+	hourly      = schedDef{"@hourly", "", false}
+	quarterPart = schedDef{"*/15 * * * *", "hour", true}
+)
+
+func model(name string, sd schedDef, kind events.Kind, deps ...string) modelDef {
+	if kind == "" {
+		kind = events.Incremental
+	}
+	return modelDef{Name: name, Sched: sd, Start: t0, Kind: kind, Deps: append([]string{}, deps...)}
+}
+
+// Helpers for scripts: every work item is completed at once.
+func (s *sim) all()                { s.runQueue(workAll, "") }
+func (s *sim) tickNext(env string) { s.tick(env, 1, false); s.all() }
+func (s *sim) plan(id, env string, versions map[string]string, trailing, catchUp int) {
+	if _, err := s.buildPlan(id, env, versions, trailing, catchUp); err != nil {
+		s.tb.Fatalf("plan %s: %v", id, err)
+	}
+	s.all()
+}
+func (s *sim) version(def modelDef, v string) {
+	if err := s.register(def, v); err != nil {
+		s.tb.Fatalf("register: %v", err)
+	}
+}
+
+// mutateDecision tampers with the first decision of plan.
+func mutateDecision(s *sim, plan string, fn func(d *events.PromotionDecided)) {
+	done := false
+	s.mutate = func(cmd commands.Command, d *decide.Decision) {
+		if done {
+			return
+		}
+		for i, p := range d.Events {
+			if pd, ok := p.(events.PromotionDecided); ok && pd.Plan == plan {
+				fn(&pd)
+				d.Events[i] = pd
+				done = true
+			}
+		}
+	}
+}
+
+// race: p1 sets events v2 under pol, is backfilled, and the incumbent
+// advances once before the promote.
+func race(s *sim, trailing, catchUp int) {
+	s.version(s.models[0], "v2")
+	s.plan("p1", "prod", map[string]string{"events": "v2"}, trailing, catchUp)
+	s.tickNext("prod")
+}
+
+func TestEachInvariantCanFail(t *testing.T) {
+	events1 := []modelDef{model("events", hourly, "")}
+	chain := []modelDef{model("events", hourly, ""), model("sessions", hourly, "", "events")}
+
+	t.Run("1 accepting a missing interval", func(t *testing.T) {
+		expectBroken(t, "1", events1, func(s *sim) {
+			race(s, 0, 0)
+			mutateDecision(s, "p1", func(d *events.PromotionDecided) {
+				d.Outcome, d.Codes, d.Generation = events.Accepted, []string{policy.CodeNoGaps}, d.Generation+1
+				d.Models["events"] = events.ModelFinding{Snapshot: "events@v2", Codes: []string{policy.CodeNoGaps}, Missing: []interval.Range{}}
+				d.Findings = nil
+			})
+			_, _, _ = s.promote("p1")
+		})
+	})
+	t.Run("1 a trailing gap without repair debt", func(t *testing.T) {
+		expectBroken(t, "1", events1, func(s *sim) {
+			race(s, 1, 0)
+			mutateDecision(s, "p1", func(d *events.PromotionDecided) { d.Repairs = nil })
+			_, _, _ = s.promote("p1")
+		})
+	})
+	t.Run("2 a candidate writing production", func(t *testing.T) {
+		expectBroken(t, "2", chain, func(s *sim) {
+			s.version(s.models[0], "v2")
+			s.plan("p1", "prod", map[string]string{"events": "v2"}, 0, 1)
+			s.tickNext("prod")
+			s.mutate = func(cmd commands.Command, d *decide.Decision) {
+				for i, p := range d.Events {
+					if inv, ok := p.(events.IntervalsInvalidated); ok {
+						inv.Table = "sessions@v1"
+						d.Events[i] = inv
+					}
+				}
+			}
+			// sessions@v1+p1 holds the suffix: catch-up recomputes it.
+			_ = s.complete("sessions@v1+p1", interval.NewSet(interval.R(s.clock.Add(-time.Hour), s.clock)))
+			_, _, _ = s.promote("p1")
+		})
+	})
+	t.Run("3 an unaligned advance", func(t *testing.T) {
+		expectBroken(t, "3", events1, func(s *sim) {
+			s.mutate = func(cmd commands.Command, d *decide.Decision) {
+				for i, p := range d.Events {
+					if a, ok := p.(events.SchedulerAdvanced); ok {
+						a.Ranges = []interval.Range{interval.R(a.Ranges[0].Start.Add(time.Minute), a.Ranges[0].End)}
+						d.Events[i] = a
+					}
+				}
+			}
+			s.tickNext("prod")
+		})
+	})
+	t.Run("4 a version with two '+'", func(t *testing.T) {
+		expectBroken(t, "4", events1, func(s *sim) { s.version(s.models[0], "v1+a+b") })
+	})
+	t.Run("5 a code an accepted decision may not carry", func(t *testing.T) {
+		expectBroken(t, "5", events1, func(s *sim) {
+			race(s, 1, 0)
+			mutateDecision(s, "p1", func(d *events.PromotionDecided) {
+				d.Codes = append(d.Codes, policy.CodeCatchUpRequested)
+			})
+			_, _, _ = s.promote("p1")
+		})
+	})
+	t.Run("6 a decision replay does not reproduce", func(t *testing.T) {
+		expectBroken(t, "6", events1, func(s *sim) {
+			race(s, 0, 0)
+			mutateDecision(s, "p1", func(d *events.PromotionDecided) { d.Findings[0].Message = "tampered" })
+			_, _, _ = s.promote("p1")
+		})
+	})
+	t.Run("7 the scheduler advancing a candidate", func(t *testing.T) {
+		expectBroken(t, "7", events1, func(s *sim) {
+			s.version(s.models[0], "v2")
+			s.plan("p1", "prod", map[string]string{"events": "v2"}, 0, 0)
+			s.mutate = func(cmd commands.Command, d *decide.Decision) {
+				for i, p := range d.Events {
+					if a, ok := p.(events.SchedulerAdvanced); ok {
+						a.Snapshot = "events@v2"
+						d.Events[i] = a
+					}
+				}
+			}
+			s.tickNext("prod")
+		})
+	})
+	t.Run("8 a tick leaving ready work unscheduled", func(t *testing.T) {
+		expectBroken(t, "8", events1, func(s *sim) {
+			s.mutate = func(cmd commands.Command, d *decide.Decision) {
+				if _, ok := cmd.(*commands.AdvanceScheduler); ok {
+					d.Events = nil
+				}
+			}
+			s.tickNext("prod")
+		})
+	})
+	t.Run("9 repair debt that stays open when covered", func(t *testing.T) {
+		expectBroken(t, "9", events1, func(s *sim) {
+			race(s, 1, 0)
+			_, _, _ = s.promote("p1")
+			s.mutate = func(cmd commands.Command, d *decide.Decision) {
+				var keep []events.Payload
+				for _, p := range d.Events {
+					if _, ok := p.(events.RepairCompleted); !ok {
+						keep = append(keep, p)
+					}
+				}
+				d.Events = keep
+			}
+			s.all()
+		})
+	})
+	t.Run("10 a decision the oracle disagrees with", func(t *testing.T) {
+		expectBroken(t, "10", events1, func(s *sim) {
+			race(s, 0, 0)
+			mutateDecision(s, "p1", func(d *events.PromotionDecided) {
+				d.Codes = []string{policy.CodeHistoricalGap}
+				f := d.Models["events"]
+				f.Codes = d.Codes
+				d.Models["events"] = f
+				d.Findings[0].Code = policy.CodeHistoricalGap
+			})
+			_, _, _ = s.promote("p1")
+		})
+	})
+	t.Run("P a plan composition", func(t *testing.T) {
+		expectBroken(t, "P", chain, func(s *sim) {
+			s.mutate = func(cmd commands.Command, d *decide.Decision) {
+				for i, p := range d.Events {
+					if pb, ok := p.(events.PlanBuilt); ok {
+						pb.Candidates = pb.Candidates[:1]
+						d.Events[i] = pb
+					}
+				}
+			}
+			s.version(s.models[0], "v2")
+			_, _ = s.buildPlan("p1", "prod", map[string]string{"events": "v2"}, 0, 0)
+		})
+	})
+}
+
+// The known bugs, replayed with the steering off, break their invariant.
+func TestKnownBugsAreFound(t *testing.T) {
+	t.Run(bugBackfillThrough, func(t *testing.T) {
+		expectBroken(t, "3", []modelDef{model("events", hourly, "")}, func(s *sim) {
+			s.version(s.models[0], "v2")
+			s.plan("p1", "prod", map[string]string{"events": "v2"}, 0, 0)
+			s.queue = nil
+			s.backfillThrough("p1", t0.Add(3*time.Hour+30*time.Minute))
+		})
+	})
+	t.Run(bugPartialBackfill, func(t *testing.T) {
+		expectBroken(t, "3", []modelDef{model("events", quarterPart, "")}, func(s *sim) {
+			s.tickNext("prod")
+			s.version(s.models[0], "v2")
+			s.plan("p1", "prod", map[string]string{"events": "v2"}, 0, 0)
+			s.tickNext("prod")
+			s.plan("p2", "prod", map[string]string{"events": "v2"}, 0, 0)
+		})
+	})
+	t.Run(bugForwardOnlyOtherEnv, func(t *testing.T) {
+		expectBroken(t, "2", []modelDef{model("events", hourly, events.ForwardOnly)}, func(s *sim) {
+			s.version(s.models[0], "v2")
+			s.plan("p1", "prod", map[string]string{"events": "v2"}, 0, 0)
+			s.plan("p2", "qa", map[string]string{"events": "v2"}, 0, 0)
+		})
+	})
+	t.Run(bugSetDownstream, func(t *testing.T) {
+		expectBroken(t, "P", []modelDef{model("events", hourly, ""), model("sessions", hourly, "", "events")}, func(s *sim) {
+			s.version(s.models[0], "v2")
+			s.plan("p1", "prod", map[string]string{"events": "v2", "sessions": "v1"}, 0, 0)
+		})
+	})
+	t.Run(bugUserPlus, func(t *testing.T) {
+		expectBroken(t, "4", []modelDef{model("events", hourly, "")}, func(s *sim) { _ = s.register(s.models[0], "v2+x") })
+	})
+	t.Run(bugStaleFence, func(t *testing.T) {
+		expectBroken(t, "7", []modelDef{model("events", hourly, "")}, func(s *sim) {
+			s.version(s.models[0], "v2")
+			s.plan("p1", "prod", map[string]string{"events": "v2"}, 0, 0)
+			view := replay.Fold(s.log) // a replica that has not seen the promotion
+			_, _, _ = s.promote("p1")
+			s.clock = s.clock.Add(time.Hour)
+			_, _, _ = s.execOn(view, &commands.AdvanceScheduler{Meta: commands.Meta{ID: "tick"}, Env: "prod", Generation: 1})
+		})
+	})
+	t.Run(bugStaleFence+"/finalize", func(t *testing.T) {
+		expectBroken(t, "F", []modelDef{model("events", hourly, "")}, func(s *sim) {
+			s.version(s.models[0], "v2")
+			s.version(s.models[0], "v3")
+			s.plan("p1", "prod", map[string]string{"events": "v2"}, 0, 0)
+			_, _, _ = s.promote("p1")
+			s.plan("p2", "prod", map[string]string{"events": "v3"}, 0, 0)
+			view := replay.Fold(s.log) // a replica that has not seen p2's promotion
+			_, _, _ = s.promote("p2")
+			_, _, _ = s.execOn(view, &commands.Finalize{Plan: "p1"})
+		})
+	})
+	t.Run(bugStaleRepair, func(t *testing.T) {
+		expectBroken(t, "9", []modelDef{model("events", hourly, "")}, func(s *sim) {
+			race(s, 1, 0)
+			view := replay.Fold(s.log) // a replica that has not seen the acceptance
+			_, _, _ = s.promote("p1")
+			s.queue = nil
+			_, _, _ = s.execOn(view, &commands.CompleteIntervals{Model: "events", Version: "v2", RunKind: events.RunRepair,
+				Ranges: []interval.Range{interval.R(s.clock.Add(-time.Hour), s.clock)}})
+		})
+	})
+	t.Run(bugCatchUpProduction, func(t *testing.T) {
+		models := []modelDef{model("events", hourly, ""), model("sessions", hourly, "", "events")}
+		expectBroken(t, "2,10", models, func(s *sim) {
+			fo := s.models[1]
+			fo.Kind = events.ForwardOnly
+			s.version(fo, "v2")
+			s.plan("pf", "prod", map[string]string{"sessions": "v2"}, 0, 0)
+			_, _, _ = s.promote("pf")
+			s.tickNext("prod")
+			s.version(s.models[0], "v2")
+			s.plan("p1", "prod", map[string]string{"events": "v2", "sessions": "v1"}, 0, 1)
+			s.tickNext("prod")
+			_, _, _ = s.promote("p1")
+		})
+	})
+}
