@@ -154,9 +154,9 @@ func tableOf(st *projections.State, env *projections.Env, sn *projections.Snapsh
 	if sn.Kind != events.ForwardOnly {
 		return sn.Table, nil
 	}
-	want := sn.Snapshot // no incumbent: a new table of its own
+	want, wantWhy := sn.Snapshot, "no incumbent there: a new table of its own"
 	if inc, ok := st.Snapshots[env.Incumbents[sn.Model]]; ok {
-		want = inc.Table
+		want, wantWhy = inc.Table, "its incumbent "+inc.Snapshot+"'s"
 	}
 	if want == sn.Table {
 		return want, nil
@@ -167,8 +167,8 @@ func tableOf(st *projections.State, env *projections.Env, sn *projections.Snapsh
 			bound = "plan " + sn.TablePlan
 		}
 		return "", commands.Errorf(commands.CodeConflict, "versions."+sn.Model,
-			"forward-only %s writes table %s (bound by %s); in env %s it would write %s, its incumbent's: register a new version for this env",
-			sn.Snapshot, sn.Table, bound, env.Name, want)
+			"forward-only %s writes table %s (bound by %s); in env %s it would write %s (%s): register a new version for this env",
+			sn.Snapshot, sn.Table, bound, env.Name, want, wantWhy)
 	}
 	return want, nil
 }

@@ -77,9 +77,9 @@ func (w *Worker) CatchUp(ctx context.Context, req events.CatchUpRequested, at ti
 }
 
 // Backfill completes a plan's backfill set (fixed at build), in dependency
-// order, stopping at through when it is not zero.
-func (w *Worker) Backfill(ctx context.Context, plan events.PlanBuilt, through, at time.Time) error {
-	return w.Run(ctx, BackfillWork(plan, through), at)
+// order.
+func (w *Worker) Backfill(ctx context.Context, plan events.PlanBuilt, at time.Time) error {
+	return w.Run(ctx, BackfillWork(plan), at)
 }
 
 // Tick runs one scheduler tick for env at t, with the env generation it

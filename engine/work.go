@@ -13,6 +13,7 @@ import (
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/projections"
 )
 
 // The work protocol. The engine turns the events that make work due — a
@@ -94,19 +95,36 @@ func ScheduledWork(advs []events.SchedulerAdvanced) WorkItem {
 }
 
 // BackfillWork is a plan's backfill set (fixed at build), in dependency
-// order, clipped to end at through when it is not zero.
-func BackfillWork(plan events.PlanBuilt, through time.Time) WorkItem {
+// order.
+func BackfillWork(plan events.PlanBuilt) WorkItem {
 	item := WorkItem{RunKind: events.RunBackfill, Env: plan.Env, Plan: plan.Plan}
 	for _, c := range plan.Candidates {
-		set := interval.Set(c.Backfill)
-		if !through.IsZero() {
-			set = set.Clip(interval.R(set.Start(), through))
-		}
-		if !set.Empty() {
+		if set := interval.Set(c.Backfill); !set.Empty() {
 			item.Steps = append(item.Steps, step(c.Snapshot, set, "backfill:"+plan.Plan))
 		}
 	}
 	return item
+}
+
+// BackfillThrough is BackfillWork stopped early: each candidate's set is
+// cut at through floored to that candidate's unit (read from st), so a
+// worker is only ever sent whole intervals. A zero through cuts nothing.
+func BackfillThrough(st *projections.State, plan events.PlanBuilt, through time.Time) WorkItem {
+	if through.IsZero() {
+		return BackfillWork(plan)
+	}
+	cands := make([]events.Candidate, len(plan.Candidates))
+	for i, c := range plan.Candidates {
+		end := through
+		if sn, ok := st.Snapshots[c.Snapshot]; ok {
+			end = sn.Schedule.Unit().Floor(through)
+		}
+		set := interval.Set(c.Backfill)
+		c.Backfill = set.Clip(interval.R(set.Start(), end))
+		cands[i] = c
+	}
+	plan.Candidates = cands
+	return BackfillWork(plan)
 }
 
 // CatchUpWorkItem is a catch-up request's work: each candidate's suffix and
@@ -155,7 +173,7 @@ func WorkOf(group []events.Record) []WorkItem {
 			advs = append(advs, p)
 			continue
 		case events.PlanBuilt:
-			item = BackfillWork(p, time.Time{})
+			item = BackfillWork(p)
 		case events.CatchUpRequested:
 			item = CatchUpWorkItem(p)
 		case events.PromotionDecided:

@@ -111,9 +111,6 @@ func (s *sim) checkPlan(p events.PlanBuilt, pre preState) {
 			}
 		}
 		backfill := interval.NewSet(c.Backfill...)
-		if s.avoid(bugPartialBackfill) {
-			backfill = sn.Schedule.Work(backfill)
-		}
 		s.checkAligned("plan "+p.Plan+" backfill set", c.Snapshot, backfill)
 		// The backfill set: the candidate's missing whole intervals from its
 		// start to the captured frontier (floored to its unit unless

@@ -475,15 +475,11 @@ func (s *sim) actBackfillThrough() {
 	s.backfillThrough(id, through)
 }
 
-// backfillThrough runs engine.BackfillWork(plan, through), as the
-// scenario step `backfill` does.
+// backfillThrough runs engine.BackfillThrough(state, plan, through), as
+// the scenario step `backfill` does.
 func (s *sim) backfillThrough(id string, through time.Time) {
 	s.tb.Helper()
-	item := engine.BackfillWork(s.st.Plans[id].Built, through)
-	if s.avoid(bugBackfillThrough) && !through.IsZero() {
-		item = floorThrough(s, item, through)
-	}
-	item = s.wholeBackfill(item)
+	item := engine.BackfillThrough(s.st, s.st.Plans[id].Built, through)
 	s.logf("backfill %s through %s", id, ts(through))
 	s.checkWorkItem(item)
 	s.runItem(item, -1)
@@ -538,22 +534,6 @@ func (s *sim) actDeploy() {
 	if versions := s.drawVersions(env); len(versions) > 0 {
 		s.deploy(env, versions)
 	}
-}
-
-// floorThrough clips each step of a `backfill through` item at through
-// floored to its snapshot's unit (what DESIGN.md asks of the item itself).
-func floorThrough(s *sim, item engine.WorkItem, through time.Time) engine.WorkItem {
-	var steps []engine.WorkStep
-	for _, st := range item.Steps {
-		sn := s.st.Snapshots[st.Snapshot]
-		set := interval.Set(st.Ranges)
-		st.Ranges = set.Clip(interval.R(set.Start(), sn.Schedule.Unit().Floor(through)))
-		if len(st.Ranges) > 0 {
-			steps = append(steps, st)
-		}
-	}
-	item.Steps = steps
-	return item
 }
 
 // pick draws 0..n-1 about uniformly (rapid's integer generators favour

@@ -13,40 +13,6 @@ import (
 // -invariants.known=all to stop steering (to see them found again, or to
 // check a fix); -invariants.known=NAME for one of them.
 const (
-	// bugBackfillThrough: engine.BackfillWork clips at `through` itself,
-	// not floored to each candidate's unit: the worker gets a partial
-	// interval the engine refuses (rapid-backfill-through-unaligned.yaml).
-	// Avoided by flooring the clip per step before running the item.
-	bugBackfillThrough = "backfill-through"
-	// bugPartialBackfill: a plan's backfill set is the candidate's missing
-	// time, not whole intervals: an allow_partials candidate that holds part
-	// of an interval gets a range starting inside it, which the engine
-	// refuses (rapid-partial-backfill-unaligned.yaml). Avoided by widening
-	// backfill sets and backfill work to whole intervals (Schedule.Work).
-	bugPartialBackfill = "partial-backfill"
-	// bugForwardOnlyOtherEnv: a forward-only version bound to its
-	// incumbent's table in one env, planned in an env where its model has
-	// no incumbent, writes that other env's production table instead of a
-	// new one (rapid-forward-only-other-env-table.yaml). Avoided by not
-	// setting such a version in such a plan.
-	bugForwardOnlyOtherEnv = "forward-only-other-env"
-	// bugSetDownstream: a plan that sets a model downstream of a change to
-	// its incumbent gets a derived version for it anyway
-	// (rapid-set-downstream-not-derived.yaml). Avoided by not setting such
-	// a model.
-	bugSetDownstream = "set-downstream"
-	// bugCatchUpProduction: catch-up spares only forward_only *kinds* among
-	// the downstream candidates on their incumbent's table; any other such
-	// candidate (an older version set again) has production's rows
-	// invalidated and recomputed before promotion
-	// (rapid-catch-up-invalidates-production.yaml). Avoided by not setting
-	// a version whose table an incumbent of another version serves.
-	bugCatchUpProduction = "catch-up-production"
-	// bugUserPlus: a user version containing '+' (reserved for derived
-	// versions) is registered, by RegisterSnapshot and by scenario files
-	// alike. No scenario file can show it (the fix makes such a file
-	// invalid); TestKnownBugsAreFound does. Avoided by not trying.
-	bugUserPlus = "user-plus"
 	// bugStaleFence: a scheduler advance decided on a projection that
 	// predates a promotion (an engine replica lagging behind) is appended:
 	// its condition covers only the env subject, and PromotionDecided is

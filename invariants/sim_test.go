@@ -301,9 +301,8 @@ func (s *sim) execOn(view *projections.State, cmd commands.Command) (commands.Re
 		s.checkPromote(promote, want, d.Events)
 	}
 	items := engine.WorkOf(group)
-	for i, it := range items {
-		items[i] = s.wholeBackfill(it)
-		s.checkWorkItem(items[i])
+	for _, it := range items {
+		s.checkWorkItem(it)
 	}
 	s.queue = append(s.queue, items...)
 	return d.Reply, group, nil
@@ -329,7 +328,7 @@ func (s *sim) register(def modelDef, version string) error {
 func (s *sim) newVersion(def modelDef) (string, error) {
 	s.nextVer[def.Name]++
 	v := fmt.Sprintf("v%d", s.nextVer[def.Name])
-	if s.t != nil && !s.avoid(bugUserPlus) && chance(s.t, "version-with-plus", 3) {
+	if s.t != nil && chance(s.t, "version-with-plus", 3) {
 		// '+' is reserved for derived versions: refused.
 		if err := s.register(def, v+"+x"); err == nil {
 			return v + "+x", nil
@@ -339,33 +338,6 @@ func (s *sim) newVersion(def modelDef) (string, error) {
 }
 
 func (s *sim) buildPlan(id, env string, versions map[string]string, trailing, catchUp int) (*events.PlanBuilt, error) {
-	if s.avoid(bugForwardOnlyOtherEnv) {
-		for m, v := range versions {
-			sn := s.st.Snapshots[events.SnapshotID(m, v)]
-			if sn != nil && sn.Kind == events.ForwardOnly && s.st.Env(env).Incumbents[m] == "" && sn.Table != sn.Snapshot {
-				delete(versions, m)
-			}
-		}
-	}
-	if s.avoid(bugCatchUpProduction) {
-		for m, v := range versions {
-			sn := s.st.Snapshots[events.SnapshotID(m, v)]
-			for _, id := range s.st.Env(env).Incumbents {
-				if inc := s.st.Snapshots[id]; sn != nil && sn.Kind != events.ForwardOnly && id != sn.Snapshot && inc.Table == sn.Table {
-					delete(versions, m)
-				}
-			}
-		}
-	}
-	if s.avoid(bugSetDownstream) {
-		inc := s.st.Env(env).Incumbents
-		reach := s.downstreamOf(env, versions)
-		for m, v := range versions {
-			if inc[m] == events.SnapshotID(m, v) && reach[m] {
-				delete(versions, m)
-			}
-		}
-	}
 	if len(versions) == 0 {
 		return nil, errors.New("avoided known bugs")
 	}
@@ -613,7 +585,7 @@ func (s *sim) deploy(env string, versions map[string]string) {
 	if err != nil || pl == nil {
 		return
 	}
-	s.runItem(s.wholeBackfill(engine.BackfillWork(*pl, time.Time{})), -1)
+	s.runItem(engine.BackfillWork(*pl), -1)
 	d, _, err := s.promote(id)
 	if err == nil && d != nil && d.Outcome == events.Accepted {
 		_ = s.finalize(id)
@@ -624,22 +596,6 @@ func (s *sim) deploy(env string, versions map[string]string) {
 
 func (s *sim) envs() []string {
 	return slices.Sorted(maps.Keys(s.st.Envs))
-}
-
-// wholeBackfill widens backfill work to whole intervals while
-// bugPartialBackfill is avoided.
-func (s *sim) wholeBackfill(it engine.WorkItem) engine.WorkItem {
-	if it.RunKind != events.RunBackfill || !s.avoid(bugPartialBackfill) {
-		return it
-	}
-	steps := slices.Clone(it.Steps)
-	for i, st := range steps {
-		if sn, ok := s.st.Snapshots[st.Snapshot]; ok {
-			steps[i].Ranges = sn.Schedule.Work(st.Ranges)
-		}
-	}
-	it.Steps = steps
-	return it
 }
 
 // stats counts what the histories exercised (printed with -v), to see

@@ -27,8 +27,13 @@ import (
 	"github.com/tidemark/tidemark/projections"
 )
 
-// Version is the policy rule set this build evaluates.
-const Version = 1
+// Version is the policy rule set this build evaluates. Version 2 is
+// DESIGN.md's amended contract: forward-only candidates on their
+// incumbent's table, no captured frontier for an incumbent without
+// coverage, the complete code list, every downstream overlap reported,
+// repair work with the acceptance. This build has no other version's
+// rules: a decision recorded under version 1 cannot be re-checked.
+const Version = 2
 
 // Decision codes. Rejecting codes fail a promotion; the others are findings
 // or warnings of an accepted one.
@@ -77,10 +82,12 @@ var passing = map[string]bool{CodeNoGaps: true, CodeTrailingGapAccepted: true, C
 func Rejects(code string) bool { return !passing[code] && code != CodeForwardOnlyOverlapKept }
 
 // Supported reports whether this build can evaluate pol: an error naming
-// the version when the plan asks for newer rules.
+// the version when the plan was built under other rules (a plan built by
+// an older build is rebuilt, not promoted under rules it was not built
+// for).
 func Supported(pol events.Policy) error {
-	if pol.Version > Version {
-		return fmt.Errorf("the plan asks for policy version %d; this build evaluates version %d", pol.Version, Version)
+	if pol.Version != Version {
+		return fmt.Errorf("the plan was built under policy version %d; this build evaluates version %d only", pol.Version, Version)
 	}
 	return nil
 }
@@ -368,7 +375,7 @@ func overlaps(st *projections.State, plan events.PlanBuilt, c events.Candidate, 
 		}
 		if retainsProduction(st, d, child) {
 			warnings = append(warnings, events.Finding{Code: CodeForwardOnlyOverlapKept, Model: c.Model, Snapshot: c.Snapshot, Related: d.Snapshot, Ranges: overlap,
-				Message: sprintf("forward-only child %s keeps its historical rows in the production table over %s, overlapping %s's gap; they are retained by design", d.Snapshot, ranges(overlap), c.Snapshot)})
+				Message: sprintf("downstream candidate %s writes its incumbent's (production) table and keeps its historical rows there over %s, overlapping %s's gap; they are retained by design", d.Snapshot, ranges(overlap), c.Snapshot)})
 			continue
 		}
 		blocking = append(blocking, events.Finding{Code: CodeDownstreamOverlap, Model: c.Model, Snapshot: c.Snapshot, Related: d.Snapshot, Ranges: overlap,
@@ -428,10 +435,12 @@ func catchUp(st *projections.State, plan events.PlanBuilt, vs map[string]*verdic
 	return d
 }
 
-// retainsProduction reports whether downstream candidate d is a forward-only
-// version writing its incumbent's (production) table.
-func retainsProduction(st *projections.State, d events.Candidate, child *projections.Snapshot) bool {
-	if child.Kind != events.ForwardOnly || d.Incumbent == "" {
+// retainsProduction reports whether downstream candidate d writes its
+// incumbent's (production) table: a forward-only version, or the incumbent
+// itself set again by the plan. Its rows stay in place: catch-up never
+// invalidates them, and an overlap is a warning, not a rejection.
+func retainsProduction(st *projections.State, d events.Candidate, _ *projections.Snapshot) bool {
+	if d.Incumbent == "" {
 		return false
 	}
 	inc, ok := st.Snapshots[d.Incumbent]

@@ -370,7 +370,7 @@ func (r *runner) step(ctx context.Context, st Step) (StepResult, error) {
 		if err != nil {
 			return sr, err
 		}
-		if err := r.worker.Backfill(ctx, pl, time.Time{}, r.clock.now()); err != nil {
+		if err := r.worker.Backfill(ctx, pl, r.clock.now()); err != nil {
 			return sr, err
 		}
 		if sr.decision, _, err = r.promote(ctx, id, true, time.Time{}); err != nil {
@@ -382,10 +382,9 @@ func (r *runner) step(ctx context.Context, st Step) (StepResult, error) {
 		}
 	case "backfill":
 		pl, _ := r.plan(st.Plan)
-		if !st.Through.IsZero() {
-			r.eng.View(func(s *projections.State) { pl = backfillThrough(s, pl, st.Through) })
-		}
-		if err := r.worker.Backfill(ctx, pl, time.Time{}, r.clock.now()); err != nil {
+		var item engine.WorkItem
+		r.eng.View(func(s *projections.State) { item = engine.BackfillThrough(s, pl, st.Through) })
+		if err := r.worker.Run(ctx, item, r.clock.now()); err != nil {
 			return sr, err
 		}
 	case "run_scheduler":
@@ -482,19 +481,3 @@ func (r *runner) verify(ctx context.Context) ([]replay.Divergence, error) {
 	return divs, nil
 }
 
-// backfillThrough cuts each candidate's backfill set at through floored to
-// that candidate's unit, so the worker is only ever sent whole intervals.
-func backfillThrough(st *projections.State, pl events.PlanBuilt, through time.Time) events.PlanBuilt {
-	cands := make([]events.Candidate, len(pl.Candidates))
-	for i, c := range pl.Candidates {
-		end := through
-		if sn, ok := st.Snapshots[c.Snapshot]; ok {
-			end = sn.Schedule.Unit().Floor(through)
-		}
-		set := interval.Set(c.Backfill)
-		c.Backfill = set.Clip(interval.R(set.Start(), end))
-		cands[i] = c
-	}
-	pl.Candidates = cands
-	return pl
-}
