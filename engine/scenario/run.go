@@ -480,4 +480,3 @@ func (r *runner) verify(ctx context.Context) ([]replay.Divergence, error) {
 	}
 	return divs, nil
 }
-
