@@ -254,6 +254,23 @@ func (m *Meta) validate() error {
 	if len(m.ID) > MaxIDLen {
 		return Errorf(CodeInvalid, "id", "command id is longer than %d bytes", MaxIDLen)
 	}
+	return m.validateAt()
+}
+
+// validateAt bounds the command's clock, when it carries one.
+func (m *Meta) validateAt() error {
+	if m.At.IsZero() {
+		return nil
+	}
+	return inRange("at", m.At)
+}
+
+// inRange refuses a time outside [events.MinTime, events.MaxTime].
+func inRange(field string, t time.Time) error {
+	if !events.InRange(t) {
+		return Errorf(CodeInvalid, field, "%s %s is outside the supported range %s .. %s", field, t.UTC().Format(time.RFC3339),
+			events.MinTime.Format(time.RFC3339), events.MaxTime.Format(time.RFC3339))
+	}
 	return nil
 }
 
@@ -327,6 +344,9 @@ func (c *RegisterSnapshot) Validate() error {
 	if c.Start.IsZero() {
 		return Errorf(CodeInvalid, "start", "start is required")
 	}
+	if err := inRange("start", c.Start); err != nil {
+		return err
+	}
 	if !sched.Unit().Aligned(c.Start) {
 		return Errorf(CodeInvalid, "start", "start %s is not aligned to the %s unit", c.Start.UTC().Format(time.RFC3339), sched.Unit())
 	}
@@ -394,6 +414,10 @@ func validateRanges(rs []interval.Range) error {
 		if r.Start.IsZero() || r.End.IsZero() {
 			return Errorf(CodeInvalid, fmt.Sprintf("ranges[%d]", i), "range needs a start and an end")
 		}
+		if !events.InRange(r.Start) || !events.InRange(r.End) {
+			return Errorf(CodeInvalid, fmt.Sprintf("ranges[%d]", i), "range %s is outside the supported range %s .. %s", r,
+				events.MinTime.Format(time.RFC3339), events.MaxTime.Format(time.RFC3339))
+		}
 		if !r.Start.Before(r.End) {
 			return Errorf(CodeInvalid, fmt.Sprintf("ranges[%d]", i), "range %s: end is not after start", r)
 		}
@@ -454,6 +478,9 @@ func (c *Finalize) Validate() error {
 func (c *OpenRepairs) Validate() error {
 	if len(c.ID) > MaxIDLen {
 		return Errorf(CodeInvalid, "id", "command id is longer than %d bytes", MaxIDLen)
+	}
+	if err := c.validateAt(); err != nil {
+		return err
 	}
 	if c.Env != "" {
 		return name("env", c.Env)
