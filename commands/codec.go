@@ -37,7 +37,8 @@ func IsJSON(contentType string) bool {
 
 // Decode parses a command body of the given kind. contentType selects JSON
 // or msgpack (empty means msgpack). Unknown fields are an error naming them.
-// The decoded command is validated.
+// The decoded command is validated, and an id in the engine's reserved
+// namespace refused: Decode is the entry of every command from the wire.
 func Decode(kind string, contentType string, body []byte) (Command, error) {
 	if len(body) > MaxBodyBytes {
 		return nil, Errorf(CodeTooLarge, "", "body is %d bytes, more than the %d allowed", len(body), MaxBodyBytes)
@@ -64,6 +65,9 @@ func Decode(kind string, contentType string, body []byte) (Command, error) {
 		return nil, err
 	}
 	if err := cmd.Validate(); err != nil {
+		return nil, err
+	}
+	if err := refuseInternal(cmd); err != nil {
 		return nil, err
 	}
 	return cmd, nil

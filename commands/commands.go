@@ -5,8 +5,9 @@
 // A command is addressed to subject tidemark.cmd.<kind>. Its body is msgpack
 // (Content-Type application/msgpack, the default) or JSON (Content-Type
 // application/json); the reply uses the request's encoding. Unknown fields
-// are an error. Every command carries an id that becomes the Nats-Msg-Id of
-// the events it appends, so a retried command is applied once.
+// are an error. Every command carries an id, recorded with the events it
+// appends (with a digest of what it asks), so a retried command is applied
+// once and an id reused for another command is refused.
 package commands
 
 import (
@@ -23,7 +24,9 @@ import (
 
 // Meta is carried by every command.
 type Meta struct {
-	// ID identifies the command; a retry must reuse it. Required.
+	// ID identifies the command; a retry must reuse it. Required: 1 to
+	// MaxIDLen letters, digits and . _ - : / @ + = (ids.go); ids starting
+	// with InternalPrefix are the engine's own and refused from the wire.
 	ID string `msgpack:"id" json:"id"`
 	// Actor is who issues the command.
 	Actor string `msgpack:"actor,omitempty" json:"actor,omitempty"`
@@ -248,11 +251,8 @@ const (
 )
 
 func (m *Meta) validate() error {
-	if m.ID == "" {
-		return Errorf(CodeInvalid, "id", "command id is required")
-	}
-	if len(m.ID) > MaxIDLen {
-		return Errorf(CodeInvalid, "id", "command id is longer than %d bytes", MaxIDLen)
+	if err := validateID(m.ID); err != nil {
+		return err
 	}
 	return m.validateAt()
 }
@@ -476,8 +476,10 @@ func (c *Finalize) Validate() error {
 
 // Validate implements Command.
 func (c *OpenRepairs) Validate() error {
-	if len(c.ID) > MaxIDLen {
-		return Errorf(CodeInvalid, "id", "command id is longer than %d bytes", MaxIDLen)
+	if c.ID != "" {
+		if err := validateID(c.ID); err != nil {
+			return err
+		}
 	}
 	if err := c.validateAt(); err != nil {
 		return err

@@ -26,7 +26,7 @@ const (
 // CheckpointFormat is the layout of a checkpoint. Bump it whenever the
 // projection state changes shape or meaning: older checkpoints are then
 // ignored and the state is rebuilt from the stream.
-const CheckpointFormat = 4
+const CheckpointFormat = 5
 
 // DefaultCheckpointEvery is how many newly folded events make the engine
 // write a checkpoint.

@@ -464,6 +464,8 @@ func (e *Engine) handle(ctx context.Context, cmd commands.Command) commands.Repl
 // after a conflict. The caller holds cmdMu.
 func (e *Engine) decideAndAppend(ctx context.Context, cmd commands.Command) commands.Reply {
 	m := cmd.Header()
+	digest := commands.Digest(cmd)
+	var lastErr error
 	for attempt := 0; attempt <= e.cfg.MaxRetries; attempt++ {
 		var d decide.Decision
 		var err error
@@ -475,10 +477,10 @@ func (e *Engine) decideAndAppend(ctx context.Context, cmd commands.Command) comm
 			d.Reply.Accepted = true
 			return d.Reply
 		}
-		evs := e.commandEvents(m, d.Events)
+		evs := e.commandEvents(m, digest, d.Events)
 		started := time.Now()
 		actx, cancel := context.WithTimeout(ctx, AppendTimeout)
-		seq, err := appendEvents(actx, e.js, m.ID, evs, d.Expect)
+		seq, err := e.appendEvents(actx, cmd.Kind(), m.ID, digest, evs, d.Expect)
 		cancel()
 		e.metrics.appendS.Observe(time.Since(started).Seconds())
 		switch {
@@ -489,6 +491,7 @@ func (e *Engine) decideAndAppend(ctx context.Context, cmd commands.Command) comm
 			d.Reply.Accepted, d.Reply.Seq, d.Reply.Events = true, seq, len(evs)
 			return d.Reply
 		case errors.Is(err, ErrConflict), errors.Is(err, ErrAmbiguous):
+			lastErr = err
 			e.log.Debug("re-deciding", "kind", cmd.Kind(), "id", m.ID, "attempt", attempt, "err", err)
 			cctx, cancel := context.WithTimeout(ctx, AppendTimeout)
 			cerr := e.CatchUp(cctx)
@@ -505,15 +508,16 @@ func (e *Engine) decideAndAppend(ctx context.Context, cmd commands.Command) comm
 			return commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "append: %v", err))
 		}
 	}
-	return commands.Rejection(commands.Errorf(commands.CodeConflict, "", "the state kept changing: gave up after %d attempts", e.cfg.MaxRetries+1))
+	return commands.Rejection(commands.Errorf(commands.CodeConflict, "", "the state kept changing: gave up after %d attempts (nothing was appended; the last: %v)", e.cfg.MaxRetries+1, lastErr))
 }
 
-// commandEvents wraps a command's payloads in events caused by it.
-func (e *Engine) commandEvents(m *commands.Meta, payloads []events.Payload) []events.Event {
+// commandEvents wraps a command's payloads in events caused by it, each
+// carrying the command's digest.
+func (e *Engine) commandEvents(m *commands.Meta, digest string, payloads []events.Payload) []events.Event {
 	evs := make([]events.Event, len(payloads))
 	for i, p := range payloads {
 		ev := events.New(e.ids, m.At, p)
-		ev.Causation, ev.Actor, ev.Correlation = m.ID, m.Actor, m.Correlation
+		ev.Causation, ev.Actor, ev.Correlation, ev.Digest = m.ID, m.Actor, m.Correlation, digest
 		evs[i] = ev
 	}
 	return evs
