@@ -30,8 +30,9 @@ type Meta struct {
 	ID string `msgpack:"id" json:"id"`
 	// Actor is who issues the command.
 	Actor string `msgpack:"actor,omitempty" json:"actor,omitempty"`
-	// At is the command's clock. Zero means the engine's clock. Scenarios
-	// and tests set it; policy and projections never read any other clock.
+	// At is the command's clock. Zero means the engine's clock. Only an
+	// engine on a simulated clock (scenarios, tests) accepts it from a
+	// client; policy and projections never read any other clock.
 	At time.Time `msgpack:"at,omitempty" json:"at,omitempty"`
 	// Correlation groups related commands (a plan id, a run id).
 	Correlation string `msgpack:"correlation,omitempty" json:"correlation,omitempty"`

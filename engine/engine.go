@@ -73,6 +73,14 @@ type Config struct {
 	TLSCert, TLSKey string
 	// Clock gives the time of commands that carry none. Default time.Now.
 	Clock func() time.Time
+	// TrustCommandTime makes a command's At its clock, whoever sends it:
+	// for an engine on a simulated clock (the scenario runner, tests).
+	// Off (serve), Clock is the only clock: a command carrying At is
+	// refused (invalid, field at) unless its id is in the reserved
+	// namespace (commands.IsInternalID: the engine's own scheduler,
+	// catch-up driver and built-in worker, in-process only), and a
+	// completion must cover intervals that have ended by Clock.
+	TrustCommandTime bool
 	// MaxRetries bounds re-decisions after a conflict. Default 8.
 	MaxRetries int
 	// Logger defaults to slog.Default().
@@ -431,13 +439,17 @@ func (e *Engine) Handle(ctx context.Context, cmd commands.Command) commands.Repl
 
 func (e *Engine) handle(ctx context.Context, cmd commands.Command) commands.Reply {
 	m := cmd.Header()
+	if err := cmd.Validate(); err != nil {
+		return commands.Rejection(err)
+	}
+	if !m.At.IsZero() && !e.cfg.TrustCommandTime && !commands.IsInternalID(m.ID) {
+		return commands.Rejection(commands.Errorf(commands.CodeInvalid, "at",
+			"at %s: this engine runs on its own clock, the only clock; send the command without at", m.At.UTC().Format(time.RFC3339)))
+	}
 	if m.At.IsZero() {
 		m.At = e.Now()
 	}
 	m.At = m.At.UTC()
-	if err := cmd.Validate(); err != nil {
-		return commands.Rejection(err)
-	}
 	if q, ok := cmd.(commands.Query); ok {
 		var r commands.Reply
 		var err error
