@@ -131,12 +131,15 @@ func TestClientCannotSwallowEngineCommands(t *testing.T) {
 	// under the id the worker will use for a plan's backfill does not
 	// stop the backfill from being recorded.
 	pub := &engine.WorkPublisher{Engine: s.e, Worker: &engine.Worker{Handler: s.e, Actor: "worker:builtin"}}
-	done := make(chan engine.WorkItem, 8)
+	done := make(chan error, 8)
 	pub.Done = func(item engine.WorkItem, err error) {
 		if err != nil {
-			t.Errorf("item %s: %v", item.ID, err)
+			err = fmt.Errorf("item %s: %w", item.ID, err)
 		}
-		done <- item
+		select {
+		case done <- err:
+		default:
+		}
 	}
 	if err := pub.Prepare(ctx); err != nil {
 		t.Fatal(err)
@@ -154,7 +157,10 @@ func TestClientCannotSwallowEngineCommands(t *testing.T) {
 	defer cancel()
 	go pub.Run(rctx)
 	select {
-	case <-done:
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the backfill item was not run")
 	}
