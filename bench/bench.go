@@ -105,7 +105,7 @@ func server(ctx context.Context, sync bool) (*engine.Engine, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	e, err := engine.Open(ctx, engine.Config{DataDir: dir, SyncAlways: sync, Logger: quiet(), CheckpointEvery: -1})
+	e, err := engine.Open(ctx, engine.Config{DataDir: dir, SyncAlways: sync, Logger: quiet(), CheckpointEvery: -1, TrustCommandTime: true})
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, nil, err
@@ -410,7 +410,7 @@ func replayFigures(ctx context.Context, sz sizes) ([]Figure, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	e, err := engine.Open(ctx, engine.Config{DataDir: dir, Logger: quiet(), CheckpointEvery: -1})
+	e, err := engine.Open(ctx, engine.Config{DataDir: dir, Logger: quiet(), CheckpointEvery: -1, TrustCommandTime: true})
 	if err != nil {
 		return nil, err
 	}

@@ -29,7 +29,7 @@ func BenchmarkThroughput(b *testing.B) {
 func BenchmarkRestart(b *testing.B) {
 	ctx := context.Background()
 	dir := b.TempDir()
-	e, err := engine.Open(ctx, engine.Config{DataDir: dir, Logger: quiet(), CheckpointEvery: -1})
+	e, err := engine.Open(ctx, engine.Config{DataDir: dir, Logger: quiet(), CheckpointEvery: -1, TrustCommandTime: true})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -38,7 +38,8 @@ func IsJSON(contentType string) bool {
 // Decode parses a command body of the given kind. contentType selects JSON
 // or msgpack (empty means msgpack). Unknown fields, and keys given twice
 // in one object or map, are an error naming them. The decoded command is
-// validated.
+// validated, and an id in the engine's reserved namespace refused: Decode
+// is the entry of every command from the wire.
 func Decode(kind string, contentType string, body []byte) (Command, error) {
 	if len(body) > MaxBodyBytes {
 		return nil, Errorf(CodeTooLarge, "", "body is %d bytes, more than the %d allowed", len(body), MaxBodyBytes)
@@ -65,6 +66,9 @@ func Decode(kind string, contentType string, body []byte) (Command, error) {
 		return nil, err
 	}
 	if err := cmd.Validate(); err != nil {
+		return nil, err
+	}
+	if err := refuseInternal(cmd); err != nil {
 		return nil, err
 	}
 	return cmd, nil

@@ -73,7 +73,7 @@ func TestDecodeErrorsNameTheField(t *testing.T) {
 	}
 	// The same key in two objects, and brackets and quotes inside strings,
 	// are no duplicates.
-	if _, err := Decode(KindBuildPlan, ContentJSON, []byte(`{"id":"a{\"plan\":[","plan":"p","env":"prod","versions":{"plan":"v1","id":"v2"}}`)); err != nil {
+	if _, err := Decode(KindBuildPlan, ContentJSON, []byte(`{"id":"a1","actor":"a{\"plan\":[","plan":"p","env":"prod","versions":{"plan":"v1","id":"v2"}}`)); err != nil {
 		t.Fatalf("same key in two objects: %v", err)
 	}
 	// msgpack key twice, at the top level and in a nested map

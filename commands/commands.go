@@ -5,8 +5,9 @@
 // A command is addressed to subject tidemark.cmd.<kind>. Its body is msgpack
 // (Content-Type application/msgpack, the default) or JSON (Content-Type
 // application/json); the reply uses the request's encoding. Unknown fields
-// are an error. Every command carries an id that becomes the Nats-Msg-Id of
-// the events it appends, so a retried command is applied once.
+// are an error. Every command carries an id, recorded with the events it
+// appends (with a digest of what it asks), so a retried command is applied
+// once and an id reused for another command is refused.
 package commands
 
 import (
@@ -23,12 +24,15 @@ import (
 
 // Meta is carried by every command.
 type Meta struct {
-	// ID identifies the command; a retry must reuse it. Required.
+	// ID identifies the command; a retry must reuse it. Required: 1 to
+	// MaxIDLen letters, digits and . _ - : / @ + = (ids.go); ids starting
+	// with InternalPrefix are the engine's own and refused from the wire.
 	ID string `msgpack:"id" json:"id"`
 	// Actor is who issues the command.
 	Actor string `msgpack:"actor,omitempty" json:"actor,omitempty"`
-	// At is the command's clock. Zero means the engine's clock. Scenarios
-	// and tests set it; policy and projections never read any other clock.
+	// At is the command's clock. Zero means the engine's clock. Only an
+	// engine on a simulated clock (scenarios, tests) accepts it from a
+	// client; policy and projections never read any other clock.
 	At time.Time `msgpack:"at,omitempty" json:"at,omitempty"`
 	// Correlation groups related commands (a plan id, a run id).
 	Correlation string `msgpack:"correlation,omitempty" json:"correlation,omitempty"`
@@ -294,11 +298,25 @@ func CheckLookback(n int) error {
 }
 
 func (m *Meta) validate() error {
-	if m.ID == "" {
-		return Errorf(CodeInvalid, "id", "command id is required")
+	if err := validateID(m.ID); err != nil {
+		return err
 	}
-	if len(m.ID) > MaxIDLen {
-		return Errorf(CodeInvalid, "id", "command id is longer than %d bytes", MaxIDLen)
+	return m.validateAt()
+}
+
+// validateAt bounds the command's clock, when it carries one.
+func (m *Meta) validateAt() error {
+	if m.At.IsZero() {
+		return nil
+	}
+	return inRange("at", m.At)
+}
+
+// inRange refuses a time outside [events.MinTime, events.MaxTime].
+func inRange(field string, t time.Time) error {
+	if !events.InRange(t) {
+		return Errorf(CodeInvalid, field, "%s %s is outside the supported range %s .. %s", field, t.UTC().Format(time.RFC3339),
+			events.MinTime.Format(time.RFC3339), events.MaxTime.Format(time.RFC3339))
 	}
 	return nil
 }
@@ -373,6 +391,9 @@ func (c *RegisterSnapshot) Validate() error {
 	if c.Start.IsZero() {
 		return Errorf(CodeInvalid, "start", "start is required")
 	}
+	if err := inRange("start", c.Start); err != nil {
+		return err
+	}
 	if !sched.Unit().Aligned(c.Start) {
 		return Errorf(CodeInvalid, "start", "start %s is not aligned to the %s unit", c.Start.UTC().Format(time.RFC3339), sched.Unit())
 	}
@@ -439,6 +460,10 @@ func validateRanges(rs []interval.Range) error {
 	for i, r := range rs {
 		if r.Start.IsZero() || r.End.IsZero() {
 			return Errorf(CodeInvalid, fmt.Sprintf("ranges[%d]", i), "range needs a start and an end")
+		}
+		if !events.InRange(r.Start) || !events.InRange(r.End) {
+			return Errorf(CodeInvalid, fmt.Sprintf("ranges[%d]", i), "range %s is outside the supported range %s .. %s", r,
+				events.MinTime.Format(time.RFC3339), events.MaxTime.Format(time.RFC3339))
 		}
 		if !r.Start.Before(r.End) {
 			return Errorf(CodeInvalid, fmt.Sprintf("ranges[%d]", i), "range %s: end is not after start", r)
@@ -543,8 +568,13 @@ func (c *Finalize) Validate() error {
 
 // Validate implements Command.
 func (c *OpenRepairs) Validate() error {
-	if len(c.ID) > MaxIDLen {
-		return Errorf(CodeInvalid, "id", "command id is longer than %d bytes", MaxIDLen)
+	if c.ID != "" {
+		if err := validateID(c.ID); err != nil {
+			return err
+		}
+	}
+	if err := c.validateAt(); err != nil {
+		return err
 	}
 	if c.Env != "" {
 		return name("env", c.Env)

@@ -27,6 +27,10 @@ const (
 	// CodeConflict: the state changed under the command too often, or the
 	// command contradicts the state (a plan id that already exists).
 	CodeConflict Code = "conflict"
+	// CodeIdempotencyConflict: the command id was already used for
+	// another command (another kind, or another body); nothing was done.
+	// A retry must send the same command; a new command needs a new id.
+	CodeIdempotencyConflict Code = "idempotency_conflict"
 	// CodeStaleGeneration: a scheduler advance read an older environment
 	// generation than the current one (a promotion happened since); it is
 	// fenced off and appends nothing. Re-read and schedule again.

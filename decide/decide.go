@@ -27,11 +27,18 @@ type Decision struct {
 // Decide decides cmd against st (the state at st.Seq): the events to
 // append, the condition they are appended under, and the reply once they
 // are stored. A command id already in st.Commands gets its recorded reply
-// and no events. It reads nothing but its arguments; cmd's At is its
-// clock and must be set.
+// and no events when it was recorded with cmd's digest (a retry), and an
+// idempotency_conflict naming the id when with another one (another kind
+// or body). It reads nothing but its arguments; cmd's At is its clock and
+// must be set.
 func Decide(st *projections.State, cmd commands.Command) (Decision, error) {
-	if seq, ok := st.Commands[cmd.Header().ID]; ok {
-		return Decision{Reply: Duplicate(st, cmd, seq)}, nil
+	id := cmd.Header().ID
+	if rec, ok := st.Commands[id]; ok {
+		if rec.Digest != "" && rec.Digest != commands.Digest(cmd) {
+			return Decision{}, commands.Errorf(commands.CodeIdempotencyConflict, "id",
+				"command id %q was used by another command (another kind or body), recorded at seq %d: nothing was done; a retry must send the same command, a new command needs a new id", id, rec.Seq)
+		}
+		return Decision{Reply: Duplicate(st, cmd, rec.Seq)}, nil
 	}
 	switch c := cmd.(type) {
 	case *commands.RegisterSnapshot:

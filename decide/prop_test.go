@@ -68,7 +68,7 @@ func decideTwice(t *rapid.T, w *world, cmd commands.Command) (Decision, error) {
 		return dec, err
 	}
 	checkDecision(w.tb, w.st, cmd, dec)
-	w.fold(cmd.Header().ID, cmd.Header().At, dec.Events)
+	w.fold(cmd, cmd.Header().At, dec.Events)
 	again, err := Decide(w.st, cmd)
 	if err != nil {
 		t.Fatalf("%s decided again: %v", cmd.Kind(), err)

@@ -277,11 +277,11 @@ func TestForwardOnlyBindingUnderConcurrency(t *testing.T) {
 	p1 := &commands.BuildPlan{Plan: "p1", Env: "prod", Versions: map[string]string{"events": "v3"}}
 	p2 := &commands.BuildPlan{Plan: "p2", Env: "dev", Versions: map[string]string{"events": "v3"}}
 	d1, d2 := w.decideOnly(p1, h(7)), w.decideOnly(p2, h(7))
-	w.fold(p1.ID, h(7), d1.Events)
+	w.fold(p1, h(7), d1.Events)
 	if !holds(w.st, d2.Expect) {
 		return // the second writer re-reads and is refused: fine
 	}
-	w.fold(p2.ID, h(7), d2.Events)
+	w.fold(p2, h(7), d2.Events)
 	// p2 is in the log: in dev, v3 must write its incumbent's table.
 	if pd := w.decided("p2", h(7)); pd.Outcome != events.Accepted {
 		t.Fatalf("p2: %s %v", pd.Outcome, pd.Codes)

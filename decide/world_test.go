@@ -79,16 +79,17 @@ func (w *world) again(cmd commands.Command) (Decision, error) {
 		return dec, err
 	}
 	checkDecision(w.tb, w.st, cmd, dec)
-	w.fold(cmd.Header().ID, cmd.Header().At, dec.Events)
+	w.fold(cmd, cmd.Header().At, dec.Events)
 	return dec, nil
 }
 
-// fold applies payloads as the events of command id at clock at.
-func (w *world) fold(id string, at time.Time, ps []events.Payload) {
+// fold applies payloads as the events of cmd at clock at, as the engine
+// writes them (caused by its id, carrying its digest).
+func (w *world) fold(cmd commands.Command, at time.Time, ps []events.Payload) {
 	w.tb.Helper()
 	for _, p := range ps {
 		ev := events.New(w.ids, at, p)
-		ev.Causation = id
+		ev.Causation, ev.Digest = cmd.Header().ID, commands.Digest(cmd)
 		w.seq++
 		if err := projections.Apply(w.st, w.seq, ev); err != nil {
 			w.tb.Fatalf("fold %T: %v", p, err)

@@ -31,8 +31,11 @@ type CatchUps struct {
 }
 
 // RetryID is the command id of the strict retry answering the catch-up
-// request stored at seq for plan.
-func RetryID(plan string, seq uint64) string { return fmt.Sprintf("catch-up-retry:%s:%d", plan, seq) }
+// request stored at seq for plan, in the engine's reserved namespace:
+// "$catch-up-retry:<plan>:<seq>".
+func RetryID(plan string, seq uint64) string {
+	return commands.InternalID("catch-up-retry", fmt.Sprintf("%s:%d", plan, seq))
+}
 
 // Run loops until ctx ends.
 func (c *CatchUps) Run(ctx context.Context) error {

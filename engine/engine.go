@@ -73,6 +73,14 @@ type Config struct {
 	TLSCert, TLSKey string
 	// Clock gives the time of commands that carry none. Default time.Now.
 	Clock func() time.Time
+	// TrustCommandTime makes a command's At its clock, whoever sends it:
+	// for an engine on a simulated clock (the scenario runner, tests).
+	// Off (serve), Clock is the only clock: a command carrying At is
+	// refused (invalid, field at) unless its id is in the reserved
+	// namespace (commands.IsInternalID: the engine's own scheduler,
+	// catch-up driver and built-in worker, in-process only), and a
+	// completion must cover intervals that have ended by Clock.
+	TrustCommandTime bool
 	// MaxRetries bounds re-decisions after a conflict. Default 8.
 	MaxRetries int
 	// Logger defaults to slog.Default().
@@ -450,13 +458,17 @@ func (e *Engine) Handle(ctx context.Context, cmd commands.Command) commands.Repl
 
 func (e *Engine) handle(ctx context.Context, cmd commands.Command) commands.Reply {
 	m := cmd.Header()
+	if err := cmd.Validate(); err != nil {
+		return commands.Rejection(err)
+	}
+	if !m.At.IsZero() && !e.cfg.TrustCommandTime && !commands.IsInternalID(m.ID) {
+		return commands.Rejection(commands.Errorf(commands.CodeInvalid, "at",
+			"at %s: this engine runs on its own clock, the only clock; send the command without at", m.At.UTC().Format(time.RFC3339)))
+	}
 	if m.At.IsZero() {
 		m.At = e.Now()
 	}
 	m.At = m.At.UTC()
-	if err := cmd.Validate(); err != nil {
-		return commands.Rejection(err)
-	}
 	if q, ok := cmd.(commands.Query); ok {
 		var r commands.Reply
 		var err error
@@ -489,6 +501,8 @@ func (e *Engine) handle(ctx context.Context, cmd commands.Command) commands.Repl
 // after a conflict. The caller holds cmdMu.
 func (e *Engine) decideAndAppend(ctx context.Context, cmd commands.Command) commands.Reply {
 	m := cmd.Header()
+	digest := commands.Digest(cmd)
+	var lastErr error
 	for attempt := 0; attempt <= e.cfg.MaxRetries; attempt++ {
 		var d decide.Decision
 		var err error
@@ -500,10 +514,10 @@ func (e *Engine) decideAndAppend(ctx context.Context, cmd commands.Command) comm
 			d.Reply.Accepted = true
 			return d.Reply
 		}
-		evs := e.commandEvents(m, d.Events)
+		evs := e.commandEvents(m, digest, d.Events)
 		started := time.Now()
 		actx, cancel := context.WithTimeout(ctx, AppendTimeout)
-		seq, err := appendEvents(actx, e.js, m.ID, evs, d.Expect)
+		seq, err := e.appendEvents(actx, cmd.Kind(), m.ID, digest, evs, d.Expect)
 		cancel()
 		e.metrics.appendS.Observe(time.Since(started).Seconds())
 		switch {
@@ -514,6 +528,7 @@ func (e *Engine) decideAndAppend(ctx context.Context, cmd commands.Command) comm
 			d.Reply.Accepted, d.Reply.Seq, d.Reply.Events = true, seq, len(evs)
 			return d.Reply
 		case errors.Is(err, ErrConflict), errors.Is(err, ErrAmbiguous):
+			lastErr = err
 			e.log.Debug("re-deciding", "kind", cmd.Kind(), "id", m.ID, "attempt", attempt, "err", err)
 			cctx, cancel := context.WithTimeout(ctx, AppendTimeout)
 			cerr := e.CatchUp(cctx)
@@ -530,15 +545,16 @@ func (e *Engine) decideAndAppend(ctx context.Context, cmd commands.Command) comm
 			return commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "append: %v", err))
 		}
 	}
-	return commands.Rejection(commands.Errorf(commands.CodeConflict, "", "the state kept changing: gave up after %d attempts", e.cfg.MaxRetries+1))
+	return commands.Rejection(commands.Errorf(commands.CodeConflict, "", "the state kept changing: gave up after %d attempts (nothing was appended; the last: %v)", e.cfg.MaxRetries+1, lastErr))
 }
 
-// commandEvents wraps a command's payloads in events caused by it.
-func (e *Engine) commandEvents(m *commands.Meta, payloads []events.Payload) []events.Event {
+// commandEvents wraps a command's payloads in events caused by it, each
+// carrying the command's digest.
+func (e *Engine) commandEvents(m *commands.Meta, digest string, payloads []events.Payload) []events.Event {
 	evs := make([]events.Event, len(payloads))
 	for i, p := range payloads {
 		ev := events.New(e.ids, m.At, p)
-		ev.Causation, ev.Actor, ev.Correlation = m.ID, m.Actor, m.Correlation
+		ev.Causation, ev.Actor, ev.Correlation, ev.Digest = m.ID, m.Actor, m.Correlation, digest
 		evs[i] = ev
 	}
 	return evs

@@ -252,8 +252,8 @@ func (p *pendingGroup) publish() {
 	p.evs = make([]events.Event, len(p.batch))
 	for k, w := range p.batch {
 		m := w.cmd.Header()
-		evs := e.commandEvents(m, p.decided[k].Events)
-		msgs, err := commandMsgs(m.ID, evs, p.decided[k].Expect)
+		evs := e.commandEvents(m, commands.Digest(w.cmd), p.decided[k].Events)
+		msgs, err := commandMsgs(MsgID(w.cmd.Kind(), m.ID), evs, p.decided[k].Expect)
 		if err != nil {
 			continue
 		}
@@ -279,11 +279,15 @@ func (p *pendingGroup) wait(ctx context.Context) []*waiter {
 		}
 		select {
 		case ack := <-f.Ok():
+			if ack.Duplicate {
+				// Nothing was stored: the stream holds a message with this
+				// id. The one-at-a-time path re-decides and proves it.
+				e.log.Debug("group append: a duplicate ack; the command goes alone", "id", p.batch[k].cmd.Header().ID, "seq", ack.Sequence)
+				continue
+			}
 			seqs[k] = ack.Sequence
 			last = max(last, ack.Sequence)
-			if !ack.Duplicate {
-				fresh = append(fresh, k)
-			}
+			fresh = append(fresh, k)
 		case err := <-f.Err():
 			e.log.Debug("group append: one command goes alone", "id", p.batch[k].cmd.Header().ID, "err", err)
 		case <-timeout.C:

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
@@ -13,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/synadia-io/orbit.go/jetstreamext"
+	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events"
 )
 
@@ -194,20 +197,72 @@ func mapErr(err error) error {
 	return err
 }
 
-// appendEvents stores evs under exp: one event as one conditional publish,
-// several as one atomic batch, never half.
-func appendEvents(ctx context.Context, js jetstream.JetStream, cmdID string, evs []events.Event, exp events.Expect) (uint64, error) {
-	msgs, err := commandMsgs(cmdID, evs, exp)
+// MsgID is the Nats-Msg-Id of the event of command kind with id (the
+// i-th of several: MsgID + "#<i>"): a namespace, "c:" for a client's id
+// or "i:" for one of the engine's own (commands.IsInternalID), then the hex
+// SHA-256 of the kind, a zero byte and the exact id. Ids that differ in
+// any byte, and one id used by two kinds, never share a message id, and no
+// client id shares one with an engine command.
+func MsgID(kind, id string) string {
+	ns := "c:"
+	if commands.IsInternalID(id) {
+		ns = "i:"
+	}
+	sum := sha256.Sum256([]byte(kind + "\x00" + id))
+	return ns + hex.EncodeToString(sum[:])
+}
+
+// appendEvents stores the events of command kind with id under exp: one
+// event as one conditional publish, several as one atomic batch, never
+// half. digest is the command's (commands.Digest, carried by its events).
+func (e *Engine) appendEvents(ctx context.Context, kind, id, digest string, evs []events.Event, exp events.Expect) (uint64, error) {
+	msgs, err := commandMsgs(MsgID(kind, id), evs, exp)
 	if err != nil {
 		return 0, err
 	}
-	return publishMsgs(ctx, js, msgs)
+	if len(msgs) > 1 {
+		// A batch whose message ids are stored already fails as a whole
+		// (mapErr: a conflict, so the caller re-reads).
+		ack, err := jetstreamext.PublishMsgBatch(ctx, e.js, msgs)
+		if err != nil {
+			return 0, mapErr(err)
+		}
+		return ack.Sequence, nil
+	}
+	ack, err := e.js.PublishMsg(ctx, msgs[0])
+	if err != nil {
+		return 0, mapErr(err)
+	}
+	if ack.Duplicate {
+		// The stream stored nothing: it says a message with this id is
+		// stored at ack.Sequence. That is success only if that message is
+		// this very command.
+		if err := e.sameCommand(ctx, ack.Sequence, id, digest); err != nil {
+			return 0, err
+		}
+	}
+	return ack.Sequence, nil
+}
+
+// sameCommand checks that the event stored at seq was caused by command
+// id with digest; otherwise it returns an ErrConflict (re-read and decide
+// again: nothing of this command was stored).
+func (e *Engine) sameCommand(ctx context.Context, seq uint64, id, digest string) error {
+	raw, err := e.stream.GetMsg(ctx, seq)
+	if err != nil {
+		return fmt.Errorf("%w: a duplicate of seq %d, which cannot be read: %v", ErrAmbiguous, seq, err)
+	}
+	ev, err := events.Decode(raw.Data)
+	if err != nil || ev.Causation != id || ev.Digest != digest {
+		return fmt.Errorf("%w: the stream called the append a duplicate of seq %d, which is not this command: nothing was stored", ErrConflict, seq)
+	}
+	return nil
 }
 
 // commandMsgs turns one command's events into the messages that store
-// them under exp. Message ids derive from the command id, so the stream
+// them under exp. Message ids derive from msgID (MsgID), so the stream
 // also deduplicates a retry that comes within EventDuplicateWindow.
-func commandMsgs(cmdID string, evs []events.Event, exp events.Expect) ([]*nats.Msg, error) {
+func commandMsgs(msgID string, evs []events.Event, exp events.Expect) ([]*nats.Msg, error) {
 	msgs := make([]*nats.Msg, len(evs))
 	checked := map[string]bool{}
 	for i, ev := range evs {
@@ -218,13 +273,11 @@ func commandMsgs(cmdID string, evs []events.Event, exp events.Expect) ([]*nats.M
 		subj := ev.Payload.Subject()
 		m := nats.NewMsg(subj)
 		m.Data = b
-		id := cmdID
+		id := msgID
 		if len(evs) > 1 {
-			id = cmdID + "#" + strconv.Itoa(i)
+			id = msgID + "#" + strconv.Itoa(i)
 		}
-		if id != "" {
-			m.Header.Set(jetstream.MsgIDHeader, id)
-		}
+		m.Header.Set(jetstream.MsgIDHeader, id)
 		if len(evs) > 1 {
 			m.Header.Set(BatchHeader, fmt.Sprintf("%d/%d", i+1, len(evs)))
 		}
@@ -244,21 +297,4 @@ func commandMsgs(cmdID string, evs []events.Event, exp events.Expect) ([]*nats.M
 		}
 	}
 	return msgs, nil
-}
-
-// publishMsgs stores msgs: one as a plain publish, several as one atomic
-// batch. It returns the sequence of the last one.
-func publishMsgs(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg) (uint64, error) {
-	if len(msgs) == 1 {
-		ack, err := js.PublishMsg(ctx, msgs[0])
-		if err != nil {
-			return 0, mapErr(err)
-		}
-		return ack.Sequence, nil
-	}
-	ack, err := jetstreamext.PublishMsgBatch(ctx, js, msgs)
-	if err != nil {
-		return 0, mapErr(err)
-	}
-	return ack.Sequence, nil
 }

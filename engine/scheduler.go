@@ -32,7 +32,7 @@ func (w *Worker) complete(ctx context.Context, id, work, snapshot string, ranges
 		return nil
 	}
 	if id == "" {
-		id = commands.NewID()
+		id = commands.InternalID("work", commands.NewID())
 	}
 	model, version, _ := events.ParseSnapshotID(snapshot)
 	r := w.Handler.Handle(ctx, &commands.CompleteIntervals{
@@ -48,13 +48,15 @@ func (w *Worker) complete(ctx context.Context, id, work, snapshot string, ranges
 // Run computes a work item's steps, in order, with the item's run kind.
 // When the item has an id (WorkOf gives one), each step's completion names
 // the item (the engine checks it against the item) and its command id
-// derives from it ("<item id>/<step>"), so running the item again records
-// nothing twice.
+// derives from it ("$work:<item id>/<step>", in the engine's reserved
+// namespace: no client can claim it), so running the item again records
+// nothing twice. The Worker is in-process: its Handler is the engine,
+// which alone accepts reserved ids.
 func (w *Worker) Run(ctx context.Context, item WorkItem, at time.Time) error {
 	for i, st := range item.Steps {
 		id := ""
 		if item.ID != "" {
-			id = fmt.Sprintf("%s/%d", item.ID, i)
+			id = commands.InternalID("work", fmt.Sprintf("%s/%d", item.ID, i))
 		}
 		if err := w.complete(ctx, id, item.ID, st.Snapshot, st.Ranges, item.RunKind, st.RunID, at); err != nil {
 			return err
@@ -90,9 +92,10 @@ func (e *Engine) Tick(ctx context.Context, env string, t time.Time) ([]events.Sc
 	return advs, err
 }
 
-// TickID is the command id of the scheduler's advance of env at tick t.
+// TickID is the command id of the scheduler's advance of env at tick t,
+// in the engine's reserved namespace: "$tick:<env>:<RFC 3339 time>".
 func TickID(env string, t time.Time) string {
-	return "tick:" + env + ":" + t.UTC().Format(time.RFC3339)
+	return commands.InternalID("tick", env+":"+t.UTC().Format(time.RFC3339))
 }
 
 // MaxFencedRetries bounds how often one tick re-reads the generation after
@@ -119,6 +122,11 @@ func (e *Engine) TickFrom(ctx context.Context, env string, t time.Time, gen uint
 			fenced++
 			gen = 0
 			continue
+		}
+		if r.Code == commands.CodeIdempotencyConflict {
+			// Another replica recorded this tick, at another generation.
+			e.log.Debug("scheduler: tick already recorded by another replica", "env", env, "tick", t)
+			return nil, fenced, nil
 		}
 		if err := r.Err(); err != nil {
 			return nil, fenced, fmt.Errorf("scheduler: %s at %s: %w", env, t.Format(time.RFC3339), err)

@@ -368,6 +368,9 @@ func (p *WorkPublisher) Run(ctx context.Context) error {
 		}
 		ev, derr := events.Decode(msg.Data())
 		if derr != nil {
+			// Not this build's event (or a time out of range): it makes
+			// no work, and the work after it is still delivered.
+			log.Error("event cannot be decoded; it makes no work", "seq", md.Sequence.Stream, "subject", msg.Subject(), "err", derr)
 			ev = events.Event{}
 		}
 		if len(group) > 0 && group[0].Event.Causation != ev.Causation {
@@ -483,7 +486,11 @@ func (p *WorkPublisher) cursor(ctx context.Context) (uint64, error) {
 func (p *WorkPublisher) publish(ctx context.Context, item WorkItem) error {
 	b, err := json.Marshal(item)
 	if err != nil {
-		return err
+		// It never will encode: report it and go on, or it would hold up
+		// all later work (events.Decode keeps times printable, so only a
+		// bug gets here).
+		p.Engine.log.Error("work item cannot be encoded; skipped", "item", item.ID, "run_kind", item.RunKind, "err", err)
+		return nil
 	}
 	m := nats.NewMsg(WorkSubject(item.RunKind))
 	m.Data = b

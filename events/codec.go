@@ -20,6 +20,10 @@ const (
 	UnknownType DecodeErrorKind = "unknown_type"
 	// UnsupportedVersion: the event was written by a newer schema.
 	UnsupportedVersion DecodeErrorKind = "unsupported_version"
+	// OutOfRange: a time (Field names it) lies outside [MinTime, MaxTime].
+	// The event was not written by this build's engine, which never
+	// writes one.
+	OutOfRange DecodeErrorKind = "out_of_range"
 )
 
 // ErrDecode is matched (errors.Is) by every *DecodeError.
@@ -30,7 +34,9 @@ type DecodeError struct {
 	Kind    DecodeErrorKind
 	Type    Type
 	Version int
-	Err     error
+	// Field names the offending key (OutOfRange), e.g. "data.ranges[0].end".
+	Field string
+	Err   error
 }
 
 func (e *DecodeError) Error() string {
@@ -39,6 +45,8 @@ func (e *DecodeError) Error() string {
 		return fmt.Sprintf("events: unknown event type %q", e.Type)
 	case UnsupportedVersion:
 		return fmt.Sprintf("events: %s has schema version %d, newer than the supported %d", e.Type, e.Version, SchemaVersion)
+	case OutOfRange:
+		return fmt.Sprintf("events: %s: %v", e.Type, e.Err)
 	}
 	return fmt.Sprintf("events: malformed event: %v", e.Err)
 }
@@ -56,10 +64,14 @@ type wire struct {
 	Data     msgpack.RawMessage `msgpack:"data"`
 }
 
-// Encode serialises an event with msgpack.
+// Encode serialises an event with msgpack. An event with a time outside
+// [MinTime, MaxTime] is refused (a *TimeRangeError): Decode would refuse it.
 func Encode(e Event) ([]byte, error) {
 	if e.Payload == nil {
 		return nil, errors.New("events: encode: nil payload")
+	}
+	if err := CheckTimes(e); err != nil {
+		return nil, fmt.Errorf("events: encode %s: %w", e.Payload.EventType(), err)
 	}
 	data, err := msgpack.Marshal(e.Payload)
 	if err != nil {
@@ -75,7 +87,8 @@ func Encode(e Event) ([]byte, error) {
 
 // Decode parses bytes written by Encode (or by any client following
 // docs/events.md). It returns a *DecodeError for malformed bytes, unknown
-// types and newer schema versions, and never panics.
+// types, newer schema versions and times outside [MinTime, MaxTime], and
+// never panics.
 func Decode(b []byte) (ev Event, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -101,7 +114,13 @@ func Decode(b []byte) (ev Event, err error) {
 		return Event{}, err
 	}
 	w.Envelope.OccurredAt = w.Envelope.OccurredAt.UTC()
-	return Event{Envelope: w.Envelope, Payload: p}, nil
+	ev = Event{Envelope: w.Envelope, Payload: p}
+	if err := CheckTimes(ev); err != nil {
+		var re *TimeRangeError
+		errors.As(err, &re)
+		return Event{}, &DecodeError{Kind: OutOfRange, Type: w.Type, Field: re.Field, Err: err}
+	}
+	return ev, nil
 }
 
 func decodePayload(t Type, data []byte) (Payload, error) {

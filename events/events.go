@@ -50,6 +50,11 @@ type Envelope struct {
 	Correlation string `msgpack:"correlation,omitempty" json:"correlation,omitempty"`
 	// Actor is who issued the command ("scheduler", "worker:<id>", a user).
 	Actor string `msgpack:"actor,omitempty" json:"actor,omitempty"`
+	// Digest is the causing command's digest (commands.Digest: what it
+	// asked, whatever its id): a command id found again with another
+	// digest is another command, refused as an idempotency conflict.
+	// Empty on events written before digests.
+	Digest string `msgpack:"digest,omitempty" json:"digest,omitempty"`
 }
 
 // Event is an envelope with its decoded payload.

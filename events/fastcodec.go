@@ -20,7 +20,7 @@ type (
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (w *wire) EncodeMsgpack(enc *msgpack.Encoder) error {
 	e := &w.Envelope
-	if err := enc.EncodeMapLen(msgp.Count(5, e.Causation != "", e.Correlation != "", e.Actor != "")); err != nil {
+	if err := enc.EncodeMapLen(msgp.Count(5, e.Causation != "", e.Correlation != "", e.Actor != "", e.Digest != "")); err != nil {
 		return err
 	}
 	if err := msgp.String(enc, "id", e.ID); err != nil {
@@ -41,7 +41,7 @@ func (w *wire) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if err := enc.EncodeTime(e.OccurredAt); err != nil {
 		return err
 	}
-	for _, f := range [...]struct{ k, v string }{{"causation", e.Causation}, {"correlation", e.Correlation}, {"actor", e.Actor}} {
+	for _, f := range [...]struct{ k, v string }{{"causation", e.Causation}, {"correlation", e.Correlation}, {"actor", e.Actor}, {"digest", e.Digest}} {
 		if err := msgp.OptString(enc, f.k, f.v); err != nil {
 			return err
 		}
@@ -74,6 +74,8 @@ func (w *wire) DecodeMsgpack(dec *msgpack.Decoder) error {
 			e.Correlation, err = dec.DecodeString()
 		case "actor":
 			e.Actor, err = dec.DecodeString()
+		case "digest":
+			e.Digest, err = dec.DecodeString()
 		case "data":
 			if msgp.Nil(dec) {
 				w.Data = nil

@@ -242,4 +242,29 @@ func TestWireDocCommandExample(t *testing.T) {
 	if c.Model != "events" || c.RunKind != events.RunScheduled || len(c.Ranges) != 1 || c.Ranges[0].String() != "2026-12-01T10:00:00Z/2026-12-01T11:00:00Z" {
 		t.Fatalf("decoded %+v", c)
 	}
+	// The event of the worked example is this command's: its causation
+	// and digest.
+	var hexLines []string
+	in := false
+	for _, l := range lines {
+		switch {
+		case l == "```hex":
+			in = true
+		case in && l == "```":
+			in = false
+		case in:
+			hexLines = append(hexLines, l)
+		}
+	}
+	raw, err := hex.DecodeString(strings.Join(hexLines, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := events.Decode(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.Causation != c.ID || ev.Digest != commands.Digest(c) {
+		t.Fatalf("the example event (causation %s, digest %s) is not the command's (%s, %s)", ev.Causation, ev.Digest, c.ID, commands.Digest(c))
+	}
 }

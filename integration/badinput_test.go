@@ -131,11 +131,16 @@ func TestBadInputTable(t *testing.T) {
 		t.Fatalf("rejected commands appended %d events", after-before)
 	}
 
-	// A duplicate id is answered as a duplicate, whatever the body says.
+	// A duplicate id is answered as a duplicate when the command is the
+	// same (its clock aside), and refused when the body differs.
 	first := must(t, e.Handle(ctx, &commands.CompleteIntervals{Meta: commands.Meta{ID: "dup-1", At: at(7)}, Model: "events", Version: "v1", Ranges: []interval.Range{rng(6, 7)}}))
-	again := e.Handle(ctx, &commands.CompleteIntervals{Meta: commands.Meta{ID: "dup-1", At: at(8)}, Model: "events", Version: "v1", Ranges: []interval.Range{rng(7, 8)}})
+	again := e.Handle(ctx, &commands.CompleteIntervals{Meta: commands.Meta{ID: "dup-1", At: at(8)}, Model: "events", Version: "v1", Ranges: []interval.Range{rng(6, 7)}})
 	if !again.Duplicate || again.Seq != first.Seq || lastSeq(t, e) != first.Seq {
 		t.Fatalf("duplicate id: %+v after %+v", again, first)
+	}
+	other := e.Handle(ctx, &commands.CompleteIntervals{Meta: commands.Meta{ID: "dup-1", At: at(8)}, Model: "events", Version: "v1", Ranges: []interval.Range{rng(7, 8)}})
+	if other.Accepted || other.Code != commands.CodeIdempotencyConflict || other.Field != "id" || lastSeq(t, e) != first.Seq {
+		t.Fatalf("the duplicate id with another body: %+v", other)
 	}
 }
 

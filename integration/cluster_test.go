@@ -76,6 +76,7 @@ func startCluster(t *testing.T) []*node {
 		nodes[i] = &node{name: fmt.Sprintf("n%d", i), cfg: engine.Config{
 			DataDir: t.TempDir(), Listen: fmt.Sprintf("127.0.0.1:%d", clients[i]), Replicas: 3, Logger: clusterLog(fmt.Sprintf("n%d", i)),
 			ServerName: fmt.Sprintf("n%d", i), ClusterName: "tidemark-test", ClusterListen: fmt.Sprintf("127.0.0.1:%d", ports[i]), Routes: routes,
+			TrustCommandTime: true,
 		}}
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)

@@ -21,7 +21,7 @@ import (
 
 func authed(dir string, checkpointEvery int) engine.Config {
 	return engine.Config{DataDir: dir, Listen: "127.0.0.1:-1", AuthFile: "../docs/auth.conf", User: "admin", Password: "admin-change-me",
-		CheckpointEvery: checkpointEvery, Logger: quiet()}
+		CheckpointEvery: checkpointEvery, Logger: quiet(), TrustCommandTime: true}
 }
 
 // storeWithHistory writes a deployment's events into a new store and

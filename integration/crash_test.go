@@ -143,7 +143,7 @@ func TestCrashSafety(t *testing.T) {
 		}
 	}()
 	for i := 0; i < total; i++ {
-		cmd := &commands.RegisterSnapshot{Meta: commands.Meta{ID: fmt.Sprintf("crash-%05d", i), At: at(1)},
+		cmd := &commands.RegisterSnapshot{Meta: commands.Meta{ID: fmt.Sprintf("crash-%05d", i)}, // serve: its clock only
 			Model: "crash", Version: fmt.Sprintf("v%d", i), Cron: "@hourly", Start: t0}
 		for attempt := 0; ; attempt++ {
 			mu.Lock()

@@ -25,9 +25,12 @@ func rng(a, b int) interval.Range { return interval.R(at(a), at(b)) }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
+// open opens an engine on a simulated clock: commands carry their time
+// (meta(now)). openStrict (integrity tests) opens one as serve does.
 func open(t *testing.T, cfg engine.Config) *engine.Engine {
 	t.Helper()
 	cfg.Logger = quiet()
+	cfg.TrustCommandTime = true
 	e, err := engine.Open(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)

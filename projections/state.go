@@ -101,8 +101,9 @@ type State struct {
 	Coverage map[string]interval.Set `json:"coverage"`
 	Envs     map[string]*Env         `json:"envs"`
 	Plans    map[string]*Plan        `json:"plans"`
-	// Commands maps an applied command id to the sequence of its last event.
-	Commands map[string]uint64 `json:"commands"`
+	// Commands maps an applied command id to the sequence of its last
+	// event and its digest.
+	Commands map[string]Applied `json:"commands"`
 	// Decisions lists every PromotionDecided in stream order.
 	Decisions []DecisionRef `json:"decisions"`
 	// DecisionCodes counts recorded decisions by code (once per code a
@@ -171,7 +172,7 @@ func New() *State {
 		Coverage:   map[string]interval.Set{},
 		Envs:       map[string]*Env{},
 		Plans:      map[string]*Plan{},
-		Commands:   map[string]uint64{},
+		Commands:   map[string]Applied{},
 		Runs:       map[events.RunKind]int{},
 		Failures:   map[string]*Failures{},
 		Work:       map[string]*Work{},
@@ -179,6 +180,15 @@ func New() *State {
 		DecisionCodes:    map[string]int{},
 		DecisionOutcomes: map[events.Outcome]int{},
 	}
+}
+
+// Applied is what the stream recorded of a command id: the sequence of
+// its last event, and the digest of the command (commands.Digest; empty
+// for events written before digests), which tells a retry (same digest)
+// from another command reusing the id.
+type Applied struct {
+	Seq    uint64 `json:"seq"`
+	Digest string `json:"digest,omitempty"`
 }
 
 // Failures is what the stream says of a snapshot's failed runs.
@@ -491,7 +501,7 @@ func Apply(s *State, seq uint64, ev events.Event) error {
 	s.Seq = seq
 	s.SubjectSeq[ev.Payload.Subject()] = seq
 	if ev.Causation != "" {
-		s.Commands[ev.Causation] = seq
+		s.Commands[ev.Causation] = Applied{Seq: seq, Digest: ev.Digest}
 	}
 	s.Events++
 	if _, adv := ev.Payload.(events.SchedulerAdvanced); !adv {
@@ -553,7 +563,7 @@ func Restore(s *State) error {
 		s.Plans = map[string]*Plan{}
 	}
 	if s.Commands == nil {
-		s.Commands = map[string]uint64{}
+		s.Commands = map[string]Applied{}
 	}
 	if s.Runs == nil {
 		s.Runs = map[events.RunKind]int{}

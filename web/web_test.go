@@ -31,7 +31,7 @@ func served(t *testing.T, file string) (*engine.Engine, *httptest.Server) {
 		t.Fatal(err)
 	}
 	at := time.Date(2026, 12, 1, 11, 30, 0, 0, time.UTC)
-	e, err := engine.Open(t.Context(), engine.Config{DataDir: dir, Logger: quiet(), Clock: func() time.Time { return at }})
+	e, err := engine.Open(t.Context(), engine.Config{DataDir: dir, Logger: quiet(), Clock: func() time.Time { return at }, TrustCommandTime: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -155,7 +155,7 @@ func Run(ctx context.Context, f *File, opts Options) (*Result, error) {
 // start opens a fresh engine in dir for f, with the built-in worker.
 func start(ctx context.Context, f *File, dir string) (*runner, error) {
 	clock := &simClock{t: f.Clock}
-	eng, err := engine.Open(ctx, engine.Config{DataDir: dir, Clock: clock.now, Logger: quietLogger()})
+	eng, err := engine.Open(ctx, engine.Config{DataDir: dir, Clock: clock.now, TrustCommandTime: true, Logger: quietLogger()})
 	if err != nil {
 		return nil, err
 	}
