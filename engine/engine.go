@@ -64,9 +64,11 @@ type Config struct {
 	ClusterName   string
 	ClusterListen string
 	Routes        []string
-	// AuthFile is a nats-server configuration whose authorization block
-	// (users and permissions) the embedded server loads; User and Password
-	// are the engine's own credentials (an admin). See docs/auth.conf.
+	// AuthFile is a nats-server configuration whose users and accounts
+	// (authorization and accounts blocks: permissions, exports, imports)
+	// the embedded server loads; User and Password are the engine's own
+	// credentials (an admin), and its streams live in that user's account.
+	// See docs/auth.conf.
 	AuthFile, User, Password string
 	// TLSCert and TLSKey (PEM files) make the embedded server require TLS
 	// from network clients.

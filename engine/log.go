@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -120,6 +121,7 @@ func startEmbedded(cfg Config) (*server.Server, error) {
 		// A cluster member must be reachable by clients of the others.
 		opts.DontListen = false
 	}
+	account := server.DEFAULT_GLOBAL_ACCOUNT // where the engine's streams live
 	if cfg.AuthFile != "" {
 		fileOpts, err := server.ProcessConfigFile(cfg.AuthFile)
 		if err != nil {
@@ -128,7 +130,18 @@ func startEmbedded(cfg Config) (*server.Server, error) {
 		if len(fileOpts.Users) == 0 && len(fileOpts.Nkeys) == 0 {
 			return nil, fmt.Errorf("engine: auth file %s defines no users", cfg.AuthFile)
 		}
-		opts.Users, opts.Nkeys = fileOpts.Users, fileOpts.Nkeys
+		// The users, and the accounts they live in with their exports
+		// and imports (docs/auth.conf puts the streams and the engine in
+		// one account and each client role in its own).
+		opts.Users, opts.Nkeys, opts.Accounts = fileOpts.Users, fileOpts.Nkeys, fileOpts.Accounts
+		for _, u := range fileOpts.Users {
+			if u.Username == cfg.User && u.Account != nil {
+				account = u.Account.Name
+			}
+		}
+	}
+	if err := checkStoreAccount(filepath.Join(opts.StoreDir, server.JetStreamStoreDir), account); err != nil {
+		return nil, err
 	}
 	if cfg.TLSCert != "" {
 		tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: cfg.TLSCert, KeyFile: cfg.TLSKey})
@@ -147,6 +160,35 @@ func startEmbedded(cfg Config) (*server.Server, error) {
 		return nil, errors.New("engine: embedded server did not become ready in 30s")
 	}
 	return s, nil
+}
+
+// checkStoreAccount refuses a store (the server's JetStream directory)
+// whose event stream lives in another account than account, the one the
+// engine's user is in now: the engine would start over on empty streams
+// there. That happens when a store made without accounts (no --auth, or an
+// auth file with every user in one account) is opened with docs/auth.conf,
+// whose engine account is TIDEMARK, or the other way round.
+func checkStoreAccount(storeDir, account string) error {
+	has := func(acc string) bool {
+		_, err := os.Stat(filepath.Join(storeDir, acc, "streams", events.StreamName))
+		return err == nil
+	}
+	if has(account) {
+		return nil
+	}
+	dirs, err := os.ReadDir(storeDir)
+	if err != nil {
+		return nil // a new store
+	}
+	for _, d := range dirs {
+		if d.IsDir() && d.Name() != account && has(d.Name()) {
+			return fmt.Errorf("engine: the store %s holds the event stream in NATS account %q, but the engine's user is in account %q, "+
+				"which would start over on empty streams; use the auth file the store was made with, or, for a single server, "+
+				"stop it and move %s to %s (see README, Access control)",
+				storeDir, d.Name(), account, filepath.Join(storeDir, d.Name()), filepath.Join(storeDir, account))
+		}
+	}
+	return nil
 }
 
 func splitHostPort(hp string) (string, int, error) {

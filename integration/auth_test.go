@@ -202,3 +202,35 @@ func must509(t *testing.T, der []byte) *x509.Certificate {
 	}
 	return c
 }
+
+// TestStoreAccount: a store made without accounts keeps its streams in the
+// global account; opening it with docs/auth.conf (whose engine account is
+// TIDEMARK) is refused rather than started over on empty streams, and
+// works once the account's directory is moved, with the events kept.
+func TestStoreAccount(t *testing.T) {
+	dir := t.TempDir()
+	ctx := t.Context()
+	e, err := engine.Open(ctx, engine.Config{DataDir: dir, Logger: quiet(), TrustCommandTime: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deploy(t, e, "prod", "d1", "v1", at(6))
+	seq := lastSeq(t, e)
+	e.Close(ctx)
+
+	cfg := engine.Config{DataDir: dir, Listen: "127.0.0.1:-1", AuthFile: "../docs/auth.conf", User: "admin", Password: "admin-change-me", Logger: quiet()}
+	if e, err := engine.Open(ctx, cfg); err == nil {
+		e.Close(ctx)
+		t.Fatal("a store of the global account was opened in the TIDEMARK account")
+	} else if !strings.Contains(err.Error(), `account "$G"`) {
+		t.Fatalf("refusal: %v", err)
+	}
+	js := filepath.Join(dir, "jetstream", "jetstream")
+	if err := os.Rename(filepath.Join(js, "$G"), filepath.Join(js, "TIDEMARK")); err != nil {
+		t.Fatal(err)
+	}
+	e = open(t, cfg)
+	if got := lastSeq(t, e); got != seq {
+		t.Fatalf("after the move: last sequence %d, want %d", got, seq)
+	}
+}

@@ -81,6 +81,22 @@ func TestWorkerCannotReconfigureWorkConsumer(t *testing.T) {
 	if err := e.Await(ctx, covered("events@v1", rng(0, 3))); err != nil {
 		t.Fatalf("the bound worker did not complete the backfill: %v", err)
 	}
+	// Its acks reached the consumer (through its account's import of the
+	// ack subjects, docs/auth.conf): nothing is left pending.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := ci.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.NumAckPending == 0 && info.NumPending == 0 && info.Delivered.Consumer > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the worker's acks did not reach the work consumer: %d delivered, %d ack pending, %d pending", info.Delivered.Consumer, info.NumAckPending, info.NumPending)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // auditorMaxConsumers is how many consumers the auditor may create on the

@@ -5,6 +5,7 @@ package integration
 // the attack as a role of that file, and asserts the defence.
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -32,7 +33,20 @@ type authEnv struct {
 
 func newAuthEnv(t *testing.T, svcCfg transport.ServiceConfig, pub *engine.WorkPublisher) *authEnv {
 	t.Helper()
-	e := open(t, engine.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", AuthFile: "../docs/auth.conf", User: "admin", Password: "admin-change-me"})
+	return newAuthEnvFile(t, "../docs/auth.conf", svcCfg, pub)
+}
+
+// The users' files: docs/auth.conf (the engine's account and one account
+// per client role) and the same users in one account.
+const (
+	authConf       = "../docs/auth.conf"
+	oneAccountConf = "testdata/oneaccount.conf"
+)
+
+// newAuthEnvFile is newAuthEnv on the users of file.
+func newAuthEnvFile(t *testing.T, file string, svcCfg transport.ServiceConfig, pub *engine.WorkPublisher) *authEnv {
+	t.Helper()
+	e := open(t, engine.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", AuthFile: file, User: "admin", Password: "admin-change-me"})
 	if pub == nil {
 		pub = &engine.WorkPublisher{}
 	}
@@ -68,6 +82,27 @@ func storeCounts(t *testing.T, e *engine.Engine) map[string]uint64 {
 	return out
 }
 
+// subjectCounts are the message counts per subject of the streams a reply
+// could be captured by.
+func subjectCounts(t *testing.T, e *engine.Engine) map[string]uint64 {
+	t.Helper()
+	out := map[string]uint64{}
+	for _, name := range []string{events.StreamName, engine.WorkStream, "KV_" + engine.CheckpointBucket} {
+		s, err := e.JetStream().Stream(t.Context(), name)
+		if err != nil {
+			t.Fatalf("stream %s: %v", name, err)
+		}
+		info, err := s.Info(t.Context(), jetstream.WithSubjectFilter(">"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for subj, n := range info.State.Subjects {
+			out[subj] = n
+		}
+	}
+	return out
+}
+
 // rawCommand is a command body as the shipped client encodes it.
 func rawCommand(t *testing.T, cmd commands.Command) []byte {
 	t.Helper()
@@ -86,12 +121,27 @@ func commandSubjects(user, kind string) []string {
 
 // TestRepliesNeverReachStreams (issue 15, item 2): a service user sets its
 // request's reply subject to subjects the event stream, the work stream
-// and the checkpoint bucket capture, or to another user's inbox. The
-// engine handles none of those requests and replies to none of them:
-// nothing is appended anywhere, and the other user's inbox stays silent.
-// A request with the user's own inbox is still answered.
+// and the checkpoint bucket capture, or to another user's inbox. No reply
+// reaches any of them: nothing is stored on those subjects, and the other
+// user's inbox stays silent. A request with the user's own inbox is still
+// answered.
+//
+// With docs/auth.conf the service's requests reach the engine through its
+// account's import, with a reply subject the server made (_R_.…) that leads
+// back to the service's own account, whatever it named: the engine cannot
+// see the named one, handles the request, and its reply can only land in
+// the service's account, which holds no stream and no other user. With
+// every user in one account (testdata/oneaccount.conf) the engine sees the
+// named reply and refuses the request before handling it: nothing is
+// appended at all.
 func TestRepliesNeverReachStreams(t *testing.T) {
-	env := newAuthEnv(t, transport.ServiceConfig{}, nil)
+	for name, file := range map[string]string{"accounts": authConf, "one account": oneAccountConf} {
+		t.Run(name, func(t *testing.T) { testRepliesNeverReachStreams(t, file) })
+	}
+}
+
+func testRepliesNeverReachStreams(t *testing.T, file string) {
+	env := newAuthEnvFile(t, file, transport.ServiceConfig{}, nil)
 	e := env.e
 	ctx := t.Context()
 	deploy(t, e, "prod", "d1", "v1", at(6))
@@ -106,7 +156,7 @@ func TestRepliesNeverReachStreams(t *testing.T) {
 	if err := wConn.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	before := storeCounts(t, e)
+	before, beforeSubjects := storeCounts(t, e), subjectCounts(t, e)
 
 	sConn, _ := asUser(t, e, "service")
 	hostile := []string{
@@ -144,14 +194,23 @@ func TestRepliesNeverReachStreams(t *testing.T) {
 		t.Fatalf("a legitimate request: %v %+v", err, r)
 	}
 	time.Sleep(300 * time.Millisecond)
+	afterSubjects := subjectCounts(t, e)
+	for _, subj := range hostile {
+		if afterSubjects[subj] != beforeSubjects[subj] {
+			t.Errorf("%d hostile requests stored %d message(s) on %s", sent, afterSubjects[subj]-beforeSubjects[subj], subj)
+		}
+	}
+	if n := stolen.Load(); n != 0 {
+		t.Errorf("the engine replied %d time(s) into the worker's inbox on the service's behalf", n)
+	}
+	if file != oneAccountConf {
+		return
+	}
 	after := storeCounts(t, e)
 	for name, n := range before {
 		if after[name] != n {
 			t.Errorf("%d hostile requests appended %d message(s) to %s", sent, after[name]-n, name)
 		}
-	}
-	if n := stolen.Load(); n != 0 {
-		t.Errorf("the engine replied %d time(s) into the worker's inbox on the service's behalf", n)
 	}
 	e.View(func(st *projections.State) {
 		for i := range hostile {
@@ -290,22 +349,63 @@ wait:
 	}
 }
 
-// TestJetStreamAnswersIntoStreams pins what no permission in one account
-// can stop (README, "Not covered by permissions"): nats-server answers a
-// JetStream API request at whatever reply subject the requester names, and
-// a stream that captures that subject stores the answer.
+// TestJetStreamAnswersIntoStreams: nats-server answers a JetStream API
+// request (info, a pull, a direct get) at whatever reply subject the
+// requester names, and in the requester's own account a stream that
+// captures that subject would store the answer; no permission within one
+// account forbids it (testdata/oneaccount.conf lets a worker or an auditor
+// write into the event stream, the work queue and the checkpoint bucket,
+// overwriting the work cursor). docs/auth.conf closes it: the worker and
+// the auditor reach the JetStream API through their accounts' imports, so
+// every answer goes back to their own account, which holds no stream.
+// Nothing is stored on any of the named subjects, and nothing is appended
+// to the streams.
 func TestJetStreamAnswersIntoStreams(t *testing.T) {
-	t.Skip("known, not fixed: nats-server stores JetStream API answers addressed to a stream's subject; moving the JetStream users to their own account would close it")
-	env := newAuthEnv(t, transport.ServiceConfig{}, nil)
+	env := newAuthEnvFile(t, authConf, transport.ServiceConfig{}, nil)
 	e := env.e
-	before := storeCounts(t, e)
-	for role, req := range map[string]string{"worker": "$JS.API.STREAM.INFO." + engine.WorkStream, "auditor": "$JS.API.STREAM.INFO." + events.StreamName} {
+	ctx := t.Context()
+	// A work item for the pulls to take.
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = env.pub.Run(runCtx) }()
+	must(t, e.Handle(ctx, &commands.RegisterSnapshot{Meta: meta(at(3)), Model: "events", Version: "v1", Cron: "@hourly", Start: t0}))
+	must(t, e.Handle(ctx, &commands.BuildPlan{Meta: meta(at(3)), Plan: "w1", Env: "prod", Versions: map[string]string{"events": "v1"}}))
+	deadline := time.Now().Add(10 * time.Second)
+	for storeCounts(t, e)[engine.WorkStream] == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no work item was published")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop()
+	<-done
+
+	before, beforeSubjects := storeCounts(t, e), subjectCounts(t, e)
+	hostile := []string{events.SubjectPrefix + "forged", engine.WorkSubjectPrefix + "forged", "$KV." + engine.CheckpointBucket + ".work_cursor"}
+	requests := map[string][][2]string{
+		"worker": {
+			{"$JS.API.INFO", ""},
+			{"$JS.API.STREAM.INFO." + engine.WorkStream, ""},
+			{"$JS.API.CONSUMER.INFO." + engine.WorkStream + "." + engine.WorkConsumer, ""},
+			{"$JS.API.CONSUMER.MSG.NEXT." + engine.WorkStream + "." + engine.WorkConsumer, `{"batch":1,"no_wait":true}`},
+		},
+		"auditor": {
+			{"$JS.API.INFO", ""},
+			{"$JS.API.STREAM.INFO." + events.StreamName, ""},
+			{"$JS.API.DIRECT.GET." + events.StreamName, `{"seq":1}`},
+			{"$JS.API.DIRECT.GET." + events.StreamName, `{"seq":1,"batch":5}`},
+		},
+	}
+	for role, reqs := range requests {
 		nc, _ := asUser(t, e, role)
-		for _, reply := range []string{events.SubjectPrefix + "forged", engine.WorkSubjectPrefix + "forged", "$KV." + engine.CheckpointBucket + ".work_cursor"} {
-			m := nats.NewMsg(req)
-			m.Reply = reply
-			if err := nc.PublishMsg(m); err != nil {
-				t.Fatal(err)
+		for _, req := range reqs {
+			for _, reply := range hostile {
+				m := nats.NewMsg(req[0])
+				m.Reply = reply
+				m.Data = []byte(req[1])
+				if err := nc.PublishMsg(m); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 		if err := nc.Flush(); err != nil {
@@ -313,10 +413,15 @@ func TestJetStreamAnswersIntoStreams(t *testing.T) {
 		}
 	}
 	time.Sleep(300 * time.Millisecond)
-	after := storeCounts(t, e)
+	after, afterSubjects := storeCounts(t, e), subjectCounts(t, e)
+	for _, subj := range hostile {
+		if afterSubjects[subj] != beforeSubjects[subj] {
+			t.Errorf("JetStream answers stored %d message(s) on %s", afterSubjects[subj]-beforeSubjects[subj], subj)
+		}
+	}
 	for name, n := range before {
 		if after[name] != n {
-			t.Errorf("JetStream API answers appended %d message(s) to %s", after[name]-n, name)
+			t.Errorf("JetStream answers appended %d message(s) to %s", after[name]-n, name)
 		}
 	}
 }

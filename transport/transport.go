@@ -15,6 +15,13 @@
 // where every stream subject lies (events, work, the checkpoint bucket).
 // The unauthenticated form tidemark.cmd.<kind> (no user; only the admin
 // may publish it under docs/auth.conf) is answered on any _INBOX. subject.
+//
+// Under docs/auth.conf each client user lives in an account of its own that
+// imports its command subjects from the engine's account: its requests
+// arrive with a reply subject the server made (_R_.…), whose answer the
+// server routes back to the importing account, never into the engine's
+// account (where the streams are) nor into another client's. The service
+// answers those; the user's own account holds nothing else to reach.
 package transport
 
 import (
@@ -276,6 +283,15 @@ const userEndpointPrefix = "user_"
 // InboxRoot starts every reply subject: no stream may capture it.
 const InboxRoot = "_INBOX"
 
+// ImportReplyRoot starts the reply subject the server gives a request that
+// reached the service through a service import (docs/auth.conf: each
+// client account imports its user's command subjects from the engine's
+// account). No client may name such a reply itself, and the answer goes
+// back to the importing account, to the reply subject its requester named
+// there: never to a stream of the engine's account, nor to another
+// account.
+const ImportReplyRoot = "_R_"
+
 // CommandSubject is the subject a command of kind is sent to by user:
 // tidemark.cmd.<user>.<kind>, or tidemark.cmd.<kind> with no user.
 func CommandSubject(user, kind string) string {
@@ -363,9 +379,11 @@ func senderOf(subject string) (string, bool) {
 // ReplyAllowed reports whether the service may answer a request of user
 // (named: the subject named one) at reply: a literal subject within the
 // user's inbox space _INBOX.<user>.>, or, for the unauthenticated subject,
-// within _INBOX.>. Stream subjects never lie there. An empty reply (a
-// request nobody waits for) is not allowed either: a command is answered
-// or not handled.
+// within _INBOX.>. Stream subjects never lie there. A request that names
+// its user and came through a service import (from the user's own account)
+// has a reply the server made, _R_.<...>, which it routes back to that
+// account: allowed too. An empty reply (a request nobody waits for) is not
+// allowed either: a command is answered or not handled.
 func ReplyAllowed(user string, named bool, reply string) bool {
 	space := InboxRoot + "."
 	if named {
@@ -373,6 +391,9 @@ func ReplyAllowed(user string, named bool, reply string) bool {
 			return false
 		}
 		space = InboxPrefix(user) + "."
+		if strings.HasPrefix(reply, ImportReplyRoot+".") {
+			space = ImportReplyRoot + "."
+		}
 	}
 	rest, ok := strings.CutPrefix(reply, space)
 	if !ok || rest == "" || len(reply) > 1024 {
