@@ -7,9 +7,9 @@ import (
 )
 
 // defaultChecks is how many histories a plain `go test ./invariants`
-// plays (about 20 s on 2 cores); -short plays rapid's 100. -rapid.checks
-// or RAPID_CHECKS choose another number.
-const defaultChecks = "1000"
+// plays (about 20 s on 2 cores; 300 under -race, race_test.go); -short
+// plays rapid's 100. -rapid.checks or RAPID_CHECKS choose another number.
+var defaultChecks = "1000"
 
 func TestMain(m *testing.M) {
 	flag.Parse()
