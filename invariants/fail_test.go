@@ -75,10 +75,7 @@ func expectBroken(t *testing.T, invs string, models []modelDef, script func(s *s
 	t.Fatalf("want invariant %s broken, got: %s", invs, broken)
 }
 
-var (
-	hourly      = schedDef{"@hourly", "", false}
-	quarterPart = schedDef{"*/15 * * * *", "hour", true}
-)
+var hourly = schedDef{"@hourly", "", false}
 
 func model(name string, sd schedDef, kind events.Kind, deps ...string) modelDef {
 	if kind == "" {

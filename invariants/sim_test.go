@@ -462,8 +462,6 @@ const (
 	workDrop
 )
 
-var workModes = []string{"all", "partial", "keep", "drop"}
-
 // work lets the simulated worker act on its queue: complete everything,
 // complete part of it, leave it queued, or drop it (a paused worker; the
 // scheduler picks skipped work up at a later tick).
@@ -594,10 +592,6 @@ func (s *sim) deploy(env string, versions map[string]string) {
 	s.queue = slices.DeleteFunc(s.queue, func(it engine.WorkItem) bool { return it.Plan == id && it.RunKind == events.RunBackfill })
 }
 
-func (s *sim) envs() []string {
-	return slices.Sorted(maps.Keys(s.st.Envs))
-}
-
 // stats counts what the histories exercised (printed with -v), to see
 // that the generator reaches the interesting cases.
 var stats = map[string]int{}
@@ -648,32 +642,4 @@ func (s *sim) count(cmd commands.Command, group []events.Record) {
 			}
 		}
 	}
-}
-
-// downstreamOf returns the env's incumbent models downstream (through
-// incumbents' depends_on) of the models versions changes.
-func (s *sim) downstreamOf(env string, versions map[string]string) map[string]bool {
-	inc := s.st.Env(env).Incumbents
-	roots := map[string]bool{}
-	for m, v := range versions {
-		if inc[m] != events.SnapshotID(m, v) {
-			roots[m] = true
-		}
-	}
-	reach := map[string]bool{}
-	for changed := true; changed; {
-		changed = false
-		for m, id := range inc {
-			if reach[m] {
-				continue
-			}
-			for _, d := range s.st.Snapshots[id].DependsOn {
-				if roots[d] || reach[d] {
-					reach[m], changed = true, true
-					break
-				}
-			}
-		}
-	}
-	return reach
 }
