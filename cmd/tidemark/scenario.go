@@ -109,10 +109,3 @@ func printStep(w io.Writer, sr scenario.StepResult) {
 	fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", sr.Step, sr.Kind, dash(sr.Plan), dash(sr.Outcome),
 		dash(strings.Join(sr.Codes, ",")), dash(strings.Join(missing, " ")), dash(strings.Join(sched, " ")), sr.RepairsOpen, sr.Clock.Format("2006-01-02T15:04Z"), check)
 }
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}

@@ -136,3 +136,13 @@ func damageExit(d *replay.Damage) error {
 
 // pointInTime reports whether the flags ask for history rather than now.
 func (s *storeFlags) pointInTime() bool { return s.dataDir != "" || s.at != "" || s.atSeq != 0 }
+
+// lastAt is the time of the last decoded record (zero when none).
+func lastAt(recs []events.Record) time.Time {
+	for i := len(recs) - 1; i >= 0; i-- {
+		if recs[i].Err == nil {
+			return recs[i].Event.OccurredAt
+		}
+	}
+	return time.Time{}
+}

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/tidemark/tidemark/replay"
+)
+
+func newExplainCmd() *cobra.Command {
+	var s storeFlags
+	var output string
+	cmd := &cobra.Command{
+		Use:   "explain PLAN",
+		Short: "Print a plan's latest decision with its findings and the exact coverage it saw",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(output, "table", "json"); err != nil {
+				return err
+			}
+			recs, closeStore, dmg, err := s.read(cmd)
+			if err != nil {
+				return err
+			}
+			defer closeStore()
+			x, err := replay.Explain(recs, args[0])
+			if err != nil {
+				if dmg != nil {
+					err = errors.Join(dmg, err)
+				}
+				return &exitError{code: 1, err: err}
+			}
+			out := cmd.OutOrStdout()
+			if output == "json" {
+				if err := json.NewEncoder(out).Encode(x); err != nil {
+					return err
+				}
+				return damageExit(dmg)
+			}
+			d := x.Decision
+			fmt.Fprintf(out, "plan %s for %s (built %s at generation %d, policy %s)\n", x.Plan.Plan, x.Plan.Env, x.Plan.BuiltAt.Format(time.RFC3339), x.Plan.Generation, d.Policy.Name())
+			fmt.Fprintf(out, "decision at seq %d: %s [%s], evaluated at %s on the view at seq %d\n", x.DecisionSeq, strings.ToUpper(string(d.Outcome)), strings.Join(d.Codes, ", "), d.EvaluatedAt.Format(time.RFC3339), d.EvaluatedAtSeq)
+			if d.CatchUpSeq > 0 {
+				fmt.Fprintf(out, "it is the strict retry of the catch-up requested at seq %d\n", d.CatchUpSeq)
+			}
+			fmt.Fprintln(out, "findings:")
+			for _, f := range d.Findings {
+				fmt.Fprintf(out, "  %s: %s\n", f.Code, f.Message)
+			}
+			fmt.Fprintln(out, "coverage the decision saw:")
+			for _, v := range x.Views {
+				fmt.Fprintf(out, "  %s: candidate %s, incumbent %s, window %s, captured frontier %s\n", v.Model, v.Candidate, dash(v.Incumbent), dash(v.Window), v.CapturedFrontier)
+				fmt.Fprintf(out, "    %s covers %s\n", v.Candidate, dash(strings.Join(v.CandidateCoverage, ", ")))
+				if v.Incumbent != "" {
+					fmt.Fprintf(out, "    %s covers %s\n", v.Incumbent, dash(strings.Join(v.IncumbentCoverage, ", ")))
+				}
+			}
+			if len(x.Divergences) == 0 {
+				fmt.Fprintln(out, "re-evaluated today: the same decision")
+			} else {
+				fmt.Fprintln(out, "re-evaluated today, it differs:")
+				for _, dv := range x.Divergences {
+					fmt.Fprintf(out, "  %s\n", dv)
+				}
+				err := errors.New("the recorded decision differs from its re-evaluation")
+				if dmg != nil {
+					err = errors.Join(dmg, err)
+				}
+				return &exitError{code: 1, err: err}
+			}
+			return damageExit(dmg)
+		},
+	}
+	s.register(cmd, false)
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	return cmd
+}

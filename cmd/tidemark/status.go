@@ -1,0 +1,143 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/replay"
+)
+
+func newStatusCmd() *cobra.Command {
+	var s storeFlags
+	var env, output string
+	var waitAdvance time.Duration
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show incumbents, frontiers and open repair debt, now (from the server) or as they were (--at, --at-seq, --data-dir)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkFormat(output, "table", "json"); err != nil {
+				return err
+			}
+			var envs []commands.EnvStatus
+			var open []commands.Repair
+			var seq uint64
+			var dmg *replay.Damage
+			if s.pointInTime() {
+				if waitAdvance > 0 {
+					return &exitError{code: 2, err: errors.New("--wait-advance asks the running server: not with --data-dir, --at or --at-seq")}
+				}
+				if s.natsURL == "" && s.dataDir == "" {
+					s.natsURL = defaultNatsURL
+				}
+				recs, closeStore, d, err := s.read(cmd)
+				if err != nil {
+					return err
+				}
+				defer closeStore()
+				dmg = d
+				st := replay.Fold(recs)
+				at := lastAt(recs)
+				if o, _ := s.options(); !o.At.IsZero() {
+					at = o.At
+				}
+				envs, open = replay.Status(st, env, at)
+				seq = st.Seq
+			} else {
+				if s.natsURL == "" {
+					s.natsURL = defaultNatsURL
+				}
+				var r commands.Reply
+				var err error
+				if waitAdvance > 0 {
+					r, err = awaitAdvance(cmd, s.natsURL, env, waitAdvance)
+				} else {
+					r, err = request(cmd, s.natsURL, &commands.Status{Env: env})
+				}
+				if err != nil {
+					return err
+				}
+				envs, open, seq = r.Envs, r.Repairs, r.Seq
+			}
+			out := cmd.OutOrStdout()
+			if output == "json" {
+				res := map[string]any{"seq": seq, "envs": envs, "open_repairs": open}
+				if dmg != nil {
+					res["damage"] = dmg
+				}
+				if err := json.NewEncoder(out).Encode(res); err != nil {
+					return err
+				}
+				return damageExit(dmg)
+			}
+			fmt.Fprintf(out, "as of seq %d\n", seq)
+			printStatus(out, envs, open)
+			return damageExit(dmg)
+		},
+	}
+	s.register(cmd, true)
+	cmd.Flags().StringVar(&env, "env", "", "only this environment")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	cmd.Flags().DurationVar(&waitAdvance, "wait-advance", 0, "first wait, up to this long, until the scheduler has moved the frontier of every incumbent shown past where it is now (its next tick, computed); exit 1 if it does not")
+	return cmd
+}
+
+// awaitAdvance asks the server for the status until every incumbent's
+// frontier in it has moved past the one the first answer showed, and
+// returns that status. It asks once a second, for at most wait.
+func awaitAdvance(cmd *cobra.Command, url, env string, wait time.Duration) (commands.Reply, error) {
+	nc, err := connect(url)
+	if err != nil {
+		return commands.Reply{}, err
+	}
+	defer nc.Close()
+	ctx := cmd.Context()
+	first, err := send(ctx, nc, &commands.Status{Env: env})
+	if err != nil {
+		return first, err
+	}
+	type key struct{ env, model string }
+	was := map[key]time.Time{}
+	var names []string
+	for _, e := range first.Envs {
+		for _, m := range e.Models {
+			was[key{e.Env, m.Model}] = m.Frontier
+			names = append(names, e.Env+"/"+m.Model+" at "+stamp(m.Frontier))
+		}
+	}
+	if len(was) == 0 {
+		return first, &exitError{code: 1, err: errors.New("--wait-advance: no incumbents to wait for (promote a plan first)")}
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "waiting up to %s for the scheduler to advance %s\n", wait, strings.Join(names, ", "))
+	deadline := time.Now().Add(wait)
+	for {
+		r, err := send(ctx, nc, &commands.Status{Env: env})
+		if err != nil {
+			return r, err
+		}
+		moved := 0
+		for _, e := range r.Envs {
+			for _, m := range e.Models {
+				if f, ok := was[key{e.Env, m.Model}]; ok && m.Frontier.After(f) {
+					moved++
+				}
+			}
+		}
+		if moved == len(was) {
+			return r, nil
+		}
+		if !time.Now().Before(deadline) {
+			return r, &exitError{code: 1, err: fmt.Errorf("--wait-advance: the scheduler did not advance every incumbent within %s (is `tidemark serve` computing its work: --builtin-worker, or a `tidemark worker`?)", wait)}
+		}
+		select {
+		case <-ctx.Done():
+			return r, &exitError{code: 2, err: ctx.Err()}
+		case <-time.After(min(time.Second, time.Until(deadline))):
+		}
+	}
+}
