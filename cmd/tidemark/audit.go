@@ -15,6 +15,7 @@ import (
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/replay"
+	"github.com/tidemark/tidemark/views"
 )
 
 func checkFormat(o string, allowed ...string) error {
@@ -49,7 +50,7 @@ func newReplayCmd() *cobra.Command {
 			}
 			defer closeStore()
 			st := replay.Fold(recs)
-			envs, open := replay.Status(st, "", lastAt(recs))
+			envs, open := views.Status(st, "", lastAt(recs))
 			var divs []replay.Divergence
 			if verify {
 				divs = replay.Verify(recs)
@@ -136,7 +137,7 @@ func newStatusCmd() *cobra.Command {
 				if o, _ := s.options(); !o.At.IsZero() {
 					at = o.At
 				}
-				envs, open = replay.Status(st, env, at)
+				envs, open = views.Status(st, env, at)
 				seq = st.Seq
 			} else {
 				if s.natsURL == "" {
