@@ -33,6 +33,7 @@ import (
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/projections"
 	"github.com/tidemark/tidemark/replay"
+	"github.com/tidemark/tidemark/views"
 )
 
 // Config configures an Engine. The zero value plus DataDir is a working
@@ -474,7 +475,7 @@ func (e *Engine) handle(ctx context.Context, cmd commands.Command) commands.Repl
 	if q, ok := cmd.(commands.Query); ok {
 		var r commands.Reply
 		var err error
-		e.proj.read(func(st *projections.State) { r, err = answer(st, q, m.At) })
+		e.proj.read(func(st *projections.State) { r, err = views.Answer(st, q, m.At) })
 		if err != nil {
 			return commands.Rejection(err)
 		}
@@ -560,31 +561,4 @@ func (e *Engine) commandEvents(m *commands.Meta, digest string, payloads []event
 		evs[i] = ev
 	}
 	return evs
-}
-
-// answer runs a query against the projection.
-func answer(st *projections.State, q commands.Query, at time.Time) (commands.Reply, error) {
-	env := ""
-	switch c := q.(type) {
-	case *commands.OpenRepairs:
-		env = c.Env
-	case *commands.Status:
-		env = c.Env
-	default:
-		return commands.Reply{}, commands.Errorf(commands.CodeInvalid, "kind", "unsupported query %T", q)
-	}
-	if env != "" {
-		if _, ok := st.Envs[env]; !ok {
-			return commands.Reply{}, commands.Errorf(commands.CodeNotFound, "env", "environment %q has no promoted models", env)
-		}
-	}
-	var r commands.Reply
-	if _, ok := q.(*commands.Status); ok {
-		r.Envs, r.Repairs = replay.Status(st, env, at)
-		r.Message = fmt.Sprintf("%d environment(s), %d open repair debt(s)", len(r.Envs), len(r.Repairs))
-		return r, nil
-	}
-	r.Repairs = replay.OpenRepairs(st, env, at)
-	r.Message = fmt.Sprintf("%d open repair debt(s)", len(r.Repairs))
-	return r, nil
 }

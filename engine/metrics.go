@@ -1,12 +1,11 @@
 package engine
 
 import (
-	"time"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/projections"
+	"github.com/tidemark/tidemark/views"
 )
 
 // metrics are the engine's Prometheus metrics, on a registry of its own.
@@ -86,22 +85,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		for o, n := range st.DecisionOutcomes {
 			g(outcomesDesc, float64(n), string(o))
 		}
-		open := st.OpenRepairs()
-		g(debtsDesc, float64(len(open)))
-		intervals, oldest := 0, time.Time{}
-		for _, r := range open {
-			unit := st.Snapshots[r.Snapshot]
-			for _, gap := range r.Ranges {
-				for _, miss := range st.Table(r.Table).Missing(gap) {
-					if unit != nil {
-						intervals += unit.Schedule.Unit().Count(miss)
-					}
-				}
-			}
-			if oldest.IsZero() || r.OpenedAt.Before(oldest) {
-				oldest = r.OpenedAt
-			}
-		}
+		open, intervals, oldest := views.DebtTotals(views.Debts(st, ""))
+		g(debtsDesc, float64(open))
 		g(debtIvDesc, float64(intervals))
 		age := 0.0
 		if !oldest.IsZero() {

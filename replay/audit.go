@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
-	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/policy"
@@ -237,71 +235,4 @@ func Explain(recs []events.Record, plan string) (*Explanation, error) {
 		x.Views = append(x.Views, v)
 	}
 	return x, nil
-}
-
-// Status summarises the environments of st (one when env is set): each
-// incumbent with its frontier, what it misses, its last tick, open repair
-// debt and failed runs; and the open repair debts, measured at clock at.
-func Status(st *projections.State, env string, at time.Time) ([]commands.EnvStatus, []commands.Repair) {
-	out := []commands.EnvStatus{}
-	names := make([]string, 0, len(st.Envs))
-	for n := range st.Envs {
-		if env == "" || n == env {
-			names = append(names, n)
-		}
-	}
-	sort.Strings(names)
-	repairs := OpenRepairs(st, env, at)
-	for _, n := range names {
-		e := st.Envs[n]
-		es := commands.EnvStatus{Env: n, Generation: e.Generation, Finalized: e.Finalized, Models: []commands.ModelStatus{}}
-		for _, m := range st.DependencyOrder(n) {
-			id := e.Incumbents[m]
-			cov := st.SnapshotCoverage(id)
-			ms := commands.ModelStatus{Model: m, Snapshot: id, Frontier: st.Frontier(id), LastTick: e.LastTick[m], Missing: []interval.Range{}}
-			if sn, ok := st.Snapshots[id]; ok && !ms.Frontier.IsZero() {
-				if start := sn.Schedule.Unit().Floor(sn.Start); start.Before(ms.Frontier) {
-					ms.Missing = nonNilRanges(cov.Missing(interval.R(start, ms.Frontier)))
-				}
-			}
-			for _, r := range repairs {
-				if r.Env == n && r.Model == m {
-					ms.OpenRepairs++
-				}
-			}
-			if f := st.Failures[id]; f != nil {
-				ms.Failures = f.Count
-			}
-			es.Models = append(es.Models, ms)
-		}
-		out = append(out, es)
-	}
-	return out, repairs
-}
-
-// OpenRepairs lists the open repair debts (of env, when set), oldest
-// first, with what their tables still miss and their age at clock at.
-func OpenRepairs(st *projections.State, env string, at time.Time) []commands.Repair {
-	out := []commands.Repair{}
-	for _, d := range st.OpenRepairs() {
-		if env != "" && d.Env != env {
-			continue
-		}
-		var left interval.Set
-		for _, g := range d.Ranges {
-			left = left.AddSet(st.Table(d.Table).Missing(g))
-		}
-		out = append(out, commands.Repair{
-			Env: d.Env, Plan: d.Plan, Model: d.Model, Snapshot: d.Snapshot, Table: d.Table, Ranges: d.Ranges,
-			Missing: nonNilRanges(left), OpenedAt: d.OpenedAt, OpenSeq: d.OpenSeq, OpenForMS: at.Sub(d.OpenedAt).Milliseconds(),
-		})
-	}
-	return out
-}
-
-func nonNilRanges(s interval.Set) []interval.Range {
-	if s == nil {
-		return []interval.Range{}
-	}
-	return s
 }

@@ -21,7 +21,7 @@ import (
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/projections"
-	"github.com/tidemark/tidemark/replay"
+	"github.com/tidemark/tidemark/views"
 )
 
 //go:embed assets
@@ -211,7 +211,7 @@ func (s *Server) view() view {
 	v := view{Now: s.Engine.Now(), Lag: s.Engine.Stats().Lag}
 	s.Engine.View(func(st *projections.State) {
 		v.Seq = st.Seq
-		envs, repairs := replay.Status(st, "", v.Now)
+		envs, repairs := views.Status(st, "", v.Now)
 		for _, e := range envs {
 			ev := envView{Name: e.Env, Generation: e.Generation}
 			for _, m := range e.Models {

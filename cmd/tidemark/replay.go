@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/tidemark/tidemark/replay"
+	"github.com/tidemark/tidemark/views"
 )
 
 func newReplayCmd() *cobra.Command {
@@ -32,7 +33,7 @@ func newReplayCmd() *cobra.Command {
 			}
 			defer closeStore()
 			st := replay.Fold(recs)
-			envs, open := replay.Status(st, "", lastAt(recs))
+			envs, open := views.Status(st, "", lastAt(recs))
 			var divs []replay.Divergence
 			if verify {
 				divs = replay.Verify(recs)

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/replay"
+	"github.com/tidemark/tidemark/views"
 )
 
 func newStatusCmd() *cobra.Command {
@@ -46,7 +47,7 @@ func newStatusCmd() *cobra.Command {
 				if o, _ := s.options(); !o.At.IsZero() {
 					at = o.At
 				}
-				envs, open = replay.Status(st, env, at)
+				envs, open = views.Status(st, env, at)
 				seq = st.Seq
 			} else {
 				if s.natsURL == "" {
