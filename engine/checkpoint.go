@@ -215,3 +215,12 @@ func (c *checkpoints) save(ctx context.Context, value []byte) error {
 	_, err := c.kv.Put(ctx, checkpointKey, value)
 	return err
 }
+
+// Bucket is the checkpoint bucket, which also holds the work publisher's
+// cursor (package work); nil when checkpoints are off (CheckpointEvery < 0).
+func (e *Engine) Bucket() jetstream.KeyValue {
+	if e.cp == nil {
+		return nil
+	}
+	return e.cp.kv
+}

@@ -33,10 +33,6 @@ var ErrAmbiguous = errors.New("engine: append outcome unknown")
 // ErrStopped is returned by an engine that is closing or closed.
 var ErrStopped = errors.New("engine: stopped")
 
-// DuplicateWindow is the work stream's Nats-Msg-Id deduplication window:
-// replicas publishing the same work item within it store it once.
-const DuplicateWindow = 5 * time.Minute
-
 // EventDuplicateWindow is the event stream's Nats-Msg-Id deduplication
 // window. It is short on purpose. A retried append cannot be stored twice
 // anyway: every append is conditional on the last sequence of each subject

@@ -255,3 +255,28 @@ func (p *projector) run(ctx context.Context, js jetstream.JetStream) error {
 		p.mu.Unlock()
 	}
 }
+
+// Watch returns a channel closed at the next change of the live projection
+// (an applied event), and the projection's failure, if it has failed.
+func (e *Engine) Watch() (<-chan struct{}, error) { return e.proj.watch() }
+
+// Await blocks until cond holds on the live projection (checked after
+// every applied event) or ctx ends.
+func (e *Engine) Await(ctx context.Context, cond func(st *projections.State) bool) error {
+	for {
+		changed, err := e.proj.watch()
+		ok := false
+		e.View(func(st *projections.State) { ok = cond(st) })
+		if ok {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-changed:
+		}
+	}
+}

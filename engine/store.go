@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -135,4 +136,21 @@ func (e *Engine) verifyPrefix(ctx context.Context, seq uint64) {
 	if err != nil && ctx.Err() == nil {
 		e.log.Warn("could not verify the events before the checkpoint", "checkpoint_seq", seq, "err", err)
 	}
+}
+
+// Logger is the engine's logger (Config.Logger).
+func (e *Engine) Logger() *slog.Logger { return e.log }
+
+// Storage is the event stream's replica count and storage, which the
+// streams other packages provision (the work stream) follow.
+func (e *Engine) Storage() (replicas int, memory bool) {
+	return e.cfg.Replicas, e.cfg.MemoryStorage
+}
+
+// Retry runs a JetStream API call the way the engine provisions its own
+// stream: on a cluster, attempts repeat for up to StreamWait until enough
+// peers have joined; elsewhere one attempt is made.
+func (e *Engine) Retry(ctx context.Context, call func(context.Context) error) error {
+	_, err := retryJS(ctx, e, func(ctx context.Context) (struct{}, error) { return struct{}{}, call(ctx) })
+	return err
 }

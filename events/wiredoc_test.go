@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/commands"
-	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/work"
 )
 
 // The wire document: docs/events.md must list, per type, exactly the
@@ -60,8 +60,8 @@ var documented = map[string]any{
 	"status":               commands.Status{},
 	"EnvStatus":            commands.EnvStatus{},
 	"ModelStatus":          commands.ModelStatus{},
-	"WorkItem":             engine.WorkItem{},
-	"WorkStep":             engine.WorkStep{},
+	"Item":                 work.Item{},
+	"Step":                 work.Step{},
 }
 
 var (

@@ -28,6 +28,8 @@ import (
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/replay"
 	"github.com/tidemark/tidemark/transport"
+	"github.com/tidemark/tidemark/work"
+	"github.com/tidemark/tidemark/work/shell"
 )
 
 // asUser connects to the engine's server with the example file's
@@ -96,11 +98,11 @@ func TestPermissions(t *testing.T) {
 		t.Fatalf("worker promote: violations %v", wViolations())
 	}
 	// The engine provisions the work stream and consumer; the worker binds.
-	if err := (&engine.WorkPublisher{Engine: e}).Prepare(ctx); err != nil {
+	if err := (&work.Publisher{Log: e}).Prepare(ctx); err != nil {
 		t.Fatal(err)
 	}
 	wjs, _ := jetstream.New(wConn)
-	x := &engine.ExecWorker{JS: wjs, Handler: short(wConn)}
+	x := &shell.Worker{JS: wjs, Handler: short(wConn)}
 	if _, err := x.Consumer(ctx); err != nil {
 		t.Fatalf("the worker cannot set up its consumer: %v", err)
 	}

@@ -12,13 +12,16 @@ import (
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/projections"
+	"github.com/tidemark/tidemark/scheduler"
 	"github.com/tidemark/tidemark/transport"
+	"github.com/tidemark/tidemark/work"
+	"github.com/tidemark/tidemark/work/inproc"
 )
 
 // builtinServe is what `serve --builtin-worker` runs besides the engine:
 // the command service, the catch-up driver (no worker of its own) and the
 // work publisher with the in-process sink. The scheduler is driven by the
-// test (e.Tick) instead of the wall clock.
+// test (scheduler.Tick) instead of the wall clock.
 type builtinServe struct {
 	e      *engine.Engine
 	client *transport.Client
@@ -33,7 +36,7 @@ func newBuiltinServe(t *testing.T, e *engine.Engine) *builtinServe {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); _ = (&engine.CatchUps{Engine: e}).Run(ctx) }()
+	go func() { defer wg.Done(); _ = (&scheduler.CatchUps{Engine: e}).Run(ctx) }()
 	b := &builtinServe{e: e, client: transport.NewClient(connect(t, e))}
 	b.sink(t, nil)
 	t.Cleanup(func() {
@@ -50,8 +53,8 @@ func newBuiltinServe(t *testing.T, e *engine.Engine) *builtinServe {
 // sink prepares (before any further command) and starts an in-process
 // sink, calling done (when set) after each item it ran or gave up; it
 // returns its stop function.
-func (b *builtinServe) sink(t *testing.T, done func(engine.WorkItem, error)) (stop func()) {
-	pub := &engine.WorkPublisher{Engine: b.e, Worker: &engine.Worker{Handler: b.e, Actor: "worker:builtin"}, Done: done}
+func (b *builtinServe) sink(t *testing.T, done func(work.Item, error)) (stop func()) {
+	pub := &work.Publisher{Log: b.e, Runner: &inproc.Worker{Handler: b.e, Actor: "worker:builtin"}, Done: done}
 	if err := pub.Prepare(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +113,7 @@ func TestBuiltinWorker(t *testing.T) {
 	}
 
 	// A tick's advances.
-	if _, err := e.Tick(ctx, "prod", at(4)); err != nil {
+	if _, _, err := scheduler.Tick(ctx, e, "prod", at(4), 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Await(ctx, covered("sessions@v1", rng(3, 4))); err != nil {
@@ -125,7 +128,7 @@ func TestBuiltinWorker(t *testing.T) {
 	if err := e.Await(ctx, covered("events@v2", rng(0, 4))); err != nil {
 		t.Fatalf("backfill p2: %v", err)
 	}
-	if _, err := e.Tick(ctx, "prod", at(5)); err != nil {
+	if _, _, err := scheduler.Tick(ctx, e, "prod", at(5), 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Await(ctx, covered("sessions@v1", rng(4, 5))); err != nil {
@@ -157,19 +160,19 @@ func TestBuiltinWorker(t *testing.T) {
 	b.sinks[0]()
 	b.do(t, ctx, &commands.RegisterSnapshot{Meta: meta(at(5)), Model: "clicks", Version: "v1", Cron: "@hourly", Start: t0})
 	b.do(t, ctx, &commands.BuildPlan{Meta: meta(at(5)), Plan: "p3", Env: "qa", Versions: map[string]string{"clicks": "v1"}})
-	ran := make(chan engine.WorkItem, 16)
-	b.sink(t, func(it engine.WorkItem, _ error) { ran <- it })
+	ran := make(chan work.Item, 16)
+	b.sink(t, func(it work.Item, _ error) { ran <- it })
 	if err := e.Await(ctx, covered("clicks@v1", rng(0, 5))); err != nil {
 		t.Fatalf("work made due while the sink was down: %v", err)
 	}
 
 	// Two sinks (two replicas' built-in workers) run the same item; the
 	// completion is recorded once.
-	ran2 := make(chan engine.WorkItem, 16)
-	b.sink(t, func(it engine.WorkItem, _ error) { ran2 <- it })
+	ran2 := make(chan work.Item, 16)
+	b.sink(t, func(it work.Item, _ error) { ran2 <- it })
 	b.do(t, ctx, &commands.RegisterSnapshot{Meta: meta(at(5)), Model: "views", Version: "v1", Cron: "@hourly", Start: t0})
 	b.do(t, ctx, &commands.BuildPlan{Meta: meta(at(5)), Plan: "p4", Env: "qa2", Versions: map[string]string{"views": "v1"}})
-	for _, ch := range []chan engine.WorkItem{ran, ran2} {
+	for _, ch := range []chan work.Item{ran, ran2} {
 		for done := false; !done; {
 			select {
 			case it := <-ch:
@@ -198,7 +201,7 @@ func TestBuiltinWorkerGivesUp(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	type result struct {
-		item engine.WorkItem
+		item work.Item
 		err  error
 	}
 	ran := make(chan result, 4)
@@ -213,7 +216,7 @@ func TestBuiltinWorkerGivesUp(t *testing.T) {
 		return result{}
 	}
 	b.sinks[0]() // only the sink reporting what it did
-	b.sink(t, func(it engine.WorkItem, err error) { ran <- result{it, err} })
+	b.sink(t, func(it work.Item, err error) { ran <- result{it, err} })
 
 	b.do(t, ctx, &commands.RegisterSnapshot{Meta: meta(at(3)), Model: "early", Version: "v1", Cron: "@hourly", Start: t0})
 	b.do(t, ctx, &commands.BuildPlan{Meta: meta(at(3)), Plan: "p1", Env: "prod", Versions: map[string]string{"early": "v1"}})

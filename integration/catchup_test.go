@@ -10,7 +10,9 @@ import (
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/projections"
+	"github.com/tidemark/tidemark/scheduler"
 	"github.com/tidemark/tidemark/transport"
+	"github.com/tidemark/tidemark/work/inproc"
 )
 
 // racePlan deploys v1, advances prod to 10:00, builds p1 (v2, catch-up
@@ -44,9 +46,9 @@ func TestCatchUpDriver(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
 			racePlan(t, e, "p1")
-			drivers := []*engine.CatchUps{{Engine: e}, {Engine: e}}
+			drivers := []*scheduler.CatchUps{{Engine: e}, {Engine: e}}
 			if builtin {
-				drivers[0].Worker = &engine.Worker{Handler: e, Actor: "worker:builtin"}
+				drivers[0].Runner = &inproc.Worker{Handler: e, Actor: "worker:builtin"}
 			}
 			var wg sync.WaitGroup
 			runCtx, stop := context.WithCancel(ctx)

@@ -14,10 +14,11 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tidemark/tidemark/commands"
-	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/replay"
 	"github.com/tidemark/tidemark/transport"
+	"github.com/tidemark/tidemark/work"
+	"github.com/tidemark/tidemark/work/shell"
 )
 
 // TestWorkerCannotReconfigureWorkConsumer (issue 15, item 9a): the engine
@@ -34,21 +35,21 @@ func TestWorkerCannotReconfigureWorkConsumer(t *testing.T) {
 	wjs, _ := jetstream.New(wConn)
 	short := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, time.Second) }
 	for _, cfg := range []jetstream.ConsumerConfig{
-		{Durable: engine.WorkConsumer, AckPolicy: jetstream.AckExplicitPolicy, MaxDeliver: 1, AckWait: time.Hour, MaxAckPending: 1},
+		{Durable: work.Consumer, AckPolicy: jetstream.AckExplicitPolicy, MaxDeliver: 1, AckWait: time.Hour, MaxAckPending: 1},
 		{Durable: "mallory", AckPolicy: jetstream.AckExplicitPolicy},
-		{Name: "mallory2", AckPolicy: jetstream.AckNonePolicy, FilterSubject: engine.WorkSubject(events.RunBackfill)},
+		{Name: "mallory2", AckPolicy: jetstream.AckNonePolicy, FilterSubject: work.Subject(events.RunBackfill)},
 	} {
 		cctx, ccancel := short()
-		_, err := wjs.CreateOrUpdateConsumer(cctx, engine.WorkStream, cfg)
+		_, err := wjs.CreateOrUpdateConsumer(cctx, work.Stream, cfg)
 		ccancel()
 		if err == nil {
 			t.Errorf("the worker created or updated consumer %s%s", cfg.Durable, cfg.Name)
 		}
 	}
-	if !contains(violations(), `Permissions Violation for Publish to "$JS.API.CONSUMER.CREATE.`+engine.WorkStream) {
+	if !contains(violations(), `Permissions Violation for Publish to "$JS.API.CONSUMER.CREATE.`+work.Stream) {
 		t.Errorf("no permission violation for the worker's consumer create: %v", violations())
 	}
-	ws, err := e.JetStream().Stream(ctx, engine.WorkStream)
+	ws, err := e.JetStream().Stream(ctx, work.Stream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,9 +60,9 @@ func TestWorkerCannotReconfigureWorkConsumer(t *testing.T) {
 	if info.State.Consumers != 1 {
 		t.Errorf("work stream has %d consumers, want the one the engine provisioned", info.State.Consumers)
 	}
-	ci, err := e.JetStream().Consumer(ctx, engine.WorkStream, engine.WorkConsumer)
+	ci, err := e.JetStream().Consumer(ctx, work.Stream, work.Consumer)
 	if err != nil {
-		t.Fatalf("the engine did not provision %s: %v", engine.WorkConsumer, err)
+		t.Fatalf("the engine did not provision %s: %v", work.Consumer, err)
 	}
 	if cfg := ci.CachedInfo().Config; cfg.MaxDeliver == 1 || cfg.AckWait == time.Hour || cfg.MaxAckPending == 1 {
 		t.Errorf("the worker reconfigured the work consumer: %+v", cfg)
@@ -72,7 +73,7 @@ func TestWorkerCannotReconfigureWorkConsumer(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = env.pub.Run(runCtx) }()
-	x := &engine.ExecWorker{JS: wjs, Handler: transport.NewClient(wConn), Command: "true", Name: "bound", Logger: quiet(), Output: &strings.Builder{}}
+	x := &shell.Worker{JS: wjs, Handler: transport.NewClient(wConn), Command: "true", Name: "bound", Logger: quiet(), Output: &strings.Builder{}}
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = x.Run(runCtx) }()
 	defer func() { stop(); wg.Wait() }()

@@ -8,6 +8,7 @@ import (
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/projections"
+	"github.com/tidemark/tidemark/scheduler"
 )
 
 // TestFencingAfterPromotion: once v2 is promoted, a scheduler advance that
@@ -52,7 +53,7 @@ func TestFencingAfterPromotion(t *testing.T) {
 
 	// A scheduler that starts from the stale view is fenced once, re-reads,
 	// and schedules v2.
-	advs, fenced, err := e.TickFrom(ctx, "prod", at(7), oldGen)
+	advs, fenced, err := scheduler.Tick(ctx, e, "prod", at(7), oldGen)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,9 @@ import (
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/projections"
+	"github.com/tidemark/tidemark/scheduler"
+	"github.com/tidemark/tidemark/work"
+	"github.com/tidemark/tidemark/work/inproc"
 )
 
 // TestCommandIDsCannotCollide (item 1): ids that differ only by
@@ -67,7 +70,7 @@ func TestCommandIDsCannotCollide(t *testing.T) {
 	}
 
 	// The engine's own ids are reserved: a client cannot claim them.
-	for _, id := range []string{engine.TickID("prod", at(7)), engine.RetryID("d1", 9), "$work:work-9-scheduled/0"} {
+	for _, id := range []string{scheduler.TickID("prod", at(7)), scheduler.RetryID("d1", 9), "$work:work-9-scheduled/0"} {
 		r := s.do(t, reg(id, "views"))
 		refused(t, fmt.Sprintf("reserved id %q", id), r, commands.CodeInvalid, "id")
 	}
@@ -82,7 +85,7 @@ func TestCommandIDsCannotCollide(t *testing.T) {
 		t.Errorf("a tick-like client id: %+v", r)
 	}
 	s.set(at(7))
-	advs, err := s.e.Tick(t.Context(), "prod", at(7))
+	advs, _, err := scheduler.Tick(t.Context(), s.e, "prod", at(7), 0)
 	if err != nil || len(advs) != 1 || advs[0].Tick != at(7) {
 		t.Errorf("the scheduler's tick at 07:00 after a client used its id: %v %+v", err, advs)
 	}
@@ -99,7 +102,7 @@ func TestClientCannotSwallowEngineCommands(t *testing.T) {
 	p2 := must(t, s.e.Handle(ctx, &commands.BuildPlan{Meta: own(), Plan: "p2", Env: "prod", Versions: map[string]string{"events": "v2"}, MaxCatchUpAdvances: 1}))
 	must(t, s.e.Handle(ctx, &commands.CompleteIntervals{Meta: own(), Model: "events", Version: "v2", Ranges: p2.Plan.Candidates[0].Backfill}))
 	s.set(at(7))
-	if _, err := s.e.Tick(ctx, "prod", at(7)); err != nil {
+	if _, _, err := scheduler.Tick(ctx, s.e, "prod", at(7), 0); err != nil {
 		t.Fatal(err)
 	}
 	must(t, s.e.Handle(ctx, &commands.CompleteIntervals{Meta: own(), Model: "events", Version: "v1", Ranges: []interval.Range{rng(6, 7)}, RunKind: "scheduled"}))
@@ -110,7 +113,7 @@ func TestClientCannotSwallowEngineCommands(t *testing.T) {
 	s.e.View(func(st *projections.State) { reqSeq = st.Plans["p2"].CatchUpSeq })
 
 	// The attack: claim the retry's id before the work is done.
-	r := s.do(t, &commands.RegisterSnapshot{Meta: commands.Meta{ID: engine.RetryID("p2", reqSeq)}, Model: "clicks", Version: "v1", Cron: "@hourly", Start: t0})
+	r := s.do(t, &commands.RegisterSnapshot{Meta: commands.Meta{ID: scheduler.RetryID("p2", reqSeq)}, Model: "clicks", Version: "v1", Cron: "@hourly", Start: t0})
 	refused(t, "the catch-up retry's id", r, commands.CodeInvalid, "id")
 	// The id as it used to be spelled is an ordinary client id.
 	legacy := fmt.Sprintf("catch-up-retry:p2:%d", reqSeq)
@@ -118,7 +121,7 @@ func TestClientCannotSwallowEngineCommands(t *testing.T) {
 		t.Errorf("id %q: %+v", legacy, r)
 	}
 	must(t, s.e.Handle(ctx, &commands.CompleteIntervals{Meta: own(), Model: "events", Version: "v2", Ranges: []interval.Range{rng(6, 7)}, RunKind: "catch_up"}))
-	if err := (&engine.CatchUps{Engine: s.e}).Step(ctx); err != nil {
+	if err := (&scheduler.CatchUps{Engine: s.e}).Step(ctx); err != nil {
 		t.Fatal(err)
 	}
 	var d *events.PromotionDecided
@@ -130,9 +133,9 @@ func TestClientCannotSwallowEngineCommands(t *testing.T) {
 	// The built-in worker's completion ids: a client completing something
 	// under the id the worker will use for a plan's backfill does not
 	// stop the backfill from being recorded.
-	pub := &engine.WorkPublisher{Engine: s.e, Worker: &engine.Worker{Handler: s.e, Actor: "worker:builtin"}}
+	pub := &work.Publisher{Log: s.e, Runner: &inproc.Worker{Handler: s.e, Actor: "worker:builtin"}}
 	done := make(chan error, 8)
-	pub.Done = func(item engine.WorkItem, err error) {
+	pub.Done = func(item work.Item, err error) {
 		if err != nil {
 			err = fmt.Errorf("item %s: %w", item.ID, err)
 		}

@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/commands"
-	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/projections"
+	"github.com/tidemark/tidemark/work"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -52,10 +52,10 @@ func TestTimesThatPoison(t *testing.T) {
 
 	// Out-of-range events already stored: a plan built in year 10001 and
 	// coverage to year 10001 of the incumbent.
-	pub := &engine.WorkPublisher{Engine: s.e}
+	pub := &work.Publisher{Log: s.e}
 	var mu sync.Mutex
 	var published []string
-	pub.Published = func(it engine.WorkItem) { mu.Lock(); published = append(published, it.Plan); mu.Unlock() }
+	pub.Published = func(it work.Item) { mu.Lock(); published = append(published, it.Plan); mu.Unlock() }
 	if err := pub.Prepare(ctx); err != nil {
 		t.Fatal(err)
 	}

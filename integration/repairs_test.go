@@ -8,17 +8,19 @@ import (
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/scheduler"
 	"github.com/tidemark/tidemark/transport"
+	"github.com/tidemark/tidemark/work/inproc"
 )
 
 // tick runs the scheduler at hour h and completes what it scheduled.
 func tick(t *testing.T, e *engine.Engine, h int) {
 	t.Helper()
-	advs, err := e.Tick(t.Context(), "prod", at(h))
+	advs, _, err := scheduler.Tick(t.Context(), e, "prod", at(h), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &engine.Worker{Handler: e, Actor: "test"}
+	w := &inproc.Worker{Handler: e, Actor: "test"}
 	if err := w.RunAdvances(t.Context(), advs, at(h)); err != nil {
 		t.Fatal(err)
 	}

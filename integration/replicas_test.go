@@ -10,6 +10,8 @@ import (
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/replay"
+	"github.com/tidemark/tidemark/scheduler"
+	"github.com/tidemark/tidemark/work/inproc"
 )
 
 // replicas opens n engines on one stream: the first embeds the server.
@@ -41,9 +43,9 @@ func TestSchedulerReplicas(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				advs, err := r.Tick(ctx, "prod", at(h))
+				advs, _, err := scheduler.Tick(ctx, r, "prod", at(h), 0)
 				if err == nil {
-					err = (&engine.Worker{Handler: r, Actor: fmt.Sprintf("worker:%d", i)}).RunAdvances(ctx, advs, at(h))
+					err = (&inproc.Worker{Handler: r, Actor: fmt.Sprintf("worker:%d", i)}).RunAdvances(ctx, advs, at(h))
 				}
 				errs[i] = err
 			}()

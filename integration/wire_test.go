@@ -22,16 +22,17 @@ import (
 	"github.com/tidemark/tidemark/projections"
 	"github.com/tidemark/tidemark/replay"
 	"github.com/tidemark/tidemark/transport"
+	"github.com/tidemark/tidemark/work"
 )
 
 // authEnv is an engine on the example users of docs/auth.conf, serving
 // commands over NATS, with the work stream prepared.
 type authEnv struct {
 	e   *engine.Engine
-	pub *engine.WorkPublisher
+	pub *work.Publisher
 }
 
-func newAuthEnv(t *testing.T, svcCfg transport.ServiceConfig, pub *engine.WorkPublisher) *authEnv {
+func newAuthEnv(t *testing.T, svcCfg transport.ServiceConfig, pub *work.Publisher) *authEnv {
 	t.Helper()
 	return newAuthEnvFile(t, "../docs/auth.conf", svcCfg, pub)
 }
@@ -44,13 +45,13 @@ const (
 )
 
 // newAuthEnvFile is newAuthEnv on the users of file.
-func newAuthEnvFile(t *testing.T, file string, svcCfg transport.ServiceConfig, pub *engine.WorkPublisher) *authEnv {
+func newAuthEnvFile(t *testing.T, file string, svcCfg transport.ServiceConfig, pub *work.Publisher) *authEnv {
 	t.Helper()
 	e := open(t, engine.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", AuthFile: file, User: "admin", Password: "admin-change-me"})
 	if pub == nil {
-		pub = &engine.WorkPublisher{}
+		pub = &work.Publisher{}
 	}
-	pub.Engine = e
+	pub.Log = e
 	if err := pub.Prepare(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func newAuthEnvFile(t *testing.T, file string, svcCfg transport.ServiceConfig, p
 func storeCounts(t *testing.T, e *engine.Engine) map[string]uint64 {
 	t.Helper()
 	out := map[string]uint64{}
-	for _, name := range []string{events.StreamName, engine.WorkStream, "KV_" + engine.CheckpointBucket} {
+	for _, name := range []string{events.StreamName, work.Stream, "KV_" + engine.CheckpointBucket} {
 		s, err := e.JetStream().Stream(t.Context(), name)
 		if err != nil {
 			t.Fatalf("stream %s: %v", name, err)
@@ -87,7 +88,7 @@ func storeCounts(t *testing.T, e *engine.Engine) map[string]uint64 {
 func subjectCounts(t *testing.T, e *engine.Engine) map[string]uint64 {
 	t.Helper()
 	out := map[string]uint64{}
-	for _, name := range []string{events.StreamName, engine.WorkStream, "KV_" + engine.CheckpointBucket} {
+	for _, name := range []string{events.StreamName, work.Stream, "KV_" + engine.CheckpointBucket} {
 		s, err := e.JetStream().Stream(t.Context(), name)
 		if err != nil {
 			t.Fatalf("stream %s: %v", name, err)
@@ -161,7 +162,7 @@ func testRepliesNeverReachStreams(t *testing.T, file string) {
 	sConn, _ := asUser(t, e, "service")
 	hostile := []string{
 		events.PlanSubject("p9"), events.SubjectPrefix + "env.prod", events.SubjectPrefix + "forged",
-		engine.WorkSubject(events.RunBackfill), engine.WorkSubjectPrefix + "forged",
+		work.Subject(events.RunBackfill), work.SubjectPrefix + "forged",
 		"$KV." + engine.CheckpointBucket + ".work_cursor", "$KV." + engine.CheckpointBucket + ".projections",
 		"_INBOX.worker.stolen.1", "_INBOX.stolen",
 	}
@@ -371,7 +372,7 @@ func TestJetStreamAnswersIntoStreams(t *testing.T) {
 	must(t, e.Handle(ctx, &commands.RegisterSnapshot{Meta: meta(at(3)), Model: "events", Version: "v1", Cron: "@hourly", Start: t0}))
 	must(t, e.Handle(ctx, &commands.BuildPlan{Meta: meta(at(3)), Plan: "w1", Env: "prod", Versions: map[string]string{"events": "v1"}}))
 	deadline := time.Now().Add(10 * time.Second)
-	for storeCounts(t, e)[engine.WorkStream] == 0 {
+	for storeCounts(t, e)[work.Stream] == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("no work item was published")
 		}
@@ -381,13 +382,13 @@ func TestJetStreamAnswersIntoStreams(t *testing.T) {
 	<-done
 
 	before, beforeSubjects := storeCounts(t, e), subjectCounts(t, e)
-	hostile := []string{events.SubjectPrefix + "forged", engine.WorkSubjectPrefix + "forged", "$KV." + engine.CheckpointBucket + ".work_cursor"}
+	hostile := []string{events.SubjectPrefix + "forged", work.SubjectPrefix + "forged", "$KV." + engine.CheckpointBucket + ".work_cursor"}
 	requests := map[string][][2]string{
 		"worker": {
 			{"$JS.API.INFO", ""},
-			{"$JS.API.STREAM.INFO." + engine.WorkStream, ""},
-			{"$JS.API.CONSUMER.INFO." + engine.WorkStream + "." + engine.WorkConsumer, ""},
-			{"$JS.API.CONSUMER.MSG.NEXT." + engine.WorkStream + "." + engine.WorkConsumer, `{"batch":1,"no_wait":true}`},
+			{"$JS.API.STREAM.INFO." + work.Stream, ""},
+			{"$JS.API.CONSUMER.INFO." + work.Stream + "." + work.Consumer, ""},
+			{"$JS.API.CONSUMER.MSG.NEXT." + work.Stream + "." + work.Consumer, `{"batch":1,"no_wait":true}`},
 		},
 		"auditor": {
 			{"$JS.API.INFO", ""},

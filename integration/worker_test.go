@@ -15,7 +15,10 @@ import (
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/projections"
+	"github.com/tidemark/tidemark/scheduler"
 	"github.com/tidemark/tidemark/transport"
+	"github.com/tidemark/tidemark/work"
+	"github.com/tidemark/tidemark/work/shell"
 )
 
 // workEnv is an engine publishing work, with a command client.
@@ -40,7 +43,7 @@ func newWorkEnv(t *testing.T, ackWait time.Duration) *workEnv {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	pub := &engine.WorkPublisher{Engine: e, AckWait: ackWait}
+	pub := &work.Publisher{Log: e, AckWait: ackWait}
 	if err := pub.Prepare(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -53,8 +56,8 @@ func newWorkEnv(t *testing.T, ackWait time.Duration) *workEnv {
 	return w
 }
 
-func (w *workEnv) worker(ctx context.Context, command string, mod func(*engine.ExecWorker)) (wait func()) {
-	x := &engine.ExecWorker{JS: w.js, Handler: w.client, Command: command, Name: "test", Logger: quiet(),
+func (w *workEnv) worker(ctx context.Context, command string, mod func(*shell.Worker)) (wait func()) {
+	x := &shell.Worker{JS: w.js, Handler: w.client, Command: command, Name: "test", Logger: quiet(),
 		Backoff: []time.Duration{10 * time.Millisecond}, Output: &strings.Builder{}}
 	if mod != nil {
 		mod(x)
@@ -77,7 +80,7 @@ func TestExecWorker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	logFile := filepath.Join(t.TempDir(), "runs.log")
-	wait := w.worker(ctx, `echo "$TIDEMARK_RUN_KIND $TIDEMARK_MODEL@$TIDEMARK_VERSION $TIDEMARK_START $TIDEMARK_END" >> `+logFile, func(x *engine.ExecWorker) { x.Concurrency = 2 })
+	wait := w.worker(ctx, `echo "$TIDEMARK_RUN_KIND $TIDEMARK_MODEL@$TIDEMARK_VERSION $TIDEMARK_START $TIDEMARK_END" >> `+logFile, func(x *shell.Worker) { x.Concurrency = 2 })
 	defer func() { cancel(); wait() }()
 
 	must(t, w.e.Handle(ctx, &commands.RegisterSnapshot{Meta: meta(at(3)), Model: "events", Version: "v1", Cron: "@hourly", Start: t0}))
@@ -89,7 +92,7 @@ func TestExecWorker(t *testing.T) {
 	if r := must(t, w.e.Handle(ctx, &commands.Promote{Meta: meta(at(3)), Plan: "d1"})); r.Decision.Outcome != events.Accepted {
 		t.Fatalf("deploy: %+v", r.Decision)
 	}
-	if _, err := w.e.Tick(ctx, "prod", at(4)); err != nil {
+	if _, _, err := scheduler.Tick(ctx, w.e, "prod", at(4), 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.e.Await(ctx, covered("sessions@v1", rng(3, 4))); err != nil {
@@ -131,7 +134,7 @@ func TestExecWorkerFailures(t *testing.T) {
 	wait := w.worker(ctx, `case $TIDEMARK_MODEL in
 		bad) echo "no such table: bad_v1" >&2; exit 3 ;;
 		slow) sleep 30 ;;
-	esac`, func(x *engine.ExecWorker) { x.MaxAttempts = 2; x.Timeout = 300 * time.Millisecond; x.Concurrency = 2 })
+	esac`, func(x *shell.Worker) { x.MaxAttempts = 2; x.Timeout = 300 * time.Millisecond; x.Concurrency = 2 })
 	for _, m := range []string{"bad", "slow"} {
 		must(t, w.e.Handle(ctx, &commands.RegisterSnapshot{Meta: meta(at(3)), Model: m, Version: "v1", Cron: "@hourly", Start: t0}))
 		must(t, w.e.Handle(ctx, &commands.BuildPlan{Meta: meta(at(3)), Plan: "p-" + m, Env: "prod", Versions: map[string]string{m: "v1"}}))
@@ -162,7 +165,7 @@ func TestExecWorkerFailures(t *testing.T) {
 	// is redelivered after the ack wait to a live worker.
 	ctx2, cancel2 := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel2()
-	x := &engine.ExecWorker{JS: w.js}
+	x := &shell.Worker{JS: w.js}
 	cons, err := x.Consumer(ctx2)
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +197,7 @@ func TestExecWorkerHeartbeats(t *testing.T) {
 	w := newWorkEnv(t, time.Second)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	logFile := filepath.Join(t.TempDir(), "runs.log")
-	wait := w.worker(ctx, `echo run >> `+logFile+`; sleep 2.5`, func(x *engine.ExecWorker) { x.Concurrency = 3 })
+	wait := w.worker(ctx, `echo run >> `+logFile+`; sleep 2.5`, func(x *shell.Worker) { x.Concurrency = 3 })
 	defer func() { cancel(); wait() }()
 	must(t, w.e.Handle(ctx, &commands.RegisterSnapshot{Meta: meta(at(3)), Model: "long", Version: "v1", Cron: "@hourly", Start: t0}))
 	must(t, w.e.Handle(ctx, &commands.BuildPlan{Meta: meta(at(3)), Plan: "p-long", Env: "prod", Versions: map[string]string{"long": "v1"}}))

@@ -14,6 +14,8 @@ import (
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/projections"
 	"github.com/tidemark/tidemark/transport"
+	"github.com/tidemark/tidemark/work"
+	"github.com/tidemark/tidemark/work/shell"
 )
 
 // TestWorkerReportsOnlyItsWork (issue 15, item 9): with docs/auth.conf, a
@@ -32,7 +34,7 @@ func TestWorkerReportsOnlyItsWork(t *testing.T) {
 	defer svc.Stop()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	pub := &engine.WorkPublisher{Engine: e}
+	pub := &work.Publisher{Log: e}
 	if err := pub.Prepare(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +52,7 @@ func TestWorkerReportsOnlyItsWork(t *testing.T) {
 	}
 	client := transport.NewClient(wConn)
 	client.Timeout = 2 * time.Second
-	x := &engine.ExecWorker{JS: wjs, Handler: client, Command: "true", Name: "w1", Logger: quiet(), AckWait: 2 * time.Second,
+	x := &shell.Worker{JS: wjs, Handler: client, Command: "true", Name: "w1", Logger: quiet(), AckWait: 2 * time.Second,
 		Backoff: []time.Duration{10 * time.Millisecond}, Output: &strings.Builder{}}
 	wctx, stopWorker := context.WithCancel(ctx)
 	done := make(chan struct{})

@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/commands"
-	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/models"
 	"github.com/tidemark/tidemark/policy"
 	"github.com/tidemark/tidemark/projections"
 	"github.com/tidemark/tidemark/replay"
+	"github.com/tidemark/tidemark/work"
 )
 
 // far is an end for "from here on" windows.
@@ -251,7 +251,7 @@ func modelOf(snapshot string) string { m, _, _ := events.ParseSnapshotID(snapsho
 
 // checkCandidateWrite is invariant 2 at the moment the worker completes
 // plan work (backfill, catch-up) of a snapshot not promoted yet.
-func (s *sim) checkCandidateWrite(it engine.WorkItem, sn *projections.Snapshot) {
+func (s *sim) checkCandidateWrite(it work.Item, sn *projections.Snapshot) {
 	s.tb.Helper()
 	if it.RunKind != events.RunBackfill && it.RunKind != events.RunCatchUp {
 		return
@@ -261,7 +261,7 @@ func (s *sim) checkCandidateWrite(it engine.WorkItem, sn *projections.Snapshot) 
 
 // checkWorkItem: invariant 3 for every work item, and 7 for scheduled and
 // repair work (only the env's incumbents).
-func (s *sim) checkWorkItem(it engine.WorkItem) {
+func (s *sim) checkWorkItem(it work.Item) {
 	s.tb.Helper()
 	for _, st := range it.Steps {
 		s.checkAligned(fmt.Sprintf("%s work item %s", it.RunKind, it.ID), st.Snapshot, st.Ranges)

@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/commands"
-	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/projections"
 	"github.com/tidemark/tidemark/replay"
+	"github.com/tidemark/tidemark/scheduler"
+	"github.com/tidemark/tidemark/work"
 	"pgregory.net/rapid"
 )
 
@@ -475,11 +476,11 @@ func (s *sim) actBackfillThrough() {
 	s.backfillThrough(id, through)
 }
 
-// backfillThrough runs engine.BackfillThrough(state, plan, through), as
+// backfillThrough runs work.BackfillThrough(state, plan, through), as
 // the scenario step `backfill` does.
 func (s *sim) backfillThrough(id string, through time.Time) {
 	s.tb.Helper()
-	item := engine.BackfillThrough(s.st, s.st.Plans[id].Built, through)
+	item := work.BackfillThrough(s.st, s.st.Plans[id].Built, through)
 	s.logf("backfill %s through %s", id, ts(through))
 	s.checkWorkItem(item)
 	s.runItem(item, -1)
@@ -567,7 +568,7 @@ func (s *sim) actReplicaTick() {
 		return
 	}
 	env := "prod"
-	t := engine.NextTick(s.st, []string{env}, s.clock)
+	t := scheduler.NextTick(s.st, []string{env}, s.clock)
 	if t.IsZero() {
 		return
 	}
@@ -576,7 +577,7 @@ func (s *sim) actReplicaTick() {
 	if gen == 0 {
 		return
 	}
-	cmd := &commands.AdvanceScheduler{Meta: commands.Meta{ID: engine.TickID(env, t), Actor: "scheduler"}, Env: env, Generation: gen}
+	cmd := &commands.AdvanceScheduler{Meta: commands.Meta{ID: scheduler.TickID(env, t), Actor: "scheduler"}, Env: env, Generation: gen}
 	_, group, err := s.execOn(view, cmd)
 	s.logf("tick %s on a replica %d events behind (generation %d) -> %s, %d events", env, k, gen, errOr(err, "appended"), len(group))
 	if err != nil {

@@ -11,10 +11,11 @@ import (
 
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/decide"
-	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/projections"
+	"github.com/tidemark/tidemark/scheduler"
+	"github.com/tidemark/tidemark/work"
 	"pgregory.net/rapid"
 )
 
@@ -104,7 +105,7 @@ type sim struct {
 	defs     map[string]modelDef // snapshot id -> definition of user versions
 	plans    []string
 	planN    int
-	queue    []engine.WorkItem
+	queue    []work.Item
 	promotes []promoteCall
 	steps    int
 	// avoidKnown steers around the known bugs (known_test.go).
@@ -156,7 +157,7 @@ func jsonOf(v any) string {
 
 // exec decides cmd at the simulated clock, appends its events to the log
 // (through the msgpack codec, as the stream stores them), folds them, runs
-// the per-command checks and queues the work engine.WorkOf derives.
+// the per-command checks and queues the work work.Of derives.
 func (s *sim) exec(cmd commands.Command) (commands.Reply, []events.Record, error) {
 	s.tb.Helper()
 	return s.execOn(nil, cmd)
@@ -300,7 +301,7 @@ func (s *sim) execOn(view *projections.State, cmd commands.Command) (commands.Re
 	if isPromote {
 		s.checkPromote(promote, want, d.Events)
 	}
-	items := engine.WorkOf(group)
+	items := work.Of(group)
 	for _, it := range items {
 		s.checkWorkItem(it)
 	}
@@ -413,7 +414,7 @@ func missingOf(d *events.PromotionDecided) string {
 func (s *sim) tick(env string, k int, stale bool) bool {
 	t := s.clock
 	for i := 0; i < k; i++ {
-		n := engine.NextTick(s.st, []string{env}, t)
+		n := scheduler.NextTick(s.st, []string{env}, t)
 		if n.IsZero() {
 			break
 		}
@@ -428,7 +429,7 @@ func (s *sim) tick(env string, k int, stale bool) bool {
 func (s *sim) tickAt(env string, t time.Time, stale bool) bool {
 	s.clock = t
 	gen := s.st.Env(env).Generation
-	id := engine.TickID(env, t)
+	id := scheduler.TickID(env, t)
 	if stale && gen > 1 {
 		_, group, err := s.exec(&commands.AdvanceScheduler{Meta: commands.Meta{ID: id, Actor: "scheduler"}, Env: env, Generation: gen - 1})
 		var ce *commands.Error
@@ -504,7 +505,7 @@ func (s *sim) runQueue(mode int, label string) {
 
 // runItem completes a work item's steps in order; pieces >= 0 stops after
 // that many unit intervals (a worker that died half-way).
-func (s *sim) runItem(it engine.WorkItem, pieces int) {
+func (s *sim) runItem(it work.Item, pieces int) {
 	for _, st := range it.Steps {
 		if pieces == 0 {
 			return
@@ -583,13 +584,13 @@ func (s *sim) deploy(env string, versions map[string]string) {
 	if err != nil || pl == nil {
 		return
 	}
-	s.runItem(engine.BackfillWork(*pl), -1)
+	s.runItem(work.Backfill(*pl), -1)
 	d, _, err := s.promote(id)
 	if err == nil && d != nil && d.Outcome == events.Accepted {
 		_ = s.finalize(id)
 	}
-	// The backfill item WorkOf queued for the plan is done.
-	s.queue = slices.DeleteFunc(s.queue, func(it engine.WorkItem) bool { return it.Plan == id && it.RunKind == events.RunBackfill })
+	// The backfill item work.Of queued for the plan is done.
+	s.queue = slices.DeleteFunc(s.queue, func(it work.Item) bool { return it.Plan == id && it.RunKind == events.RunBackfill })
 }
 
 // stats counts what the histories exercised (printed with -v), to see

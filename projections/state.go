@@ -132,7 +132,7 @@ type State struct {
 	Events int `json:"events"`
 }
 
-// Work is what one work item asks for, as engine.WorkOf derives it from
+// Work is what one work item asks for, as work.Of derives it from
 // the same events: its run kind and, per snapshot, the ranges of its
 // steps.
 type Work struct {

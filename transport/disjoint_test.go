@@ -6,13 +6,14 @@ import (
 
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/transport"
+	"github.com/tidemark/tidemark/work"
 )
 
 // TestStreamSubjectsOutsideReplySpace: every subject a tidemark stream
 // captures lies outside _INBOX.>, the only space the service replies to,
 // so no reply can be stored.
 func TestStreamSubjectsOutsideReplySpace(t *testing.T) {
-	subjects := append(engine.StreamConfig(1, false).Subjects, engine.WorkStreamConfig(1, false).Subjects...)
+	subjects := append(engine.StreamConfig(1, false).Subjects, work.StreamConfig(1, false).Subjects...)
 	subjects = append(subjects, "$KV."+engine.CheckpointBucket+".>")
 	for _, s := range subjects {
 		first, _, _ := strings.Cut(s, ".")

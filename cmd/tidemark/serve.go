@@ -14,8 +14,11 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/tidemark/tidemark/engine"
+	"github.com/tidemark/tidemark/scheduler"
 	"github.com/tidemark/tidemark/transport"
 	"github.com/tidemark/tidemark/web"
+	"github.com/tidemark/tidemark/work"
+	"github.com/tidemark/tidemark/work/inproc"
 )
 
 func newServeCmd() *cobra.Command {
@@ -67,9 +70,9 @@ func newServeCmd() *cobra.Command {
 			// derived from the stream by the one publisher: published to
 			// `tidemark worker` processes, or run in-process with
 			// --builtin-worker.
-			pub := &engine.WorkPublisher{Engine: eng, AckWait: workAckWait, MaxDeliver: workMaxAttempts}
+			pub := &work.Publisher{Log: eng, AckWait: workAckWait, MaxDeliver: workMaxAttempts}
 			if builtinWorker {
-				pub.Worker = &engine.Worker{Handler: eng, Actor: "worker:builtin"}
+				pub.Runner = &inproc.Worker{Handler: eng, Actor: "worker:builtin"}
 			}
 			if err := pub.Prepare(ctx); err != nil {
 				eng.Close(context.WithoutCancel(ctx))
@@ -103,10 +106,10 @@ func newServeCmd() *cobra.Command {
 					}
 				}()
 			}
-			sched := &engine.Scheduler{Engine: eng}
+			sched := &scheduler.Scheduler{Engine: eng}
 			// The catch-up driver records each strict retry once the
 			// request's work is done (by the publisher's sink).
-			catchUps := &engine.CatchUps{Engine: eng}
+			catchUps := &scheduler.CatchUps{Engine: eng}
 			schedCtx, stopSched := context.WithCancel(context.WithoutCancel(ctx))
 			var wg sync.WaitGroup
 			wg.Add(3)
@@ -173,8 +176,8 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&clusterListen, "cluster-listen", "", "cluster (route) address of the embedded server, HOST:PORT")
 	f.StringSliceVar(&routes, "routes", nil, "routes to the other cluster members, nats://HOST:PORT (comma-separated)")
 	f.StringVar(&serverName, "server-name", "", "embedded server name, unique in a cluster (default from --cluster-listen)")
-	f.DurationVar(&workAckWait, "work-ack-wait", engine.DefaultWorkAckWait, "redeliver a work item when its worker is silent this long (the work consumer the engine provisions; workers heartbeat every third of it)")
-	f.IntVar(&workMaxAttempts, "work-max-attempts", engine.DefaultWorkMaxDeliver, "deliveries of a work item before it is given up (the work consumer's max deliver)")
+	f.DurationVar(&workAckWait, "work-ack-wait", work.DefaultAckWait, "redeliver a work item when its worker is silent this long (the work consumer the engine provisions; workers heartbeat every third of it)")
+	f.IntVar(&workMaxAttempts, "work-max-attempts", work.DefaultMaxDeliver, "deliveries of a work item before it is given up (the work consumer's max deliver)")
 	f.Float64Var(&rateLimit, "rate-limit", 1000, "commands per second one user may send, all its connections together (bursts of twice that; unauthenticated commands: per connection); 0: no limit")
 	f.StringVar(&httpAddr, "http", "127.0.0.1:8090", "dashboard, /metrics, /healthz and /readyz address (empty: no HTTP)")
 	return cmd

@@ -7,12 +7,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
-	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/transport"
+	"github.com/tidemark/tidemark/work/shell"
 )
 
 func newWorkerCmd() *cobra.Command {
-	var w engine.ExecWorker
+	var w shell.Worker
 	var natsURL, logFormat string
 	cmd := &cobra.Command{
 		Use:   "worker --exec 'CMD'",

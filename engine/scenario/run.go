@@ -16,6 +16,9 @@ import (
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/projections"
 	"github.com/tidemark/tidemark/replay"
+	"github.com/tidemark/tidemark/scheduler"
+	"github.com/tidemark/tidemark/work"
+	"github.com/tidemark/tidemark/work/inproc"
 )
 
 // Options configures Run.
@@ -62,7 +65,7 @@ type StepResult struct {
 	// Scheduled lists, per model, the ranges the step asked the worker to
 	// compute (merged): scheduler work with its lookback, repair work an
 	// acceptance issued, catch-up work; never a plan's backfill. It is
-	// derived from the events the step appended with engine.WorkOf.
+	// derived from the events the step appended with work.Of.
 	Scheduled map[string][]string `json:"scheduled,omitempty"`
 	// RepairsClosed lists the repair debts the step closed.
 	RepairsClosed []RepairClosed `json:"repairs_closed,omitempty"`
@@ -108,13 +111,13 @@ func (c *simClock) set(t time.Time) { c.mu.Lock(); c.t = t.UTC(); c.mu.Unlock() 
 type runner struct {
 	f      *File
 	eng    *engine.Engine
-	worker *engine.Worker
+	worker *inproc.Worker
 	clock  *simClock
 	env    string // the env the last step concerned
 	ids    int
 	tail   *tail
 	// issued is the work the current step's events made due.
-	issued  []engine.WorkItem
+	issued  []work.Item
 	repairs repairQueue
 }
 
@@ -164,7 +167,7 @@ func start(ctx context.Context, f *File, dir string) (*runner, error) {
 		eng.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	return &runner{f: f, eng: eng, clock: clock, tail: tl, worker: &engine.Worker{Handler: eng, Actor: "worker:builtin"}}, nil
+	return &runner{f: f, eng: eng, clock: clock, tail: tl, worker: &inproc.Worker{Handler: eng, Actor: "worker:builtin"}}, nil
 }
 
 func (r *runner) close(ctx context.Context) {
@@ -191,8 +194,8 @@ func (r *runner) do(ctx context.Context, cmd commands.Command) (commands.Reply, 
 }
 
 // take reads the events appended since the last take and returns the work
-// they make due (engine.WorkOf per command), adding it to the step's.
-func (r *runner) take(ctx context.Context) ([]engine.WorkItem, error) {
+// they make due (work.Of per command), adding it to the step's.
+func (r *runner) take(ctx context.Context) ([]work.Item, error) {
 	var seq uint64
 	r.eng.View(func(st *projections.State) { seq = st.Seq })
 	recs, err := r.tail.readTo(ctx, seq)
@@ -205,7 +208,7 @@ func (r *runner) take(ctx context.Context) ([]engine.WorkItem, error) {
 }
 
 // run has the built-in worker compute the items of one run kind.
-func (r *runner) run(ctx context.Context, items []engine.WorkItem, kind events.RunKind, at time.Time) error {
+func (r *runner) run(ctx context.Context, items []work.Item, kind events.RunKind, at time.Time) error {
 	for _, it := range items {
 		if it.RunKind == kind {
 			if err := r.worker.Run(ctx, it, at); err != nil {
@@ -314,19 +317,19 @@ func (r *runner) runScheduler(ctx context.Context, env string, until time.Time, 
 			return fenced, fmt.Errorf("more than %d ticks before %s", MaxTicks, until.Format(time.RFC3339))
 		}
 		var next time.Time
-		r.eng.View(func(st *projections.State) { next = engine.NextTick(st, []string{env}, r.clock.now()) })
+		r.eng.View(func(st *projections.State) { next = scheduler.NextTick(st, []string{env}, r.clock.now()) })
 		if next.IsZero() || next.After(until) {
 			break
 		}
 		r.clock.set(next)
-		_, n, err := r.eng.TickFrom(ctx, env, next, gen)
+		_, n, err := scheduler.Tick(ctx, r.eng, env, next, gen)
 		if err != nil {
 			return fenced, err
 		}
 		fenced += n
 		gen = 0
 		// The worker runs what the tick's events make due, derived as a
-		// serving process derives it (engine.WorkOf), not from the reply.
+		// serving process derives it (work.Of), not from the reply.
 		items, err := r.take(ctx)
 		if err != nil {
 			return fenced, err
@@ -382,8 +385,8 @@ func (r *runner) step(ctx context.Context, st Step) (StepResult, error) {
 		}
 	case "backfill":
 		pl, _ := r.plan(st.Plan)
-		var item engine.WorkItem
-		r.eng.View(func(s *projections.State) { item = engine.BackfillThrough(s, pl, st.Through) })
+		var item work.Item
+		r.eng.View(func(s *projections.State) { item = work.BackfillThrough(s, pl, st.Through) })
 		if err := r.worker.Run(ctx, item, r.clock.now()); err != nil {
 			return sr, err
 		}

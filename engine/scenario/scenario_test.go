@@ -3,17 +3,20 @@ package scenario
 import (
 	"context"
 	"encoding/json"
+
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/work"
 
 	"errors"
-	"github.com/tidemark/tidemark/engine"
-	"github.com/tidemark/tidemark/projections"
-	"github.com/tidemark/tidemark/replay"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tidemark/tidemark/engine"
+	"github.com/tidemark/tidemark/projections"
+	"github.com/tidemark/tidemark/replay"
 )
 
 func run(t *testing.T, f *File) *Result {
@@ -289,12 +292,12 @@ func TestWrongScheduledExpectation(t *testing.T) {
 }
 
 // sameWork: the work items the projection keeps (what a worker's report
-// is checked against) are exactly those engine.WorkOf derives from the
+// is checked against) are exactly those work.Of derives from the
 // stream, with the same run kind and, per snapshot, the same ranges.
-func sameWork(t *testing.T, items []engine.WorkItem, st *projections.State) {
+func sameWork(t *testing.T, items []work.Item, st *projections.State) {
 	t.Helper()
 	if len(items) != len(st.Work) {
-		t.Errorf("WorkOf derives %d items, the projection keeps %d", len(items), len(st.Work))
+		t.Errorf("work.Of derives %d items, the projection keeps %d", len(items), len(st.Work))
 	}
 	for _, it := range items {
 		w, ok := st.Work[it.ID]

@@ -8,14 +8,14 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/work"
 )
 
 // The runner learns what work a command made due the way a serving
 // process's work publisher does: it reads the events the command appended
-// from the stream and derives the work with engine.WorkOf. The built-in
+// from the stream and derives the work with work.Of. The built-in
 // worker runs those items, and a step's `scheduled` lists them.
 
 // tail reads the engine's stream in order with one ordered consumer, each
@@ -66,15 +66,15 @@ func (t *tail) readTo(ctx context.Context, to uint64) ([]events.Record, error) {
 
 // workOf splits records into commands (consecutive records with the same
 // causation) and returns the work each makes due, in order, with
-// engine.WorkOf.
-func workOf(recs []events.Record) []engine.WorkItem {
-	var out []engine.WorkItem
+// work.Of.
+func workOf(recs []events.Record) []work.Item {
+	var out []work.Item
 	for i := 0; i < len(recs); {
 		j := i + 1
 		for j < len(recs) && recs[j].Event.Causation == recs[i].Event.Causation {
 			j++
 		}
-		out = append(out, engine.WorkOf(recs[i:j])...)
+		out = append(out, work.Of(recs[i:j])...)
 		i = j
 	}
 	return out
@@ -83,7 +83,7 @@ func workOf(recs []events.Record) []engine.WorkItem {
 // scheduled merges, per model, the ranges of the work items that are not a
 // plan's backfill: what a step asked the worker to compute. Models with
 // nothing are left out.
-func scheduled(items []engine.WorkItem) map[string]interval.Set {
+func scheduled(items []work.Item) map[string]interval.Set {
 	sets := map[string]interval.Set{}
 	for _, it := range items {
 		if it.RunKind == events.RunBackfill {
@@ -114,11 +114,11 @@ func rangeStrings(sets map[string]interval.Set) map[string][]string {
 // worker has not run yet. A scenario's worker runs it at the start of the
 // next run_scheduler step whose worker is not paused, before any tick.
 type repairQueue struct {
-	items []engine.WorkItem
+	items []work.Item
 }
 
 // issued queues the repair items among items.
-func (q *repairQueue) issued(items []engine.WorkItem) {
+func (q *repairQueue) issued(items []work.Item) {
 	for _, it := range items {
 		if it.RunKind == events.RunRepair {
 			q.items = append(q.items, it)
@@ -128,7 +128,7 @@ func (q *repairQueue) issued(items []engine.WorkItem) {
 
 // due returns, in issue order, what a step runs now and empties the
 // queue; a paused worker runs nothing and the queue keeps it.
-func (q *repairQueue) due(paused bool) []engine.WorkItem {
+func (q *repairQueue) due(paused bool) []work.Item {
 	if paused {
 		return nil
 	}

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/replay"
+	"github.com/tidemark/tidemark/work"
 )
 
 func rng(t *testing.T, s string) interval.Range {
@@ -27,7 +27,7 @@ func rec(seq uint64, causation string, p events.Payload) events.Record {
 	return events.Record{Seq: seq, Subject: p.Subject(), Event: ev}
 }
 
-// The work a step lists and queues is what engine.WorkOf derives from its
+// The work a step lists and queues is what work.Of derives from its
 // events, command by command: backfill is not listed, repair work is
 // queued until a step whose worker runs.
 func TestRepairQueueAndScheduled(t *testing.T) {
@@ -91,7 +91,7 @@ func TestQueuedRepairRunsBeforeTicks(t *testing.T) {
 	for i, st := range f.Steps {
 		if i == 2 {
 			// As an acceptance that issued repair work would leave it.
-			r.repairs.issued([]engine.WorkItem{{RunKind: events.RunRepair, Env: "prod", Plan: "p0", Steps: []engine.WorkStep{{
+			r.repairs.issued([]work.Item{{RunKind: events.RunRepair, Env: "prod", Plan: "p0", Steps: []work.Step{{
 				Model: "events", Version: "v1", Snapshot: "events@v1", RunID: "repair:p0",
 				Ranges: []interval.Range{rng(t, "2026-12-01T01:00:00Z/2026-12-01T02:00:00Z")}}}}})
 		}

@@ -1,4 +1,6 @@
-package engine
+// Package shell is the `tidemark worker` side of the work protocol: it
+// pulls work items and runs a shell command (sh -c) once per batch.
+package shell
 
 import (
 	"bytes"
@@ -17,9 +19,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/work"
 )
 
-// ExecWorker pulls work items and runs a shell command once per batch (a
+// Worker pulls work items and runs a shell command once per batch (a
 // step's contiguous range), with the batch in its environment:
 // TIDEMARK_MODEL, TIDEMARK_VERSION, TIDEMARK_SNAPSHOT, TIDEMARK_START,
 // TIDEMARK_END (RFC 3339), TIDEMARK_RUN_KIND, TIDEMARK_RUN_ID, TIDEMARK_ENV,
@@ -29,7 +32,7 @@ import (
 // acks; a failed item is redelivered after a backoff until MaxAttempts
 // deliveries, then terminated. A worker killed mid-run acks nothing, so
 // its item is redelivered after the ack wait.
-type ExecWorker struct {
+type Worker struct {
 	JS      jetstream.JetStream
 	Handler commands.Handler
 	// Command runs under sh -c.
@@ -55,10 +58,10 @@ type ExecWorker struct {
 	Output io.Writer
 	Logger *slog.Logger
 	// Done, when set, is called after each item with its outcome.
-	Done func(item WorkItem, err error)
+	Done func(item work.Item, err error)
 }
 
-func (w *ExecWorker) defaults() {
+func (w *Worker) defaults() {
 	if w.Concurrency < 1 {
 		w.Concurrency = 1
 	}
@@ -84,27 +87,27 @@ func (w *ExecWorker) defaults() {
 }
 
 // Consumer binds to the durable consumer the workers share, which the
-// engine provisions (WorkPublisher.Prepare): a worker never creates or
+// engine provisions (work.Publisher.Prepare): a worker never creates or
 // changes it. Its ack wait bounds AckWait and its MaxDeliver bounds
 // MaxAttempts.
-func (w *ExecWorker) Consumer(ctx context.Context) (jetstream.Consumer, error) {
+func (w *Worker) Consumer(ctx context.Context) (jetstream.Consumer, error) {
 	w.defaults()
-	if _, err := w.JS.Stream(ctx, WorkStream); err != nil {
-		return nil, fmt.Errorf("worker: work stream %s: %w (is `tidemark serve` running without --builtin-worker?)", WorkStream, err)
+	if _, err := w.JS.Stream(ctx, work.Stream); err != nil {
+		return nil, fmt.Errorf("worker: work stream %s: %w (is `tidemark serve` running without --builtin-worker?)", work.Stream, err)
 	}
-	c, err := w.JS.Consumer(ctx, WorkStream, WorkConsumer)
+	c, err := w.JS.Consumer(ctx, work.Stream, work.Consumer)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return nil, fmt.Errorf("worker: consumer %s: %w (the engine provisions it when `tidemark serve` starts without --builtin-worker)", WorkConsumer, err)
+		return nil, fmt.Errorf("worker: consumer %s: %w (the engine provisions it when `tidemark serve` starts without --builtin-worker)", work.Consumer, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("worker: consumer %s: %w", WorkConsumer, err)
+		return nil, fmt.Errorf("worker: consumer %s: %w", work.Consumer, err)
 	}
 	cfg := c.CachedInfo().Config
 	if cfg.AckWait > 0 && (w.AckWait <= 0 || w.AckWait > cfg.AckWait) {
 		w.AckWait = cfg.AckWait
 	}
 	if w.AckWait <= 0 {
-		w.AckWait = DefaultWorkAckWait
+		w.AckWait = work.DefaultAckWait
 	}
 	if cfg.MaxDeliver > 0 && w.MaxAttempts > cfg.MaxDeliver {
 		w.MaxAttempts = cfg.MaxDeliver
@@ -114,7 +117,7 @@ func (w *ExecWorker) Consumer(ctx context.Context) (jetstream.Consumer, error) {
 
 // Run pulls and runs items until ctx ends; in-flight commands are killed
 // and their items handed back for redelivery.
-func (w *ExecWorker) Run(ctx context.Context) error {
+func (w *Worker) Run(ctx context.Context) error {
 	cons, err := w.Consumer(ctx)
 	if err != nil {
 		return err
@@ -156,8 +159,8 @@ func sleep(ctx context.Context, d time.Duration) {
 // errFailed marks an item whose command failed (already reported).
 var errFailed = errors.New("worker: run failed")
 
-func (w *ExecWorker) handle(ctx context.Context, msg jetstream.Msg) {
-	var item WorkItem
+func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
+	var item work.Item
 	if err := json.Unmarshal(msg.Data(), &item); err != nil {
 		w.Logger.Error("worker: undecodable work item; terminating it", "subject", msg.Subject(), "err", err)
 		_ = msg.Term()
@@ -204,7 +207,7 @@ func (w *ExecWorker) handle(ctx context.Context, msg jetstream.Msg) {
 	}
 }
 
-func (w *ExecWorker) runItem(ctx context.Context, item WorkItem, attempt int) error {
+func (w *Worker) runItem(ctx context.Context, item work.Item, attempt int) error {
 	for si, st := range item.Steps {
 		for ri, r := range st.Ranges {
 			res := w.exec(ctx, item, st, r, attempt)
@@ -264,7 +267,7 @@ func (t *tail) String() string {
 	return string(bytes.ToValidUTF8(t.buf, nil))
 }
 
-func (w *ExecWorker) exec(ctx context.Context, item WorkItem, st WorkStep, r interval.Range, attempt int) execResult {
+func (w *Worker) exec(ctx context.Context, item work.Item, st work.Step, r interval.Range, attempt int) execResult {
 	runCtx, cancel := context.WithTimeout(ctx, w.Timeout)
 	defer cancel()
 	cmd := exec.CommandContext(runCtx, "sh", "-c", w.Command)

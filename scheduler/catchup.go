@@ -1,4 +1,4 @@
-package engine
+package scheduler
 
 import (
 	"context"
@@ -10,21 +10,22 @@ import (
 	"github.com/tidemark/tidemark/decide"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/projections"
+	"github.com/tidemark/tidemark/work"
 )
 
 // CatchUps drives bounded catch-up outside scenarios: for every plan whose
-// catch-up request waits for its strict retry, it has the Worker (when set)
+// catch-up request waits for its strict retry, it has the Runner (when set)
 // compute the outstanding work, and once nothing is outstanding it records
 // the retry's decision with a promote command. The retry's command id is
 // derived from the request, so several drivers (replicas) record it once.
 type CatchUps struct {
-	Engine *Engine
-	// Worker, when set, computes the outstanding catch-up work itself.
-	// Leave it nil when a WorkPublisher runs (serve): the publisher derives
+	Engine Engine
+	// Runner, when set, computes the outstanding catch-up work itself
+	// (work/inproc). Leave it nil when a work.Publisher runs (serve): the publisher derives
 	// the request's work from the stream and its workers, or its
 	// in-process sink, complete it (run kind catch_up); the driver then
 	// only records the retry.
-	Worker *Worker
+	Runner work.Runner
 	// Recheck bounds how long the loop waits for a change before looking
 	// again. Default 5s.
 	Recheck time.Duration
@@ -42,9 +43,9 @@ func (c *CatchUps) Run(ctx context.Context) error {
 	if c.Recheck == 0 {
 		c.Recheck = 5 * time.Second
 	}
-	log := c.Engine.log.With("subsystem", "catch-up")
+	log := c.Engine.Logger().With("subsystem", "catch-up")
 	for {
-		changed, _ := c.Engine.proj.watch()
+		changed, _ := c.Engine.Watch()
 		if err := c.Step(ctx); err != nil && ctx.Err() == nil {
 			log.Warn("catch-up", "err", err)
 		}
@@ -78,12 +79,12 @@ func (c *CatchUps) Step(ctx context.Context) error {
 	sort.Slice(todo, func(i, j int) bool { return todo[i].seq < todo[j].seq })
 	for _, o := range todo {
 		if len(o.left) > 0 {
-			if c.Worker == nil {
+			if c.Runner == nil {
 				continue
 			}
 			req := o.req
 			req.Work = o.left
-			if err := c.Worker.CatchUp(ctx, req, c.Engine.Now()); err != nil {
+			if err := c.Runner.Run(ctx, work.CatchUp(req), c.Engine.Now()); err != nil {
 				return err
 			}
 		}
@@ -92,29 +93,8 @@ func (c *CatchUps) Step(ctx context.Context) error {
 			return fmt.Errorf("catch-up retry of %s: %w", o.req.Plan, err)
 		}
 		if d := r.Decision; d != nil {
-			c.Engine.log.Info("catch-up retried", "plan", d.Plan, "outcome", d.Outcome, "codes", d.Codes)
+			c.Engine.Logger().Info("catch-up retried", "plan", d.Plan, "outcome", d.Outcome, "codes", d.Codes)
 		}
 	}
 	return nil
-}
-
-// Await blocks until cond holds on the live projection (checked after
-// every applied event) or ctx ends.
-func (e *Engine) Await(ctx context.Context, cond func(st *projections.State) bool) error {
-	for {
-		changed, err := e.proj.watch()
-		ok := false
-		e.View(func(st *projections.State) { ok = cond(st) })
-		if ok {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-changed:
-		}
-	}
 }

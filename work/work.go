@@ -1,16 +1,22 @@
-package engine
+// Package work is the worker protocol: the work items the engine's events
+// make due (Of), the work-queue stream and consumer they travel on, and the
+// Publisher that derives them from the event stream and hands them to
+// workers (work/shell) or runs them in-process (a Runner, work/inproc).
+package work
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/projections"
@@ -18,7 +24,7 @@ import (
 
 // The work protocol. The engine turns the events that make work due — a
 // scheduler tick's advances, a plan's backfill set, a catch-up request —
-// into WorkItems on the work-queue stream TIDEMARK_WORK, subject
+// into Items on the work-queue stream TIDEMARK_WORK, subject
 // tidemark.work.<run_kind>, JSON encoded. Workers (tidemark worker, or any
 // process that speaks this) pull them, compute each step in order, report
 // each computed range with complete_work and each failure with fail_work
@@ -26,27 +32,30 @@ import (
 // the item when every step is done. An item not acked
 // within the ack wait is redelivered.
 const (
-	WorkStream        = "TIDEMARK_WORK"
-	WorkSubjectPrefix = "tidemark.work."
-	// WorkConsumer is the durable consumer all workers share. The engine
-	// provisions it (WorkPublisher.Prepare); workers only bind to it
+	Stream        = "TIDEMARK_WORK"
+	SubjectPrefix = "tidemark.work."
+	// Consumer is the durable consumer all workers share. The engine
+	// provisions it (Publisher.Prepare); workers only bind to it
 	// (docs/auth.conf gives them no consumer create or update).
-	WorkConsumer = "tidemark-workers"
-	// DefaultWorkAckWait and DefaultWorkMaxDeliver configure WorkConsumer
+	Consumer = "tidemark-workers"
+	// DefaultAckWait and DefaultMaxDeliver configure Consumer
 	// unless the publisher says otherwise.
-	DefaultWorkAckWait    = 30 * time.Second
-	DefaultWorkMaxDeliver = 5
-	// workCursorKey in the checkpoint bucket holds the last event sequence
+	DefaultAckWait    = 30 * time.Second
+	DefaultMaxDeliver = 5
+	// DuplicateWindow is the work stream's Nats-Msg-Id deduplication window:
+	// replicas publishing the same work item within it store it once.
+	DuplicateWindow = 5 * time.Minute
+	// cursorKey in the checkpoint bucket holds the last event sequence
 	// the publisher has turned into work.
-	workCursorKey = "work_cursor"
+	cursorKey = "work_cursor"
 )
 
-// WorkSubject is the subject of work of a run kind.
-func WorkSubject(kind events.RunKind) string { return WorkSubjectPrefix + string(kind) }
+// Subject is the subject of work of a run kind.
+func Subject(kind events.RunKind) string { return SubjectPrefix + string(kind) }
 
-// WorkItem is one unit of work: steps computed in order (dependency
+// Item is one unit of work: steps computed in order (dependency
 // order), by one worker.
-type WorkItem struct {
+type Item struct {
 	// ID identifies the item; it is the Nats-Msg-Id it was published with.
 	ID      string         `msgpack:"id" json:"id"`
 	RunKind events.RunKind `msgpack:"run_kind" json:"run_kind"`
@@ -56,13 +65,13 @@ type WorkItem struct {
 	// work due.
 	EventSeq uint64 `msgpack:"event_seq" json:"event_seq"`
 	// At is when the work became due (the event's time).
-	At    time.Time  `msgpack:"at" json:"at"`
-	Steps []WorkStep `msgpack:"steps" json:"steps"`
+	At    time.Time `msgpack:"at" json:"at"`
+	Steps []Step    `msgpack:"steps" json:"steps"`
 }
 
-// WorkStep is one model's ranges within a WorkItem. A worker runs its
+// Step is one model's ranges within an Item. A worker runs its
 // command once per range (a contiguous batch).
-type WorkStep struct {
+type Step struct {
 	Model    string           `msgpack:"model" json:"model"`
 	Version  string           `msgpack:"version" json:"version"`
 	Snapshot string           `msgpack:"snapshot" json:"snapshot"`
@@ -70,15 +79,15 @@ type WorkStep struct {
 	RunID    string           `msgpack:"run_id" json:"run_id"`
 }
 
-func step(snapshot string, ranges []interval.Range, runID string) WorkStep {
+func step(snapshot string, ranges []interval.Range, runID string) Step {
 	m, v, _ := events.ParseSnapshotID(snapshot)
-	return WorkStep{Model: m, Version: v, Snapshot: snapshot, Ranges: ranges, RunID: runID}
+	return Step{Model: m, Version: v, Snapshot: snapshot, Ranges: ranges, RunID: runID}
 }
 
-// ScheduledWork is the work of one tick's advances: per advance, its open
+// Scheduled is the work of one tick's advances: per advance, its open
 // repair debt first, then the rest.
-func ScheduledWork(advs []events.SchedulerAdvanced) WorkItem {
-	item := WorkItem{RunKind: events.RunScheduled}
+func Scheduled(advs []events.SchedulerAdvanced) Item {
+	item := Item{RunKind: events.RunScheduled}
 	for _, a := range advs {
 		item.Env = a.Env
 		runID := "sched:" + a.Snapshot + ":" + a.Tick.Format(time.RFC3339)
@@ -94,10 +103,10 @@ func ScheduledWork(advs []events.SchedulerAdvanced) WorkItem {
 	return item
 }
 
-// BackfillWork is a plan's backfill set (fixed at build), in dependency
+// Backfill is a plan's backfill set (fixed at build), in dependency
 // order.
-func BackfillWork(plan events.PlanBuilt) WorkItem {
-	item := WorkItem{RunKind: events.RunBackfill, Env: plan.Env, Plan: plan.Plan}
+func Backfill(plan events.PlanBuilt) Item {
+	item := Item{RunKind: events.RunBackfill, Env: plan.Env, Plan: plan.Plan}
 	for _, c := range plan.Candidates {
 		if set := interval.Set(c.Backfill); !set.Empty() {
 			item.Steps = append(item.Steps, step(c.Snapshot, set, "backfill:"+plan.Plan))
@@ -106,12 +115,12 @@ func BackfillWork(plan events.PlanBuilt) WorkItem {
 	return item
 }
 
-// BackfillThrough is BackfillWork stopped early: each candidate's set is
+// BackfillThrough is Backfill stopped early: each candidate's set is
 // cut at through floored to that candidate's unit (read from st), so a
 // worker is only ever sent whole intervals. A zero through cuts nothing.
-func BackfillThrough(st *projections.State, plan events.PlanBuilt, through time.Time) WorkItem {
+func BackfillThrough(st *projections.State, plan events.PlanBuilt, through time.Time) Item {
 	if through.IsZero() {
-		return BackfillWork(plan)
+		return Backfill(plan)
 	}
 	cands := make([]events.Candidate, len(plan.Candidates))
 	for i, c := range plan.Candidates {
@@ -124,13 +133,13 @@ func BackfillThrough(st *projections.State, plan events.PlanBuilt, through time.
 		cands[i] = c
 	}
 	plan.Candidates = cands
-	return BackfillWork(plan)
+	return Backfill(plan)
 }
 
-// CatchUpWorkItem is a catch-up request's work: each candidate's suffix and
+// CatchUp is a catch-up request's work: each candidate's suffix and
 // the downstream intervals it invalidated, after the upstream suffix.
-func CatchUpWorkItem(req events.CatchUpRequested) WorkItem {
-	item := WorkItem{RunKind: events.RunCatchUp, Env: req.Env, Plan: req.Plan}
+func CatchUp(req events.CatchUpRequested) Item {
+	item := Item{RunKind: events.RunCatchUp, Env: req.Env, Plan: req.Plan}
 	for _, w := range req.Work {
 		if set := interval.NewSet(w.Ranges...).AddSet(w.Recompute); !set.Empty() {
 			item.Steps = append(item.Steps, step(w.Snapshot, set, "catch_up:"+req.Plan))
@@ -139,11 +148,11 @@ func CatchUpWorkItem(req events.CatchUpRequested) WorkItem {
 	return item
 }
 
-// RepairWorkItem is the repair work an accepted decision issued: per
+// RepairItem is the repair work an accepted decision issued: per
 // candidate accepted with a gap, the intervals that close its debt, in
 // dependency order.
-func RepairWorkItem(d events.PromotionDecided) WorkItem {
-	item := WorkItem{RunKind: events.RunRepair, Env: d.Env, Plan: d.Plan}
+func RepairItem(d events.PromotionDecided) Item {
+	item := Item{RunKind: events.RunRepair, Env: d.Env, Plan: d.Plan}
 	for _, w := range d.Repairs {
 		if len(w.Ranges) > 0 {
 			item.Steps = append(item.Steps, step(w.Snapshot, w.Ranges, "repair:"+d.Plan))
@@ -152,19 +161,19 @@ func RepairWorkItem(d events.PromotionDecided) WorkItem {
 	return item
 }
 
-// WorkOf turns one command's events (consecutive, same causation) into
+// Of turns one command's events (consecutive, same causation) into
 // the work they make due, if any: a plan's backfill, a tick's advances, a
 // catch-up request, the repair an acceptance issued. Undecodable records
 // make no work.
-func WorkOf(group []events.Record) []WorkItem {
-	var out []WorkItem
+func Of(group []events.Record) []Item {
+	var out []Item
 	var advs []events.SchedulerAdvanced
 	first := uint64(0)
 	for _, r := range group {
 		if r.Err != nil {
 			continue
 		}
-		var item WorkItem
+		var item Item
 		switch p := r.Event.Payload.(type) {
 		case events.SchedulerAdvanced:
 			if first == 0 {
@@ -173,11 +182,11 @@ func WorkOf(group []events.Record) []WorkItem {
 			advs = append(advs, p)
 			continue
 		case events.PlanBuilt:
-			item = BackfillWork(p)
+			item = Backfill(p)
 		case events.CatchUpRequested:
-			item = CatchUpWorkItem(p)
+			item = CatchUp(p)
 		case events.PromotionDecided:
-			item = RepairWorkItem(p)
+			item = RepairItem(p)
 		default:
 			continue
 		}
@@ -185,11 +194,11 @@ func WorkOf(group []events.Record) []WorkItem {
 		out = append(out, item)
 	}
 	if len(advs) > 0 {
-		item := ScheduledWork(advs)
+		item := Scheduled(advs)
 		item.EventSeq, item.At = first, group[0].Event.OccurredAt
 		out = append(out, item)
 	}
-	var kept []WorkItem
+	var kept []Item
 	for _, it := range out {
 		if len(it.Steps) > 0 {
 			// The projection keeps the same item under the same id
@@ -202,31 +211,31 @@ func WorkOf(group []events.Record) []WorkItem {
 	return kept
 }
 
-// WorkStreamConfig is the configuration of the work-queue stream.
-func WorkStreamConfig(replicas int, memory bool) jetstream.StreamConfig {
-	cfg := StreamConfig(replicas, memory)
+// StreamConfig is the configuration of the work-queue stream.
+func StreamConfig(replicas int, memory bool) jetstream.StreamConfig {
+	cfg := engine.StreamConfig(replicas, memory)
 	return jetstream.StreamConfig{
-		Name: WorkStream, Description: "tidemark work for workers: backfill, scheduled and catch-up runs",
-		Subjects: []string{WorkSubjectPrefix + ">"}, Storage: cfg.Storage, Replicas: cfg.Replicas,
+		Name: Stream, Description: "tidemark work for workers: backfill, scheduled and catch-up runs",
+		Subjects: []string{SubjectPrefix + ">"}, Storage: cfg.Storage, Replicas: cfg.Replicas,
 		Retention: jetstream.WorkQueuePolicy, Discard: jetstream.DiscardNew, MaxMsgs: -1, MaxBytes: -1,
 		Duplicates: DuplicateWindow,
 	}
 }
 
-// WorkConsumerConfig is the configuration of the durable consumer the
+// ConsumerConfig is the configuration of the durable consumer the
 // workers share: explicit acks, an item redelivered after ackWait without
 // an ack or heartbeat, at most maxDeliver deliveries.
-func WorkConsumerConfig(ackWait time.Duration, maxDeliver int) jetstream.ConsumerConfig {
+func ConsumerConfig(ackWait time.Duration, maxDeliver int) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
-		Durable: WorkConsumer, Description: "tidemark workers (provisioned by the engine)", AckPolicy: jetstream.AckExplicitPolicy,
+		Durable: Consumer, Description: "tidemark workers (provisioned by the engine)", AckPolicy: jetstream.AckExplicitPolicy,
 		AckWait: ackWait, MaxDeliver: maxDeliver, MaxAckPending: 1000,
 	}
 }
 
-// WorkPublisher follows the event stream and hands the work it makes due
-// (WorkOf, one command's events at a time, in stream order) to a sink:
+// Publisher follows the event stream and hands the work it makes due
+// (Of, one command's events at a time, in stream order) to a sink:
 // by default it publishes each item to TIDEMARK_WORK for `tidemark worker`
-// processes; with Worker set it runs each item in-process instead (the
+// processes; with Runner set it runs each item in-process instead (the
 // built-in worker of `serve --builtin-worker`), to completion, before it
 // looks at the next event.
 //
@@ -244,28 +253,48 @@ func WorkConsumerConfig(ackWait time.Duration, maxDeliver int) jetstream.Consume
 // in-process completion carries a command id derived from the item id and
 // step, so an item run again (after a restart, or by another replica's
 // built-in worker) is recorded once.
-type WorkPublisher struct {
-	Engine *Engine
-	// Worker, when set, is the in-process sink: items are run with
-	// Worker.Run instead of being published, and TIDEMARK_WORK is not
+type Publisher struct {
+	Log Log
+	// Runner, when set, is the in-process sink: items are run with
+	// Runner.Run instead of being published, and TIDEMARK_WORK is not
 	// used.
-	Worker *Worker
+	Runner Runner
 	// Published, when set, is called after each item is stored.
-	Published func(WorkItem)
+	Published func(Item)
 	// Done, when set, is called after each item run in-process: err is nil,
 	// or the rejection the item was given up for.
-	Done func(item WorkItem, err error)
+	Done func(item Item, err error)
 	// MaxBackoff caps the wait between attempts of an item that failed for
 	// a reason that may pass (unavailable, conflict, internal). Default 10s.
 	MaxBackoff time.Duration
 	// AckWait and MaxDeliver configure the work consumer Prepare
-	// provisions (WorkConsumerConfig). Defaults DefaultWorkAckWait and
-	// DefaultWorkMaxDeliver.
+	// provisions (ConsumerConfig). Defaults DefaultAckWait and
+	// DefaultMaxDeliver.
 	AckWait    time.Duration
 	MaxDeliver int
 
 	prepared bool
 	start    uint64
+}
+
+// Runner runs a work item in-process, at a time (work/inproc).
+type Runner interface {
+	Run(ctx context.Context, item Item, at time.Time) error
+}
+
+// Log is what the publisher needs of the event log (the engine): its
+// JetStream handle, the checkpoint bucket that holds the cursor, the
+// stream's last sequence, its clock, logger and storage, and how it retries
+// JetStream calls while a cluster forms.
+type Log interface {
+	JetStream() jetstream.JetStream
+	// Bucket is the checkpoint bucket; nil when checkpoints are off.
+	Bucket() jetstream.KeyValue
+	LastSeq(ctx context.Context) (uint64, error)
+	Now() time.Time
+	Logger() *slog.Logger
+	Storage() (replicas int, memory bool)
+	Retry(ctx context.Context, call func(context.Context) error) error
 }
 
 // minBackoff is the first wait before an item is attempted again.
@@ -276,28 +305,31 @@ const minBackoff = 100 * time.Millisecond
 // starts. Call it before the engine accepts commands (serve does): on a
 // first start the publisher begins at the stream's end as of now, and a
 // command accepted before that point would make no work.
-func (p *WorkPublisher) Prepare(ctx context.Context) error {
-	e := p.Engine
-	if e.cp == nil {
+func (p *Publisher) Prepare(ctx context.Context) error {
+	e := p.Log
+	if e.Bucket() == nil {
 		return errors.New("engine: the work publisher needs the checkpoint bucket (CheckpointEvery >= 0)")
 	}
-	if p.Worker == nil {
-		if _, err := retryJS(ctx, e, func(ctx context.Context) (jetstream.Stream, error) {
-			return e.js.CreateOrUpdateStream(ctx, WorkStreamConfig(e.cfg.Replicas, e.cfg.MemoryStorage))
+	if p.Runner == nil {
+		replicas, memory := e.Storage()
+		if err := e.Retry(ctx, func(ctx context.Context) error {
+			_, err := e.JetStream().CreateOrUpdateStream(ctx, StreamConfig(replicas, memory))
+			return err
 		}); err != nil {
 			return fmt.Errorf("engine: work stream: %w", err)
 		}
 		ackWait, maxDeliver := p.AckWait, p.MaxDeliver
 		if ackWait <= 0 {
-			ackWait = DefaultWorkAckWait
+			ackWait = DefaultAckWait
 		}
 		if maxDeliver == 0 {
-			maxDeliver = DefaultWorkMaxDeliver
+			maxDeliver = DefaultMaxDeliver
 		}
-		if _, err := retryJS(ctx, e, func(ctx context.Context) (jetstream.Consumer, error) {
-			return e.js.CreateOrUpdateConsumer(ctx, WorkStream, WorkConsumerConfig(ackWait, maxDeliver))
+		if err := e.Retry(ctx, func(ctx context.Context) error {
+			_, err := e.JetStream().CreateOrUpdateConsumer(ctx, Stream, ConsumerConfig(ackWait, maxDeliver))
+			return err
 		}); err != nil {
-			return fmt.Errorf("engine: work consumer %s: %w", WorkConsumer, err)
+			return fmt.Errorf("engine: work consumer %s: %w", Consumer, err)
 		}
 	}
 	cursor, err := p.cursor(ctx)
@@ -310,16 +342,16 @@ func (p *WorkPublisher) Prepare(ctx context.Context) error {
 
 // Run follows the stream until ctx ends (preparing first if Prepare was
 // not called).
-func (p *WorkPublisher) Run(ctx context.Context) error {
-	e := p.Engine
+func (p *Publisher) Run(ctx context.Context) error {
+	e := p.Log
 	if !p.prepared {
 		if err := p.Prepare(ctx); err != nil {
 			return err
 		}
 	}
 	cursor := p.start
-	log := e.log.With("subsystem", "work")
-	cons, err := e.js.OrderedConsumer(ctx, events.StreamName, jetstream.OrderedConsumerConfig{
+	log := e.Logger().With("subsystem", "work")
+	cons, err := e.JetStream().OrderedConsumer(ctx, events.StreamName, jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: cursor + 1,
 	})
 	if err != nil {
@@ -337,7 +369,7 @@ func (p *WorkPublisher) Run(ctx context.Context) error {
 		if len(group) == 0 {
 			return nil
 		}
-		items := WorkOf(group)
+		items := Of(group)
 		last := group[len(group)-1].Seq
 		group = group[:0]
 		for _, item := range items {
@@ -346,7 +378,7 @@ func (p *WorkPublisher) Run(ctx context.Context) error {
 			}
 		}
 		return p.retry(ctx, "saving the work cursor", func() error {
-			_, err := e.cp.kv.Put(ctx, workCursorKey, []byte(strconv.FormatUint(last, 10)))
+			_, err := e.Bucket().Put(ctx, cursorKey, []byte(strconv.FormatUint(last, 10)))
 			return err
 		})
 	}
@@ -382,7 +414,7 @@ func (p *WorkPublisher) Run(ctx context.Context) error {
 		// A command's events are one atomic batch, each marked "i/n": the
 		// group is complete at its last event.
 		var i, n int
-		if _, err := fmt.Sscanf(msg.Headers().Get(BatchHeader), "%d/%d", &i, &n); err != nil || i >= n {
+		if _, err := fmt.Sscanf(msg.Headers().Get(engine.BatchHeader), "%d/%d", &i, &n); err != nil || i >= n {
 			if flush() != nil {
 				return nil
 			}
@@ -394,14 +426,17 @@ func (p *WorkPublisher) Run(ctx context.Context) error {
 // ctx ends. An in-process item rejected for a reason retrying cannot
 // change (invalid, not found, …) is logged and given up: it would
 // otherwise hold up all later work.
-func (p *WorkPublisher) deliver(ctx context.Context, item WorkItem) error {
-	if p.Worker == nil {
+func (p *Publisher) deliver(ctx context.Context, item Item) error {
+	if p.Runner == nil {
 		return p.retry(ctx, "publishing work", func() error { return p.publish(ctx, item) })
 	}
-	log := p.Engine.log.With("subsystem", "worker", "actor", p.Worker.Actor)
+	log := p.Log.Logger().With("subsystem", "worker")
+	if a, ok := p.Runner.(interface{ ActorName() string }); ok {
+		log = log.With("actor", a.ActorName())
+	}
 	var rejected error
 	err := p.retry(ctx, "built-in worker: running "+item.ID, func() error {
-		err := p.Worker.Run(ctx, item, p.Engine.Now())
+		err := p.Runner.Run(ctx, item, p.Log.Now())
 		if err != nil && !Transient(err) {
 			log.Error("built-in worker: item rejected; giving it up", "item", item.ID, "run_kind", item.RunKind, "err", err)
 			rejected = err
@@ -439,7 +474,7 @@ func Transient(err error) bool {
 
 // retry runs fn until it succeeds or ctx ends (then it returns ctx's
 // error), waiting between attempts from 100ms, doubling, up to MaxBackoff.
-func (p *WorkPublisher) retry(ctx context.Context, what string, fn func() error) error {
+func (p *Publisher) retry(ctx context.Context, what string, fn func() error) error {
 	maxBackoff := p.MaxBackoff
 	if maxBackoff <= 0 {
 		maxBackoff = 10 * time.Second
@@ -453,7 +488,7 @@ func (p *WorkPublisher) retry(ctx context.Context, what string, fn func() error)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		p.Engine.log.Warn(what+"; retrying", "err", err, "in", backoff)
+		p.Log.Logger().Warn(what+"; retrying", "err", err, "in", backoff)
 		if sleep(ctx, backoff); ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -461,15 +496,15 @@ func (p *WorkPublisher) retry(ctx context.Context, what string, fn func() error)
 	}
 }
 
-func (p *WorkPublisher) cursor(ctx context.Context) (uint64, error) {
-	e := p.Engine
-	entry, err := e.cp.kv.Get(ctx, workCursorKey)
+func (p *Publisher) cursor(ctx context.Context) (uint64, error) {
+	e := p.Log
+	entry, err := e.Bucket().Get(ctx, cursorKey)
 	if err == nil {
 		seq, perr := strconv.ParseUint(string(entry.Value()), 10, 64)
 		if perr == nil {
 			return seq, nil
 		}
-		e.log.Warn("work cursor unreadable; starting at the stream's end", "value", string(entry.Value()))
+		e.Logger().Warn("work cursor unreadable; starting at the stream's end", "value", string(entry.Value()))
 	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return 0, fmt.Errorf("engine: work cursor: %w", err)
 	}
@@ -477,30 +512,39 @@ func (p *WorkPublisher) cursor(ctx context.Context) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if _, err := e.cp.kv.Put(ctx, workCursorKey, []byte(strconv.FormatUint(last, 10))); err != nil {
+	if _, err := e.Bucket().Put(ctx, cursorKey, []byte(strconv.FormatUint(last, 10))); err != nil {
 		return 0, fmt.Errorf("engine: work cursor: %w", err)
 	}
 	return last, nil
 }
 
-func (p *WorkPublisher) publish(ctx context.Context, item WorkItem) error {
+func (p *Publisher) publish(ctx context.Context, item Item) error {
 	b, err := json.Marshal(item)
 	if err != nil {
 		// It never will encode: report it and go on, or it would hold up
 		// all later work (events.Decode keeps times printable, so only a
 		// bug gets here).
-		p.Engine.log.Error("work item cannot be encoded; skipped", "item", item.ID, "run_kind", item.RunKind, "err", err)
+		p.Log.Logger().Error("work item cannot be encoded; skipped", "item", item.ID, "run_kind", item.RunKind, "err", err)
 		return nil
 	}
-	m := nats.NewMsg(WorkSubject(item.RunKind))
+	m := nats.NewMsg(Subject(item.RunKind))
 	m.Data = b
 	m.Header.Set(jetstream.MsgIDHeader, item.ID)
 	m.Header.Set("Content-Type", "application/json")
-	if _, err := p.Engine.js.PublishMsg(ctx, m); err != nil {
+	if _, err := p.Log.JetStream().PublishMsg(ctx, m); err != nil {
 		return fmt.Errorf("engine: publish %s: %w", item.ID, err)
 	}
 	if p.Published != nil {
 		p.Published(item)
 	}
 	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
