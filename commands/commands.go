@@ -1,8 +1,8 @@
-// Package commands defines tidemark's command messages, their validation,
-// the NATS request/reply service that carries them (NATS micro, service
-// "tidemark") and a Go client.
+// Package commands defines tidemark's command messages, their validation
+// and their codecs: messages only, no NATS (package transport carries them;
+// decide, engine, transport, the CLI and the workers import this one).
 //
-// A command is addressed to subject tidemark.cmd.<kind>. Its body is msgpack
+// A command is addressed to subject tidemark.cmd.<user>.<kind>. Its body is msgpack
 // (Content-Type application/msgpack, the default) or JSON (Content-Type
 // application/json); the reply uses the request's encoding. Unknown fields
 // are an error. Every command carries an id, recorded with the events it

@@ -1,7 +1,10 @@
-// Package engine runs tidemark on NATS JetStream: it starts (or connects
-// to) the server, owns the event stream, folds the live projection, carries
-// out commands with optimistic concurrency, and runs the scheduler and the
-// built-in worker.
+// Package engine is tidemark's writer on NATS JetStream: it starts (or
+// connects to) the server, owns the event stream, folds the live
+// projection, and carries out commands: it reads the projection, calls the
+// pure core (package decide) and appends the decision's events under its
+// condition, re-deciding after a conflict. The loops that issue commands
+// on their own live in package scheduler, the worker protocol in work.
+// Importers: cmd/tidemark, scenario, bench, scheduler, work, tests.
 //
 // Data flows one way: command → validation → decision against the
 // projection at sequence S → conditional append → stream → projection.
