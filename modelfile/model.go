@@ -1,12 +1,6 @@
-// Package models loads model files: the YAML a data team keeps next to its
-// jobs, listing each model's definition (the model fields of scenario
-// files). `tidemark apply -f FILE` registers them; an unchanged file is a
-// no-op and a changed definition becomes a new version. Errors name the
-// file, the line and the field.
-package models
+package modelfile
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"regexp"
@@ -20,33 +14,9 @@ import (
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/models"
 	"github.com/tidemark/tidemark/projections"
 )
-
-// Error is a problem in a model file.
-type Error struct {
-	File  string
-	Line  int
-	Field string
-	Msg   string
-}
-
-func (e *Error) Error() string {
-	loc := e.File
-	if e.Line > 0 {
-		loc = fmt.Sprintf("%s:%d", e.File, e.Line)
-	}
-	if e.Field != "" {
-		return fmt.Sprintf("%s: %s: %s", loc, e.Field, e.Msg)
-	}
-	return fmt.Sprintf("%s: %s", loc, e.Msg)
-}
-
-// ErrInvalid is matched by every *Error.
-var ErrInvalid = errors.New("models: invalid model file")
-
-// Is makes errors.Is(err, ErrInvalid) true.
-func (e *Error) Is(target error) bool { return target == ErrInvalid }
 
 // Model is one model definition of a file, ready to register.
 type Model struct {
@@ -109,22 +79,22 @@ func Parse(path string, b []byte) ([]Model, error) {
 		return lineOf(n)
 	}
 	if len(doc.Models) == 0 {
-		return nil, &Error{File: path, Line: line("$.models"), Field: "models", Msg: "at least one model is required"}
+		return nil, &Error{File: path, Line: line("$.models"), Path: "models", Msg: "at least one model is required"}
 	}
 	names := map[string]int{}
 	for i, m := range doc.Models {
 		if prev, dup := names[m.Name]; dup && m.Name != "" {
-			return nil, &Error{File: path, Line: line(fmt.Sprintf("$.models[%d].name", i)), Field: fmt.Sprintf("models[%d].name", i), Msg: fmt.Sprintf("model %q is already defined at models[%d]", m.Name, prev)}
+			return nil, &Error{File: path, Line: line(fmt.Sprintf("$.models[%d].name", i)), Path: fmt.Sprintf("models[%d].name", i), Msg: fmt.Sprintf("model %q is already defined at models[%d]", m.Name, prev)}
 		}
 		names[m.Name] = i
 	}
 	var out []Model
 	for i, m := range doc.Models {
 		at := func(field, format string, args ...any) error {
-			return &Error{File: path, Line: line(fmt.Sprintf("$.models[%d].%s", i, field)), Field: fmt.Sprintf("models[%d].%s", i, field), Msg: fmt.Sprintf(format, args...)}
+			return &Error{File: path, Line: line(fmt.Sprintf("$.models[%d].%s", i, field)), Path: fmt.Sprintf("models[%d].%s", i, field), Msg: fmt.Sprintf(format, args...)}
 		}
 		if m.Name == "" {
-			return nil, &Error{File: path, Line: line(fmt.Sprintf("$.models[%d]", i)), Field: fmt.Sprintf("models[%d].name", i), Msg: "name is required"}
+			return nil, &Error{File: path, Line: line(fmt.Sprintf("$.models[%d]", i)), Path: fmt.Sprintf("models[%d].name", i), Msg: "name is required"}
 		}
 		if !events.ValidName(m.Name) {
 			return nil, at("name", "%q: use letters, digits, '_' and '-' (at most 128)", m.Name)
@@ -191,7 +161,7 @@ func Parse(path string, b []byte) ([]Model, error) {
 			Lookback: lookback, SnapshotKind: kind, AllowPartials: m.AllowPartials, DependsOn: m.DependsOn}
 		mod := Model{Register: reg, Line: line(fmt.Sprintf("$.models[%d]", i))}
 		if m.Version == "" {
-			mod.Register.Version = ContentVersion(reg, sched)
+			mod.Register.Version = contentVersion(reg, sched)
 			mod.Derived = true
 		} else {
 			mod.VersionLine = line(fmt.Sprintf("$.models[%d].version", i))
@@ -211,15 +181,14 @@ func Parse(path string, b []byte) ([]Model, error) {
 	return sorted, nil
 }
 
-// ContentVersion names a definition by its fingerprint: "d" + 10 hex.
-func ContentVersion(r commands.RegisterSnapshot, sched interval.Schedule) string {
+// contentVersion names a definition by its fingerprint (models.ContentVersion).
+func contentVersion(r commands.RegisterSnapshot, sched interval.Schedule) string {
 	kind := r.SnapshotKind
 	if kind == "" {
 		kind = events.Incremental
 	}
-	fp := Fingerprint(events.SnapshotRegistered{Model: r.Model, Cron: sched.Cron(), Unit: sched.Unit(), Start: r.Start,
+	return models.ContentVersion(events.SnapshotRegistered{Model: r.Model, Cron: sched.Cron(), Unit: sched.Unit(), Start: r.Start,
 		Lookback: r.Lookback, Kind: kind, AllowPartials: r.AllowPartials, DependsOn: r.DependsOn})
-	return "d" + fp[:10]
 }
 
 func lineOf(n ast.Node) int {
