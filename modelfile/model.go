@@ -5,7 +5,6 @@ import (
 	"os"
 	"regexp"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/goccy/go-yaml"
@@ -96,15 +95,6 @@ func Parse(path string, b []byte) ([]Model, error) {
 		if m.Name == "" {
 			return nil, &Error{File: path, Line: line(fmt.Sprintf("$.models[%d]", i)), Path: fmt.Sprintf("models[%d].name", i), Msg: "name is required"}
 		}
-		if !events.ValidName(m.Name) {
-			return nil, at("name", "%q: use letters, digits, '_' and '-' (at most 128)", m.Name)
-		}
-		if strings.Contains(m.Version, "+") {
-			return nil, at("version", "%q: '+' is reserved for derived versions (<version>+<plan>); use letters, digits, '_' and '-'", m.Version)
-		}
-		if m.Version != "" && !events.ValidUserVersion(m.Version) {
-			return nil, at("version", "%q: use letters, digits, '_' and '-' (at most 128)", m.Version)
-		}
 		if m.Cron == "" {
 			return nil, at("cron", "cron is required")
 		}
@@ -116,14 +106,6 @@ func Parse(path string, b []byte) ([]Model, error) {
 			}
 			unit = u
 		}
-		sched, err := interval.NewSchedule(m.Cron, unit, m.AllowPartials)
-		if err != nil {
-			field := "cron"
-			if unit != "" && strings.Contains(err.Error(), "interval unit") {
-				field = "interval_unit"
-			}
-			return nil, at(field, "%v", err)
-		}
 		if m.Start == "" {
 			return nil, at("start", "start is required (RFC 3339, e.g. 2026-12-01T00:00:00Z)")
 		}
@@ -131,32 +113,26 @@ func Parse(path string, b []byte) ([]Model, error) {
 		if err != nil {
 			return nil, at("start", "%q is not an RFC 3339 time (e.g. 2026-12-01T00:00:00Z)", m.Start)
 		}
-		if !sched.Unit().Aligned(start) {
-			return nil, at("start", "%s is not aligned to the %s unit", m.Start, sched.Unit())
-		}
 		lookback := 0
 		if m.Lookback != nil {
-			if err := commands.CheckLookback(*m.Lookback); err != nil {
-				return nil, at("lookback", "%s", err.(*commands.Error).Message)
-			}
 			lookback = *m.Lookback
-		}
-		kind := events.Incremental
-		switch events.Kind(m.Kind) {
-		case "", events.Incremental:
-		case events.ForwardOnly:
-			kind = events.ForwardOnly
-		default:
-			return nil, at("kind", "%q: want incremental or forward_only", m.Kind)
 		}
 		for j, d := range m.DependsOn {
 			if _, ok := names[d]; !ok {
 				return nil, at(fmt.Sprintf("depends_on[%d]", j), "unknown model %q: define it in this file", d)
 			}
-			if d == m.Name {
-				return nil, at(fmt.Sprintf("depends_on[%d]", j), "a model cannot depend on itself")
-			}
 		}
+		def := models.Definition{Model: m.Name, Version: m.Version, Cron: m.Cron, Unit: unit, Start: start.UTC(),
+			Lookback: lookback, Kind: events.Kind(m.Kind), AllowPartials: m.AllowPartials, DependsOn: m.DependsOn}
+		if err := def.Validate(); err != nil {
+			fe := err.(*models.FieldError)
+			return nil, at(fe.Key, "%s", fe.Detail)
+		}
+		kind := def.Kind
+		if kind == "" {
+			kind = events.Incremental
+		}
+		sched, _ := interval.NewSchedule(m.Cron, unit, m.AllowPartials) // valid: Validate built it
 		reg := commands.RegisterSnapshot{Model: m.Name, Version: m.Version, Cron: m.Cron, IntervalUnit: unit, Start: start.UTC(),
 			Lookback: lookback, SnapshotKind: kind, AllowPartials: m.AllowPartials, DependsOn: m.DependsOn}
 		mod := Model{Register: reg, Line: line(fmt.Sprintf("$.models[%d]", i))}

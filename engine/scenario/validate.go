@@ -5,10 +5,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/modelfile"
+	"github.com/tidemark/tidemark/models"
 )
 
 var modelKeys = []string{"name", "cron", "interval_unit", "lookback", "kind", "allow_partials", "start", "depends_on"}
@@ -39,14 +39,14 @@ func (p *parser) parseFile(raw modelfile.Node) (*File, error) {
 	if f.Clock, err = top.Time("clock", true); err != nil {
 		return nil, err
 	}
-	models, err := top.Get("models").List()
+	ms, err := top.Get("models").List()
 	if err != nil {
 		return nil, err
 	}
-	if len(models) == 0 {
+	if len(ms) == 0 {
 		return nil, p.errf("models", "at least one model is required")
 	}
-	for i, mv := range models {
+	for i, mv := range ms {
 		path := fmt.Sprintf("models[%d]", i)
 		mo, err := mv.Map()
 		if err != nil {
@@ -122,20 +122,12 @@ func (p *parser) modelFields(mo *modelfile.Map, m *Model, top bool) error {
 	if n, ok, err := mo.Int("lookback"); err != nil {
 		return err
 	} else if ok {
-		if err := commands.CheckLookback(n); err != nil {
-			return mo.Errorf("lookback", "%s", err.(*commands.Error).Message)
-		}
 		m.Lookback = n
 	}
 	if k, err := mo.Str("kind", false); err != nil {
 		return err
 	} else if k != "" {
-		switch events.Kind(k) {
-		case events.Incremental, events.ForwardOnly:
-			m.Kind = events.Kind(k)
-		default:
-			return mo.Errorf("kind", "%q: want incremental or forward_only", k)
-		}
+		m.Kind = events.Kind(k)
 	}
 	if mo.Has("allow_partials") {
 		if m.AllowPartials, err = mo.Bool("allow_partials", false); err != nil {
@@ -155,22 +147,13 @@ func (p *parser) modelFields(mo *modelfile.Map, m *Model, top bool) error {
 	return nil
 }
 
+// checkModel validates a model's definition (models.Definition.Validate).
 func (p *parser) checkModel(path string, m Model) error {
-	sched, err := interval.NewSchedule(m.Cron, m.IntervalUnit, m.AllowPartials)
-	if err != nil {
-		field := "cron"
-		if strings.Contains(err.Error(), "interval unit") {
-			field = "interval_unit"
-		}
-		return p.errf(path+"."+field, "%v", err)
-	}
-	if !sched.Unit().Aligned(m.Start) {
-		return p.errf(path+".start", "%s is not aligned to the %s unit", m.Start.Format(time.RFC3339), sched.Unit())
-	}
-	for i, d := range m.DependsOn {
-		if d == m.Name {
-			return p.errf(fmt.Sprintf("%s.depends_on[%d]", path, i), "a model cannot depend on itself")
-		}
+	def := models.Definition{Model: m.Name, Cron: m.Cron, Unit: m.IntervalUnit, Start: m.Start, Lookback: m.Lookback,
+		Kind: m.Kind, AllowPartials: m.AllowPartials, DependsOn: m.DependsOn}
+	if err := def.Validate(); err != nil {
+		fe := err.(*models.FieldError)
+		return p.errf(path+"."+fe.Key, "%s", fe.Detail)
 	}
 	return nil
 }
@@ -438,14 +421,10 @@ func (p *parser) versions(f *File, body *modelfile.Map) (map[string]Version, err
 	return out, nil
 }
 
-// userVersion checks a version a step defines: '+' is reserved for
-// derived versions.
+// userVersion checks a version a step defines (models.CheckVersion).
 func (p *parser) userVersion(path, v string) error {
-	if strings.Contains(v, "+") {
-		return p.errf(path, "%q: '+' is reserved for derived versions (<version>+<plan>); use letters, digits, '_' and '-'", v)
-	}
-	if !events.ValidUserVersion(v) {
-		return p.errf(path, "%q: use letters, digits, '_' and '-' (at most 128)", v)
+	if fe := models.CheckVersion(v); fe != nil {
+		return p.errf(path, "%s", fe.Detail)
 	}
 	return nil
 }
