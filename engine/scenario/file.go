@@ -9,28 +9,16 @@ import (
 	"os"
 	"time"
 
-	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/modelfile"
+	"github.com/tidemark/tidemark/models"
 )
-
-// Model is a model definition (or a version's overrides of one).
-type Model struct {
-	Name          string
-	Cron          string
-	IntervalUnit  interval.Unit
-	Lookback      int
-	Kind          events.Kind
-	AllowPartials bool
-	Start         time.Time
-	DependsOn     []string
-}
 
 // Version is a version a step sets, with the model fields it overrides
 // already applied.
 type Version struct {
 	Name  string
-	Model Model
+	Model models.Definition // Version unset: Name is the version
 }
 
 // Expect holds the expectation keys of a step; nil means not checked.
@@ -92,7 +80,7 @@ type File struct {
 	Path   string
 	Name   string
 	Clock  time.Time
-	Models map[string]Model
+	Models map[string]models.Definition
 	// Order lists model names as written.
 	Order []string
 	Steps []Step

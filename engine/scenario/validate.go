@@ -20,7 +20,7 @@ var expectKeys = []string{"outcome", "codes", "missing", "advances", "repairs_op
 // checker carries what validation knows while walking the steps in order.
 type checker struct {
 	clock    time.Time
-	versions map[string]Model // snapshot id -> definition
+	versions map[string]models.Definition // snapshot id -> definition
 	plans    map[string]bool
 }
 
@@ -32,7 +32,7 @@ func (p *parser) parseFile(raw modelfile.Node) (*File, error) {
 	if err := top.Only("name", "clock", "models", "steps"); err != nil {
 		return nil, err
 	}
-	f := &File{Path: p.file, Models: map[string]Model{}}
+	f := &File{Path: p.file, Models: map[string]models.Definition{}}
 	if f.Name, err = top.Str("name", true); err != nil {
 		return nil, err
 	}
@@ -65,8 +65,8 @@ func (p *parser) parseFile(raw modelfile.Node) (*File, error) {
 		if _, dup := f.Models[name]; dup {
 			return nil, p.errf(path+".name", "model %q is defined twice", name)
 		}
-		m := Model{Name: name}
-		if err := p.modelFields(mo, &m, true); err != nil {
+		m, err := modelfile.DecodeModel(mo, models.Definition{Model: name})
+		if err != nil {
 			return nil, err
 		}
 		f.Models[name] = m
@@ -91,7 +91,7 @@ func (p *parser) parseFile(raw modelfile.Node) (*File, error) {
 	if len(steps) == 0 {
 		return nil, p.errf("steps", "at least one step is required")
 	}
-	ck := &checker{clock: f.Clock, versions: map[string]Model{}, plans: map[string]bool{}}
+	ck := &checker{clock: f.Clock, versions: map[string]models.Definition{}, plans: map[string]bool{}}
 	for i, sv := range steps {
 		st, err := p.step(f, ck, i+1, sv)
 		if err != nil {
@@ -102,56 +102,9 @@ func (p *parser) parseFile(raw modelfile.Node) (*File, error) {
 	return f, nil
 }
 
-// modelFields reads the model fields present in mo into m.
-func (p *parser) modelFields(mo *modelfile.Map, m *Model, top bool) error {
-	var err error
-	if cron, err := mo.Str("cron", top); err != nil {
-		return err
-	} else if cron != "" {
-		m.Cron = cron
-	}
-	if u, err := mo.Str("interval_unit", false); err != nil {
-		return err
-	} else if u != "" {
-		unit, err := interval.ParseUnit(u)
-		if err != nil {
-			return mo.Errorf("interval_unit", "%v", err)
-		}
-		m.IntervalUnit = unit
-	}
-	if n, ok, err := mo.Int("lookback"); err != nil {
-		return err
-	} else if ok {
-		m.Lookback = n
-	}
-	if k, err := mo.Str("kind", false); err != nil {
-		return err
-	} else if k != "" {
-		m.Kind = events.Kind(k)
-	}
-	if mo.Has("allow_partials") {
-		if m.AllowPartials, err = mo.Bool("allow_partials", false); err != nil {
-			return err
-		}
-	}
-	if mo.Has("start") || top {
-		if m.Start, err = mo.Time("start", top); err != nil {
-			return err
-		}
-	}
-	if mo.Has("depends_on") {
-		if m.DependsOn, err = mo.StrList("depends_on"); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // checkModel validates a model's definition (models.Definition.Validate).
-func (p *parser) checkModel(path string, m Model) error {
-	def := models.Definition{Model: m.Name, Cron: m.Cron, Unit: m.IntervalUnit, Start: m.Start, Lookback: m.Lookback,
-		Kind: m.Kind, AllowPartials: m.AllowPartials, DependsOn: m.DependsOn}
-	if err := def.Validate(); err != nil {
+func (p *parser) checkModel(path string, m models.Definition) error {
+	if err := m.Validate(); err != nil {
 		fe := err.(*models.FieldError)
 		return p.errf(path+"."+fe.Key, "%s", fe.Detail)
 	}
@@ -203,7 +156,7 @@ func (p *parser) step(f *File, ck *checker, n int, raw modelfile.Node) (Step, er
 			return st, err
 		}
 		for _, v := range st.Versions {
-			ck.versions[events.SnapshotID(v.Model.Name, v.Name)] = v.Model
+			ck.versions[events.SnapshotID(v.Model.Model, v.Name)] = v.Model
 		}
 		if st.Kind == "plan" {
 			if st.Plan, err = p.name(body, "id"); err != nil {
@@ -291,7 +244,7 @@ func (p *parser) step(f *File, ck *checker, n int, raw modelfile.Node) (Step, er
 		if len(st.Intervals) == 0 {
 			return st, body.Errorf("intervals", "at least one interval is required")
 		}
-		sched, _ := interval.NewSchedule(m.Cron, m.IntervalUnit, m.AllowPartials)
+		sched, _ := interval.NewSchedule(m.Cron, m.Unit, m.AllowPartials)
 		for i, r := range st.Intervals {
 			ip := fmt.Sprintf("%s.intervals[%d]", body.Path(), i)
 			if !sched.Unit().Aligned(r.Start) || (!sched.Unit().Aligned(r.End) && !m.AllowPartials) {
@@ -335,14 +288,14 @@ func (p *parser) step(f *File, ck *checker, n int, raw modelfile.Node) (Step, er
 
 // lookup finds a version's definition, including derived versions
 // "<version>+<plan>" of a known version.
-func (ck *checker) lookup(model, version string) (Model, bool) {
+func (ck *checker) lookup(model, version string) (models.Definition, bool) {
 	if m, ok := ck.versions[events.SnapshotID(model, version)]; ok {
 		return m, true
 	}
 	if i := strings.LastIndex(version, "+"); i > 0 && ck.plans[version[i+1:]] {
 		return ck.lookup(model, version[:i])
 	}
-	return Model{}, false
+	return models.Definition{}, false
 }
 
 func (p *parser) name(o *modelfile.Map, key string) (string, error) {
@@ -404,7 +357,7 @@ func (p *parser) versions(f *File, body *modelfile.Map) (map[string]Version, err
 			if err := p.userVersion(path+".version", v.Name); err != nil {
 				return nil, err
 			}
-			if err := p.modelFields(mo, &v.Model, false); err != nil {
+			if v.Model, err = modelfile.DecodeModel(mo, base); err != nil {
 				return nil, err
 			}
 			for j, d := range v.Model.DependsOn {
