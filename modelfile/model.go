@@ -14,7 +14,6 @@ import (
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/models"
-	"github.com/tidemark/tidemark/projections"
 )
 
 // Model is one model definition of a file, ready to register.
@@ -151,7 +150,7 @@ func Parse(path string, b []byte) ([]Model, error) {
 		byName[m.Register.Model] = m
 	}
 	sorted := make([]Model, 0, len(out))
-	for _, n := range projections.TopoSort(deps) {
+	for _, n := range models.TopoSort(deps) {
 		sorted = append(sorted, byName[n])
 	}
 	return sorted, nil
