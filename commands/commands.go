@@ -14,12 +14,12 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/oklog/ulid/v2"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/models"
 )
 
 // Meta is carried by every command.
@@ -278,24 +278,7 @@ const (
 	MaxPlanModels = 1_000
 	// MaxIDLen bounds command ids (they become Nats-Msg-Id headers).
 	MaxIDLen = 128
-	// MaxLookback bounds a snapshot's lookback, in intervals of its unit:
-	// the scheduler steps back that many intervals from a tick, and an
-	// unbounded count overflows that arithmetic (10,000 five-minute
-	// intervals are about 35 days, 10,000 years stay far inside time.Time).
-	MaxLookback = 10_000
 )
-
-// CheckLookback validates a lookback (RegisterSnapshot, model files and
-// scenario files all use it): 0 to MaxLookback intervals.
-func CheckLookback(n int) error {
-	if n < 0 {
-		return Errorf(CodeInvalid, "lookback", "lookback must be >= 0")
-	}
-	if n > MaxLookback {
-		return Errorf(CodeInvalid, "lookback", "lookback %d: at most %d intervals", n, MaxLookback)
-	}
-	return nil
-}
 
 func (m *Meta) validate() error {
 	if err := validateID(m.ID); err != nil {
@@ -343,21 +326,6 @@ func version(field, v string) error {
 	return nil
 }
 
-// userVersion validates a version a user defines: '+' is reserved for
-// derived versions.
-func userVersion(field, v string) error {
-	if v == "" {
-		return Errorf(CodeInvalid, field, "%s is required", field)
-	}
-	if strings.Contains(v, "+") {
-		return Errorf(CodeInvalid, field, "%s %q: '+' is reserved for derived versions (<version>+<plan>); use letters, digits, '_' and '-'", field, v)
-	}
-	if !events.ValidUserVersion(v) {
-		return Errorf(CodeInvalid, field, "%s %q: use letters, digits, '_' and '-' (at most 128)", field, v)
-	}
-	return nil
-}
-
 // snapshotRef validates the meta and the model/version pair a command names.
 func snapshotRef(m *Meta, model, v string) error {
 	if err := m.validate(); err != nil {
@@ -369,49 +337,24 @@ func snapshotRef(m *Meta, model, v string) error {
 	return version("version", v)
 }
 
-// Validate implements Command.
+// Definition is the version the registration defines.
+func (c *RegisterSnapshot) Definition() models.Definition {
+	return models.Definition{Model: c.Model, Version: c.Version, Cron: c.Cron, Unit: c.IntervalUnit, Start: c.Start,
+		Lookback: c.Lookback, Kind: c.SnapshotKind, AllowPartials: c.AllowPartials, DependsOn: c.DependsOn}
+}
+
+// Validate implements Command: the meta, then the definition
+// (models.Definition.Validate), which must name its version.
 func (c *RegisterSnapshot) Validate() error {
 	if err := c.Meta.validate(); err != nil {
 		return err
 	}
-	if err := name("model", c.Model); err != nil {
-		return err
+	if err := c.Definition().Validate(); err != nil {
+		fe := err.(*models.FieldError)
+		return Errorf(CodeInvalid, fe.Field, "%s", fe.Msg)
 	}
-	if err := userVersion("version", c.Version); err != nil {
-		return err
-	}
-	if c.IntervalUnit != "" && !c.IntervalUnit.Valid() {
-		_, err := interval.ParseUnit(string(c.IntervalUnit))
-		return Errorf(CodeInvalid, "interval_unit", "%v", err)
-	}
-	sched, err := interval.NewSchedule(c.Cron, c.IntervalUnit, c.AllowPartials)
-	if err != nil {
-		return Errorf(CodeInvalid, "cron", "%v", err)
-	}
-	if c.Start.IsZero() {
-		return Errorf(CodeInvalid, "start", "start is required")
-	}
-	if err := inRange("start", c.Start); err != nil {
-		return err
-	}
-	if !sched.Unit().Aligned(c.Start) {
-		return Errorf(CodeInvalid, "start", "start %s is not aligned to the %s unit", c.Start.UTC().Format(time.RFC3339), sched.Unit())
-	}
-	if err := CheckLookback(c.Lookback); err != nil {
-		return err
-	}
-	switch c.SnapshotKind {
-	case "", events.Incremental, events.ForwardOnly:
-	default:
-		return Errorf(CodeInvalid, "kind", "kind %q: want incremental or forward_only", c.SnapshotKind)
-	}
-	for i, d := range c.DependsOn {
-		if err := name(fmt.Sprintf("depends_on[%d]", i), d); err != nil {
-			return err
-		}
-		if d == c.Model {
-			return Errorf(CodeInvalid, fmt.Sprintf("depends_on[%d]", i), "a model cannot depend on itself")
-		}
+	if c.Version == "" {
+		return Errorf(CodeInvalid, "version", "version is required")
 	}
 	return nil
 }

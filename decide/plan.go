@@ -77,7 +77,7 @@ func buildPlan(st *projections.State, c *commands.BuildPlan) (Decision, error) {
 		Policy: events.Policy{Version: policy.Version, MaxTrailingGapAdvances: c.MaxTrailingGapAdvances, MaxCatchUpAdvances: c.MaxCatchUpAdvances},
 	}
 	binds := false
-	for _, model := range projections.TopoSort(deps) {
+	for _, model := range models.TopoSort(deps) {
 		sn := chosen[model]
 		table, err := tableOf(st, env, sn, c.Plan)
 		if err != nil {

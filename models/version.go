@@ -1,3 +1,5 @@
+// Package models is what a model version is: its definition's fingerprint
+// and the names of its versions (content-derived and plan-derived).
 package models
 
 import (
@@ -33,4 +35,11 @@ func Fingerprint(r events.SnapshotRegistered) string {
 func DerivedVersion(incumbentVersion, plan string) string {
 	base, _, _ := strings.Cut(incumbentVersion, "+")
 	return base + "+" + plan
+}
+
+// ContentVersion names a definition by its fingerprint: "d" + 10 hex. r
+// holds the normalized definition (its schedule's cron and unit, its kind
+// defaulted).
+func ContentVersion(r events.SnapshotRegistered) string {
+	return "d" + Fingerprint(r)[:10]
 }

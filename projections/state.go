@@ -7,6 +7,7 @@ import (
 
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/models"
 )
 
 // Snapshot is a registered model version with its parsed schedule.
@@ -383,39 +384,7 @@ func (s *State) DependencyOrder(env string) []string {
 			deps[m] = sn.DependsOn
 		}
 	}
-	return TopoSort(deps)
-}
-
-// TopoSort orders the keys of deps so that each follows its dependencies
-// (dependencies that are not keys are ignored; cycles are broken by name).
-func TopoSort(deps map[string][]string) []string {
-	names := make([]string, 0, len(deps))
-	for m := range deps {
-		names = append(names, m)
-	}
-	sort.Strings(names)
-	seen := map[string]int{} // 1 visiting, 2 done
-	var out []string
-	var visit func(string)
-	visit = func(m string) {
-		if seen[m] != 0 {
-			return
-		}
-		seen[m] = 1
-		ds := append([]string(nil), deps[m]...)
-		sort.Strings(ds)
-		for _, d := range ds {
-			if _, ok := deps[d]; ok {
-				visit(d)
-			}
-		}
-		seen[m] = 2
-		out = append(out, m)
-	}
-	for _, m := range names {
-		visit(m)
-	}
-	return out
+	return models.TopoSort(deps)
 }
 
 // Downstream returns the env's incumbent models that depend, directly or

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/tidemark/tidemark/commands"
-	"github.com/tidemark/tidemark/models"
+	"github.com/tidemark/tidemark/modelfile"
 )
 
 func newApplyCmd() *cobra.Command {
@@ -28,7 +28,7 @@ func newApplyCmd() *cobra.Command {
 			if file == "" {
 				return &exitError{code: 2, err: errors.New("-f is required: the model file to apply")}
 			}
-			ms, err := models.Load(file)
+			ms, err := modelfile.Load(file)
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}

@@ -5,9 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/tidemark/tidemark/modelfile"
 )
 
-// FuzzParse: the loader accepts a file or returns an *InvalidError, never a
+// FuzzParse: the loader accepts a file or returns a *modelfile.Error, never a
 // panic.
 func FuzzParse(f *testing.F) {
 	files, _ := filepath.Glob("../../testdata/scenarios/*.yaml")
@@ -20,7 +22,7 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add([]byte(base))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if _, err := Parse("fuzz.yaml", b); err != nil && !errors.Is(err, ErrInvalid) {
+		if _, err := Parse("fuzz.yaml", b); err != nil && !errors.Is(err, modelfile.ErrInvalid) {
 			t.Fatalf("untyped error %T: %v", err, err)
 		}
 	})

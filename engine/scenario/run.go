@@ -224,7 +224,7 @@ func (r *runner) register(ctx context.Context, vs map[string]Version) error {
 		v := vs[model]
 		m := v.Model
 		if _, err := r.do(ctx, &commands.RegisterSnapshot{
-			Model: model, Version: v.Name, Cron: m.Cron, IntervalUnit: m.IntervalUnit, Start: m.Start,
+			Model: model, Version: v.Name, Cron: m.Cron, IntervalUnit: m.Unit, Start: m.Start,
 			Lookback: m.Lookback, SnapshotKind: m.Kind, AllowPartials: m.AllowPartials, DependsOn: m.DependsOn,
 		}); err != nil {
 			return err

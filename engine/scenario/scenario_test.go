@@ -3,11 +3,6 @@ package scenario
 import (
 	"context"
 	"encoding/json"
-
-	"github.com/tidemark/tidemark/events"
-	"github.com/tidemark/tidemark/events/interval"
-	"github.com/tidemark/tidemark/work"
-
 	"errors"
 	"os"
 	"path/filepath"
@@ -15,8 +10,12 @@ import (
 	"testing"
 
 	"github.com/tidemark/tidemark/engine"
+	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/modelfile"
 	"github.com/tidemark/tidemark/projections"
 	"github.com/tidemark/tidemark/replay"
+	"github.com/tidemark/tidemark/work"
 )
 
 func run(t *testing.T, f *File) *Result {
@@ -147,9 +146,9 @@ func TestInvalidFiles(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Parse("bad.yaml", []byte(c.text))
-			var ie *InvalidError
-			if !errors.As(err, &ie) || !errors.Is(err, ErrInvalid) {
-				t.Fatalf("want InvalidError, got %v", err)
+			var ie *modelfile.Error
+			if !errors.As(err, &ie) || !errors.Is(err, modelfile.ErrInvalid) {
+				t.Fatalf("want *modelfile.Error, got %v", err)
 			}
 			if !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "bad.yaml: ") {
 				t.Fatalf("error %q does not contain %q", err, c.want)
@@ -172,9 +171,9 @@ func TestInvalidScenarioFiles(t *testing.T) {
 		t.Run(filepath.Base(path), func(t *testing.T) {
 			field, msg := invalidHeader(t, path)
 			_, err := Load(path)
-			var ie *InvalidError
-			if !errors.As(err, &ie) || !errors.Is(err, ErrInvalid) {
-				t.Fatalf("want InvalidError, got %v", err)
+			var ie *modelfile.Error
+			if !errors.As(err, &ie) || !errors.Is(err, modelfile.ErrInvalid) {
+				t.Fatalf("want *modelfile.Error, got %v", err)
 			}
 			if ie.File != path || ie.Path != field || !strings.Contains(ie.Msg, msg) {
 				t.Fatalf("got %q, want %s: %s: ...%s...", err, path, field, msg)

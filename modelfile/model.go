@@ -1,17 +1,10 @@
-// Package models loads model files: the YAML a data team keeps next to its
-// jobs, listing each model's definition (the model fields of scenario
-// files). `tidemark apply -f FILE` registers them; an unchanged file is a
-// no-op and a changed definition becomes a new version. Errors name the
-// file, the line and the field.
-package models
+package modelfile
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"regexp"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/goccy/go-yaml"
@@ -20,33 +13,8 @@ import (
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
-	"github.com/tidemark/tidemark/projections"
+	"github.com/tidemark/tidemark/models"
 )
-
-// Error is a problem in a model file.
-type Error struct {
-	File  string
-	Line  int
-	Field string
-	Msg   string
-}
-
-func (e *Error) Error() string {
-	loc := e.File
-	if e.Line > 0 {
-		loc = fmt.Sprintf("%s:%d", e.File, e.Line)
-	}
-	if e.Field != "" {
-		return fmt.Sprintf("%s: %s: %s", loc, e.Field, e.Msg)
-	}
-	return fmt.Sprintf("%s: %s", loc, e.Msg)
-}
-
-// ErrInvalid is matched by every *Error.
-var ErrInvalid = errors.New("models: invalid model file")
-
-// Is makes errors.Is(err, ErrInvalid) true.
-func (e *Error) Is(target error) bool { return target == ErrInvalid }
 
 // Model is one model definition of a file, ready to register.
 type Model struct {
@@ -109,31 +77,22 @@ func Parse(path string, b []byte) ([]Model, error) {
 		return lineOf(n)
 	}
 	if len(doc.Models) == 0 {
-		return nil, &Error{File: path, Line: line("$.models"), Field: "models", Msg: "at least one model is required"}
+		return nil, &Error{File: path, Line: line("$.models"), Path: "models", Msg: "at least one model is required"}
 	}
 	names := map[string]int{}
 	for i, m := range doc.Models {
 		if prev, dup := names[m.Name]; dup && m.Name != "" {
-			return nil, &Error{File: path, Line: line(fmt.Sprintf("$.models[%d].name", i)), Field: fmt.Sprintf("models[%d].name", i), Msg: fmt.Sprintf("model %q is already defined at models[%d]", m.Name, prev)}
+			return nil, &Error{File: path, Line: line(fmt.Sprintf("$.models[%d].name", i)), Path: fmt.Sprintf("models[%d].name", i), Msg: fmt.Sprintf("model %q is already defined at models[%d]", m.Name, prev)}
 		}
 		names[m.Name] = i
 	}
 	var out []Model
 	for i, m := range doc.Models {
 		at := func(field, format string, args ...any) error {
-			return &Error{File: path, Line: line(fmt.Sprintf("$.models[%d].%s", i, field)), Field: fmt.Sprintf("models[%d].%s", i, field), Msg: fmt.Sprintf(format, args...)}
+			return &Error{File: path, Line: line(fmt.Sprintf("$.models[%d].%s", i, field)), Path: fmt.Sprintf("models[%d].%s", i, field), Msg: fmt.Sprintf(format, args...)}
 		}
 		if m.Name == "" {
-			return nil, &Error{File: path, Line: line(fmt.Sprintf("$.models[%d]", i)), Field: fmt.Sprintf("models[%d].name", i), Msg: "name is required"}
-		}
-		if !events.ValidName(m.Name) {
-			return nil, at("name", "%q: use letters, digits, '_' and '-' (at most 128)", m.Name)
-		}
-		if strings.Contains(m.Version, "+") {
-			return nil, at("version", "%q: '+' is reserved for derived versions (<version>+<plan>); use letters, digits, '_' and '-'", m.Version)
-		}
-		if m.Version != "" && !events.ValidUserVersion(m.Version) {
-			return nil, at("version", "%q: use letters, digits, '_' and '-' (at most 128)", m.Version)
+			return nil, &Error{File: path, Line: line(fmt.Sprintf("$.models[%d]", i)), Path: fmt.Sprintf("models[%d].name", i), Msg: "name is required"}
 		}
 		if m.Cron == "" {
 			return nil, at("cron", "cron is required")
@@ -146,14 +105,6 @@ func Parse(path string, b []byte) ([]Model, error) {
 			}
 			unit = u
 		}
-		sched, err := interval.NewSchedule(m.Cron, unit, m.AllowPartials)
-		if err != nil {
-			field := "cron"
-			if unit != "" && strings.Contains(err.Error(), "interval unit") {
-				field = "interval_unit"
-			}
-			return nil, at(field, "%v", err)
-		}
 		if m.Start == "" {
 			return nil, at("start", "start is required (RFC 3339, e.g. 2026-12-01T00:00:00Z)")
 		}
@@ -161,37 +112,31 @@ func Parse(path string, b []byte) ([]Model, error) {
 		if err != nil {
 			return nil, at("start", "%q is not an RFC 3339 time (e.g. 2026-12-01T00:00:00Z)", m.Start)
 		}
-		if !sched.Unit().Aligned(start) {
-			return nil, at("start", "%s is not aligned to the %s unit", m.Start, sched.Unit())
-		}
 		lookback := 0
 		if m.Lookback != nil {
-			if err := commands.CheckLookback(*m.Lookback); err != nil {
-				return nil, at("lookback", "%s", err.(*commands.Error).Message)
-			}
 			lookback = *m.Lookback
-		}
-		kind := events.Incremental
-		switch events.Kind(m.Kind) {
-		case "", events.Incremental:
-		case events.ForwardOnly:
-			kind = events.ForwardOnly
-		default:
-			return nil, at("kind", "%q: want incremental or forward_only", m.Kind)
 		}
 		for j, d := range m.DependsOn {
 			if _, ok := names[d]; !ok {
 				return nil, at(fmt.Sprintf("depends_on[%d]", j), "unknown model %q: define it in this file", d)
 			}
-			if d == m.Name {
-				return nil, at(fmt.Sprintf("depends_on[%d]", j), "a model cannot depend on itself")
-			}
 		}
+		def := models.Definition{Model: m.Name, Version: m.Version, Cron: m.Cron, Unit: unit, Start: start.UTC(),
+			Lookback: lookback, Kind: events.Kind(m.Kind), AllowPartials: m.AllowPartials, DependsOn: m.DependsOn}
+		if err := def.Validate(); err != nil {
+			fe := err.(*models.FieldError)
+			return nil, at(fe.Key, "%s", fe.Detail)
+		}
+		kind := def.Kind
+		if kind == "" {
+			kind = events.Incremental
+		}
+		sched, _ := interval.NewSchedule(m.Cron, unit, m.AllowPartials) // valid: Validate built it
 		reg := commands.RegisterSnapshot{Model: m.Name, Version: m.Version, Cron: m.Cron, IntervalUnit: unit, Start: start.UTC(),
 			Lookback: lookback, SnapshotKind: kind, AllowPartials: m.AllowPartials, DependsOn: m.DependsOn}
 		mod := Model{Register: reg, Line: line(fmt.Sprintf("$.models[%d]", i))}
 		if m.Version == "" {
-			mod.Register.Version = ContentVersion(reg, sched)
+			mod.Register.Version = contentVersion(reg, sched)
 			mod.Derived = true
 		} else {
 			mod.VersionLine = line(fmt.Sprintf("$.models[%d].version", i))
@@ -205,21 +150,20 @@ func Parse(path string, b []byte) ([]Model, error) {
 		byName[m.Register.Model] = m
 	}
 	sorted := make([]Model, 0, len(out))
-	for _, n := range projections.TopoSort(deps) {
+	for _, n := range models.TopoSort(deps) {
 		sorted = append(sorted, byName[n])
 	}
 	return sorted, nil
 }
 
-// ContentVersion names a definition by its fingerprint: "d" + 10 hex.
-func ContentVersion(r commands.RegisterSnapshot, sched interval.Schedule) string {
+// contentVersion names a definition by its fingerprint (models.ContentVersion).
+func contentVersion(r commands.RegisterSnapshot, sched interval.Schedule) string {
 	kind := r.SnapshotKind
 	if kind == "" {
 		kind = events.Incremental
 	}
-	fp := Fingerprint(events.SnapshotRegistered{Model: r.Model, Cron: sched.Cron(), Unit: sched.Unit(), Start: r.Start,
+	return models.ContentVersion(events.SnapshotRegistered{Model: r.Model, Cron: sched.Cron(), Unit: sched.Unit(), Start: r.Start,
 		Lookback: r.Lookback, Kind: kind, AllowPartials: r.AllowPartials, DependsOn: r.DependsOn})
-	return "d" + fp[:10]
 }
 
 func lineOf(n ast.Node) int {

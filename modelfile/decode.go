@@ -1,0 +1,60 @@
+package modelfile
+
+import (
+	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/models"
+)
+
+// DecodeModel reads the model fields m gives (cron, interval_unit,
+// lookback, kind, allow_partials, start, depends_on) over base: a version's
+// overrides of its model's definition. A base without a cron is a model's
+// own definition, so cron and start are required. It checks how each field
+// is written; whether the definition holds is models.Definition.Validate.
+// The caller has refused m's other keys (Map.Only).
+func DecodeModel(m *Map, base models.Definition) (models.Definition, error) {
+	d := base
+	d.DependsOn = append([]string(nil), base.DependsOn...)
+	top := base.Cron == ""
+	var err error
+	if cron, err := m.Str("cron", top); err != nil {
+		return d, err
+	} else if cron != "" {
+		d.Cron = cron
+	}
+	if u, err := m.Str("interval_unit", false); err != nil {
+		return d, err
+	} else if u != "" {
+		unit, err := interval.ParseUnit(u)
+		if err != nil {
+			return d, m.Errorf("interval_unit", "%v", err)
+		}
+		d.Unit = unit
+	}
+	if n, ok, err := m.Int("lookback"); err != nil {
+		return d, err
+	} else if ok {
+		d.Lookback = n
+	}
+	if k, err := m.Str("kind", false); err != nil {
+		return d, err
+	} else if k != "" {
+		d.Kind = events.Kind(k)
+	}
+	if m.Has("allow_partials") {
+		if d.AllowPartials, err = m.Bool("allow_partials", false); err != nil {
+			return d, err
+		}
+	}
+	if m.Has("start") || top {
+		if d.Start, err = m.Time("start", top); err != nil {
+			return d, err
+		}
+	}
+	if m.Has("depends_on") {
+		if d.DependsOn, err = m.StrList("depends_on"); err != nil {
+			return d, err
+		}
+	}
+	return d, nil
+}

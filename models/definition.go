@@ -1,0 +1,139 @@
+package models
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/events/interval"
+)
+
+// MaxLookback bounds a snapshot's lookback, in intervals of its unit: the
+// scheduler steps back that many intervals from a tick, and an unbounded
+// count overflows that arithmetic (10,000 five-minute intervals are about 35
+// days, 10,000 years stay far inside time.Time).
+const MaxLookback = 10_000
+
+// Definition is what a version of a model is: the fields a registration,
+// a model file and a scenario file give it.
+type Definition struct {
+	Model, Version, Cron string
+	Unit                 interval.Unit
+	Start                time.Time
+	Lookback             int
+	Kind                 events.Kind
+	AllowPartials        bool
+	DependsOn            []string
+}
+
+// ErrInvalid is matched by every *FieldError.
+var ErrInvalid = errors.New("models: invalid definition")
+
+// FieldError is a definition's problem. Field names the field as the
+// command API does ("model", "start", "depends_on[1]"); Msg is the sentence
+// the API replies with, which names the field ("start 2026-12-01T00:30:00Z
+// is not aligned to the hour unit"); Detail is the same for a reader whose
+// location already names the field ("2026-12-01T00:30:00Z is not aligned to
+// the hour unit"). Key is the field as files name it where that differs:
+// "name" for the model, "interval_unit" when a schedule's unit rather than
+// its cron is at fault.
+type FieldError struct {
+	Field, Key, Msg, Detail string
+}
+
+func (e *FieldError) Error() string { return e.Msg }
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
+
+// named is a FieldError whose Msg is "<field> <detail>".
+func named(field, format string, args ...any) *FieldError {
+	d := fmt.Sprintf(format, args...)
+	return &FieldError{Field: field, Key: field, Msg: field + " " + d, Detail: d}
+}
+
+// Validate is the one check of a definition (registrations, model files and
+// scenario files all call it). An empty Version is not checked: files
+// derive one, and a registration requires it itself.
+func (d Definition) Validate() error {
+	if err := checkName("model", d.Model); err != nil {
+		err.Key = "name"
+		return err
+	}
+	if d.Version != "" {
+		if err := CheckVersion(d.Version); err != nil {
+			return err
+		}
+	}
+	if d.Unit != "" && !d.Unit.Valid() {
+		_, err := interval.ParseUnit(string(d.Unit))
+		return &FieldError{Field: "interval_unit", Key: "interval_unit", Msg: err.Error(), Detail: err.Error()}
+	}
+	sched, err := interval.NewSchedule(d.Cron, d.Unit, d.AllowPartials)
+	if err != nil {
+		key := "cron"
+		if d.Unit != "" && strings.Contains(err.Error(), "interval unit") {
+			key = "interval_unit"
+		}
+		return &FieldError{Field: "cron", Key: key, Msg: err.Error(), Detail: err.Error()}
+	}
+	if d.Start.IsZero() {
+		return named("start", "is required")
+	}
+	start := d.Start.UTC().Format(time.RFC3339)
+	if !events.InRange(d.Start) {
+		return named("start", "%s is outside the supported range %s .. %s", start,
+			events.MinTime.Format(time.RFC3339), events.MaxTime.Format(time.RFC3339))
+	}
+	if !sched.Unit().Aligned(d.Start) {
+		return named("start", "%s is not aligned to the %s unit", start, sched.Unit())
+	}
+	if d.Lookback < 0 {
+		m := "lookback must be >= 0"
+		return &FieldError{Field: "lookback", Key: "lookback", Msg: m, Detail: m}
+	}
+	if d.Lookback > MaxLookback {
+		m := fmt.Sprintf("lookback %d: at most %d intervals", d.Lookback, MaxLookback)
+		return &FieldError{Field: "lookback", Key: "lookback", Msg: m, Detail: m}
+	}
+	switch d.Kind {
+	case "", events.Incremental, events.ForwardOnly:
+	default:
+		return named("kind", "%q: want incremental or forward_only", d.Kind)
+	}
+	for i, dep := range d.DependsOn {
+		field := fmt.Sprintf("depends_on[%d]", i)
+		if err := checkName(field, dep); err != nil {
+			return err
+		}
+		if dep == d.Model {
+			m := "a model cannot depend on itself"
+			return &FieldError{Field: field, Key: field, Msg: m, Detail: m}
+		}
+	}
+	return nil
+}
+
+func checkName(field, v string) *FieldError {
+	if v == "" {
+		return named(field, "is required")
+	}
+	if !events.ValidName(v) {
+		return named(field, "%q: use letters, digits, '_' and '-' (at most 128)", v)
+	}
+	return nil
+}
+
+// CheckVersion checks a version a user defines: '+' is reserved for derived
+// versions (<version>+<plan>).
+func CheckVersion(v string) *FieldError {
+	if strings.Contains(v, "+") {
+		return named("version", "%q: '+' is reserved for derived versions (<version>+<plan>); use letters, digits, '_' and '-'", v)
+	}
+	if !events.ValidUserVersion(v) {
+		return named("version", "%q: use letters, digits, '_' and '-' (at most 128)", v)
+	}
+	return nil
+}
