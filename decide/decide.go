@@ -38,7 +38,7 @@ func Decide(st *projections.State, cmd commands.Command) (Decision, error) {
 			return Decision{}, commands.Errorf(commands.CodeIdempotencyConflict, "id",
 				"command id %q was used by another command (another kind or body), recorded at seq %d: nothing was done; a retry must send the same command, a new command needs a new id", id, rec.Seq)
 		}
-		return Decision{Reply: Duplicate(st, cmd, rec.Seq)}, nil
+		return Decision{Reply: duplicate(st, cmd, rec.Seq)}, nil
 	}
 	switch c := cmd.(type) {
 	case *commands.RegisterSnapshot:
@@ -65,10 +65,10 @@ func Decide(st *projections.State, cmd commands.Command) (Decision, error) {
 	return Decision{}, commands.Errorf(commands.CodeInvalid, "kind", "unsupported command %T", cmd)
 }
 
-// Duplicate is the reply to a command whose id st already applied (its
+// duplicate is the reply to a command whose id st already applied (its
 // last event is at seq): what the command got the first time, with
 // Duplicate set and nothing appended.
-func Duplicate(st *projections.State, cmd commands.Command, seq uint64) commands.Reply {
+func duplicate(st *projections.State, cmd commands.Command, seq uint64) commands.Reply {
 	r := commands.Reply{Accepted: true, Duplicate: true, Seq: seq, Message: "command already applied"}
 	switch c := cmd.(type) {
 	case *commands.Promote:

@@ -373,7 +373,7 @@ func overlaps(st *projections.State, plan events.PlanBuilt, c events.Candidate, 
 		if overlap.Empty() {
 			continue
 		}
-		if retainsProduction(st, d, child) {
+		if retainsProduction(st, d) {
 			warnings = append(warnings, events.Finding{Code: CodeForwardOnlyOverlapKept, Model: c.Model, Snapshot: c.Snapshot, Related: d.Snapshot, Ranges: overlap,
 				Message: sprintf("downstream candidate %s writes its incumbent's (production) table and keeps its historical rows there over %s, overlapping %s's gap; they are retained by design", d.Snapshot, ranges(overlap), c.Snapshot)})
 			continue
@@ -398,7 +398,7 @@ func catchUp(st *projections.State, plan events.PlanBuilt, vs map[string]*verdic
 		suffix := v.f.Missing[0]
 		for _, d := range descendants(plan, c.Snapshot) {
 			child, ok := st.Snapshots[d.Snapshot]
-			if !ok || retainsProduction(st, d, child) {
+			if !ok || retainsProduction(st, d) {
 				continue
 			}
 			if overlap := st.Table(d.Table).Clip(inUnit(child, suffix)); !overlap.Empty() {
@@ -439,7 +439,7 @@ func catchUp(st *projections.State, plan events.PlanBuilt, vs map[string]*verdic
 // incumbent's (production) table: a forward-only version, or the incumbent
 // itself set again by the plan. Its rows stay in place: catch-up never
 // invalidates them, and an overlap is a warning, not a rejection.
-func retainsProduction(st *projections.State, d events.Candidate, _ *projections.Snapshot) bool {
+func retainsProduction(st *projections.State, d events.Candidate) bool {
 	if d.Incumbent == "" {
 		return false
 	}
