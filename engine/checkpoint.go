@@ -12,16 +12,14 @@ import (
 	"io"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/projections"
 )
 
-// CheckpointBucket is the JetStream KV bucket that holds projection
-// checkpoints; checkpointKey is the one key the engine writes.
-const (
-	CheckpointBucket = "TIDEMARK_CHECKPOINTS"
-	checkpointKey    = "projections"
-)
+// checkpointKey is the one key the engine writes in the state bucket
+// (eventlog.BucketName).
+const checkpointKey = "projections"
 
 // CheckpointFormat is the layout of a checkpoint. Bump it whenever the
 // projection state changes shape or meaning: older checkpoints are then
@@ -125,25 +123,7 @@ func decodeCheckpoint(b []byte) (checkpointHeader, *projections.State, error) {
 // checkpoints stores projection checkpoints in the KV bucket.
 type checkpoints struct {
 	kv     jetstream.KeyValue
-	stream jetstream.Stream
-}
-
-func openCheckpoints(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, replicas int, memory bool) (*checkpoints, error) {
-	if replicas < 1 {
-		replicas = 1
-	}
-	storage := jetstream.FileStorage
-	if memory {
-		storage = jetstream.MemoryStorage
-	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: CheckpointBucket, Description: "tidemark projection checkpoints (state + last sequence)",
-		History: 1, Storage: storage, Replicas: replicas, MaxValueSize: -1,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("engine: checkpoint bucket: %w", err)
-	}
-	return &checkpoints{kv: kv, stream: stream}, nil
+	reader *eventlog.Reader
 }
 
 // checkpointSeq is the sequence a stored checkpoint value was taken at,
@@ -162,7 +142,7 @@ func checkpointSeq(b []byte) uint64 {
 // checkpoint bucket (0: none, or not intact): the event stream held at
 // least that many events when it was taken.
 func StoredCheckpointSeq(ctx context.Context, js jetstream.JetStream) (uint64, error) {
-	kv, err := js.KeyValue(ctx, CheckpointBucket)
+	kv, err := js.KeyValue(ctx, eventlog.BucketName)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return 0, nil
 	}
@@ -196,13 +176,15 @@ func (c *checkpoints) load(ctx context.Context) (*projections.State, uint64, err
 		return nil, seen, err
 	}
 	if h.Seq > 0 {
-		msg, err := c.stream.GetMsg(ctx, h.Seq)
+		rec, err := c.reader.Get(ctx, h.Seq)
 		if err != nil {
 			return nil, seen, fmt.Errorf("event at seq %d: %w", h.Seq, err)
 		}
-		ev, err := events.Decode(msg.Data)
-		if err == nil && ev.ID != h.LastEventID {
-			err = fmt.Errorf("event at seq %d is %s, the checkpoint was taken after %s", h.Seq, ev.ID, h.LastEventID)
+		if err = rec.Err; errors.Is(err, events.ErrForeign) {
+			err = nil // well-formed: its id still tells
+		}
+		if err == nil && rec.Event.ID != h.LastEventID {
+			err = fmt.Errorf("event at seq %d is %s, the checkpoint was taken after %s", h.Seq, rec.Event.ID, h.LastEventID)
 		}
 		if err != nil {
 			return nil, seen, err

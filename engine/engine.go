@@ -1,6 +1,6 @@
 // Package engine is tidemark's writer on NATS JetStream: it starts (or
-// connects to) the server, owns the event stream, folds the live
-// projection, and carries out commands: it reads the projection, calls the
+// connects to) the server, ensures the event log (package eventlog, its
+// only path to the stream), folds the live projection, and carries out commands: it reads the projection, calls the
 // pure core (package decide) and appends the decision's events under its
 // condition, re-deciding after a conflict. The loops that issue commands
 // on their own live in package scheduler, the worker protocol in work.
@@ -33,9 +33,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/decide"
+	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/projections"
-	"github.com/tidemark/tidemark/replay"
 	"github.com/tidemark/tidemark/views"
 )
 
@@ -125,6 +125,9 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// ErrStopped is returned by an engine that is closing or closed.
+var ErrStopped = errors.New("engine: stopped")
+
 // Engine is a running tidemark engine.
 type Engine struct {
 	cfg    Config
@@ -132,7 +135,8 @@ type Engine struct {
 	srv    *server.Server
 	nc     *nats.Conn
 	js     jetstream.JetStream
-	stream jetstream.Stream
+	elog   *eventlog.Log
+	reader *eventlog.Reader
 	proj   *projector
 	ids    *events.IDSource
 
@@ -196,10 +200,13 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		e.Close(ctx)
 		return nil, fmt.Errorf("engine: jetstream: %w", err)
 	}
-	if e.stream, err = e.createStream(ctx); err != nil {
+	if e.elog, err = eventlog.Ensure(ctx, e.js, eventlog.Config{
+		Replicas: cfg.Replicas, Memory: cfg.MemoryStorage, Clustered: cfg.ClusterName != "", Logger: e.log,
+	}); err != nil {
 		e.Close(ctx)
-		return nil, fmt.Errorf("engine: stream %s: %w", events.StreamName, err)
+		return nil, fmt.Errorf("engine: %w", err)
 	}
+	e.reader = e.elog.Reader()
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.proj = newProjector(e.log.With("subsystem", "projection"))
 	e.proj.probe, e.proj.lastSeq = e.probe, e.LastSeq
@@ -208,12 +215,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		if cfg.CheckpointEvery == 0 {
 			e.cfg.CheckpointEvery = DefaultCheckpointEvery
 		}
-		if e.cp, err = retryJS(ctx, e, func(ctx context.Context) (*checkpoints, error) {
-			return openCheckpoints(ctx, e.js, e.stream, cfg.Replicas, cfg.MemoryStorage)
-		}); err != nil {
-			e.Close(ctx)
-			return nil, err
-		}
+		e.cp = &checkpoints{kv: e.elog.Bucket(), reader: e.reader}
 		var st *projections.State
 		st, seen, err = e.cp.load(ctx)
 		switch {
@@ -233,7 +235,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
-		if err := e.proj.run(e.ctx, e.js); err != nil && e.ctx.Err() == nil {
+		if err := e.proj.run(e.ctx, e.reader.WithLogger(e.proj.log)); err != nil && e.ctx.Err() == nil {
 			e.log.Error("projection stopped", "err", err)
 			e.proj.fail(err)
 		}
@@ -331,49 +333,6 @@ func (e *Engine) checkpointLoop(ctx context.Context) {
 	}
 }
 
-// AppendTimeout bounds one append (and the re-read after a lost ack): a
-// publish the stream does not answer (a leader election on a cluster) is
-// treated as ambiguous and retried with the same message ids.
-const AppendTimeout = 5 * time.Second
-
-// StreamWait bounds how long Open waits for a clustered stream to become
-// available (its peers to join and elect a leader).
-const StreamWait = 2 * time.Minute
-
-// createStream creates or updates the event stream.
-func (e *Engine) createStream(ctx context.Context) (jetstream.Stream, error) {
-	return retryJS(ctx, e, func(ctx context.Context) (jetstream.Stream, error) {
-		return e.js.CreateOrUpdateStream(ctx, StreamConfig(e.cfg.Replicas, e.cfg.MemoryStorage))
-	})
-}
-
-// retryJS runs a JetStream API call. On a cluster the first calls fail or
-// go unanswered until enough peers have joined and a meta leader is
-// elected: each attempt is bounded, and attempts repeat for up to
-// StreamWait. Elsewhere one attempt is made.
-func retryJS[T any](ctx context.Context, e *Engine, call func(context.Context) (T, error)) (T, error) {
-	deadline := time.Now().Add(StreamWait)
-	backoff := 100 * time.Millisecond
-	clustered := e.cfg.ClusterName != "" || e.cfg.Replicas > 1
-	for {
-		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		v, err := call(actx)
-		cancel()
-		if err == nil || !clustered || time.Now().After(deadline) || ctx.Err() != nil {
-			return v, err
-		}
-		e.log.Info("waiting for the cluster", "err", err)
-		select {
-		case <-ctx.Done():
-			return v, ctx.Err()
-		case <-time.After(backoff):
-		}
-		if backoff < 2*time.Second {
-			backoff *= 2
-		}
-	}
-}
-
 // Conn is the engine's NATS connection (for serving commands).
 func (e *Engine) Conn() *nats.Conn { return e.nc }
 
@@ -421,26 +380,23 @@ func (e *Engine) shutdownServer() {
 }
 
 // LastSeq is the stream's last sequence as the server reports it now.
-func (e *Engine) LastSeq(ctx context.Context) (uint64, error) {
-	info, err := e.stream.Info(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("engine: stream info: %w", err)
-	}
-	return info.State.LastSeq, nil
-}
+func (e *Engine) LastSeq(ctx context.Context) (uint64, error) { return e.reader.LastSeq(ctx) }
+
+// Reader is the engine's reader of the event log.
+func (e *Engine) Reader() *eventlog.Reader { return e.reader }
 
 // CatchUp waits until the projection has applied everything the stream held
 // when it was called. It fails at once, with ErrDamaged, when the stream
 // lost events the projection would otherwise wait for (see store.go).
 func (e *Engine) CatchUp(ctx context.Context) error {
-	st, d, err := replay.CheckStream(ctx, e.stream, 0, 0)
+	last, d, err := e.reader.Check(ctx, 0, 0)
 	if err != nil {
-		return fmt.Errorf("engine: stream info: %w", err)
+		return fmt.Errorf("engine: %w", err)
 	}
 	if d != nil {
 		return damaged(d)
 	}
-	return e.proj.waitFor(ctx, st.LastSeq)
+	return e.proj.waitFor(ctx, last)
 }
 
 // View runs fn with the live projection state under its read lock. fn must
@@ -522,8 +478,8 @@ func (e *Engine) decideAndAppend(ctx context.Context, cmd commands.Command) comm
 		}
 		evs := e.commandEvents(m, digest, d.Events)
 		started := time.Now()
-		actx, cancel := context.WithTimeout(ctx, AppendTimeout)
-		seq, err := e.appendEvents(actx, cmd.Kind(), m.ID, digest, evs, d.Expect)
+		actx, cancel := context.WithTimeout(ctx, eventlog.AppendTimeout)
+		seq, err := e.elog.Append(actx, msgID(cmd.Kind(), m.ID), evs, d.Expect)
 		cancel()
 		e.metrics.appendS.Observe(time.Since(started).Seconds())
 		switch {
@@ -533,10 +489,10 @@ func (e *Engine) decideAndAppend(ctx context.Context, cmd commands.Command) comm
 			}
 			d.Reply.Accepted, d.Reply.Seq, d.Reply.Events = true, seq, len(evs)
 			return d.Reply
-		case errors.Is(err, ErrConflict), errors.Is(err, ErrAmbiguous):
+		case errors.Is(err, eventlog.ErrConflict), errors.Is(err, eventlog.ErrAmbiguous):
 			lastErr = err
 			e.log.Debug("re-deciding", "kind", cmd.Kind(), "id", m.ID, "attempt", attempt, "err", err)
-			cctx, cancel := context.WithTimeout(ctx, AppendTimeout)
+			cctx, cancel := context.WithTimeout(ctx, eventlog.AppendTimeout)
 			cerr := e.CatchUp(cctx)
 			cancel()
 			if cerr != nil && ctx.Err() == nil && attempt < e.cfg.MaxRetries {
@@ -553,6 +509,10 @@ func (e *Engine) decideAndAppend(ctx context.Context, cmd commands.Command) comm
 	}
 	return commands.Rejection(commands.Errorf(commands.CodeConflict, "", "the state kept changing: gave up after %d attempts (nothing was appended; the last: %v)", e.cfg.MaxRetries+1, lastErr))
 }
+
+// msgID is the message id of the events of command kind with id
+// (eventlog.MsgID).
+func msgID(kind, id string) string { return eventlog.MsgID(kind, id, commands.IsInternalID(id)) }
 
 // commandEvents wraps a command's payloads in events caused by it, each
 // carrying the command's digest.

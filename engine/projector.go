@@ -2,16 +2,14 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/projections"
-	"github.com/tidemark/tidemark/replay"
 )
 
 // projector keeps a live projections.State folded from the stream by an
@@ -26,7 +24,7 @@ type projector struct {
 	folded  uint64 // events applied since the projector started
 	pending uint64 // events in the stream after the last one delivered
 	// probe, when set, tells a stalled wait whether the stream still
-	// holds from..to (nil) or lost some of them (a *replay.Damage).
+	// holds from..to (nil) or lost some of them (a *eventlog.Damage).
 	probe func(ctx context.Context, from, to uint64) error
 	// lastSeq, when set, is the stream's last sequence (for reports).
 	lastSeq func(ctx context.Context) (uint64, error)
@@ -99,7 +97,7 @@ func (p *projector) waitFor(ctx context.Context, seq uint64) error {
 				continue
 			}
 			perr := p.probe(ctx, cur+1, seq)
-			if d, ok := replay.IsDamage(perr); ok {
+			if d, ok := eventlog.IsDamage(perr); ok {
 				// Twice in a row, a stall probe apart: a server that just
 				// became the stream's leader does not count as damage.
 				if suspect == cur+1 {
@@ -131,14 +129,14 @@ func (p *projector) watch() (<-chan struct{}, error) {
 }
 
 // apply folds the event delivered at seq, with pending more after it.
-func (p *projector) apply(seq uint64, subject string, data []byte, pending uint64) {
+func (p *projector) apply(e eventlog.Entry) {
+	seq, subject, pending, ev, derr := e.Seq, e.Subject, e.Pending, e.Event, e.Err
 	p.mu.RLock()
 	applied := seq <= p.st.Seq
 	p.mu.RUnlock()
 	if applied {
 		return // this engine's own event, applied when its append was acknowledged
 	}
-	ev, derr := replay.Decode(subject, data)
 	p.mu.Lock()
 	if p.err != nil {
 		p.mu.Unlock()
@@ -148,7 +146,7 @@ func (p *projector) apply(seq uint64, subject string, data []byte, pending uint6
 		// The consumer skipped sequences: the server could not load them.
 		// The stream denies deletes, so they are lost events; the
 		// projection cannot be right without them.
-		d := &replay.Damage{LastSeq: seq + pending, Missing: []replay.Span{{First: p.st.Seq + 1, Last: seq - 1}}}
+		d := &eventlog.Damage{LastSeq: seq + pending, Missing: []eventlog.Span{{First: p.st.Seq + 1, Last: seq - 1}}}
 		p.mu.Unlock()
 		if p.lastSeq != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -217,43 +215,18 @@ func (p *projector) fail(err error) {
 }
 
 // run folds the stream from the state's next sequence until ctx ends.
-func (p *projector) run(ctx context.Context, js jetstream.JetStream) error {
-	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
-	if s := p.seq(); s > 0 {
-		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
-		cfg.OptStartSeq = s + 1
-	}
-	cons, err := js.OrderedConsumer(ctx, events.StreamName, cfg)
-	if err != nil {
-		return fmt.Errorf("engine: projection consumer: %w", err)
-	}
-	it, err := cons.Messages(jetstream.PullExpiry(5*time.Second), jetstream.PullHeartbeat(time.Second))
-	if err != nil {
-		return fmt.Errorf("engine: projection consumer: %w", err)
-	}
-	go func() {
-		<-ctx.Done()
-		it.Stop()
-	}()
-	for {
-		msg, err := it.Next(jetstream.NextContext(ctx))
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return nil
-			}
-			p.log.Warn("projection consumer", "err", err)
-			continue
-		}
-		md, err := msg.Metadata()
-		if err != nil {
-			p.log.Warn("projection consumer: no metadata", "err", err)
-			continue
-		}
-		p.apply(md.Sequence.Stream, msg.Subject(), msg.Data(), md.NumPending)
+func (p *projector) run(ctx context.Context, r *eventlog.Reader) error {
+	err := r.Tail(ctx, p.seq()+1, func(e eventlog.Entry) error {
+		p.apply(e)
 		p.mu.Lock()
-		p.pending = md.NumPending
+		p.pending = e.Pending
 		p.mu.Unlock()
+		return nil
+	})
+	if ctx.Err() != nil {
+		return nil
 	}
+	return fmt.Errorf("engine: projection: %w", err)
 }
 
 // Watch returns a channel closed at the next change of the live projection
