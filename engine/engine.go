@@ -16,8 +16,8 @@
 // flight at once, but never two touching the same subject, table or
 // command id, and every other command waits until none is in flight.
 //
-// Lock order: cmdMu, flightMu, then the projector's mu (held only while
-// deciding).
+// Lock order: cmdMu, flightMu, then the live projection's mu (held only
+// while deciding).
 package engine
 
 import (
@@ -31,10 +31,12 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tidemark/tidemark/checkpoint"
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/decide"
 	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/live"
 	"github.com/tidemark/tidemark/projections"
 	"github.com/tidemark/tidemark/views"
 )
@@ -93,7 +95,7 @@ type Config struct {
 	Logger *slog.Logger
 	// CheckpointEvery is how many newly folded events make the engine
 	// write a projection checkpoint to the KV bucket (and it writes one on
-	// Close). 0: DefaultCheckpointEvery; negative: no checkpoints, and none
+	// Close). 0: checkpoint.DefaultEvery; negative: no checkpoints, and none
 	// is loaded either.
 	CheckpointEvery int
 }
@@ -137,22 +139,20 @@ type Engine struct {
 	js     jetstream.JetStream
 	elog   *eventlog.Log
 	reader *eventlog.Reader
-	proj   *projector
+	proj   *live.Projection
 	ids    *events.IDSource
 
 	metrics   *metrics
-	cp        *checkpoints
-	cpMu      sync.Mutex
-	cpSeq     uint64 // last checkpoint written or loaded
-	loadedSeq uint64 // the checkpoint the projection started from (0: none)
-	cpReject  string // why a stored checkpoint was not used
+	keeper    *checkpoint.Keeper // nil: checkpoints are off
+	loadedSeq uint64             // the checkpoint the projection started from (0: none)
+	cpReject  string             // why a stored checkpoint was not used
 
 	cmdMu   sync.Mutex
 	queueMu sync.Mutex
 	queue   []*waiter     // completions waiting for group commit
 	lead    chan struct{} // capacity 1: held by the goroutine leading a group
 	// flightMu guards flight, the groups published and not yet applied.
-	// Lock order: cmdMu, flightMu, the projector's mu.
+	// Lock order: cmdMu, flightMu, the live projection's mu.
 	flightMu sync.Mutex
 	flight   flight
 	ctx      context.Context
@@ -208,23 +208,21 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	e.reader = e.elog.Reader()
 	e.ctx, e.cancel = context.WithCancel(context.Background())
-	e.proj = newProjector(e.log.With("subsystem", "projection"))
-	e.proj.probe, e.proj.lastSeq = e.probe, e.LastSeq
-	var seen uint64 // the sequence the stored checkpoint was taken at
+	var from *projections.State // the checkpoint's state (nil: none)
+	var seen uint64             // the sequence the stored checkpoint was taken at
 	if cfg.CheckpointEvery >= 0 {
 		if cfg.CheckpointEvery == 0 {
-			e.cfg.CheckpointEvery = DefaultCheckpointEvery
+			e.cfg.CheckpointEvery = checkpoint.DefaultEvery
 		}
-		e.cp = &checkpoints{kv: e.elog.Bucket(), reader: e.reader}
 		var st *projections.State
-		st, seen, err = e.cp.load(ctx)
+		st, seen, err = checkpoint.Load(ctx, e.reader, e.elog.Bucket())
 		switch {
 		case err != nil:
 			e.cpReject = err.Error()
 			e.log.Warn("checkpoint ignored; rebuilding the projections from the stream", "err", err)
 		case st != nil:
-			e.proj.st = st
-			e.loadedSeq, e.cpSeq = st.Seq, st.Seq
+			from = st
+			e.loadedSeq = st.Seq
 			e.log.Info("projections loaded from checkpoint", "seq", st.Seq)
 		}
 	}
@@ -232,12 +230,15 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		e.Close(ctx)
 		return nil, err
 	}
+	e.proj = live.New(e.reader, from, e.log.With("subsystem", "projection"))
+	if cfg.CheckpointEvery >= 0 {
+		e.keeper = &checkpoint.Keeper{Proj: e.proj, KV: e.elog.Bucket(), Every: e.cfg.CheckpointEvery, Seq: e.loadedSeq, Logger: e.log}
+	}
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
-		if err := e.proj.run(e.ctx, e.reader.WithLogger(e.proj.log)); err != nil && e.ctx.Err() == nil {
+		if err := e.proj.Run(e.ctx); err != nil {
 			e.log.Error("projection stopped", "err", err)
-			e.proj.fail(err)
 		}
 	}()
 	if err := e.CatchUp(ctx); err != nil {
@@ -250,9 +251,9 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		e.wg.Add(1)
 		go func() { defer e.wg.Done(); e.verifyPrefix(e.ctx, e.loadedSeq) }()
 	}
-	if e.cp != nil {
+	if e.keeper != nil {
 		e.wg.Add(1)
-		go func() { defer e.wg.Done(); e.checkpointLoop(e.ctx) }()
+		go func() { defer e.wg.Done(); e.keeper.Run(e.ctx) }()
 	}
 	return e, nil
 }
@@ -276,61 +277,27 @@ type Stats struct {
 
 // Stats returns the projection's statistics.
 func (e *Engine) Stats() Stats {
-	e.proj.mu.RLock()
-	defer e.proj.mu.RUnlock()
-	return Stats{Seq: e.proj.st.Seq, Folded: e.proj.folded, CheckpointSeq: e.loadedSeq, CheckpointRejected: e.cpReject, Lag: e.proj.pending}
+	st := e.proj.Stats()
+	return Stats{Seq: st.Seq, Folded: st.Folded, CheckpointSeq: e.loadedSeq, CheckpointRejected: e.cpReject, Lag: st.Lag}
 }
 
 // Checkpoint writes the live projection to the checkpoint bucket now
-// (nothing when it is already there, or checkpoints are off).
+// (nothing when it is already there, when checkpoints are off, or when the
+// projection failed: checkpoint.Keeper.Save).
 func (e *Engine) Checkpoint(ctx context.Context) error {
-	if e.cp == nil || e.Err() != nil {
-		// A projection stopped by a damaged store keeps the checkpoint
-		// that shows how far the stream once reached.
+	if e.keeper == nil {
 		return nil
 	}
-	e.cpMu.Lock()
-	defer e.cpMu.Unlock()
-	var value []byte
-	var seq uint64
-	var err error
-	e.proj.read(func(st *projections.State) {
-		if st.Seq > e.cpSeq {
-			value, seq, err = encodeCheckpoint(st, e.proj.lastID)
-		}
-	})
-	if err != nil || value == nil {
-		return err
-	}
-	if err := e.cp.save(ctx, value); err != nil {
-		return fmt.Errorf("engine: checkpoint at seq %d: %w", seq, err)
-	}
-	e.cpSeq = seq
-	return nil
+	return e.keeper.Save(ctx)
 }
 
-// checkpointLoop writes a checkpoint whenever CheckpointEvery events were
-// folded since the last one.
-func (e *Engine) checkpointLoop(ctx context.Context) {
-	for {
-		changed, err := e.proj.watch()
-		if err != nil {
-			return
-		}
-		e.cpMu.Lock()
-		due := e.proj.seq() >= e.cpSeq+uint64(e.cfg.CheckpointEvery)
-		e.cpMu.Unlock()
-		if due {
-			if err := e.Checkpoint(ctx); err != nil && ctx.Err() == nil {
-				e.log.Warn("checkpoint", "err", err)
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-changed:
-		}
+// Bucket is the state bucket, which also holds the work publisher's
+// cursor (package work); nil when checkpoints are off (CheckpointEvery < 0).
+func (e *Engine) Bucket() jetstream.KeyValue {
+	if e.keeper == nil {
+		return nil
 	}
+	return e.elog.Bucket()
 }
 
 // Conn is the engine's NATS connection (for serving commands).
@@ -359,7 +326,7 @@ func (e *Engine) Close(ctx context.Context) error {
 		e.cancel()
 	}
 	e.wg.Wait()
-	if e.cp != nil && e.proj != nil {
+	if e.keeper != nil {
 		if err := e.Checkpoint(ctx); err != nil {
 			e.log.Warn("checkpoint on close", "err", err)
 		}
@@ -396,12 +363,36 @@ func (e *Engine) CatchUp(ctx context.Context) error {
 	if d != nil {
 		return damaged(d)
 	}
-	return e.proj.waitFor(ctx, last)
+	return e.waitFor(ctx, last)
 }
 
+// waitFor waits until the projection has applied seq (live.WaitFor); a
+// projection that found the stream damaged fails it with ErrDamaged.
+func (e *Engine) waitFor(ctx context.Context, seq uint64) error {
+	err := e.proj.WaitFor(ctx, seq)
+	if d, ok := eventlog.IsDamage(err); ok && !errors.Is(err, ErrDamaged) {
+		return damaged(d)
+	}
+	return err
+}
+
+// Projection is the engine's live projection.
+func (e *Engine) Projection() *live.Projection { return e.proj }
+
 // View runs fn with the live projection state under its read lock. fn must
-// not keep or modify st.
-func (e *Engine) View(fn func(st *projections.State)) { e.proj.read(fn) }
+// not keep or modify st (live.Projection.Read).
+func (e *Engine) View(fn func(st *projections.State)) { e.proj.Read(fn) }
+
+// Watch returns a channel closed at the next change of the live projection
+// (an applied event), and the projection's failure, if it has failed
+// (live.Projection.Watch).
+func (e *Engine) Watch() (<-chan struct{}, error) { return e.proj.Watch() }
+
+// Await blocks until cond holds on the live projection (checked after
+// every applied event) or ctx ends (live.Projection.Await).
+func (e *Engine) Await(ctx context.Context, cond func(st *projections.State) bool) error {
+	return e.proj.Await(ctx, cond)
+}
 
 // Now is the engine's clock.
 func (e *Engine) Now() time.Time { return e.cfg.Clock().UTC() }
@@ -434,11 +425,11 @@ func (e *Engine) handle(ctx context.Context, cmd commands.Command) commands.Repl
 	if q, ok := cmd.(commands.Query); ok {
 		var r commands.Reply
 		var err error
-		e.proj.read(func(st *projections.State) { r, err = views.Answer(st, q, m.At) })
+		e.proj.Read(func(st *projections.State) { r, err = views.Answer(st, q, m.At) })
 		if err != nil {
 			return commands.Rejection(err)
 		}
-		r.Accepted, r.Seq = true, e.proj.seq()
+		r.Accepted, r.Seq = true, e.proj.Seq()
 		return r
 	}
 	if err := e.Err(); err != nil {
@@ -468,7 +459,7 @@ func (e *Engine) decideAndAppend(ctx context.Context, cmd commands.Command) comm
 	for attempt := 0; attempt <= e.cfg.MaxRetries; attempt++ {
 		var d decide.Decision
 		var err error
-		e.proj.read(func(st *projections.State) { d, err = decide.Decide(st, cmd) })
+		e.proj.Read(func(st *projections.State) { d, err = decide.Decide(st, cmd) })
 		if err != nil {
 			return commands.Rejection(err)
 		}
@@ -484,7 +475,7 @@ func (e *Engine) decideAndAppend(ctx context.Context, cmd commands.Command) comm
 		e.metrics.appendS.Observe(time.Since(started).Seconds())
 		switch {
 		case err == nil:
-			if err := e.proj.waitFor(ctx, seq); err != nil {
+			if err := e.waitFor(ctx, seq); err != nil {
 				return commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "appended at seq %d but the projection did not catch up: %v", seq, err))
 			}
 			d.Reply.Accepted, d.Reply.Seq, d.Reply.Events = true, seq, len(evs)

@@ -161,7 +161,7 @@ func (e *Engine) startGroup(group []*waiter) (*pendingGroup, []*waiter) {
 	var alone []*waiter
 	seen := map[flightKey]bool{}
 	e.flightMu.Lock()
-	e.proj.read(func(st *projections.State) {
+	e.proj.Read(func(st *projections.State) {
 		for _, w := range group {
 			m := w.cmd.Header()
 			idKey := flightKey{'i', m.ID}
@@ -296,13 +296,13 @@ func (p *pendingGroup) wait(ctx context.Context) []*waiter {
 	// projection's next: the replies need not wait for the consumer.
 	slices.SortFunc(fresh, func(a, b int) int { return cmp.Compare(seqs[a], seqs[b]) })
 	for _, k := range fresh {
-		if !e.proj.applyOwn(seqs[k], p.evs[k]) {
+		if !e.proj.ApplyOwn(seqs[k], p.evs[k]) {
 			break
 		}
 	}
 	var perr error
 	if last > 0 {
-		perr = e.proj.waitFor(ctx, last)
+		perr = e.waitFor(ctx, last)
 	}
 	var failed []*waiter
 	n := 0

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tidemark/tidemark/checkpoint"
 	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/events"
 )
@@ -40,24 +40,6 @@ func (e *Engine) checkStore(ctx context.Context, seen uint64) error {
 
 func damaged(d *eventlog.Damage) error {
 	return fmt.Errorf("%w: %w", ErrDamaged, d)
-}
-
-// Stall bounds, while the projection waits for a sequence: after
-// stallProbe without progress it asks the stream whether the next
-// sequence is there at all (missing: the wait ends with the damage at
-// once); after stallLimit without progress although it is there, the
-// wait gives up.
-const (
-	stallProbe = time.Second
-	stallLimit = 30 * time.Second
-)
-
-// probe is the projector's stall check: nil when the events from..to
-// are all there (the consumer is just slow), else the damage.
-func (e *Engine) probe(ctx context.Context, from, to uint64) error {
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	return e.reader.Probe(pctx, from, to)
 }
 
 // Store is a stopped store opened for reading (OpenStore).
@@ -109,7 +91,7 @@ func OpenStore(ctx context.Context, dataDir string) (*Store, error) {
 		}
 		return fail(fmt.Errorf("engine: %w", err))
 	}
-	if s.CheckpointSeq, err = StoredCheckpointSeq(ctx, s.js); err != nil {
+	if s.CheckpointSeq, err = checkpoint.StoredSeq(ctx, s.js); err != nil {
 		return fail(fmt.Errorf("engine: checkpoint bucket: %w", err))
 	}
 	return s, nil
@@ -117,13 +99,15 @@ func OpenStore(ctx context.Context, dataDir string) (*Store, error) {
 
 // Failed is closed when the projection has stopped for good (Err says
 // why); the engine then refuses every command. serve exits on it.
-func (e *Engine) Failed() <-chan struct{} { return e.proj.failed }
+func (e *Engine) Failed() <-chan struct{} { return e.proj.Failed() }
 
 // Err is why the projection stopped for good (nil while it runs).
 func (e *Engine) Err() error {
-	e.proj.mu.RLock()
-	defer e.proj.mu.RUnlock()
-	return e.proj.err
+	err := e.proj.Err()
+	if d, ok := eventlog.IsDamage(err); ok && !errors.Is(err, ErrDamaged) {
+		return damaged(d)
+	}
+	return err
 }
 
 // verifyPrefix reads the stream up to seq, the checkpoint the projection
@@ -134,7 +118,7 @@ func (e *Engine) verifyPrefix(ctx context.Context, seq uint64) {
 	_, err := e.reader.Read(ctx, eventlog.ReadOptions{AtSeq: seq, CheckOnly: true})
 	if d, ok := eventlog.IsDamage(err); ok {
 		e.log.Error("the event stream lost events before the checkpoint", "checkpoint_seq", seq, "err", d)
-		e.proj.fail(damaged(d))
+		e.proj.Fail(damaged(d))
 		return
 	}
 	if err != nil && ctx.Err() == nil {

@@ -1,4 +1,20 @@
-package engine
+// Package checkpoint stores and loads snapshots of the live projection in
+// the log's state bucket (eventlog.BucketName, key Key), so a restart
+// folds only the events after one: Encode and Decode are the value's
+// format, Load reads one back and checks it against the stream, and a
+// Keeper writes one every Every folded events.
+//
+// Invariants. A checkpoint is used only when every check passes: its
+// Format and event schema are this build's, its header's fingerprint and
+// its state's hash match, and the event stored at its Seq has the id it
+// names (a stream deleted and recreated does not match); anything else is
+// a reason to rebuild from the stream, never a failure. A projection that
+// failed (a damaged store) is not checkpointed: the stored one keeps
+// showing how far the stream once reached (StoredSeq).
+//
+// Importers: engine, cmd/tidemark (through engine.OpenStore) and tests.
+// It imports live, eventlog, projections and events.
+package checkpoint
 
 import (
 	"bytes"
@@ -17,22 +33,22 @@ import (
 	"github.com/tidemark/tidemark/projections"
 )
 
-// checkpointKey is the one key the engine writes in the state bucket
+// Key is the one key checkpoints are written under in the state bucket
 // (eventlog.BucketName).
-const checkpointKey = "projections"
+const Key = "projections"
 
-// CheckpointFormat is the layout of a checkpoint. Bump it whenever the
+// Format is the layout of a checkpoint. Bump it whenever the
 // projection state changes shape or meaning: older checkpoints are then
 // ignored and the state is rebuilt from the stream.
-const CheckpointFormat = 5
+const Format = 5
 
-// DefaultCheckpointEvery is how many newly folded events make the engine
-// write a checkpoint.
-const DefaultCheckpointEvery = 10_000
+// DefaultEvery is how many newly folded events make a Keeper write a
+// checkpoint.
+const DefaultEvery = 10_000
 
-// checkpointHeader is the first line of a checkpoint value; the gzipped
-// JSON state follows it.
-type checkpointHeader struct {
+// Header is the first line of a checkpoint value; the gzipped JSON state
+// follows it.
+type Header struct {
 	Format int `json:"format"`
 	Schema int `json:"schema"`
 	// Seq is the last stream sequence folded into the state.
@@ -46,39 +62,39 @@ type checkpointHeader struct {
 	Fingerprint string `json:"fingerprint"`
 }
 
-func (h checkpointHeader) fingerprint() string {
+func (h Header) fingerprint() string {
 	sum := sha256.Sum256(fmt.Appendf(nil, "tidemark-checkpoint|%d|%d|%d|%s|%s", h.Format, h.Schema, h.Seq, h.LastEventID, h.StateSHA256))
 	return hex.EncodeToString(sum[:])
 }
 
-// encodeCheckpoint serialises st; lastID is the id of the event at st.Seq.
-func encodeCheckpoint(st *projections.State, lastID string) ([]byte, uint64, error) {
+// Encode serialises st; lastID is the id of the event at st.Seq.
+func Encode(st *projections.State, lastID string) ([]byte, error) {
 	raw, err := json.Marshal(st)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	var body bytes.Buffer
 	zw := gzip.NewWriter(&body)
 	if _, err := zw.Write(raw); err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	if err := zw.Close(); err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	sum := sha256.Sum256(body.Bytes())
-	h := checkpointHeader{Format: CheckpointFormat, Schema: events.SchemaVersion, Seq: st.Seq, LastEventID: lastID, StateSHA256: hex.EncodeToString(sum[:])}
+	h := Header{Format: Format, Schema: events.SchemaVersion, Seq: st.Seq, LastEventID: lastID, StateSHA256: hex.EncodeToString(sum[:])}
 	h.Fingerprint = h.fingerprint()
 	head, err := json.Marshal(h)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
-	return append(append(head, '\n'), body.Bytes()...), st.Seq, nil
+	return append(append(head, '\n'), body.Bytes()...), nil
 }
 
-// decodeCheckpoint parses and verifies a checkpoint value. Any mismatch is
-// an error: the caller rebuilds instead of trusting it.
-func decodeCheckpoint(b []byte) (checkpointHeader, *projections.State, error) {
-	var h checkpointHeader
+// Decode parses and verifies a checkpoint value. Any mismatch is an error:
+// the caller rebuilds instead of trusting it.
+func Decode(b []byte) (Header, *projections.State, error) {
+	var h Header
 	i := bytes.IndexByte(b, '\n')
 	if i < 0 {
 		return h, nil, errors.New("no header line")
@@ -87,8 +103,8 @@ func decodeCheckpoint(b []byte) (checkpointHeader, *projections.State, error) {
 		return h, nil, fmt.Errorf("header: %w", err)
 	}
 	switch {
-	case h.Format != CheckpointFormat:
-		return h, nil, fmt.Errorf("format %d, this build reads %d", h.Format, CheckpointFormat)
+	case h.Format != Format:
+		return h, nil, fmt.Errorf("format %d, this build reads %d", h.Format, Format)
 	case h.Schema != events.SchemaVersion:
 		return h, nil, fmt.Errorf("event schema %d, this build writes %d", h.Schema, events.SchemaVersion)
 	case h.Fingerprint != h.fingerprint():
@@ -120,28 +136,22 @@ func decodeCheckpoint(b []byte) (checkpointHeader, *projections.State, error) {
 	return h, st, nil
 }
 
-// checkpoints stores projection checkpoints in the KV bucket.
-type checkpoints struct {
-	kv     jetstream.KeyValue
-	reader *eventlog.Reader
-}
-
 // checkpointSeq is the sequence a stored checkpoint value was taken at,
 // when its header is intact (0 otherwise): the stream held at least that
 // many events.
 func checkpointSeq(b []byte) uint64 {
-	var h checkpointHeader
+	var h Header
 	i := bytes.IndexByte(b, '\n')
-	if i < 0 || json.Unmarshal(b[:i], &h) != nil || h.Format != CheckpointFormat || h.Fingerprint != h.fingerprint() {
+	if i < 0 || json.Unmarshal(b[:i], &h) != nil || h.Format != Format || h.Fingerprint != h.fingerprint() {
 		return 0
 	}
 	return h.Seq
 }
 
-// StoredCheckpointSeq is the sequence of the checkpoint stored in js's
-// checkpoint bucket (0: none, or not intact): the event stream held at
-// least that many events when it was taken.
-func StoredCheckpointSeq(ctx context.Context, js jetstream.JetStream) (uint64, error) {
+// StoredSeq is the sequence of the checkpoint stored in js's state bucket
+// (0: none, or not intact): the event stream held at least that many
+// events when it was taken. It creates nothing.
+func StoredSeq(ctx context.Context, js jetstream.JetStream) (uint64, error) {
 	kv, err := js.KeyValue(ctx, eventlog.BucketName)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return 0, nil
@@ -149,7 +159,7 @@ func StoredCheckpointSeq(ctx context.Context, js jetstream.JetStream) (uint64, e
 	if err != nil {
 		return 0, err
 	}
-	entry, err := kv.Get(ctx, checkpointKey)
+	entry, err := kv.Get(ctx, Key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return 0, nil
 	}
@@ -159,11 +169,12 @@ func StoredCheckpointSeq(ctx context.Context, js jetstream.JetStream) (uint64, e
 	return checkpointSeq(entry.Value()), nil
 }
 
-// load returns the stored checkpoint's state, or nil and the reason it was
-// not usable (nil, nil when there is none); and, usable or not, the
+// Load returns the checkpoint stored in kv, checked against r's stream
+// (the event at its Seq must have the id it names), or nil and the reason
+// it was not usable (nil, nil when there is none); and, usable or not, the
 // sequence an intact checkpoint header names (0: none).
-func (c *checkpoints) load(ctx context.Context) (*projections.State, uint64, error) {
-	entry, err := c.kv.Get(ctx, checkpointKey)
+func Load(ctx context.Context, r *eventlog.Reader, kv jetstream.KeyValue) (*projections.State, uint64, error) {
+	entry, err := kv.Get(ctx, Key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, 0, nil
 	}
@@ -171,12 +182,12 @@ func (c *checkpoints) load(ctx context.Context) (*projections.State, uint64, err
 		return nil, 0, err
 	}
 	seen := checkpointSeq(entry.Value())
-	h, st, err := decodeCheckpoint(entry.Value())
+	h, st, err := Decode(entry.Value())
 	if err != nil {
 		return nil, seen, err
 	}
 	if h.Seq > 0 {
-		rec, err := c.reader.Get(ctx, h.Seq)
+		rec, err := r.Get(ctx, h.Seq)
 		if err != nil {
 			return nil, seen, fmt.Errorf("event at seq %d: %w", h.Seq, err)
 		}
@@ -191,18 +202,4 @@ func (c *checkpoints) load(ctx context.Context) (*projections.State, uint64, err
 		}
 	}
 	return st, seen, nil
-}
-
-func (c *checkpoints) save(ctx context.Context, value []byte) error {
-	_, err := c.kv.Put(ctx, checkpointKey, value)
-	return err
-}
-
-// Bucket is the checkpoint bucket, which also holds the work publisher's
-// cursor (package work); nil when checkpoints are off (CheckpointEvery < 0).
-func (e *Engine) Bucket() jetstream.KeyValue {
-	if e.cp == nil {
-		return nil
-	}
-	return e.cp.kv
 }
