@@ -18,11 +18,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
-	"github.com/synadia-io/orbit.go/jetstreamext"
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/engine"
+	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/policy"
@@ -231,22 +230,6 @@ func served(ctx context.Context, sync bool) (*engine.Engine, []*transport.Client
 // The command figures' shape: clients over snapshots.
 const benchSnapshots, benchClients = 1000, 16
 
-func rawAsync(ctx context.Context, js jetstream.JetStream, total, snaps int) (float64, error) {
-	start := time.Now()
-	for i := 0; i < total; i++ {
-		subj, b := eventBytes(i, snaps)
-		if _, err := js.PublishAsync(subj, b); err != nil {
-			return 0, err
-		}
-	}
-	select {
-	case <-js.PublishAsyncComplete():
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	}
-	return float64(total) / time.Since(start).Seconds(), nil
-}
-
 func percentile(d []time.Duration, p float64) time.Duration {
 	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
 	return d[int(float64(len(d)-1)*p)]
@@ -349,23 +332,6 @@ func echoRate(e *engine.Engine, total int) (float64, error) {
 	})
 }
 
-// atomicBatchCost is the mean time of an atomic batch of n events on e's
-// stream (what one fsync for a group of n commands would cost).
-func atomicBatchCost(ctx context.Context, e *engine.Engine, n, batches int) (time.Duration, error) {
-	start := time.Now()
-	for b := 0; b < batches; b++ {
-		msgs := make([]*nats.Msg, n)
-		for i := range msgs {
-			subj, data := eventBytes(b*n+i, 1<<30)
-			msgs[i] = &nats.Msg{Subject: subj, Data: data, Header: nats.Header{}}
-		}
-		if _, err := jetstreamext.PublishMsgBatch(ctx, e.JetStream(), msgs); err != nil {
-			return 0, err
-		}
-	}
-	return time.Since(start) / time.Duration(batches), nil
-}
-
 func durableFigure(ctx context.Context, sz sizes) ([]Figure, error) {
 	const snaps = benchSnapshots
 	_, cs, done, err := served(ctx, true)
@@ -429,7 +395,7 @@ func replayFigures(ctx context.Context, sz sizes) ([]Figure, error) {
 	}
 	js := e.JetStream()
 	start := time.Now()
-	recs, err := replay.Read(ctx, js, 0)
+	recs, err := e.Reader().Read(ctx, eventlog.ReadOptions{})
 	if err != nil {
 		e.Close(ctx)
 		return nil, err
@@ -439,24 +405,9 @@ func replayFigures(ctx context.Context, sz sizes) ([]Figure, error) {
 	n := len(recs)
 	recs = nil
 	start = time.Now()
-	cons, err := js.OrderedConsumer(ctx, events.StreamName, jetstream.OrderedConsumerConfig{})
-	if err != nil {
+	if err := rawRead(ctx, js, n); err != nil {
 		e.Close(ctx)
 		return nil, err
-	}
-	for read := 0; read < n; {
-		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(5*time.Second))
-		if err != nil {
-			e.Close(ctx)
-			return nil, err
-		}
-		for m := range batch.Messages() {
-			if _, err := events.Decode(m.Data()); err != nil {
-				e.Close(ctx)
-				return nil, err
-			}
-			read++
-		}
 	}
 	rawReplay := time.Since(start)
 	_ = st

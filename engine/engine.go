@@ -1,6 +1,6 @@
 // Package engine is tidemark's writer on NATS JetStream: it starts (or
-// connects to) the server, owns the event stream, folds the live
-// projection, and carries out commands: it reads the projection, calls the
+// connects to) the server, ensures the event log (package eventlog, its
+// only path to the stream), folds the live projection, and carries out commands: it reads the projection, calls the
 // pure core (package decide) and appends the decision's events under its
 // condition, re-deciding after a conflict. The loops that issue commands
 // on their own live in package scheduler, the worker protocol in work.
@@ -16,8 +16,8 @@
 // flight at once, but never two touching the same subject, table or
 // command id, and every other command waits until none is in flight.
 //
-// Lock order: cmdMu, flightMu, then the projector's mu (held only while
-// deciding).
+// Lock order: cmdMu, flightMu, then the live projection's mu (held only
+// while deciding).
 package engine
 
 import (
@@ -31,11 +31,13 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tidemark/tidemark/checkpoint"
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/decide"
+	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/live"
 	"github.com/tidemark/tidemark/projections"
-	"github.com/tidemark/tidemark/replay"
 	"github.com/tidemark/tidemark/views"
 )
 
@@ -93,7 +95,7 @@ type Config struct {
 	Logger *slog.Logger
 	// CheckpointEvery is how many newly folded events make the engine
 	// write a projection checkpoint to the KV bucket (and it writes one on
-	// Close). 0: DefaultCheckpointEvery; negative: no checkpoints, and none
+	// Close). 0: checkpoint.DefaultEvery; negative: no checkpoints, and none
 	// is loaded either.
 	CheckpointEvery int
 }
@@ -125,6 +127,9 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// ErrStopped is returned by an engine that is closing or closed.
+var ErrStopped = errors.New("engine: stopped")
+
 // Engine is a running tidemark engine.
 type Engine struct {
 	cfg    Config
@@ -132,23 +137,22 @@ type Engine struct {
 	srv    *server.Server
 	nc     *nats.Conn
 	js     jetstream.JetStream
-	stream jetstream.Stream
-	proj   *projector
+	elog   *eventlog.Log
+	reader *eventlog.Reader
+	proj   *live.Projection
 	ids    *events.IDSource
 
 	metrics   *metrics
-	cp        *checkpoints
-	cpMu      sync.Mutex
-	cpSeq     uint64 // last checkpoint written or loaded
-	loadedSeq uint64 // the checkpoint the projection started from (0: none)
-	cpReject  string // why a stored checkpoint was not used
+	keeper    *checkpoint.Keeper // nil: checkpoints are off
+	loadedSeq uint64             // the checkpoint the projection started from (0: none)
+	cpReject  string             // why a stored checkpoint was not used
 
 	cmdMu   sync.Mutex
 	queueMu sync.Mutex
 	queue   []*waiter     // completions waiting for group commit
 	lead    chan struct{} // capacity 1: held by the goroutine leading a group
 	// flightMu guards flight, the groups published and not yet applied.
-	// Lock order: cmdMu, flightMu, the projector's mu.
+	// Lock order: cmdMu, flightMu, the live projection's mu.
 	flightMu sync.Mutex
 	flight   flight
 	ctx      context.Context
@@ -196,33 +200,29 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		e.Close(ctx)
 		return nil, fmt.Errorf("engine: jetstream: %w", err)
 	}
-	if e.stream, err = e.createStream(ctx); err != nil {
+	if e.elog, err = eventlog.Ensure(ctx, e.js, eventlog.Config{
+		Replicas: cfg.Replicas, Memory: cfg.MemoryStorage, Clustered: cfg.ClusterName != "", Logger: e.log,
+	}); err != nil {
 		e.Close(ctx)
-		return nil, fmt.Errorf("engine: stream %s: %w", events.StreamName, err)
+		return nil, fmt.Errorf("engine: %w", err)
 	}
+	e.reader = e.elog.Reader()
 	e.ctx, e.cancel = context.WithCancel(context.Background())
-	e.proj = newProjector(e.log.With("subsystem", "projection"))
-	e.proj.probe, e.proj.lastSeq = e.probe, e.LastSeq
-	var seen uint64 // the sequence the stored checkpoint was taken at
+	var from *projections.State // the checkpoint's state (nil: none)
+	var seen uint64             // the sequence the stored checkpoint was taken at
 	if cfg.CheckpointEvery >= 0 {
 		if cfg.CheckpointEvery == 0 {
-			e.cfg.CheckpointEvery = DefaultCheckpointEvery
-		}
-		if e.cp, err = retryJS(ctx, e, func(ctx context.Context) (*checkpoints, error) {
-			return openCheckpoints(ctx, e.js, e.stream, cfg.Replicas, cfg.MemoryStorage)
-		}); err != nil {
-			e.Close(ctx)
-			return nil, err
+			e.cfg.CheckpointEvery = checkpoint.DefaultEvery
 		}
 		var st *projections.State
-		st, seen, err = e.cp.load(ctx)
+		st, seen, err = checkpoint.Load(ctx, e.reader, e.elog.Bucket())
 		switch {
 		case err != nil:
 			e.cpReject = err.Error()
 			e.log.Warn("checkpoint ignored; rebuilding the projections from the stream", "err", err)
 		case st != nil:
-			e.proj.st = st
-			e.loadedSeq, e.cpSeq = st.Seq, st.Seq
+			from = st
+			e.loadedSeq = st.Seq
 			e.log.Info("projections loaded from checkpoint", "seq", st.Seq)
 		}
 	}
@@ -230,12 +230,15 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		e.Close(ctx)
 		return nil, err
 	}
+	e.proj = live.New(e.reader, from, e.log.With("subsystem", "projection"))
+	if cfg.CheckpointEvery >= 0 {
+		e.keeper = &checkpoint.Keeper{Proj: e.proj, KV: e.elog.Bucket(), Every: e.cfg.CheckpointEvery, Seq: e.loadedSeq, Logger: e.log}
+	}
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
-		if err := e.proj.run(e.ctx, e.js); err != nil && e.ctx.Err() == nil {
+		if err := e.proj.Run(e.ctx); err != nil {
 			e.log.Error("projection stopped", "err", err)
-			e.proj.fail(err)
 		}
 	}()
 	if err := e.CatchUp(ctx); err != nil {
@@ -248,9 +251,9 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		e.wg.Add(1)
 		go func() { defer e.wg.Done(); e.verifyPrefix(e.ctx, e.loadedSeq) }()
 	}
-	if e.cp != nil {
+	if e.keeper != nil {
 		e.wg.Add(1)
-		go func() { defer e.wg.Done(); e.checkpointLoop(e.ctx) }()
+		go func() { defer e.wg.Done(); e.keeper.Run(e.ctx) }()
 	}
 	return e, nil
 }
@@ -274,104 +277,27 @@ type Stats struct {
 
 // Stats returns the projection's statistics.
 func (e *Engine) Stats() Stats {
-	e.proj.mu.RLock()
-	defer e.proj.mu.RUnlock()
-	return Stats{Seq: e.proj.st.Seq, Folded: e.proj.folded, CheckpointSeq: e.loadedSeq, CheckpointRejected: e.cpReject, Lag: e.proj.pending}
+	st := e.proj.Stats()
+	return Stats{Seq: st.Seq, Folded: st.Folded, CheckpointSeq: e.loadedSeq, CheckpointRejected: e.cpReject, Lag: st.Lag}
 }
 
 // Checkpoint writes the live projection to the checkpoint bucket now
-// (nothing when it is already there, or checkpoints are off).
+// (nothing when it is already there, when checkpoints are off, or when the
+// projection failed: checkpoint.Keeper.Save).
 func (e *Engine) Checkpoint(ctx context.Context) error {
-	if e.cp == nil || e.Err() != nil {
-		// A projection stopped by a damaged store keeps the checkpoint
-		// that shows how far the stream once reached.
+	if e.keeper == nil {
 		return nil
 	}
-	e.cpMu.Lock()
-	defer e.cpMu.Unlock()
-	var value []byte
-	var seq uint64
-	var err error
-	e.proj.read(func(st *projections.State) {
-		if st.Seq > e.cpSeq {
-			value, seq, err = encodeCheckpoint(st, e.proj.lastID)
-		}
-	})
-	if err != nil || value == nil {
-		return err
-	}
-	if err := e.cp.save(ctx, value); err != nil {
-		return fmt.Errorf("engine: checkpoint at seq %d: %w", seq, err)
-	}
-	e.cpSeq = seq
-	return nil
+	return e.keeper.Save(ctx)
 }
 
-// checkpointLoop writes a checkpoint whenever CheckpointEvery events were
-// folded since the last one.
-func (e *Engine) checkpointLoop(ctx context.Context) {
-	for {
-		changed, err := e.proj.watch()
-		if err != nil {
-			return
-		}
-		e.cpMu.Lock()
-		due := e.proj.seq() >= e.cpSeq+uint64(e.cfg.CheckpointEvery)
-		e.cpMu.Unlock()
-		if due {
-			if err := e.Checkpoint(ctx); err != nil && ctx.Err() == nil {
-				e.log.Warn("checkpoint", "err", err)
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-changed:
-		}
+// Bucket is the state bucket, which also holds the work publisher's
+// cursor (package work); nil when checkpoints are off (CheckpointEvery < 0).
+func (e *Engine) Bucket() jetstream.KeyValue {
+	if e.keeper == nil {
+		return nil
 	}
-}
-
-// AppendTimeout bounds one append (and the re-read after a lost ack): a
-// publish the stream does not answer (a leader election on a cluster) is
-// treated as ambiguous and retried with the same message ids.
-const AppendTimeout = 5 * time.Second
-
-// StreamWait bounds how long Open waits for a clustered stream to become
-// available (its peers to join and elect a leader).
-const StreamWait = 2 * time.Minute
-
-// createStream creates or updates the event stream.
-func (e *Engine) createStream(ctx context.Context) (jetstream.Stream, error) {
-	return retryJS(ctx, e, func(ctx context.Context) (jetstream.Stream, error) {
-		return e.js.CreateOrUpdateStream(ctx, StreamConfig(e.cfg.Replicas, e.cfg.MemoryStorage))
-	})
-}
-
-// retryJS runs a JetStream API call. On a cluster the first calls fail or
-// go unanswered until enough peers have joined and a meta leader is
-// elected: each attempt is bounded, and attempts repeat for up to
-// StreamWait. Elsewhere one attempt is made.
-func retryJS[T any](ctx context.Context, e *Engine, call func(context.Context) (T, error)) (T, error) {
-	deadline := time.Now().Add(StreamWait)
-	backoff := 100 * time.Millisecond
-	clustered := e.cfg.ClusterName != "" || e.cfg.Replicas > 1
-	for {
-		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		v, err := call(actx)
-		cancel()
-		if err == nil || !clustered || time.Now().After(deadline) || ctx.Err() != nil {
-			return v, err
-		}
-		e.log.Info("waiting for the cluster", "err", err)
-		select {
-		case <-ctx.Done():
-			return v, ctx.Err()
-		case <-time.After(backoff):
-		}
-		if backoff < 2*time.Second {
-			backoff *= 2
-		}
-	}
+	return e.elog.Bucket()
 }
 
 // Conn is the engine's NATS connection (for serving commands).
@@ -400,7 +326,7 @@ func (e *Engine) Close(ctx context.Context) error {
 		e.cancel()
 	}
 	e.wg.Wait()
-	if e.cp != nil && e.proj != nil {
+	if e.keeper != nil {
 		if err := e.Checkpoint(ctx); err != nil {
 			e.log.Warn("checkpoint on close", "err", err)
 		}
@@ -421,31 +347,52 @@ func (e *Engine) shutdownServer() {
 }
 
 // LastSeq is the stream's last sequence as the server reports it now.
-func (e *Engine) LastSeq(ctx context.Context) (uint64, error) {
-	info, err := e.stream.Info(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("engine: stream info: %w", err)
-	}
-	return info.State.LastSeq, nil
-}
+func (e *Engine) LastSeq(ctx context.Context) (uint64, error) { return e.reader.LastSeq(ctx) }
+
+// Reader is the engine's reader of the event log.
+func (e *Engine) Reader() *eventlog.Reader { return e.reader }
 
 // CatchUp waits until the projection has applied everything the stream held
 // when it was called. It fails at once, with ErrDamaged, when the stream
 // lost events the projection would otherwise wait for (see store.go).
 func (e *Engine) CatchUp(ctx context.Context) error {
-	st, d, err := replay.CheckStream(ctx, e.stream, 0, 0)
+	last, d, err := e.reader.Check(ctx, 0, 0)
 	if err != nil {
-		return fmt.Errorf("engine: stream info: %w", err)
+		return fmt.Errorf("engine: %w", err)
 	}
 	if d != nil {
 		return damaged(d)
 	}
-	return e.proj.waitFor(ctx, st.LastSeq)
+	return e.waitFor(ctx, last)
 }
 
+// waitFor waits until the projection has applied seq (live.WaitFor); a
+// projection that found the stream damaged fails it with ErrDamaged.
+func (e *Engine) waitFor(ctx context.Context, seq uint64) error {
+	err := e.proj.WaitFor(ctx, seq)
+	if d, ok := eventlog.IsDamage(err); ok && !errors.Is(err, ErrDamaged) {
+		return damaged(d)
+	}
+	return err
+}
+
+// Projection is the engine's live projection.
+func (e *Engine) Projection() *live.Projection { return e.proj }
+
 // View runs fn with the live projection state under its read lock. fn must
-// not keep or modify st.
-func (e *Engine) View(fn func(st *projections.State)) { e.proj.read(fn) }
+// not keep or modify st (live.Projection.Read).
+func (e *Engine) View(fn func(st *projections.State)) { e.proj.Read(fn) }
+
+// Watch returns a channel closed at the next change of the live projection
+// (an applied event), and the projection's failure, if it has failed
+// (live.Projection.Watch).
+func (e *Engine) Watch() (<-chan struct{}, error) { return e.proj.Watch() }
+
+// Await blocks until cond holds on the live projection (checked after
+// every applied event) or ctx ends (live.Projection.Await).
+func (e *Engine) Await(ctx context.Context, cond func(st *projections.State) bool) error {
+	return e.proj.Await(ctx, cond)
+}
 
 // Now is the engine's clock.
 func (e *Engine) Now() time.Time { return e.cfg.Clock().UTC() }
@@ -478,11 +425,11 @@ func (e *Engine) handle(ctx context.Context, cmd commands.Command) commands.Repl
 	if q, ok := cmd.(commands.Query); ok {
 		var r commands.Reply
 		var err error
-		e.proj.read(func(st *projections.State) { r, err = views.Answer(st, q, m.At) })
+		e.proj.Read(func(st *projections.State) { r, err = views.Answer(st, q, m.At) })
 		if err != nil {
 			return commands.Rejection(err)
 		}
-		r.Accepted, r.Seq = true, e.proj.seq()
+		r.Accepted, r.Seq = true, e.proj.Seq()
 		return r
 	}
 	if err := e.Err(); err != nil {
@@ -512,7 +459,7 @@ func (e *Engine) decideAndAppend(ctx context.Context, cmd commands.Command) comm
 	for attempt := 0; attempt <= e.cfg.MaxRetries; attempt++ {
 		var d decide.Decision
 		var err error
-		e.proj.read(func(st *projections.State) { d, err = decide.Decide(st, cmd) })
+		e.proj.Read(func(st *projections.State) { d, err = decide.Decide(st, cmd) })
 		if err != nil {
 			return commands.Rejection(err)
 		}
@@ -522,21 +469,21 @@ func (e *Engine) decideAndAppend(ctx context.Context, cmd commands.Command) comm
 		}
 		evs := e.commandEvents(m, digest, d.Events)
 		started := time.Now()
-		actx, cancel := context.WithTimeout(ctx, AppendTimeout)
-		seq, err := e.appendEvents(actx, cmd.Kind(), m.ID, digest, evs, d.Expect)
+		actx, cancel := context.WithTimeout(ctx, eventlog.AppendTimeout)
+		seq, err := e.elog.Append(actx, msgID(cmd.Kind(), m.ID), evs, d.Expect)
 		cancel()
 		e.metrics.appendS.Observe(time.Since(started).Seconds())
 		switch {
 		case err == nil:
-			if err := e.proj.waitFor(ctx, seq); err != nil {
+			if err := e.waitFor(ctx, seq); err != nil {
 				return commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "appended at seq %d but the projection did not catch up: %v", seq, err))
 			}
 			d.Reply.Accepted, d.Reply.Seq, d.Reply.Events = true, seq, len(evs)
 			return d.Reply
-		case errors.Is(err, ErrConflict), errors.Is(err, ErrAmbiguous):
+		case errors.Is(err, eventlog.ErrConflict), errors.Is(err, eventlog.ErrAmbiguous):
 			lastErr = err
 			e.log.Debug("re-deciding", "kind", cmd.Kind(), "id", m.ID, "attempt", attempt, "err", err)
-			cctx, cancel := context.WithTimeout(ctx, AppendTimeout)
+			cctx, cancel := context.WithTimeout(ctx, eventlog.AppendTimeout)
 			cerr := e.CatchUp(cctx)
 			cancel()
 			if cerr != nil && ctx.Err() == nil && attempt < e.cfg.MaxRetries {
@@ -553,6 +500,10 @@ func (e *Engine) decideAndAppend(ctx context.Context, cmd commands.Command) comm
 	}
 	return commands.Rejection(commands.Errorf(commands.CodeConflict, "", "the state kept changing: gave up after %d attempts (nothing was appended; the last: %v)", e.cfg.MaxRetries+1, lastErr))
 }
+
+// msgID is the message id of the events of command kind with id
+// (eventlog.MsgID).
+func msgID(kind, id string) string { return eventlog.MsgID(kind, id, commands.IsInternalID(id)) }
 
 // commandEvents wraps a command's payloads in events caused by it, each
 // carrying the command's digest.

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/decide"
+	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/projections"
 )
@@ -160,7 +161,7 @@ func (e *Engine) startGroup(group []*waiter) (*pendingGroup, []*waiter) {
 	var alone []*waiter
 	seen := map[flightKey]bool{}
 	e.flightMu.Lock()
-	e.proj.read(func(st *projections.State) {
+	e.proj.Read(func(st *projections.State) {
 		for _, w := range group {
 			m := w.cmd.Header()
 			idKey := flightKey{'i', m.ID}
@@ -253,12 +254,8 @@ func (p *pendingGroup) publish() {
 	for k, w := range p.batch {
 		m := w.cmd.Header()
 		evs := e.commandEvents(m, commands.Digest(w.cmd), p.decided[k].Events)
-		msgs, err := commandMsgs(MsgID(w.cmd.Kind(), m.ID), evs, p.decided[k].Expect)
-		if err != nil {
-			continue
-		}
 		p.evs[k] = evs[0]
-		if f, err := e.js.PublishMsgAsync(msgs[0]); err == nil {
+		if f, err := e.elog.AppendAsync(msgID(w.cmd.Kind(), m.ID), evs[0], p.decided[k].Expect); err == nil {
 			p.futures[k] = f
 		}
 	}
@@ -271,7 +268,7 @@ func (p *pendingGroup) wait(ctx context.Context) []*waiter {
 	seqs := make([]uint64, len(p.batch))
 	var last uint64
 	var fresh []int // acknowledged and not duplicates
-	timeout := time.NewTimer(AppendTimeout)
+	timeout := time.NewTimer(eventlog.AppendTimeout)
 	defer timeout.Stop()
 	for k, f := range p.futures {
 		if f == nil {
@@ -299,13 +296,13 @@ func (p *pendingGroup) wait(ctx context.Context) []*waiter {
 	// projection's next: the replies need not wait for the consumer.
 	slices.SortFunc(fresh, func(a, b int) int { return cmp.Compare(seqs[a], seqs[b]) })
 	for _, k := range fresh {
-		if !e.proj.applyOwn(seqs[k], p.evs[k]) {
+		if !e.proj.ApplyOwn(seqs[k], p.evs[k]) {
 			break
 		}
 	}
 	var perr error
 	if last > 0 {
-		perr = e.proj.waitFor(ctx, last)
+		perr = e.waitFor(ctx, last)
 	}
 	var failed []*waiter
 	n := 0

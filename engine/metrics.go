@@ -76,7 +76,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
 	now := c.e.Now()
-	g(lagDesc, float64(c.e.proj.lag()))
+	g(lagDesc, float64(c.e.proj.Stats().Lag))
 	c.e.View(func(st *projections.State) {
 		g(appliedDesc, float64(st.Seq))
 		for code, n := range st.DecisionCodes {

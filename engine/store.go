@@ -5,32 +5,32 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tidemark/tidemark/checkpoint"
+	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/events"
-	"github.com/tidemark/tidemark/replay"
 )
 
 // A damaged store (a truncated or corrupted block file of the event
 // stream) is found, never waited on: the stream denies deletes and purges
 // and has no limits, so every sequence up to its last holds an event, and
 // any sequence the server reports deleted, lost, or cannot deliver means
-// lost events (replay.Damage). Open refuses such a store; OpenStore lets a
+// lost events (eventlog.Damage). Open refuses such a store; OpenStore lets a
 // reader see what is left.
 
 // ErrDamaged marks an Open refused because the event stream lost events.
-// The error also wraps the *replay.Damage naming them.
+// The error also wraps the *eventlog.Damage naming them.
 var ErrDamaged = errors.New("engine: refusing to open a damaged store")
 
 // checkStore reports the events the stream lost, judged by its state and
 // by the checkpoint taken at seen (0: none).
 func (e *Engine) checkStore(ctx context.Context, seen uint64) error {
-	_, d, err := replay.CheckStream(ctx, e.stream, 0, seen)
+	_, d, err := e.reader.Check(ctx, 0, seen)
 	if err != nil {
-		return fmt.Errorf("engine: stream info: %w", err)
+		return fmt.Errorf("engine: %w", err)
 	}
 	if d != nil {
 		return damaged(d)
@@ -38,26 +38,8 @@ func (e *Engine) checkStore(ctx context.Context, seen uint64) error {
 	return nil
 }
 
-func damaged(d *replay.Damage) error {
+func damaged(d *eventlog.Damage) error {
 	return fmt.Errorf("%w: %w", ErrDamaged, d)
-}
-
-// Stall bounds, while the projection waits for a sequence: after
-// stallProbe without progress it asks the stream whether the next
-// sequence is there at all (missing: the wait ends with the damage at
-// once); after stallLimit without progress although it is there, the
-// wait gives up.
-const (
-	stallProbe = time.Second
-	stallLimit = 30 * time.Second
-)
-
-// probe is the projector's stall check: nil when the events from..to
-// are all there (the consumer is just slow), else the damage.
-func (e *Engine) probe(ctx context.Context, from, to uint64) error {
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	return replay.Probe(pctx, e.stream, from, to)
 }
 
 // Store is a stopped store opened for reading (OpenStore).
@@ -65,14 +47,18 @@ type Store struct {
 	srv *server.Server
 	nc  *nats.Conn
 	js  jetstream.JetStream
+	r   *eventlog.Reader
 	// CheckpointSeq is the sequence of the projection checkpoint stored
 	// with the stream (0: none): the stream held at least that many
-	// events (replay.Options.MinLastSeq).
+	// events (eventlog.ReadOptions.MinLastSeq).
 	CheckpointSeq uint64
 }
 
 // JetStream is the store's JetStream context.
 func (s *Store) JetStream() jetstream.JetStream { return s.js }
+
+// Reader reads the store's event stream.
+func (s *Store) Reader() *eventlog.Reader { return s.r }
 
 // Close stops the embedded server.
 func (s *Store) Close() {
@@ -84,7 +70,7 @@ func (s *Store) Close() {
 // OpenStore starts an embedded server on the data dir of a stopped store
 // to read it: unlike Open it creates and changes nothing (no stream, no
 // checkpoint) and folds no projection, so it opens a damaged store too;
-// replay.ReadWith then reports what the stream lost.
+// its Reader's Read then reports what the stream lost.
 func OpenStore(ctx context.Context, dataDir string) (*Store, error) {
 	srv, err := startEmbedded(Config{DataDir: dataDir})
 	if err != nil {
@@ -99,13 +85,13 @@ func OpenStore(ctx context.Context, dataDir string) (*Store, error) {
 	if s.js, err = jetstream.New(s.nc); err != nil {
 		return fail(fmt.Errorf("engine: jetstream: %w", err))
 	}
-	if _, err := s.js.Stream(ctx, events.StreamName); err != nil {
+	if s.r, err = eventlog.OpenReader(ctx, s.js); err != nil {
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			return fail(fmt.Errorf("engine: no %s stream in %s: not a tidemark data dir", events.StreamName, dataDir))
 		}
-		return fail(fmt.Errorf("engine: stream %s: %w", events.StreamName, err))
+		return fail(fmt.Errorf("engine: %w", err))
 	}
-	if s.CheckpointSeq, err = StoredCheckpointSeq(ctx, s.js); err != nil {
+	if s.CheckpointSeq, err = checkpoint.StoredSeq(ctx, s.js); err != nil {
 		return fail(fmt.Errorf("engine: checkpoint bucket: %w", err))
 	}
 	return s, nil
@@ -113,13 +99,15 @@ func OpenStore(ctx context.Context, dataDir string) (*Store, error) {
 
 // Failed is closed when the projection has stopped for good (Err says
 // why); the engine then refuses every command. serve exits on it.
-func (e *Engine) Failed() <-chan struct{} { return e.proj.failed }
+func (e *Engine) Failed() <-chan struct{} { return e.proj.Failed() }
 
 // Err is why the projection stopped for good (nil while it runs).
 func (e *Engine) Err() error {
-	e.proj.mu.RLock()
-	defer e.proj.mu.RUnlock()
-	return e.proj.err
+	err := e.proj.Err()
+	if d, ok := eventlog.IsDamage(err); ok && !errors.Is(err, ErrDamaged) {
+		return damaged(d)
+	}
+	return err
 }
 
 // verifyPrefix reads the stream up to seq, the checkpoint the projection
@@ -127,10 +115,10 @@ func (e *Engine) Err() error {
 // folds them, so it cannot notice): on damage the projection fails. It
 // reads headers only and keeps nothing, in the background.
 func (e *Engine) verifyPrefix(ctx context.Context, seq uint64) {
-	_, err := replay.ReadWith(ctx, e.js, replay.Options{AtSeq: seq, CheckOnly: true})
-	if d, ok := replay.IsDamage(err); ok {
+	_, err := e.reader.Read(ctx, eventlog.ReadOptions{AtSeq: seq, CheckOnly: true})
+	if d, ok := eventlog.IsDamage(err); ok {
 		e.log.Error("the event stream lost events before the checkpoint", "checkpoint_seq", seq, "err", d)
-		e.proj.fail(damaged(d))
+		e.proj.Fail(damaged(d))
 		return
 	}
 	if err != nil && ctx.Err() == nil {
@@ -148,9 +136,9 @@ func (e *Engine) Storage() (replicas int, memory bool) {
 }
 
 // Retry runs a JetStream API call the way the engine provisions its own
-// stream: on a cluster, attempts repeat for up to StreamWait until enough
-// peers have joined; elsewhere one attempt is made.
+// stream (eventlog.Log.Retry): on a cluster, attempts repeat for up to
+// eventlog.StreamWait until enough peers have joined; elsewhere one
+// attempt is made.
 func (e *Engine) Retry(ctx context.Context, call func(context.Context) error) error {
-	_, err := retryJS(ctx, e, func(ctx context.Context) (struct{}, error) { return struct{}{}, call(ctx) })
-	return err
+	return e.elog.Retry(ctx, call)
 }

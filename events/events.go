@@ -2,6 +2,7 @@ package events
 
 import (
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -526,6 +527,24 @@ type Record struct {
 	Event   Event
 	// Err is set when the bytes could not be decoded.
 	Err error
+}
+
+// ErrForeign marks a well-formed event stored on a subject other than its
+// own: the engine never writes one.
+var ErrForeign = errors.New("events: event on a foreign subject")
+
+// DecodeAt decodes a message stored on subject: the event, or an error
+// when it is not a tidemark event (an *DecodeError, or ErrForeign when a
+// well-formed event is not on its own subject).
+func DecodeAt(subject string, data []byte) (Event, error) {
+	ev, err := Decode(data)
+	if err != nil {
+		return ev, err
+	}
+	if want := ev.Payload.Subject(); want != subject {
+		return ev, fmt.Errorf("%w: a %s belongs on %s", ErrForeign, ev.Type, want)
+	}
+	return ev, nil
 }
 
 // ParseSnapshotID splits "model@version".

@@ -26,7 +26,6 @@ import (
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
-	"github.com/tidemark/tidemark/replay"
 	"github.com/tidemark/tidemark/transport"
 	"github.com/tidemark/tidemark/work"
 	"github.com/tidemark/tidemark/work/shell"
@@ -110,7 +109,7 @@ func TestPermissions(t *testing.T) {
 	// auditor: reads the stream, publishes no command, cannot purge.
 	aConn, aViolations := asUser(t, e, "auditor")
 	ajs, _ := jetstream.New(aConn)
-	recs, err := replay.Read(ctx, ajs, 0)
+	recs, err := readLog(ctx, ajs)
 	if err != nil || len(recs) == 0 {
 		t.Fatalf("auditor replay: %d records, %v", len(recs), err)
 	}

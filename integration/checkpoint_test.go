@@ -5,12 +5,13 @@ import (
 
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/engine"
+	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/events/interval"
 )
 
 func putCheckpoint(t *testing.T, e *engine.Engine, value []byte) {
 	t.Helper()
-	kv, err := e.JetStream().KeyValue(t.Context(), engine.CheckpointBucket)
+	kv, err := e.JetStream().KeyValue(t.Context(), eventlog.BucketName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,7 +22,7 @@ func putCheckpoint(t *testing.T, e *engine.Engine, value []byte) {
 
 func getCheckpoint(t *testing.T, e *engine.Engine) []byte {
 	t.Helper()
-	kv, err := e.JetStream().KeyValue(t.Context(), engine.CheckpointBucket)
+	kv, err := e.JetStream().KeyValue(t.Context(), eventlog.BucketName)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
-	"github.com/tidemark/tidemark/replay"
 	"github.com/tidemark/tidemark/transport"
 )
 
@@ -226,7 +225,7 @@ func TestNodeLoss(t *testing.T) {
 	if err := <-loadDone; err != nil {
 		t.Fatal(err)
 	}
-	recs, err := replay.Read(ctx, running(nodes).e.JetStream(), 0)
+	recs, err := readLog(ctx, running(nodes).e.JetStream())
 	if err != nil {
 		t.Fatal(err)
 	}

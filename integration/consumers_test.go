@@ -15,7 +15,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events"
-	"github.com/tidemark/tidemark/replay"
 	"github.com/tidemark/tidemark/transport"
 	"github.com/tidemark/tidemark/work"
 	"github.com/tidemark/tidemark/work/shell"
@@ -153,7 +152,7 @@ func TestAuditorConsumersBounded(t *testing.T) {
 		t.Errorf("no permission violation for the auditor's consumer create: %v", violations())
 	}
 	// Its reads still work, and leave nothing behind.
-	recs, err := replay.Read(ctx, ajs, 0)
+	recs, err := readLog(ctx, ajs)
 	if err != nil || len(recs) == 0 || recs[len(recs)-1].Seq != lastSeq(t, e) {
 		t.Fatalf("auditor replay: %d records, %v", len(recs), err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/engine"
+	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/replay"
 )
@@ -37,7 +38,7 @@ func storeWithHistory(t *testing.T, checkpointEvery int) (dir, blk string, ids [
 	}
 	deploy(t, e, "prod", "d1", "v1", at(6))
 	deploy(t, e, "qa", "d2", "v1", at(6))
-	recs, err := replay.Read(t.Context(), e.JetStream(), 0)
+	recs, err := readLog(t.Context(), e.JetStream())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +113,7 @@ func TestCorruptStoreRefused(t *testing.T) {
 			if ctx.Err() != nil {
 				t.Fatalf("Open still waiting after %s: %v", bound, err)
 			}
-			d, ok := replay.IsDamage(err)
+			d, ok := eventlog.IsDamage(err)
 			if !errors.Is(err, engine.ErrDamaged) || !ok || d.LastSeq != uint64(len(ids)) {
 				t.Fatalf("Open: %v", err)
 			}
@@ -137,7 +138,7 @@ func TestCorruptStoreRefused(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatalf("the damage under the checkpoint was not found within %s", bound)
 		}
-		d, _ := replay.IsDamage(e.Err())
+		d, _ := eventlog.IsDamage(e.Err())
 		if !errors.Is(e.Err(), engine.ErrDamaged) || d == nil || fmt.Sprint(d.Missing) != fmt.Sprintf("[%d]", middle(len(ids))) {
 			t.Fatalf("projection stopped with %v", e.Err())
 		}
@@ -181,8 +182,8 @@ func TestForeignMessageNamed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs, err := replay.Read(ctx, js, 0)
-	d, ok := replay.IsDamage(err)
+	recs, err := readLog(ctx, js)
+	d, ok := eventlog.IsDamage(err)
 	if !ok || len(d.Missing) != 0 || len(d.Bad) != 1 || d.Bad[0].Seq != ack.Sequence || d.Bad[0].Subject != "tidemark.evt.x" ||
 		!strings.Contains(err.Error(), "seq "+strconv.FormatUint(ack.Sequence, 10)+" on tidemark.evt.x") {
 		t.Fatalf("auditor's read: %v", err)

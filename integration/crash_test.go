@@ -184,7 +184,7 @@ func TestCrashSafety(t *testing.T) {
 	}
 
 	e := open(t, engine.Config{DataDir: dataDir})
-	recs, err := replay.Read(ctx, e.JetStream(), 0)
+	recs, err := readLog(ctx, e.JetStream())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,7 +82,7 @@ func TestGroupCommit(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	recs, err := replay.Read(ctx, e.JetStream(), 0)
+	recs, err := readLog(ctx, e.JetStream())
 	if err != nil {
 		t.Fatal(err)
 	}

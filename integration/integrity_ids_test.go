@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tidemark/tidemark/commands"
-	"github.com/tidemark/tidemark/engine"
+	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/projections"
@@ -202,7 +202,7 @@ func TestDuplicateAckIsProved(t *testing.T) {
 		}
 		m := nats.NewMsg(c.foreign.Subject())
 		m.Data = b
-		m.Header.Set(jetstream.MsgIDHeader, engine.MsgID(cmd.Kind(), cmd.Header().ID))
+		m.Header.Set(jetstream.MsgIDHeader, eventlog.MsgID(cmd.Kind(), cmd.Header().ID, false))
 		ack, err := s.e.JetStream().PublishMsg(ctx, m)
 		if err != nil {
 			t.Fatal(err)

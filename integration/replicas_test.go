@@ -57,7 +57,7 @@ func TestSchedulerReplicas(t *testing.T) {
 			}
 		}
 	}
-	recs, err := replay.Read(ctx, rs[0].JetStream(), 0)
+	recs, err := readLog(ctx, rs[0].JetStream())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestConflictingWritersAcrossReplicas(t *testing.T) {
 			t.Fatalf("trial %d: %d of %d promotions accepted", trial, accepted, n)
 		}
 	}
-	recs, err := replay.Read(ctx, rs[0].JetStream(), 0)
+	recs, err := readLog(ctx, rs[0].JetStream())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,10 +17,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/engine"
+	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/projections"
-	"github.com/tidemark/tidemark/replay"
 	"github.com/tidemark/tidemark/transport"
 	"github.com/tidemark/tidemark/work"
 )
@@ -69,7 +69,7 @@ func newAuthEnvFile(t *testing.T, file string, svcCfg transport.ServiceConfig, p
 func storeCounts(t *testing.T, e *engine.Engine) map[string]uint64 {
 	t.Helper()
 	out := map[string]uint64{}
-	for _, name := range []string{events.StreamName, work.Stream, "KV_" + engine.CheckpointBucket} {
+	for _, name := range []string{events.StreamName, work.Stream, "KV_" + eventlog.BucketName} {
 		s, err := e.JetStream().Stream(t.Context(), name)
 		if err != nil {
 			t.Fatalf("stream %s: %v", name, err)
@@ -88,7 +88,7 @@ func storeCounts(t *testing.T, e *engine.Engine) map[string]uint64 {
 func subjectCounts(t *testing.T, e *engine.Engine) map[string]uint64 {
 	t.Helper()
 	out := map[string]uint64{}
-	for _, name := range []string{events.StreamName, work.Stream, "KV_" + engine.CheckpointBucket} {
+	for _, name := range []string{events.StreamName, work.Stream, "KV_" + eventlog.BucketName} {
 		s, err := e.JetStream().Stream(t.Context(), name)
 		if err != nil {
 			t.Fatalf("stream %s: %v", name, err)
@@ -163,7 +163,7 @@ func testRepliesNeverReachStreams(t *testing.T, file string) {
 	hostile := []string{
 		events.PlanSubject("p9"), events.SubjectPrefix + "env.prod", events.SubjectPrefix + "forged",
 		work.Subject(events.RunBackfill), work.SubjectPrefix + "forged",
-		"$KV." + engine.CheckpointBucket + ".work_cursor", "$KV." + engine.CheckpointBucket + ".projections",
+		"$KV." + eventlog.BucketName + ".work_cursor", "$KV." + eventlog.BucketName + ".projections",
 		"_INBOX.worker.stolen.1", "_INBOX.stolen",
 	}
 	sent := 0
@@ -258,7 +258,7 @@ func TestInboxesArePrivate(t *testing.T) {
 	}
 	aConn, _ := asUser(t, e, "auditor")
 	ajs, _ := jetstream.New(aConn)
-	if recs, err := replay.Read(ctx, ajs, 0); err != nil || len(recs) == 0 {
+	if recs, err := readLog(ctx, ajs); err != nil || len(recs) == 0 {
 		t.Fatalf("auditor replay: %d records, %v", len(recs), err)
 	}
 	time.Sleep(200 * time.Millisecond)
@@ -382,7 +382,7 @@ func TestJetStreamAnswersIntoStreams(t *testing.T) {
 	<-done
 
 	before, beforeSubjects := storeCounts(t, e), subjectCounts(t, e)
-	hostile := []string{events.SubjectPrefix + "forged", work.SubjectPrefix + "forged", "$KV." + engine.CheckpointBucket + ".work_cursor"}
+	hostile := []string{events.SubjectPrefix + "forged", work.SubjectPrefix + "forged", "$KV." + eventlog.BucketName + ".work_cursor"}
 	requests := map[string][][2]string{
 		"worker": {
 			{"$JS.API.INFO", ""},

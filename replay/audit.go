@@ -80,7 +80,7 @@ func describe(r events.Record) Row {
 		Causation: r.Event.Causation, Correlation: r.Event.Correlation}
 	if r.Err != nil {
 		row.Type = "undecodable"
-		if errors.Is(r.Err, ErrForeign) {
+		if errors.Is(r.Err, events.ErrForeign) {
 			row.Type = "foreign"
 		}
 		row.Summary = fmt.Sprintf("%s: %v", r.Subject, r.Err)

@@ -28,7 +28,7 @@ func records(t *testing.T, file string) []events.Record {
 		t.Fatal(err)
 	}
 	defer e.Close(context.Background())
-	recs, err := replay.Read(t.Context(), e.JetStream(), 0)
+	recs, err := readLog(t.Context(), e.JetStream())
 	if err != nil {
 		t.Fatal(err)
 	}

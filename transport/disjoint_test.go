@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tidemark/tidemark/engine"
+	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/transport"
 	"github.com/tidemark/tidemark/work"
 )
@@ -13,8 +13,8 @@ import (
 // captures lies outside _INBOX.>, the only space the service replies to,
 // so no reply can be stored.
 func TestStreamSubjectsOutsideReplySpace(t *testing.T) {
-	subjects := append(engine.StreamConfig(1, false).Subjects, work.StreamConfig(1, false).Subjects...)
-	subjects = append(subjects, "$KV."+engine.CheckpointBucket+".>")
+	subjects := append(eventlog.StreamConfig(1, false).Subjects, work.StreamConfig(1, false).Subjects...)
+	subjects = append(subjects, "$KV."+eventlog.BucketName+".>")
 	for _, s := range subjects {
 		first, _, _ := strings.Cut(s, ".")
 		if first == transport.InboxRoot || first == "*" || first == ">" {

@@ -1,6 +1,8 @@
 // Package web serves tidemark's HTTP side: the live dashboard (server-
 // rendered HTML, updated over Server-Sent Events fed by the projection),
-// Prometheus metrics, and health and readiness probes.
+// Prometheus metrics, and health and readiness probes. It reads a
+// *live.Projection (through views) and an *eventlog.Reader, never the
+// engine. Importers: cmd/tidemark.
 package web
 
 import (
@@ -16,10 +18,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/tidemark/tidemark/engine"
+	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/live"
 	"github.com/tidemark/tidemark/projections"
 	"github.com/tidemark/tidemark/views"
 )
@@ -30,9 +34,17 @@ var assets embed.FS
 //go:embed templates/*.html
 var templates embed.FS
 
-// Server is the HTTP handler set.
+// Server is the HTTP handler set. It reads; it holds no writer.
 type Server struct {
-	Engine *engine.Engine
+	// Proj is the live projection the pages show.
+	Proj *live.Projection
+	// Log is the event log's reader (readiness: the stream's last
+	// sequence).
+	Log *eventlog.Reader
+	// Registry is served on /metrics.
+	Registry prometheus.Gatherer
+	// Clock is the engine's clock (the pages' now). Default time.Now.
+	Clock  func() time.Time
 	Logger *slog.Logger
 	// MinInterval spaces live updates (default 250ms).
 	MinInterval time.Duration
@@ -44,6 +56,9 @@ type Server struct {
 func (s *Server) Handler() (http.Handler, error) {
 	if s.Logger == nil {
 		s.Logger = slog.Default()
+	}
+	if s.Clock == nil {
+		s.Clock = time.Now
 	}
 	if s.MinInterval == 0 {
 		s.MinInterval = 250 * time.Millisecond
@@ -61,7 +76,7 @@ func (s *Server) Handler() (http.Handler, error) {
 	mux.HandleFunc("GET /{$}", s.page)
 	mux.HandleFunc("GET /fragment", s.fragment)
 	mux.HandleFunc("GET /live", s.live)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.Engine.Registry(), promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", s.ready)
 	mux.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(sub)))
@@ -71,8 +86,8 @@ func (s *Server) Handler() (http.Handler, error) {
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	last, err := s.Engine.LastSeq(ctx)
-	applied := s.Engine.Stats().Seq
+	last, err := s.Log.LastSeq(ctx)
+	applied := s.Proj.Seq()
 	switch {
 	case err != nil:
 		http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
@@ -125,7 +140,7 @@ func (s *Server) live(w http.ResponseWriter, r *http.Request) {
 	var last uint64
 	first := true
 	for {
-		seq := s.Engine.Stats().Seq
+		seq := s.Proj.Seq()
 		if first || seq != last {
 			b, err := s.render()
 			if err != nil {
@@ -140,7 +155,7 @@ func (s *Server) live(w http.ResponseWriter, r *http.Request) {
 			first, last = false, seq
 		}
 		wait, cancel := context.WithTimeout(ctx, 15*time.Second)
-		err := s.Engine.Await(wait, func(st *projections.State) bool { return st.Seq != last })
+		err := s.Proj.Await(wait, func(st *projections.State) bool { return st.Seq != last })
 		cancel()
 		if ctx.Err() != nil {
 			return
@@ -208,8 +223,8 @@ type decisionView struct {
 }
 
 func (s *Server) view() view {
-	v := view{Now: s.Engine.Now(), Lag: s.Engine.Stats().Lag}
-	s.Engine.View(func(st *projections.State) {
+	v := view{Now: s.Clock().UTC(), Lag: s.Proj.Stats().Lag}
+	s.Proj.Read(func(st *projections.State) {
 		v.Seq = st.Seq
 		envs, repairs := views.Status(st, "", v.Now)
 		for _, e := range envs {

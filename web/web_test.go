@@ -36,7 +36,7 @@ func served(t *testing.T, file string) (*engine.Engine, *httptest.Server) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close(context.Background()) })
-	h, err := (&Server{Engine: e, Logger: quiet(), MinInterval: time.Millisecond}).Handler()
+	h, err := (&Server{Proj: e.Projection(), Log: e.Reader(), Registry: e.Registry(), Clock: e.Now, Logger: quiet(), MinInterval: time.Millisecond}).Handler()
 	if err != nil {
 		t.Fatal(err)
 	}

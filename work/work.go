@@ -16,7 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tidemark/tidemark/commands"
-	"github.com/tidemark/tidemark/engine"
+	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/projections"
@@ -213,7 +213,7 @@ func Of(group []events.Record) []Item {
 
 // StreamConfig is the configuration of the work-queue stream.
 func StreamConfig(replicas int, memory bool) jetstream.StreamConfig {
-	cfg := engine.StreamConfig(replicas, memory)
+	cfg := eventlog.StreamConfig(replicas, memory)
 	return jetstream.StreamConfig{
 		Name: Stream, Description: "tidemark work for workers: backfill, scheduled and catch-up runs",
 		Subjects: []string{SubjectPrefix + ">"}, Storage: cfg.Storage, Replicas: cfg.Replicas,
@@ -282,15 +282,15 @@ type Runner interface {
 	Run(ctx context.Context, item Item, at time.Time) error
 }
 
-// Log is what the publisher needs of the event log (the engine): its
-// JetStream handle, the checkpoint bucket that holds the cursor, the
-// stream's last sequence, its clock, logger and storage, and how it retries
-// JetStream calls while a cluster forms.
+// Log is what the publisher needs of the event log's writer (the engine):
+// its JetStream handle, the state bucket that holds the cursor, the log's
+// reader (Tail, LastSeq), its clock, logger and storage, and how it
+// retries JetStream calls while a cluster forms.
 type Log interface {
 	JetStream() jetstream.JetStream
-	// Bucket is the checkpoint bucket; nil when checkpoints are off.
+	// Bucket is the state bucket; nil when checkpoints are off.
 	Bucket() jetstream.KeyValue
-	LastSeq(ctx context.Context) (uint64, error)
+	Reader() *eventlog.Reader
 	Now() time.Time
 	Logger() *slog.Logger
 	Storage() (replicas int, memory bool)
@@ -351,17 +351,6 @@ func (p *Publisher) Run(ctx context.Context) error {
 	}
 	cursor := p.start
 	log := e.Logger().With("subsystem", "work")
-	cons, err := e.JetStream().OrderedConsumer(ctx, events.StreamName, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: cursor + 1,
-	})
-	if err != nil {
-		return fmt.Errorf("engine: work publisher consumer: %w", err)
-	}
-	it, err := cons.Messages(jetstream.PullExpiry(5*time.Second), jetstream.PullHeartbeat(time.Second))
-	if err != nil {
-		return fmt.Errorf("engine: work publisher consumer: %w", err)
-	}
-	go func() { <-ctx.Done(); it.Stop() }()
 	var group []events.Record
 	// flush delivers the work of the group, then moves the cursor past it;
 	// it fails only when ctx ends (the cursor then stays put).
@@ -382,44 +371,31 @@ func (p *Publisher) Run(ctx context.Context) error {
 			return err
 		})
 	}
-	for {
-		msg, err := it.Next(jetstream.NextContext(ctx))
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return nil
-			}
-			log.Warn("work publisher", "err", err)
-			if sleep(ctx, time.Second); ctx.Err() != nil {
-				return nil
-			}
-			continue
-		}
-		md, err := msg.Metadata()
-		if err != nil {
-			continue
-		}
-		ev, derr := events.Decode(msg.Data())
-		if derr != nil {
+	err := e.Reader().WithLogger(log).Tail(ctx, cursor+1, func(en eventlog.Entry) error {
+		rec := en.Record
+		if rec.Err != nil {
 			// Not this build's event (or a time out of range): it makes
 			// no work, and the work after it is still delivered.
-			log.Error("event cannot be decoded; it makes no work", "seq", md.Sequence.Stream, "subject", msg.Subject(), "err", derr)
-			ev = events.Event{}
+			log.Error("event cannot be decoded; it makes no work", "seq", rec.Seq, "subject", rec.Subject, "err", rec.Err)
+			rec.Event = events.Event{}
 		}
-		if len(group) > 0 && group[0].Event.Causation != ev.Causation {
-			if flush() != nil {
-				return nil
+		if len(group) > 0 && group[0].Event.Causation != rec.Event.Causation {
+			if err := flush(); err != nil {
+				return err
 			}
 		}
-		group = append(group, events.Record{Seq: md.Sequence.Stream, Subject: msg.Subject(), Event: ev, Err: derr})
+		group = append(group, rec)
 		// A command's events are one atomic batch, each marked "i/n": the
 		// group is complete at its last event.
-		var i, n int
-		if _, err := fmt.Sscanf(msg.Headers().Get(engine.BatchHeader), "%d/%d", &i, &n); err != nil || i >= n {
-			if flush() != nil {
-				return nil
-			}
+		if en.Last() {
+			return flush()
 		}
+		return nil
+	})
+	if ctx.Err() != nil {
+		return nil
 	}
+	return fmt.Errorf("work: publisher: %w", err)
 }
 
 // deliver publishes item, or runs it in-process, until that succeeds or
@@ -508,7 +484,7 @@ func (p *Publisher) cursor(ctx context.Context) (uint64, error) {
 	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return 0, fmt.Errorf("engine: work cursor: %w", err)
 	}
-	last, err := e.LastSeq(ctx)
+	last, err := e.Reader().LastSeq(ctx)
 	if err != nil {
 		return 0, err
 	}

@@ -35,7 +35,7 @@ func copyStream(t *testing.T, src string, edit func(*events.Event)) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs, err := replay.Read(ctx, from.JetStream(), 0)
+	recs, err := readLog(ctx, from.JetStream())
 	from.Close(context.Background())
 	if err != nil {
 		t.Fatal(err)

@@ -15,7 +15,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
-	"github.com/tidemark/tidemark/replay"
 )
 
 // runCLIWithin runs the CLI like runCLI, bounded by ctx (the test's own
@@ -125,7 +124,7 @@ func eventIDs(t *testing.T, dataDir string) []string {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	recs, err := replay.Read(t.Context(), st.JetStream(), 0)
+	recs, err := readLog(t.Context(), st.JetStream())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 )
@@ -87,28 +88,26 @@ func awaitDecision(ctx context.Context, nc *nats.Conn, plan string, after uint64
 	if err != nil {
 		return nil, &exitError{code: 2, err: err}
 	}
-	cons, err := js.OrderedConsumer(ctx, events.StreamName, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{events.PlanSubject(plan)}, DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: after + 1,
-	})
+	r, err := eventlog.OpenReader(ctx, js)
 	if err != nil {
 		return nil, &exitError{code: 2, err: fmt.Errorf("following plan %s: %v", plan, err)}
 	}
-	for {
-		msg, err := cons.Next(jetstream.FetchMaxWait(wait))
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, jetstream.ErrNoMessages) {
-				return nil, &exitError{code: 1, err: fmt.Errorf("no decision for %s within %s: the catch-up work is still outstanding (see `tidemark status`)", plan, wait)}
-			}
-			return nil, &exitError{code: 2, err: err}
+	var d *events.PromotionDecided
+	errFound := errors.New("found")
+	err = r.Tail(ctx, after+1, func(e eventlog.Entry) error {
+		if p, ok := e.Event.Payload.(events.PromotionDecided); ok && e.Err == nil {
+			d = &p
+			return errFound
 		}
-		ev, err := events.Decode(msg.Data())
-		if err != nil {
-			continue
-		}
-		if d, ok := ev.Payload.(events.PromotionDecided); ok {
-			return &d, nil
-		}
+		return nil
+	}, events.PlanSubject(plan))
+	switch {
+	case d != nil:
+		return d, nil
+	case ctx.Err() != nil:
+		return nil, &exitError{code: 1, err: fmt.Errorf("no decision for %s within %s: the catch-up work is still outstanding (see `tidemark status`)", plan, wait)}
 	}
+	return nil, &exitError{code: 2, err: fmt.Errorf("following plan %s: %v", plan, err)}
 }
 
 func printDecision(w io.Writer, d *events.PromotionDecided) {

@@ -86,7 +86,7 @@ func newServeCmd() *cobra.Command {
 			var httpSrv *http.Server
 			dashboard := ""
 			if httpAddr != "" {
-				h, err := (&web.Server{Engine: eng, Logger: log.With("subsystem", "http")}).Handler()
+				h, err := (&web.Server{Proj: eng.Projection(), Log: eng.Reader(), Registry: eng.Registry(), Clock: eng.Now, Logger: log.With("subsystem", "http")}).Handler()
 				if err != nil {
 					_ = svc.Stop()
 					eng.Close(context.WithoutCancel(ctx))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/replay"
 	"github.com/tidemark/tidemark/views"
 )
@@ -28,7 +29,7 @@ func newStatusCmd() *cobra.Command {
 			var envs []commands.EnvStatus
 			var open []commands.Repair
 			var seq uint64
-			var dmg *replay.Damage
+			var dmg *eventlog.Damage
 			if s.pointInTime() {
 				if waitAdvance > 0 {
 					return &exitError{code: 2, err: errors.New("--wait-advance asks the running server: not with --data-dir, --at or --at-seq")}

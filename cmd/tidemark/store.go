@@ -4,15 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/tidemark/tidemark/events"
 	"os"
 	"time"
+
+	"github.com/tidemark/tidemark/events"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 	"github.com/tidemark/tidemark/engine"
-	"github.com/tidemark/tidemark/replay"
+	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/transport"
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
@@ -37,12 +38,13 @@ func (s *storeFlags) register(cmd *cobra.Command, pointInTime bool) {
 	}
 }
 
-// stream opens the selected stream for reading: an embedded server on the
-// data dir (nothing is created or changed there, and a damaged store
-// opens too), or a plain connection to the NATS server (nothing is
-// created there). minLast is a sequence the stream is known to have
-// reached (the data dir's checkpoint; 0: none). close releases it.
-func (s *storeFlags) stream(ctx context.Context) (js jetstream.JetStream, minLast uint64, close func(), err error) {
+// stream opens the selected stream for reading (eventlog.OpenReader): an
+// embedded server on the data dir (nothing is created or changed there,
+// and a damaged store opens too), or a plain connection to the NATS
+// server (nothing is created there). minLast is a sequence the stream is
+// known to have reached (the data dir's checkpoint; 0: none). close
+// releases it.
+func (s *storeFlags) stream(ctx context.Context) (r *eventlog.Reader, minLast uint64, close func(), err error) {
 	if (s.dataDir == "") == (s.natsURL == "") {
 		return nil, 0, nil, &exitError{code: 2, err: errors.New("give exactly one of --data-dir and --nats-url")}
 	}
@@ -56,7 +58,12 @@ func (s *storeFlags) stream(ctx context.Context) (js jetstream.JetStream, minLas
 			nc.Close()
 			return nil, 0, nil, &exitError{code: 2, err: err}
 		}
-		return js, 0, nc.Close, nil
+		r, err := eventlog.OpenReader(ctx, js)
+		if err != nil {
+			nc.Close()
+			return nil, 0, nil, &exitError{code: 2, err: err}
+		}
+		return r, 0, nc.Close, nil
 	}
 	if _, err := os.Stat(s.dataDir); err != nil {
 		return nil, 0, nil, &exitError{code: 2, err: err}
@@ -65,12 +72,12 @@ func (s *storeFlags) stream(ctx context.Context) (js jetstream.JetStream, minLas
 	if err != nil {
 		return nil, 0, nil, &exitError{code: 2, err: err}
 	}
-	return st.JetStream(), st.CheckpointSeq, st.Close, nil
+	return st.Reader(), st.CheckpointSeq, st.Close, nil
 }
 
-// options turns the point-in-time flags into replay options.
-func (s *storeFlags) options() (replay.Options, error) {
-	o := replay.Options{AtSeq: s.atSeq}
+// options turns the point-in-time flags into read options.
+func (s *storeFlags) options() (eventlog.ReadOptions, error) {
+	o := eventlog.ReadOptions{AtSeq: s.atSeq}
 	if s.at != "" {
 		t, err := time.Parse(time.RFC3339, s.at)
 		if err != nil {
@@ -86,12 +93,12 @@ func (s *storeFlags) options() (replay.Options, error) {
 // the stream lost events or holds messages that are not tidemark events,
 // it returns what it could read and the damage: the command shows what it
 // can, then fails with damageExit.
-func (s *storeFlags) read(cmd *cobra.Command) ([]events.Record, func(), *replay.Damage, error) {
+func (s *storeFlags) read(cmd *cobra.Command) ([]events.Record, func(), *eventlog.Damage, error) {
 	opts, err := s.options()
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	js, minLast, closeStore, err := s.stream(cmd.Context())
+	r, minLast, closeStore, err := s.stream(cmd.Context())
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -108,14 +115,14 @@ func (s *storeFlags) read(cmd *cobra.Command) ([]events.Record, func(), *replay.
 			bar.SetCurrent(int64(seq))
 		}
 	}
-	recs, err := replay.ReadWith(cmd.Context(), js, opts)
+	recs, err := r.Read(cmd.Context(), opts)
 	if p != nil {
 		if bar != nil && !bar.Completed() {
 			bar.SetTotal(-1, true)
 		}
 		p.Wait()
 	}
-	d, damaged := replay.IsDamage(err)
+	d, damaged := eventlog.IsDamage(err)
 	if err != nil && !damaged {
 		closeStore()
 		return nil, nil, nil, &exitError{code: 2, err: err}
@@ -127,7 +134,7 @@ func (s *storeFlags) read(cmd *cobra.Command) ([]events.Record, func(), *replay.
 // exit 1, naming every missing sequence and every message that is not a
 // tidemark event (sequence and subject), after the output of what could
 // be read.
-func damageExit(d *replay.Damage) error {
+func damageExit(d *eventlog.Damage) error {
 	if d == nil {
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tidemark/tidemark/engine"
+	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/events"
 )
 
@@ -47,8 +48,8 @@ func readStoreState(t *testing.T, dir string) storeState {
 		x := info.State
 		return streamState{Msgs: x.Msgs, Bytes: x.Bytes, FirstSeq: x.FirstSeq, LastSeq: x.LastSeq, Deleted: x.NumDeleted}
 	}
-	out := storeState{Stream: state(events.StreamName), Bucket: state("KV_" + engine.CheckpointBucket), Keys: map[string]uint64{}}
-	kv, err := js.KeyValue(ctx, engine.CheckpointBucket)
+	out := storeState{Stream: state(events.StreamName), Bucket: state("KV_" + eventlog.BucketName), Keys: map[string]uint64{}}
+	kv, err := js.KeyValue(ctx, eventlog.BucketName)
 	if err != nil {
 		t.Fatal(err)
 	}

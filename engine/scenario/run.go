@@ -12,6 +12,7 @@ import (
 
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/engine"
+	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/projections"
@@ -162,12 +163,7 @@ func start(ctx context.Context, f *File, dir string) (*runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	tl, err := openTail(ctx, eng.JetStream())
-	if err != nil {
-		eng.Close(context.WithoutCancel(ctx))
-		return nil, err
-	}
-	return &runner{f: f, eng: eng, clock: clock, tail: tl, worker: &inproc.Worker{Handler: eng, Actor: "worker:builtin"}}, nil
+	return &runner{f: f, eng: eng, clock: clock, tail: openTail(ctx, eng.Reader()), worker: &inproc.Worker{Handler: eng, Actor: "worker:builtin"}}, nil
 }
 
 func (r *runner) close(ctx context.Context) {
@@ -464,7 +460,7 @@ func (r *runner) step(ctx context.Context, st Step) (StepResult, error) {
 // verify rebuilds every projection from the stream, compares it with the
 // live one, and re-evaluates every recorded decision.
 func (r *runner) verify(ctx context.Context) ([]replay.Divergence, error) {
-	recs, err := replay.Read(ctx, r.eng.JetStream(), 0)
+	recs, err := r.eng.Reader().Read(ctx, eventlog.ReadOptions{})
 	if err != nil {
 		return nil, err
 	}

@@ -261,7 +261,7 @@ func reopen(t *testing.T, dir string) (*engine.Engine, []events.Record) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close(context.Background()) })
-	recs, err := replay.Read(t.Context(), e.JetStream(), 0)
+	recs, err := readLog(t.Context(), e.JetStream())
 	if err != nil {
 		t.Fatal(err)
 	}

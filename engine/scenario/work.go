@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/work"
@@ -18,48 +18,60 @@ import (
 // from the stream and derives the work with work.Of. The built-in
 // worker runs those items, and a step's `scheduled` lists them.
 
-// tail reads the engine's stream in order with one ordered consumer, each
+// tail reads the engine's stream in order with the log's Tail, each
 // record once.
 type tail struct {
-	it   jetstream.MessagesContext
-	next uint64 // the sequence of the next record to read
+	recs   chan events.Record
+	done   chan struct{} // closed when the Tail returned; err says why
+	err    error
+	cancel context.CancelFunc
+	next   uint64 // the sequence of the next record to read
 }
 
 // tailTimeout bounds the wait for a record the projection has already
 // applied (so the stream holds it).
 const tailTimeout = 30 * time.Second
 
-func openTail(ctx context.Context, js jetstream.JetStream) (*tail, error) {
-	cons, err := js.OrderedConsumer(ctx, events.StreamName, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
-	if err != nil {
-		return nil, fmt.Errorf("scenario: stream consumer: %w", err)
-	}
-	it, err := cons.Messages()
-	if err != nil {
-		return nil, fmt.Errorf("scenario: stream consumer: %w", err)
-	}
-	return &tail{it: it, next: 1}, nil
+func openTail(ctx context.Context, r *eventlog.Reader) *tail {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	t := &tail{recs: make(chan events.Record), done: make(chan struct{}), cancel: cancel, next: 1}
+	go func() {
+		defer close(t.done)
+		t.err = r.Tail(ctx, 1, func(e eventlog.Entry) error {
+			select {
+			case t.recs <- e.Record:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	}()
+	return t
 }
 
-func (t *tail) stop() { t.it.Stop() }
+func (t *tail) stop() {
+	t.cancel()
+	<-t.done
+}
 
 // readTo returns the records after those already read, through sequence to.
 func (t *tail) readTo(ctx context.Context, to uint64) ([]events.Record, error) {
 	var out []events.Record
+	timer := time.NewTimer(tailTimeout)
+	defer timer.Stop()
 	for t.next <= to {
-		nctx, cancel := context.WithTimeout(ctx, tailTimeout)
-		msg, err := t.it.Next(jetstream.NextContext(nctx))
-		cancel()
-		if err != nil {
-			return out, fmt.Errorf("scenario: reading the stream at seq %d: %w", t.next, err)
+		timer.Reset(tailTimeout)
+		select {
+		case rec := <-t.recs:
+			out = append(out, rec)
+			t.next = rec.Seq + 1
+		case <-t.done:
+			return out, fmt.Errorf("scenario: reading the stream at seq %d: %w", t.next, t.err)
+		case <-timer.C:
+			return out, fmt.Errorf("scenario: reading the stream at seq %d: nothing for %s", t.next, tailTimeout)
+		case <-ctx.Done():
+			return out, fmt.Errorf("scenario: reading the stream at seq %d: %w", t.next, ctx.Err())
 		}
-		md, err := msg.Metadata()
-		if err != nil {
-			return out, fmt.Errorf("scenario: reading the stream: %w", err)
-		}
-		ev, derr := events.Decode(msg.Data())
-		out = append(out, events.Record{Seq: md.Sequence.Stream, Subject: msg.Subject(), Event: ev, Err: derr})
-		t.next = md.Sequence.Stream + 1
 	}
 	return out, nil
 }

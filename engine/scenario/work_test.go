@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
-	"github.com/tidemark/tidemark/replay"
 	"github.com/tidemark/tidemark/work"
 )
 
@@ -107,7 +107,7 @@ func TestQueuedRepairRunsBeforeTicks(t *testing.T) {
 	if len(r.repairs.items) != 0 {
 		t.Fatalf("queue not run: %v", r.repairs.items)
 	}
-	recs, err := replay.Read(ctx, r.eng.JetStream(), 0)
+	recs, err := r.eng.Reader().Read(ctx, eventlog.ReadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package replay
+package eventlog
 
 import (
 	"errors"
@@ -62,8 +62,12 @@ func TestReadDirect(t *testing.T) {
 	const n = 2*directBatch + 100
 	for _, direct := range []bool{true, false} {
 		js, st := streamOf(t, n, direct, 7)
+		r, err := OpenReader(t.Context(), js)
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, upTo := range []uint64{0, directBatch + 3, 7} {
-			recs, err := ReadWith(t.Context(), js, Options{AtSeq: upTo})
+			recs, err := r.Read(t.Context(), ReadOptions{AtSeq: upTo})
 			// The messages are not tidemark events and 7 was deleted: the
 			// read returns them all with the damage that names them.
 			var dmg *Damage

@@ -1,13 +1,10 @@
-package replay
+package eventlog
 
 import (
-	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/tidemark/tidemark/events"
 )
 
 // stateDamage reads lost events off the stream's state: sequences before
@@ -44,25 +41,5 @@ func TestStateDamage(t *testing.T) {
 		if c.want == "" && got != "" || c.want != "" && !strings.HasSuffix(got, c.want) {
 			t.Errorf("%s: got %q, want …%q", c.name, got, c.want)
 		}
-	}
-}
-
-// Decode tells an event that is not a tidemark one: undecodable, or
-// well-formed on a subject not its own.
-func TestDecodeForeign(t *testing.T) {
-	ev := events.New(events.NewIDSource(), time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), events.EnvironmentFinalized{Env: "prod", Plan: "p1", Generation: 1})
-	b, err := events.Encode(ev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Decode(events.EnvSubject("prod"), b); err != nil {
-		t.Fatalf("own subject: %v", err)
-	}
-	if _, err := Decode(events.EnvSubject("qa"), b); !errors.Is(err, ErrForeign) {
-		t.Fatalf("another subject: %v", err)
-	}
-	var de *events.DecodeError
-	if _, err := Decode(events.EnvSubject("prod"), []byte(`{"accepted":true}`)); !errors.As(err, &de) {
-		t.Fatalf("garbage: %v", err)
 	}
 }

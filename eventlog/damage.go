@@ -1,4 +1,4 @@
-package replay
+package eventlog
 
 import (
 	"context"
@@ -8,11 +8,10 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/tidemark/tidemark/events"
 )
 
 // The event stream refuses message deletion and purges and has no limits
-// (engine.StreamConfig): every sequence from 1 to the last one holds an
+// (StreamConfig): every sequence from 1 to the last one holds an
 // event for good. So a reader can tell exactly what a damaged store lost:
 // a sequence the server reports deleted, one before its first sequence,
 // one it listed as lost while recovering, or one it never delivers is
@@ -130,31 +129,13 @@ func (d *Damage) normalize() {
 	d.Missing = out
 }
 
-// ErrForeign marks a well-formed event stored on a subject other than its
-// own: the engine never writes one.
-var ErrForeign = errors.New("replay: event on a foreign subject")
-
-// Decode decodes a stored message: the event, or an error when it is not
-// a tidemark event (an *events.DecodeError, or ErrForeign when a
-// well-formed event is not on its own subject).
-func Decode(subject string, data []byte) (events.Event, error) {
-	ev, err := events.Decode(data)
-	if err != nil {
-		return ev, err
-	}
-	if want := ev.Payload.Subject(); want != subject {
-		return ev, fmt.Errorf("%w: a %s belongs on %s", ErrForeign, ev.Type, want)
-	}
-	return ev, nil
-}
-
-// CheckStream returns the stream's state and the sequences up to upTo
+// checkStream returns the stream's state and the sequences up to upTo
 // (0: all) that it reports missing: before its first sequence, deleted
 // (the stream refuses deletes, so only damage deletes), or lost while the
 // server recovered the store; and, when minLast is above the stream's
 // last sequence (a checkpoint was taken at minLast: the stream held that
 // many events), the lost tail. The Damage is nil when nothing is missing.
-func CheckStream(ctx context.Context, stream jetstream.Stream, upTo, minLast uint64) (jetstream.StreamState, *Damage, error) {
+func checkStream(ctx context.Context, stream jetstream.Stream, upTo, minLast uint64) (jetstream.StreamState, *Damage, error) {
 	info, err := stream.Info(ctx)
 	if err != nil {
 		return jetstream.StreamState{}, nil, err
@@ -208,39 +189,4 @@ func IsDamage(err error) (*Damage, bool) {
 	var d *Damage
 	ok := errors.As(err, &d)
 	return d, ok
-}
-
-// maxProbe bounds the direct gets of one Probe.
-const maxProbe = 10_000
-
-// Probe checks, for a reader whose consumer has delivered nothing after
-// from-1 for a while, whether the stream holds from..to at all: nil when
-// it holds from (the consumer is just slow), else the damage: what the
-// stream's state reports missing, or the run of sequences from on that
-// no direct get finds (up to the first one found, to, or maxProbe
-// sequences).
-func Probe(ctx context.Context, stream jetstream.Stream, from, to uint64) error {
-	st, d, err := CheckStream(ctx, stream, to, 0)
-	if err != nil {
-		return err
-	}
-	if d != nil {
-		return d
-	}
-	d = &Damage{LastSeq: st.LastSeq}
-	for seq := from; seq <= to && seq < from+maxProbe; seq++ {
-		_, err := stream.GetMsg(ctx, seq)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, jetstream.ErrMsgNotFound) {
-			return err
-		}
-		d.miss(seq, seq)
-	}
-	d.normalize()
-	if d.empty() {
-		return nil
-	}
-	return d
 }

@@ -1,4 +1,4 @@
-package replay
+package eventlog
 
 import (
 	"context"
@@ -25,7 +25,7 @@ import (
 const directBatch = 1024
 
 // errNoDirect: the server or stream does not serve batched direct gets.
-var errNoDirect = errors.New("replay: batched direct get unavailable")
+var errNoDirect = errors.New("eventlog: batched direct get unavailable")
 
 // notServed is readDirect's error when nothing is served from seq on
 // though the stream claims to hold it, for longer than the patience given:
@@ -34,7 +34,7 @@ var errNoDirect = errors.New("replay: batched direct get unavailable")
 type notServed struct{ seq uint64 }
 
 func (e notServed) Error() string {
-	return fmt.Sprintf("replay: sequence %d is not served by direct gets", e.seq)
+	return fmt.Sprintf("eventlog: sequence %d is not served by direct gets", e.seq)
 }
 
 // readDirect calls visit with every message of stream from sequence from
@@ -101,11 +101,11 @@ func directGet(ctx context.Context, nc *nats.Conn, subject string, seq, upTo uin
 	inbox := nc.NewInbox()
 	sub, err := nc.SubscribeSync(inbox)
 	if err != nil {
-		return b, fmt.Errorf("replay: direct get: %w", err)
+		return b, fmt.Errorf("eventlog: direct get: %w", err)
 	}
 	defer sub.Unsubscribe()
 	if err := nc.PublishRequest(subject, inbox, req); err != nil {
-		return b, fmt.Errorf("replay: direct get: %w", err)
+		return b, fmt.Errorf("eventlog: direct get: %w", err)
 	}
 	for {
 		// Each message of a batch follows the previous one closely; a
@@ -117,7 +117,7 @@ func directGet(ctx context.Context, nc *nats.Conn, subject string, seq, upTo uin
 			if ctx.Err() != nil {
 				return b, ctx.Err()
 			}
-			return b, fmt.Errorf("replay: direct get from seq %d: %w", seq, err)
+			return b, fmt.Errorf("eventlog: direct get from seq %d: %w", seq, err)
 		}
 		// A status has no sequence (a stored message always has one, and
 		// the server strips any status line from what it stores).
@@ -128,7 +128,7 @@ func directGet(ctx context.Context, nc *nats.Conn, subject string, seq, upTo uin
 			case "503", "": // no responders, or not a direct get answer
 				return b, errNoDirect
 			default:
-				return b, fmt.Errorf("replay: direct get from seq %d: status %s %s", seq, status, msg.Header.Get("Description"))
+				return b, fmt.Errorf("eventlog: direct get from seq %d: status %s %s", seq, status, msg.Header.Get("Description"))
 			}
 		}
 		if msg.Header.Get("Nats-Num-Pending") == "" {
@@ -136,7 +136,7 @@ func directGet(ctx context.Context, nc *nats.Conn, subject string, seq, upTo uin
 		}
 		s, err := strconv.ParseUint(msg.Header.Get(jetstream.SequenceHeader), 10, 64)
 		if err != nil || s < seq || s <= b.last {
-			return b, fmt.Errorf("replay: direct get from seq %d: bad sequence %q", seq, msg.Header.Get(jetstream.SequenceHeader))
+			return b, fmt.Errorf("eventlog: direct get from seq %d: bad sequence %q", seq, msg.Header.Get(jetstream.SequenceHeader))
 		}
 		if s > upTo {
 			b.done = true // past the read (upTo itself is not stored)

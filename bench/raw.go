@@ -1,0 +1,71 @@
+package bench
+
+import (
+	"context"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
+	"github.com/tidemark/tidemark/engine"
+	"github.com/tidemark/tidemark/events"
+)
+
+// The raw baselines: what JetStream does without tidemark, published and
+// read directly (the only code outside package eventlog that publishes to
+// or consumes the event stream).
+
+func rawAsync(ctx context.Context, js jetstream.JetStream, total, snaps int) (float64, error) {
+	start := time.Now()
+	for i := 0; i < total; i++ {
+		subj, b := eventBytes(i, snaps)
+		if _, err := js.PublishAsync(subj, b); err != nil {
+			return 0, err
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	return float64(total) / time.Since(start).Seconds(), nil
+}
+
+// atomicBatchCost is the mean time of an atomic batch of n events on e's
+// stream (what one fsync for a group of n commands would cost).
+func atomicBatchCost(ctx context.Context, e *engine.Engine, n, batches int) (time.Duration, error) {
+	start := time.Now()
+	for b := 0; b < batches; b++ {
+		msgs := make([]*nats.Msg, n)
+		for i := range msgs {
+			subj, data := eventBytes(b*n+i, 1<<30)
+			msgs[i] = &nats.Msg{Subject: subj, Data: data, Header: nats.Header{}}
+		}
+		if _, err := jetstreamext.PublishMsgBatch(ctx, e.JetStream(), msgs); err != nil {
+			return 0, err
+		}
+	}
+	return time.Since(start) / time.Duration(batches), nil
+}
+
+// rawRead reads n events from the start of js's event stream with a raw
+// ordered consumer, decoding each.
+func rawRead(ctx context.Context, js jetstream.JetStream, n int) error {
+	cons, err := js.OrderedConsumer(ctx, events.StreamName, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		return err
+	}
+	for read := 0; read < n; {
+		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return err
+		}
+		for m := range batch.Messages() {
+			if _, err := events.Decode(m.Data()); err != nil {
+				return err
+			}
+			read++
+		}
+	}
+	return nil
+}

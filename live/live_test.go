@@ -1,0 +1,90 @@
+package live
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tidemark/tidemark/eventlog"
+	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/projections"
+)
+
+func memLog(t *testing.T) *eventlog.Log {
+	t.Helper()
+	s, err := server.NewServer(&server.Options{JetStream: true, StoreDir: t.TempDir(), DontListen: true, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	t.Cleanup(s.Shutdown)
+	nc, err := nats.Connect("", nats.InProcessServer(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := eventlog.Ensure(t.Context(), js, eventlog.Config{Memory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// The projection folds what Tail delivers, applies its owner's next event
+// at once (and only the next), ignores it when Tail delivers it again, and
+// Run ends without error with its context.
+func TestProjection(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	l := memLog(t)
+	ids := events.NewIDSource()
+	appendEnv := func(env, cmd string) (uint64, events.Event) {
+		t.Helper()
+		ev := events.New(ids, time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), events.EnvironmentFinalized{Env: env, Plan: "p1", Generation: 1})
+		ev.Causation = cmd
+		seq, err := l.Append(ctx, eventlog.MsgID("finalize", cmd, false), []events.Event{ev}, events.Expect{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return seq, ev
+	}
+	appendEnv("prod", "c1")
+	appendEnv("qa", "c2")
+
+	p := New(l.Reader(), nil, nil)
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- p.Run(rctx) }()
+	if err := p.WaitFor(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if ok := p.ApplyOwn(4, events.Event{}); ok {
+		t.Fatal("applied an event out of turn")
+	}
+	seq, ev := appendEnv("dev", "c3")
+	_ = p.ApplyOwn(seq, ev) // false only when Tail was first
+	if err := p.Await(ctx, func(st *projections.State) bool { return st.Env("dev").Finalized == "p1" }); err != nil {
+		t.Fatal(err)
+	}
+	appendEnv("staging", "c4")
+	if err := p.WaitFor(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	if st := p.Stats(); st.Seq != 4 || st.Folded != 4 {
+		t.Fatalf("stats %+v, want seq 4, 4 folded (each event once)", st)
+	}
+	stop()
+	if err := <-done; err != nil || p.Err() != nil {
+		t.Fatalf("run: %v, err %v", err, p.Err())
+	}
+}
