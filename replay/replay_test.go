@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/tidemark/tidemark/engine"
-	"github.com/tidemark/tidemark/engine/scenario"
+	"github.com/tidemark/tidemark/scenario"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/replay"

@@ -14,7 +14,7 @@ import (
 
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/engine"
-	"github.com/tidemark/tidemark/engine/scenario"
+	"github.com/tidemark/tidemark/scenario"
 )
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

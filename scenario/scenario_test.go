@@ -44,7 +44,7 @@ func TestStrictRace(t *testing.T) {
 
 // scenarioDir holds the project's scenario files: copies of the shared
 // contract examples and one file per rule of the promotion policies.
-const scenarioDir = "../../testdata/scenarios"
+const scenarioDir = "../testdata/scenarios"
 
 // Every scenario file passes, and checks something.
 func TestScenarioFiles(t *testing.T) {
@@ -75,7 +75,7 @@ func TestScenarioFiles(t *testing.T) {
 // The shared contract examples are copied into testdata so a fresh clone
 // runs them; where the shared folder is present, the copies must match it.
 func TestSharedScenarioCopies(t *testing.T) {
-	shared, err := filepath.Glob("../../../shared/scenarios/*.yaml")
+	shared, err := filepath.Glob("../../shared/scenarios/*.yaml")
 	if err != nil || len(shared) == 0 {
 		t.Skip("no ../shared/scenarios next to the repository")
 	}
