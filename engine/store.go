@@ -7,10 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/replay"
 )
 
@@ -18,8 +14,8 @@ import (
 // stream) is found, never waited on: the stream denies deletes and purges
 // and has no limits, so every sequence up to its last holds an event, and
 // any sequence the server reports deleted, lost, or cannot deliver means
-// lost events (replay.Damage). Open refuses such a store; OpenStore lets a
-// reader see what is left.
+// lost events (replay.Damage). Open refuses such a store; the read-only
+// verbs (cmd/tidemark store.go) let a reader see what is left.
 
 // ErrDamaged marks an Open refused because the event stream lost events.
 // The error also wraps the *replay.Damage naming them.
@@ -58,57 +54,6 @@ func (e *Engine) probe(ctx context.Context, from, to uint64) error {
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	return replay.Probe(pctx, e.stream, from, to)
-}
-
-// Store is a stopped store opened for reading (OpenStore).
-type Store struct {
-	srv *server.Server
-	nc  *nats.Conn
-	js  jetstream.JetStream
-	// CheckpointSeq is the sequence of the projection checkpoint stored
-	// with the stream (0: none): the stream held at least that many
-	// events (replay.Options.MinLastSeq).
-	CheckpointSeq uint64
-}
-
-// JetStream is the store's JetStream context.
-func (s *Store) JetStream() jetstream.JetStream { return s.js }
-
-// Close stops the embedded server.
-func (s *Store) Close() {
-	s.nc.Close()
-	s.srv.Shutdown()
-	s.srv.WaitForShutdown()
-}
-
-// OpenStore starts an embedded server on the data dir of a stopped store
-// to read it: unlike Open it creates and changes nothing (no stream, no
-// checkpoint) and folds no projection, so it opens a damaged store too;
-// replay.ReadWith then reports what the stream lost.
-func OpenStore(ctx context.Context, dataDir string) (*Store, error) {
-	srv, err := startEmbedded(Config{DataDir: dataDir})
-	if err != nil {
-		return nil, err
-	}
-	s := &Store{srv: srv}
-	if s.nc, err = nats.Connect("", nats.InProcessServer(srv), nats.Name("tidemark-reader")); err != nil {
-		srv.Shutdown()
-		return nil, fmt.Errorf("engine: connect: %w", err)
-	}
-	fail := func(err error) (*Store, error) { s.Close(); return nil, err }
-	if s.js, err = jetstream.New(s.nc); err != nil {
-		return fail(fmt.Errorf("engine: jetstream: %w", err))
-	}
-	if _, err := s.js.Stream(ctx, events.StreamName); err != nil {
-		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			return fail(fmt.Errorf("engine: no %s stream in %s: not a tidemark data dir", events.StreamName, dataDir))
-		}
-		return fail(fmt.Errorf("engine: stream %s: %w", events.StreamName, err))
-	}
-	if s.CheckpointSeq, err = StoredCheckpointSeq(ctx, s.js); err != nil {
-		return fail(fmt.Errorf("engine: checkpoint bucket: %w", err))
-	}
-	return s, nil
 }
 
 // Failed is closed when the projection has stopped for good (Err says

@@ -1,7 +1,6 @@
 package scenario
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -12,7 +11,9 @@ import (
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/internal/jstest"
 	"github.com/tidemark/tidemark/modelfile"
+	"github.com/tidemark/tidemark/natsnode"
 	"github.com/tidemark/tidemark/projections"
 	"github.com/tidemark/tidemark/replay"
 	"github.com/tidemark/tidemark/work"
@@ -256,11 +257,7 @@ func replayed(t *testing.T, dir string) {
 // ends) and reads every event of its stream.
 func reopen(t *testing.T, dir string) (*engine.Engine, []events.Record) {
 	t.Helper()
-	e, err := engine.Open(t.Context(), engine.Config{DataDir: dir, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close(context.Background()) })
+	e := jstest.Engine(t, engine.Config{}, jstest.Node(t, natsnode.Config{DataDir: dir}))
 	recs, err := replay.Read(t.Context(), e.JetStream(), 0)
 	if err != nil {
 		t.Fatal(err)

@@ -29,7 +29,7 @@ type streamState struct {
 func readStoreState(t *testing.T, dir string) storeState {
 	t.Helper()
 	ctx := t.Context()
-	st, err := engine.OpenStore(ctx, dir)
+	st, err := openStore(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
