@@ -24,6 +24,7 @@ import (
 	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/natsnode"
 	"github.com/tidemark/tidemark/policy"
 	"github.com/tidemark/tidemark/projections"
 	"github.com/tidemark/tidemark/replay"
@@ -98,13 +99,41 @@ func Run(ctx context.Context, opts Options) ([]Figure, error) {
 	return out, nil
 }
 
+// instance is an engine with the embedded server it runs on.
+type instance struct {
+	*engine.Engine
+	node *natsnode.Node
+}
+
+// open starts an embedded server on dir (fsyncing every append with sync)
+// and an engine on it.
+func open(ctx context.Context, dir string, sync bool, cfg engine.Config) (*instance, error) {
+	node, err := natsnode.Start(ctx, natsnode.Config{DataDir: dir, SyncAlways: sync, Name: "tidemark-engine"})
+	if err != nil {
+		return nil, err
+	}
+	e, err := engine.Open(ctx, node.Conn(), cfg)
+	if err != nil {
+		node.Close()
+		return nil, err
+	}
+	return &instance{Engine: e, node: node}, nil
+}
+
+// Close closes the engine, then its server.
+func (i *instance) Close(ctx context.Context) error {
+	err := i.Engine.Close(ctx)
+	i.node.Close()
+	return err
+}
+
 // server is an engine on a fresh temp dir.
-func server(ctx context.Context, sync bool) (*engine.Engine, func(), error) {
+func server(ctx context.Context, sync bool) (*instance, func(), error) {
 	dir, err := os.MkdirTemp("", "tidemark-bench-*")
 	if err != nil {
 		return nil, nil, err
 	}
-	e, err := engine.Open(ctx, engine.Config{DataDir: dir, SyncAlways: sync, Logger: quiet(), CheckpointEvery: -1, TrustCommandTime: true})
+	e, err := open(ctx, dir, sync, engine.Config{Logger: quiet(), CheckpointEvery: -1, TrustCommandTime: true})
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, nil, err
@@ -113,9 +142,9 @@ func server(ctx context.Context, sync bool) (*engine.Engine, func(), error) {
 }
 
 // snapshots registers n snapshots of one model (versions v0…).
-func snapshots(ctx context.Context, e *engine.Engine, n int) error {
+func snapshots(ctx context.Context, h commands.Handler, n int) error {
 	for i := 0; i < n; i++ {
-		r := e.Handle(ctx, &commands.RegisterSnapshot{Meta: commands.Meta{ID: fmt.Sprintf("reg-%d", i), At: t0},
+		r := h.Handle(ctx, &commands.RegisterSnapshot{Meta: commands.Meta{ID: fmt.Sprintf("reg-%d", i), At: t0},
 			Model: "bench", Version: fmt.Sprintf("v%d", i), Cron: "@hourly", Start: t0})
 		if err := r.Err(); err != nil {
 			return err
@@ -145,7 +174,7 @@ func eventBytes(i, snaps int) (string, []byte) {
 }
 
 // serveClients starts the command service and n client connections.
-func serveClients(e *engine.Engine, n int) ([]*transport.Client, func(), error) {
+func serveClients(e *instance, n int) ([]*transport.Client, func(), error) {
 	svc, err := transport.Serve(e.Conn(), e, transport.ServiceConfig{Logger: quiet()})
 	if err != nil {
 		return nil, nil, err
@@ -153,7 +182,7 @@ func serveClients(e *engine.Engine, n int) ([]*transport.Client, func(), error) 
 	var conns []*nats.Conn
 	var clients []*transport.Client
 	for i := 0; i < n; i++ {
-		nc, err := nats.Connect("", nats.InProcessServer(e.Server()))
+		nc, err := nats.Connect("", nats.InProcessServer(e.node.Server()))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -210,7 +239,7 @@ func throughput(ctx context.Context, clients []*transport.Client, total, snaps i
 }
 
 // served is an engine with 1,000 snapshots and 16 command clients.
-func served(ctx context.Context, sync bool) (*engine.Engine, []*transport.Client, func(), error) {
+func served(ctx context.Context, sync bool) (*instance, []*transport.Client, func(), error) {
 	e, done, err := server(ctx, sync)
 	if err != nil {
 		return nil, nil, nil, err
@@ -303,7 +332,7 @@ func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond)
 
 // echoRate is the command transport alone: 16 clients' requests to a micro
 // endpoint on e's server that answers each at once with its body.
-func echoRate(e *engine.Engine, total int) (float64, error) {
+func echoRate(e *instance, total int) (float64, error) {
 	svc, err := micro.AddService(e.Conn(), micro.Config{Name: "tidemark-bench-echo", Version: "1.0.0"})
 	if err != nil {
 		return 0, err
@@ -317,7 +346,7 @@ func echoRate(e *engine.Engine, total int) (float64, error) {
 	}
 	conns := make([]*nats.Conn, benchClients)
 	for i := range conns {
-		if conns[i], err = nats.Connect("", nats.InProcessServer(e.Server())); err != nil {
+		if conns[i], err = nats.Connect("", nats.InProcessServer(e.node.Server())); err != nil {
 			return 0, err
 		}
 		defer conns[i].Close()
@@ -376,7 +405,7 @@ func replayFigures(ctx context.Context, sz sizes) ([]Figure, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	e, err := engine.Open(ctx, engine.Config{DataDir: dir, Logger: quiet(), CheckpointEvery: -1, TrustCommandTime: true})
+	e, err := open(ctx, dir, false, engine.Config{Logger: quiet(), CheckpointEvery: -1, TrustCommandTime: true})
 	if err != nil {
 		return nil, err
 	}
@@ -389,7 +418,7 @@ func replayFigures(ctx context.Context, sz sizes) ([]Figure, error) {
 		return nil, err
 	}
 	e.Close(ctx)
-	e, err = engine.Open(ctx, engine.Config{DataDir: dir, Logger: quiet(), CheckpointEvery: -1})
+	e, err = open(ctx, dir, false, engine.Config{Logger: quiet(), CheckpointEvery: -1})
 	if err != nil {
 		return nil, err
 	}
@@ -415,14 +444,14 @@ func replayFigures(ctx context.Context, sz sizes) ([]Figure, error) {
 
 	// Restart: full fold, then with a checkpoint (written on close).
 	start = time.Now()
-	full, err := engine.Open(ctx, engine.Config{DataDir: dir, Logger: quiet()})
+	full, err := open(ctx, dir, false, engine.Config{Logger: quiet()})
 	if err != nil {
 		return nil, err
 	}
 	fullOpen := time.Since(start)
 	full.Close(ctx) // writes the checkpoint
 	start = time.Now()
-	fromCP, err := engine.Open(ctx, engine.Config{DataDir: dir, Logger: quiet()})
+	fromCP, err := open(ctx, dir, false, engine.Config{Logger: quiet()})
 	if err != nil {
 		return nil, err
 	}

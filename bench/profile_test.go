@@ -29,7 +29,7 @@ func BenchmarkThroughput(b *testing.B) {
 func BenchmarkRestart(b *testing.B) {
 	ctx := context.Background()
 	dir := b.TempDir()
-	e, err := engine.Open(ctx, engine.Config{DataDir: dir, Logger: quiet(), CheckpointEvery: -1, TrustCommandTime: true})
+	e, err := open(ctx, dir, false, engine.Config{Logger: quiet(), CheckpointEvery: -1, TrustCommandTime: true})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -40,14 +40,14 @@ func BenchmarkRestart(b *testing.B) {
 		b.Fatal(err)
 	}
 	e.Close(ctx)
-	full, err := engine.Open(ctx, engine.Config{DataDir: dir, Logger: quiet()})
+	full, err := open(ctx, dir, false, engine.Config{Logger: quiet()})
 	if err != nil {
 		b.Fatal(err)
 	}
 	full.Close(ctx)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		e, err := engine.Open(ctx, engine.Config{DataDir: dir, Logger: quiet()})
+		e, err := open(ctx, dir, false, engine.Config{Logger: quiet()})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -7,7 +7,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/synadia-io/orbit.go/jetstreamext"
-	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
 )
 
@@ -33,7 +32,7 @@ func rawAsync(ctx context.Context, js jetstream.JetStream, total, snaps int) (fl
 
 // atomicBatchCost is the mean time of an atomic batch of n events on e's
 // stream (what one fsync for a group of n commands would cost).
-func atomicBatchCost(ctx context.Context, e *engine.Engine, n, batches int) (time.Duration, error) {
+func atomicBatchCost(ctx context.Context, e *instance, n, batches int) (time.Duration, error) {
 	start := time.Now()
 	for b := 0; b < batches; b++ {
 		msgs := make([]*nats.Msg, n)

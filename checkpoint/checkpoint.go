@@ -12,7 +12,7 @@
 // failed (a damaged store) is not checkpointed: the stored one keeps
 // showing how far the stream once reached (StoredSeq).
 //
-// Importers: engine, cmd/tidemark (through engine.OpenStore) and tests.
+// Importers: engine, cmd/tidemark (store.go: StoredSeq) and tests.
 // It imports live, eventlog, projections and events.
 package checkpoint
 

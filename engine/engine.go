@@ -1,9 +1,11 @@
-// Package engine is tidemark's writer on NATS JetStream: it starts (or
-// connects to) the server, ensures the event log (package eventlog, its
-// only path to the stream), folds the live projection, and carries out commands: it reads the projection, calls the
-// pure core (package decide) and appends the decision's events under its
-// condition, re-deciding after a conflict. The loops that issue commands
-// on their own live in package scheduler, the worker protocol in work.
+// Package engine is tidemark's writer on NATS JetStream: on a connection
+// it is given (package natsnode starts the server), it ensures the event
+// log (package eventlog, its only path to the stream), folds the live
+// projection, and carries out commands: it reads the projection, calls
+// the pure core (package decide) and appends the decision's events under
+// its condition, re-deciding after a conflict. The loops that issue
+// commands on their own live in package scheduler, the worker protocol in
+// work.
 // Importers: cmd/tidemark, scenario, bench, scheduler, work, tests.
 //
 // Data flows one way: command → validation → decision against the
@@ -28,7 +30,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tidemark/tidemark/checkpoint"
@@ -41,44 +42,14 @@ import (
 	"github.com/tidemark/tidemark/views"
 )
 
-// Config configures an Engine. The zero value plus DataDir is a working
-// embedded setup.
+// Config configures an Engine: the writer's concerns only (the server it
+// writes through is natsnode's). The zero value is a working setup.
 type Config struct {
-	// DataDir holds the embedded server's JetStream store. Required unless
-	// NatsURL is set.
-	DataDir string
-	// NatsURL connects to an external NATS server instead of embedding one.
-	NatsURL string
-	// Listen makes the embedded server accept clients on HOST:PORT (e.g.
-	// 127.0.0.1:4222). Empty: in-process connections only.
-	Listen string
-	// SyncAlways makes the embedded server fsync every append before it
-	// acknowledges it. Without it an acknowledged event can be lost if the
-	// machine (not just the process) crashes within the sync interval.
-	SyncAlways bool
 	// MemoryStorage keeps the stream in memory (tests and benchmarks only:
 	// nothing survives a restart).
 	MemoryStorage bool
 	// Replicas is the stream's replica count (1 unless clustered).
 	Replicas int
-	// ServerName names the embedded server (unique in a cluster). Default
-	// "tidemark".
-	ServerName string
-	// ClusterName, ClusterListen (HOST:PORT) and Routes (nats://HOST:PORT
-	// of the other members) make the embedded server a member of a
-	// JetStream cluster.
-	ClusterName   string
-	ClusterListen string
-	Routes        []string
-	// AuthFile is a nats-server configuration whose users and accounts
-	// (authorization and accounts blocks: permissions, exports, imports)
-	// the embedded server loads; User and Password are the engine's own
-	// credentials (an admin), and its streams live in that user's account.
-	// See docs/auth.conf.
-	AuthFile, User, Password string
-	// TLSCert and TLSKey (PEM files) make the embedded server require TLS
-	// from network clients.
-	TLSCert, TLSKey string
 	// Clock gives the time of commands that carry none. Default time.Now.
 	Clock func() time.Time
 	// TrustCommandTime makes a command's At its clock, whoever sends it:
@@ -102,29 +73,10 @@ type Config struct {
 
 // Validate reports configuration errors.
 func (c Config) Validate() error {
-	var errs []error
-	if c.NatsURL == "" && c.DataDir == "" {
-		errs = append(errs, errors.New("engine: DataDir is required for the embedded server"))
-	}
-	if c.NatsURL != "" && c.Listen != "" {
-		errs = append(errs, errors.New("engine: Listen applies to the embedded server only, not with NatsURL"))
-	}
 	if c.Replicas < 0 || c.Replicas > 5 {
-		errs = append(errs, fmt.Errorf("engine: Replicas %d: want 1..5", c.Replicas))
+		return fmt.Errorf("engine: Replicas %d: want 1..5", c.Replicas)
 	}
-	if c.NatsURL != "" && (c.ClusterName != "" || c.ClusterListen != "" || len(c.Routes) > 0) {
-		errs = append(errs, errors.New("engine: cluster options apply to the embedded server only, not with NatsURL"))
-	}
-	if c.NatsURL != "" && (c.AuthFile != "" || c.TLSCert != "") {
-		errs = append(errs, errors.New("engine: AuthFile and TLS apply to the embedded server; put credentials in NatsURL"))
-	}
-	if (c.TLSCert == "") != (c.TLSKey == "") {
-		errs = append(errs, errors.New("engine: TLS needs both TLSCert and TLSKey"))
-	}
-	if (c.ClusterName == "") != (c.ClusterListen == "") {
-		errs = append(errs, errors.New("engine: a cluster member needs both ClusterName and ClusterListen"))
-	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // ErrStopped is returned by an engine that is closing or closed.
@@ -134,7 +86,6 @@ var ErrStopped = errors.New("engine: stopped")
 type Engine struct {
 	cfg    Config
 	log    *slog.Logger
-	srv    *server.Server
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	elog   *eventlog.Log
@@ -161,10 +112,13 @@ type Engine struct {
 	closed   bool
 }
 
-// Open starts the engine: server (embedded unless NatsURL), stream, and
-// the live projection, which it lets catch up with the stream before
-// returning.
-func Open(ctx context.Context, cfg Config) (*Engine, error) {
+// Open starts the engine on nc (a natsnode.Node's connection, which the
+// caller closes after the engine): it ensures the event log and lets the
+// live projection catch up with it before returning.
+func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Engine, error) {
+	if nc == nil {
+		return nil, errors.New("engine: no NATS connection")
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -179,29 +133,14 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, log: cfg.Logger.With("subsystem", "engine"), ids: events.NewIDSource(), lead: make(chan struct{}, 1)}
 	e.metrics = newMetrics(e)
+	e.nc = nc
 	var err error
-	if cfg.NatsURL == "" {
-		if e.srv, err = startEmbedded(cfg); err != nil {
-			return nil, err
-		}
-		opts := []nats.Option{nats.InProcessServer(e.srv), nats.Name("tidemark-engine")}
-		if cfg.User != "" {
-			opts = append(opts, nats.UserInfo(cfg.User, cfg.Password))
-		}
-		e.nc, err = nats.Connect("", opts...)
-	} else {
-		e.nc, err = nats.Connect(cfg.NatsURL, nats.Name("tidemark-engine"), nats.MaxReconnects(-1))
-	}
-	if err != nil {
-		e.shutdownServer()
-		return nil, fmt.Errorf("engine: connect: %w", err)
-	}
 	if e.js, err = jetstream.New(e.nc); err != nil {
 		e.Close(ctx)
 		return nil, fmt.Errorf("engine: jetstream: %w", err)
 	}
 	if e.elog, err = eventlog.Ensure(ctx, e.js, eventlog.Config{
-		Replicas: cfg.Replicas, Memory: cfg.MemoryStorage, Clustered: cfg.ClusterName != "", Logger: e.log,
+		Replicas: cfg.Replicas, Memory: cfg.MemoryStorage, Clustered: nc.ConnectedClusterName() != "", Logger: e.log,
 	}); err != nil {
 		e.Close(ctx)
 		return nil, fmt.Errorf("engine: %w", err)
@@ -300,24 +239,14 @@ func (e *Engine) Bucket() jetstream.KeyValue {
 	return e.elog.Bucket()
 }
 
-// Conn is the engine's NATS connection (for serving commands).
+// Conn is the connection the engine was opened on (for serving commands).
 func (e *Engine) Conn() *nats.Conn { return e.nc }
 
 // JetStream is the engine's JetStream context.
 func (e *Engine) JetStream() jetstream.JetStream { return e.js }
 
-// Server is the embedded server, or nil with NatsURL.
-func (e *Engine) Server() *server.Server { return e.srv }
-
-// ClientURL is a URL other processes can connect to, when there is one.
-func (e *Engine) ClientURL() string {
-	if e.srv != nil && e.cfg.Listen != "" {
-		return e.srv.ClientURL()
-	}
-	return e.cfg.NatsURL
-}
-
-// Close stops the projection and the connection, then the embedded server.
+// Close stops the projection and writes a last checkpoint. It leaves the
+// connection open: its owner (a natsnode.Node) closes it afterwards.
 func (e *Engine) Close(ctx context.Context) error {
 	e.cmdMu.Lock()
 	e.closed = true
@@ -331,19 +260,7 @@ func (e *Engine) Close(ctx context.Context) error {
 			e.log.Warn("checkpoint on close", "err", err)
 		}
 	}
-	if e.nc != nil {
-		_ = e.nc.Drain()
-		e.nc.Close()
-	}
-	e.shutdownServer()
 	return nil
-}
-
-func (e *Engine) shutdownServer() {
-	if e.srv != nil {
-		e.srv.Shutdown()
-		e.srv.WaitForShutdown()
-	}
 }
 
 // LastSeq is the stream's last sequence as the server reports it now.

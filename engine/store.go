@@ -6,20 +6,15 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-	"github.com/tidemark/tidemark/checkpoint"
 	"github.com/tidemark/tidemark/eventlog"
-	"github.com/tidemark/tidemark/events"
 )
 
 // A damaged store (a truncated or corrupted block file of the event
 // stream) is found, never waited on: the stream denies deletes and purges
 // and has no limits, so every sequence up to its last holds an event, and
 // any sequence the server reports deleted, lost, or cannot deliver means
-// lost events (eventlog.Damage). Open refuses such a store; OpenStore lets a
-// reader see what is left.
+// lost events (eventlog.Damage). Open refuses such a store; the read-only
+// verbs (cmd/tidemark store.go) let a reader see what is left.
 
 // ErrDamaged marks an Open refused because the event stream lost events.
 // The error also wraps the *eventlog.Damage naming them.
@@ -40,61 +35,6 @@ func (e *Engine) checkStore(ctx context.Context, seen uint64) error {
 
 func damaged(d *eventlog.Damage) error {
 	return fmt.Errorf("%w: %w", ErrDamaged, d)
-}
-
-// Store is a stopped store opened for reading (OpenStore).
-type Store struct {
-	srv *server.Server
-	nc  *nats.Conn
-	js  jetstream.JetStream
-	r   *eventlog.Reader
-	// CheckpointSeq is the sequence of the projection checkpoint stored
-	// with the stream (0: none): the stream held at least that many
-	// events (eventlog.ReadOptions.MinLastSeq).
-	CheckpointSeq uint64
-}
-
-// JetStream is the store's JetStream context.
-func (s *Store) JetStream() jetstream.JetStream { return s.js }
-
-// Reader reads the store's event stream.
-func (s *Store) Reader() *eventlog.Reader { return s.r }
-
-// Close stops the embedded server.
-func (s *Store) Close() {
-	s.nc.Close()
-	s.srv.Shutdown()
-	s.srv.WaitForShutdown()
-}
-
-// OpenStore starts an embedded server on the data dir of a stopped store
-// to read it: unlike Open it creates and changes nothing (no stream, no
-// checkpoint) and folds no projection, so it opens a damaged store too;
-// its Reader's Read then reports what the stream lost.
-func OpenStore(ctx context.Context, dataDir string) (*Store, error) {
-	srv, err := startEmbedded(Config{DataDir: dataDir})
-	if err != nil {
-		return nil, err
-	}
-	s := &Store{srv: srv}
-	if s.nc, err = nats.Connect("", nats.InProcessServer(srv), nats.Name("tidemark-reader")); err != nil {
-		srv.Shutdown()
-		return nil, fmt.Errorf("engine: connect: %w", err)
-	}
-	fail := func(err error) (*Store, error) { s.Close(); return nil, err }
-	if s.js, err = jetstream.New(s.nc); err != nil {
-		return fail(fmt.Errorf("engine: jetstream: %w", err))
-	}
-	if s.r, err = eventlog.OpenReader(ctx, s.js); err != nil {
-		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			return fail(fmt.Errorf("engine: no %s stream in %s: not a tidemark data dir", events.StreamName, dataDir))
-		}
-		return fail(fmt.Errorf("engine: %w", err))
-	}
-	if s.CheckpointSeq, err = checkpoint.StoredSeq(ctx, s.js); err != nil {
-		return fail(fmt.Errorf("engine: checkpoint bucket: %w", err))
-	}
-	return s, nil
 }
 
 // Failed is closed when the projection has stopped for good (Err says

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"math/big"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,20 +25,21 @@ import (
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/internal/jstest"
+	"github.com/tidemark/tidemark/natsnode"
 	"github.com/tidemark/tidemark/transport"
 	"github.com/tidemark/tidemark/work"
 	"github.com/tidemark/tidemark/work/shell"
 )
 
-// asUser connects to the engine's server with the example file's
+// asUser connects to the server at clientURL with the example file's
 // credentials of role and that user's own reply inbox prefix (as every
 // shipped client does), collecting permission violations.
-func asUser(t *testing.T, e *engine.Engine, role string) (*nats.Conn, func() []string) {
+func asUser(t *testing.T, clientURL, role string) (*nats.Conn, func() []string) {
 	t.Helper()
 	var mu sync.Mutex
 	var violations []string
-	u, _ := url.Parse(e.ClientURL())
-	nc, err := nats.Connect(u.String(), nats.UserInfo(role, role+"-change-me"), nats.CustomInboxPrefix("_INBOX."+role),
+	nc, err := nats.Connect(clientURL, nats.UserInfo(role, role+"-change-me"), nats.CustomInboxPrefix("_INBOX."+role),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			mu.Lock()
 			violations = append(violations, err.Error())
@@ -54,7 +54,9 @@ func asUser(t *testing.T, e *engine.Engine, role string) (*nats.Conn, func() []s
 
 // TestPermissions: with docs/auth.conf, each role can do exactly its set.
 func TestPermissions(t *testing.T) {
-	e := open(t, engine.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", AuthFile: "../docs/auth.conf", User: "admin", Password: "admin-change-me"})
+	node := authNode(t, "")
+	e := open(t, engine.Config{}, node)
+	clientURL := node.ClientURL()
 	svc, err := transport.Serve(e.Conn(), e, transport.ServiceConfig{Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
@@ -65,20 +67,20 @@ func TestPermissions(t *testing.T) {
 	must(t, e.Handle(ctx, &commands.RegisterSnapshot{Meta: meta(at(6)), Model: "events", Version: "v2", Cron: "@hourly", Start: t0}))
 	must(t, e.Handle(ctx, &commands.BuildPlan{Meta: meta(at(6)), Plan: "p2", Env: "prod", Versions: map[string]string{"events": "v2"}}))
 
-	if _, err := nats.Connect(e.ClientURL()); err == nil {
+	if _, err := nats.Connect(clientURL); err == nil {
 		t.Fatal("an anonymous client connected")
 	}
 	short := func(nc *nats.Conn) *transport.Client { c := transport.NewClient(nc); c.Timeout = time.Second; return c }
 
 	// service: commands, yes.
-	svcConn, _ := asUser(t, e, "service")
+	svcConn, _ := asUser(t, clientURL, "service")
 	if r, err := short(svcConn).Do(ctx, &commands.Status{}); err != nil || !r.Accepted {
 		t.Fatalf("service status: %v %+v", err, r)
 	}
 
 	// worker: reports of work items yes (checked against the item: here
 	// there is none), completions without one and promotions no.
-	wConn, wViolations := asUser(t, e, "worker")
+	wConn, wViolations := asUser(t, clientURL, "worker")
 	before := lastSeq(t, e)
 	if r, err := short(wConn).Do(ctx, &commands.CompleteWork{CompleteIntervals: commands.CompleteIntervals{Meta: meta(at(7)), Model: "events", Version: "v2",
 		Ranges: []interval.Range{rng(0, 1)}, Work: "work-1-backfill"}}); err != nil || r.Code != commands.CodeNotFound || r.Field != "work" {
@@ -107,7 +109,7 @@ func TestPermissions(t *testing.T) {
 	}
 
 	// auditor: reads the stream, publishes no command, cannot purge.
-	aConn, aViolations := asUser(t, e, "auditor")
+	aConn, aViolations := asUser(t, clientURL, "auditor")
 	ajs, _ := jetstream.New(aConn)
 	recs, err := readLog(ctx, ajs)
 	if err != nil || len(recs) == 0 {
@@ -178,8 +180,9 @@ func TestTLS(t *testing.T) {
 	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
 	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
 
-	e := open(t, engine.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", TLSCert: certFile, TLSKey: keyFile})
-	addr := strings.TrimPrefix(strings.TrimPrefix(e.ClientURL(), "nats://"), "tls://")
+	node := jstest.Node(t, natsnode.Config{TLSCert: certFile, TLSKey: keyFile})
+	open(t, engine.Config{}, node)
+	addr := strings.TrimPrefix(strings.TrimPrefix(node.ClientURL(), "nats://"), "tls://")
 	if nc, err := nats.Connect("nats://"+addr, nats.Timeout(2*time.Second)); err == nil {
 		nc.Close()
 		t.Fatal("a plain-text client connected")
@@ -211,17 +214,17 @@ func must509(t *testing.T, der []byte) *x509.Certificate {
 func TestStoreAccount(t *testing.T) {
 	dir := t.TempDir()
 	ctx := t.Context()
-	e, err := engine.Open(ctx, engine.Config{DataDir: dir, Logger: quiet(), TrustCommandTime: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	node := jstest.Node(t, natsnode.Config{DataDir: dir})
+	e := open(t, engine.Config{}, node)
 	deploy(t, e, "prod", "d1", "v1", at(6))
 	seq := lastSeq(t, e)
 	e.Close(ctx)
+	node.Close()
 
-	cfg := engine.Config{DataDir: dir, Listen: "127.0.0.1:-1", AuthFile: "../docs/auth.conf", User: "admin", Password: "admin-change-me", Logger: quiet()}
-	if e, err := engine.Open(ctx, cfg); err == nil {
-		e.Close(ctx)
+	cfg := authConfig(dir)
+	cfg.Listen = "127.0.0.1:-1"
+	if n, err := natsnode.Start(ctx, cfg); err == nil {
+		n.Close()
 		t.Fatal("a store of the global account was opened in the TIDEMARK account")
 	} else if !strings.Contains(err.Error(), `account "$G"`) {
 		t.Fatalf("refusal: %v", err)
@@ -230,7 +233,7 @@ func TestStoreAccount(t *testing.T) {
 	if err := os.Rename(filepath.Join(js, "$G"), filepath.Join(js, "TIDEMARK")); err != nil {
 		t.Fatal(err)
 	}
-	e = open(t, cfg)
+	e = open(t, engine.Config{}, jstest.Node(t, cfg))
 	if got := lastSeq(t, e); got != seq {
 		t.Fatalf("after the move: last sequence %d, want %d", got, seq)
 	}

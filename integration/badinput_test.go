@@ -18,7 +18,7 @@ import (
 // each get their exact rejection code (and field), and the stream does
 // not move.
 func TestBadInputTable(t *testing.T) {
-	e := open(t, engine.Config{DataDir: t.TempDir()})
+	e := open(t, engine.Config{})
 	svc, err := transport.Serve(e.Conn(), e, transport.ServiceConfig{Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +147,7 @@ func TestBadInputTable(t *testing.T) {
 // TestRateLimit: a connection sending faster than the limit is refused
 // with rate_limited, and those commands append nothing.
 func TestRateLimit(t *testing.T) {
-	e := open(t, engine.Config{DataDir: t.TempDir()})
+	e := open(t, engine.Config{})
 	svc, err := transport.Serve(e.Conn(), e, transport.ServiceConfig{Logger: quiet(), RateLimit: 0.001, RateBurst: 3})
 	if err != nil {
 		t.Fatal(err)

@@ -89,7 +89,7 @@ func (b *builtinServe) do(t *testing.T, ctx context.Context, c commands.Command)
 // while it was down; a second sink running the same items (a replica)
 // records nothing twice.
 func TestBuiltinWorker(t *testing.T) {
-	e := open(t, engine.Config{DataDir: t.TempDir()})
+	e := open(t, engine.Config{})
 	b := newBuiltinServe(t, e)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -196,7 +196,7 @@ func TestBuiltinWorkerGivesUp(t *testing.T) {
 	var now atomic.Pointer[time.Time]
 	set := func(t time.Time) { now.Store(&t) }
 	set(at(1))
-	e := open(t, engine.Config{DataDir: t.TempDir(), Clock: func() time.Time { return *now.Load() }})
+	e := open(t, engine.Config{Clock: func() time.Time { return *now.Load() }})
 	b := newBuiltinServe(t, e)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()

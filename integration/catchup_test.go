@@ -42,7 +42,7 @@ func TestCatchUpDriver(t *testing.T) {
 	for _, builtin := range []bool{true, false} {
 		name := map[bool]string{true: "builtin worker", false: "external worker"}[builtin]
 		t.Run(name, func(t *testing.T) {
-			e := open(t, engine.Config{DataDir: t.TempDir()})
+			e := open(t, engine.Config{})
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
 			racePlan(t, e, "p1")
@@ -99,7 +99,7 @@ func TestCatchUpDriver(t *testing.T) {
 // promote is refused (conflict, nothing appended), unless the plan
 // conflicts by now, which is decided at once.
 func TestCatchUpRetryWaitsForWork(t *testing.T) {
-	e := open(t, engine.Config{DataDir: t.TempDir()})
+	e := open(t, engine.Config{})
 	ctx := t.Context()
 	racePlan(t, e, "p1")
 	must(t, e.Handle(ctx, &commands.RegisterSnapshot{Meta: meta(at(11)), Model: "events", Version: "v3", Cron: "@hourly", Start: t0}))

@@ -7,6 +7,7 @@ import (
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/internal/jstest"
 )
 
 func putCheckpoint(t *testing.T, e *engine.Engine, value []byte) {
@@ -37,11 +38,12 @@ func getCheckpoint(t *testing.T, e *engine.Engine) []byte {
 // events after it and ends with the same state as a full rebuild; a
 // corrupted, foreign or outdated checkpoint is ignored and rebuilt.
 func TestCheckpoints(t *testing.T) {
-	server := open(t, engine.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", CheckpointEvery: -1})
-	url := server.ClientURL()
+	node := jstest.Node(t)
+	server := open(t, engine.Config{CheckpointEvery: -1}, node)
+	url := node.ClientURL()
 	ctx := t.Context()
 
-	writer := open(t, engine.Config{NatsURL: url, CheckpointEvery: 1_000_000})
+	writer := open(t, engine.Config{CheckpointEvery: 1_000_000}, dial(t, url))
 	deploy(t, writer, "prod", "d1", "v1", at(6))
 	if err := writer.Checkpoint(ctx); err != nil {
 		t.Fatal(err)
@@ -54,7 +56,7 @@ func TestCheckpoints(t *testing.T) {
 	want := stateJSON(t, writer)
 	good := getCheckpoint(t, writer)
 
-	fromCheckpoint := open(t, engine.Config{NatsURL: url})
+	fromCheckpoint := open(t, engine.Config{}, dial(t, url))
 	st := fromCheckpoint.Stats()
 	if st.CheckpointSeq != checkpointed || st.Folded != last-checkpointed || st.CheckpointRejected != "" {
 		t.Fatalf("from checkpoint at %d (stream at %d): %+v", checkpointed, last, st)
@@ -73,7 +75,7 @@ func TestCheckpoints(t *testing.T) {
 		"truncated":       good[:len(good)/2],
 	} {
 		putCheckpoint(t, writer, value)
-		rebuilt := open(t, engine.Config{NatsURL: url})
+		rebuilt := open(t, engine.Config{}, dial(t, url))
 		st := rebuilt.Stats()
 		if st.CheckpointSeq != 0 || st.Folded != last || st.CheckpointRejected == "" {
 			t.Errorf("%s: %+v", name, st)
@@ -89,11 +91,11 @@ func TestCheckpoints(t *testing.T) {
 	if err := server.JetStream().DeleteStream(ctx, "TIDEMARK"); err != nil {
 		t.Fatal(err)
 	}
-	fresh := open(t, engine.Config{NatsURL: url, CheckpointEvery: -1})
+	fresh := open(t, engine.Config{CheckpointEvery: -1}, dial(t, url))
 	deploy(t, fresh, "prod", "d1", "v1", at(6))
 	deploy(t, fresh, "qa", "d2", "v1", at(6))
 	fresh.Close(ctx)
-	again := open(t, engine.Config{NatsURL: url})
+	again := open(t, engine.Config{}, dial(t, url))
 	if st := again.Stats(); st.CheckpointRejected == "" || st.CheckpointSeq != 0 || st.Folded != st.Seq {
 		t.Fatalf("foreign checkpoint used: %+v", st)
 	}

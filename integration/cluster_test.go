@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"sync"
 	"testing"
@@ -14,39 +13,39 @@ import (
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/internal/jstest"
+	"github.com/tidemark/tidemark/natsnode"
 	"github.com/tidemark/tidemark/transport"
 )
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 // node is one cluster member: an embedded server with its engine and
 // command service.
 type node struct {
 	name string
+	ncfg natsnode.Config
 	cfg  engine.Config
+	n    *natsnode.Node
 	e    *engine.Engine
 	svc  *transport.Service
 }
 
-func (n *node) start(t *testing.T, ctx context.Context) error {
-	e, err := engine.Open(ctx, n.cfg)
+func (n *node) start(ctx context.Context) error {
+	nn, err := natsnode.Start(ctx, n.ncfg)
 	if err != nil {
 		return err
 	}
-	svc, err := transport.Serve(e.Conn(), e, transport.ServiceConfig{Logger: quiet()})
+	e, err := engine.Open(ctx, nn.Conn(), n.cfg)
+	if err != nil {
+		nn.Close()
+		return err
+	}
+	svc, err := transport.Serve(nn.Conn(), e, transport.ServiceConfig{Logger: quiet()})
 	if err != nil {
 		e.Close(context.Background())
+		nn.Close()
 		return err
 	}
-	n.e, n.svc = e, svc
+	n.n, n.e, n.svc = nn, e, svc
 	return nil
 }
 
@@ -56,35 +55,26 @@ func (n *node) stop() {
 	}
 	n.svc.Stop()
 	n.e.Close(context.Background())
-	n.e, n.svc = nil, nil
+	n.n.Close()
+	n.n, n.e, n.svc = nil, nil, nil
 }
 
 // startCluster starts three embedded cluster members with an R3 stream.
 func startCluster(t *testing.T) []*node {
 	t.Helper()
-	ports := []int{freePort(t), freePort(t), freePort(t)}
-	clients := []int{freePort(t), freePort(t), freePort(t)}
-	nodes := make([]*node, 3)
-	for i := range nodes {
-		var routes []string
-		for j, p := range ports {
-			if j != i {
-				routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
-			}
-		}
-		nodes[i] = &node{name: fmt.Sprintf("n%d", i), cfg: engine.Config{
-			DataDir: t.TempDir(), Listen: fmt.Sprintf("127.0.0.1:%d", clients[i]), Replicas: 3, Logger: clusterLog(fmt.Sprintf("n%d", i)),
-			ServerName: fmt.Sprintf("n%d", i), ClusterName: "tidemark-test", ClusterListen: fmt.Sprintf("127.0.0.1:%d", ports[i]), Routes: routes,
-			TrustCommandTime: true,
-		}}
+	cfgs := jstest.ClusterConfigs(t, 3)
+	nodes := make([]*node, len(cfgs))
+	for i, c := range cfgs {
+		nodes[i] = &node{name: c.ServerName, ncfg: c,
+			cfg: engine.Config{Replicas: 3, Logger: clusterLog(c.ServerName), TrustCommandTime: true}}
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	var wg sync.WaitGroup
-	errs := make([]error, 3)
+	errs := make([]error, len(nodes))
 	for i, n := range nodes {
 		wg.Add(1)
-		go func() { defer wg.Done(); errs[i] = n.start(t, ctx) }()
+		go func() { defer wg.Done(); errs[i] = n.start(ctx) }()
 	}
 	wg.Wait()
 	for i, err := range errs {
@@ -117,7 +107,7 @@ func TestNodeLoss(t *testing.T) {
 	nodes := startCluster(t)
 	var urls []string
 	for _, n := range nodes {
-		urls = append(urls, n.e.ClientURL())
+		urls = append(urls, n.n.ClientURL())
 	}
 	nc, err := nats.Connect(urls[0]+","+urls[1]+","+urls[2], nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
@@ -210,7 +200,7 @@ func TestNodeLoss(t *testing.T) {
 		victim.stop()
 		waitAcks(from + 100)
 		t.Logf("stopped the %s %s: longest pause between acknowledged commands %s", which, victim.name, pause(from))
-		if err := victim.start(t, ctx); err != nil {
+		if err := victim.start(ctx); err != nil {
 			t.Fatalf("restart %s: %v", victim.name, err)
 		}
 		last, err := victim.e.LastSeq(ctx)

@@ -26,11 +26,11 @@ import (
 // and a real worker bound to the provisioned consumer still does its work.
 func TestWorkerCannotReconfigureWorkConsumer(t *testing.T) {
 	env := newAuthEnv(t, transport.ServiceConfig{}, nil)
-	e := env.e
+	e, clientURL := env.e, env.url
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 
-	wConn, violations := asUser(t, e, "worker")
+	wConn, violations := asUser(t, clientURL, "worker")
 	wjs, _ := jetstream.New(wConn)
 	short := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, time.Second) }
 	for _, cfg := range []jetstream.ConsumerConfig{
@@ -108,7 +108,7 @@ const auditorMaxConsumers = 0
 // its bound (none); its reads still work.
 func TestAuditorConsumersBounded(t *testing.T) {
 	env := newAuthEnv(t, transport.ServiceConfig{}, nil)
-	e := env.e
+	e, clientURL := env.e, env.url
 	ctx := t.Context()
 	deploy(t, e, "prod", "d1", "v1", at(6))
 	stream, err := e.JetStream().Stream(ctx, events.StreamName)
@@ -124,7 +124,7 @@ func TestAuditorConsumersBounded(t *testing.T) {
 	}
 	base := consumers()
 
-	aConn, violations := asUser(t, e, "auditor")
+	aConn, violations := asUser(t, clientURL, "auditor")
 	ajs, _ := jetstream.New(aConn)
 	const tries = 6
 	created := 0

@@ -17,12 +17,25 @@ import (
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/natsnode"
 	"github.com/tidemark/tidemark/replay"
 )
 
-func authed(dir string, checkpointEvery int) engine.Config {
-	return engine.Config{DataDir: dir, Listen: "127.0.0.1:-1", AuthFile: "../docs/auth.conf", User: "admin", Password: "admin-change-me",
-		CheckpointEvery: checkpointEvery, Logger: quiet(), TrustCommandTime: true}
+// openAuthed opens an engine on dir as serve does with docs/auth.conf;
+// on failure the node is closed already, and closeAll closes both.
+func openAuthed(ctx context.Context, dir string, checkpointEvery int) (e *engine.Engine, closeAll func(), err error) {
+	cfg := authConfig(dir)
+	cfg.Listen = "127.0.0.1:-1"
+	node, err := natsnode.Start(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	e, err = engine.Open(ctx, node.Conn(), engine.Config{CheckpointEvery: checkpointEvery, Logger: quiet(), TrustCommandTime: true})
+	if err != nil {
+		node.Close()
+		return nil, nil, err
+	}
+	return e, func() { e.Close(context.Background()); node.Close() }, nil
 }
 
 // storeWithHistory writes a deployment's events into a new store and
@@ -32,7 +45,7 @@ func authed(dir string, checkpointEvery int) engine.Config {
 func storeWithHistory(t *testing.T, checkpointEvery int) (dir, blk string, ids []string) {
 	t.Helper()
 	dir = t.TempDir()
-	e, err := engine.Open(t.Context(), authed(dir, checkpointEvery))
+	e, closeAll, err := openAuthed(t.Context(), dir, checkpointEvery)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +58,7 @@ func storeWithHistory(t *testing.T, checkpointEvery int) (dir, blk string, ids [
 	for _, r := range recs {
 		ids = append(ids, r.Event.ID)
 	}
-	e.Close(context.Background())
+	closeAll()
 	blks, _ := filepath.Glob(filepath.Join(dir, "jetstream", "jetstream", "*", "streams", events.StreamName, "msgs", "*.blk"))
 	if len(blks) != 1 {
 		t.Fatalf("want one block file, got %v", blks)
@@ -106,9 +119,9 @@ func TestCorruptStoreRefused(t *testing.T) {
 			c.damage(t, blk, ids)
 			ctx, cancel := context.WithTimeout(t.Context(), bound)
 			defer cancel()
-			e, err := engine.Open(ctx, authed(dir, c.checkpoint))
+			e, closeAll, err := openAuthed(ctx, dir, c.checkpoint)
 			if e != nil {
-				e.Close(context.Background())
+				closeAll()
 			}
 			if ctx.Err() != nil {
 				t.Fatalf("Open still waiting after %s: %v", bound, err)
@@ -128,11 +141,11 @@ func TestCorruptStoreRefused(t *testing.T) {
 		corruptEvent(t, blk, ids[middle(len(ids))-1])
 		ctx, cancel := context.WithTimeout(t.Context(), bound)
 		defer cancel()
-		e, err := engine.Open(ctx, authed(dir, 0))
+		e, closeAll, err := openAuthed(ctx, dir, 0)
 		if err != nil {
 			t.Fatalf("Open on the checkpoint: %v", err)
 		}
-		defer e.Close(context.Background())
+		defer closeAll()
 		select {
 		case <-e.Failed():
 		case <-ctx.Done():
@@ -158,10 +171,12 @@ func TestCorruptStoreRefused(t *testing.T) {
 // cannot be removed: the stream denies deletes) and named, sequence and
 // subject, by every reader, including the auditor's.
 func TestForeignMessageNamed(t *testing.T) {
-	e := open(t, authed(t.TempDir(), 0))
+	node := authNode(t, "")
+	e := open(t, engine.Config{}, node)
+	clientURL := node.ClientURL()
 	ctx := t.Context()
 	deploy(t, e, "prod", "d1", "v1", at(6))
-	admin, _ := asUser(t, e, "admin")
+	admin, _ := asUser(t, clientURL, "admin")
 	ajs, err := jetstream.New(admin)
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +192,7 @@ func TestForeignMessageNamed(t *testing.T) {
 	must(t, e.Handle(ctx, &commands.Status{}))
 	deploy(t, e, "qa", "d2", "v1", at(7))
 
-	auditor, _ := asUser(t, e, "auditor")
+	auditor, _ := asUser(t, clientURL, "auditor")
 	js, err := jetstream.New(auditor)
 	if err != nil {
 		t.Fatal(err)

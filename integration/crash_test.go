@@ -19,6 +19,7 @@ import (
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/internal/jstest"
 	"github.com/tidemark/tidemark/projections"
 	"github.com/tidemark/tidemark/replay"
 	"github.com/tidemark/tidemark/transport"
@@ -95,7 +96,7 @@ func TestCrashSafety(t *testing.T) {
 	}
 	bin := buildTidemark(t)
 	dataDir := t.TempDir()
-	port := freePort(t)
+	port := jstest.FreePorts(t, 1)[0]
 	var mu sync.Mutex
 	proc, err := startServeProc(bin, dataDir, port)
 	if err != nil {
@@ -183,7 +184,7 @@ func TestCrashSafety(t *testing.T) {
 		t.Fatal("the engine was never killed")
 	}
 
-	e := open(t, engine.Config{DataDir: dataDir})
+	e := open(t, engine.Config{}, nodeOn(t, dataDir))
 	recs, err := readLog(ctx, e.JetStream())
 	if err != nil {
 		t.Fatal(err)

@@ -19,7 +19,8 @@ import (
 // restart on the same data dir rebuilds identical projections.
 func TestCommandsOverNATS(t *testing.T) {
 	dir := t.TempDir()
-	e := open(t, engine.Config{DataDir: dir})
+	node := nodeOn(t, dir)
+	e := open(t, engine.Config{}, node)
 	svc, err := transport.Serve(e.Conn(), e, transport.ServiceConfig{Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +122,8 @@ func TestCommandsOverNATS(t *testing.T) {
 	live := stateJSON(t, e)
 	svc.Stop()
 	e.Close(ctx)
-	e2 := open(t, engine.Config{DataDir: dir})
+	node.Close()
+	e2 := open(t, engine.Config{}, nodeOn(t, dir))
 	if got := stateJSON(t, e2); got != live {
 		t.Fatalf("projections differ after restart:\n live %s\n back %s", live, got)
 	}

@@ -17,7 +17,7 @@ import (
 // v1's coverage but does not move the env's frontier; a scheduler that
 // re-reads schedules v2 only.
 func TestFencingAfterPromotion(t *testing.T) {
-	e := open(t, engine.Config{DataDir: t.TempDir()})
+	e := open(t, engine.Config{})
 	ctx := t.Context()
 	deploy(t, e, "prod", "d1", "v1", at(6))
 	must(t, e.Handle(ctx, &commands.RegisterSnapshot{Meta: meta(at(6)), Model: "events", Version: "v2", Cron: "@hourly", Start: t0}))

@@ -22,7 +22,7 @@ import (
 // group-committed: each id is stored once, every hour is covered, groups
 // of more than one happened, and replay re-verifies.
 func TestGroupCommit(t *testing.T) {
-	e := open(t, engine.Config{DataDir: t.TempDir()})
+	e := open(t, engine.Config{})
 	svc, err := transport.Serve(e.Conn(), e, transport.ServiceConfig{Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)

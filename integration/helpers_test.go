@@ -3,9 +3,7 @@
 package integration
 
 import (
-	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"testing"
 	"time"
@@ -14,6 +12,8 @@ import (
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/internal/jstest"
+	"github.com/tidemark/tidemark/natsnode"
 	"github.com/tidemark/tidemark/projections"
 )
 
@@ -23,20 +23,38 @@ func at(h int) time.Time { return t0.Add(time.Duration(h) * time.Hour) }
 
 func rng(a, b int) interval.Range { return interval.R(at(a), at(b)) }
 
-func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func quiet() *slog.Logger { return jstest.Quiet() }
 
 // open opens an engine on a simulated clock: commands carry their time
-// (meta(now)). openStrict (integrity tests) opens one as serve does.
-func open(t *testing.T, cfg engine.Config) *engine.Engine {
+// (meta(now)); on node, or a new jstest.Node. openStrict (integrity
+// tests) opens one as serve does.
+func open(t *testing.T, cfg engine.Config, node ...*natsnode.Node) *engine.Engine {
 	t.Helper()
-	cfg.Logger = quiet()
 	cfg.TrustCommandTime = true
-	e, err := engine.Open(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close(context.Background()) })
-	return e
+	return jstest.Engine(t, cfg, node...)
+}
+
+// authNode is a node with docs/auth.conf whose connection is the admin's
+// (as serve runs it); dir is its data dir (empty: a new temp dir).
+func authNode(t *testing.T, dir string) *natsnode.Node {
+	t.Helper()
+	return jstest.Node(t, authConfig(dir))
+}
+
+// nodeOn is a node whose store is in dir.
+func nodeOn(t *testing.T, dir string) *natsnode.Node {
+	t.Helper()
+	return jstest.Node(t, natsnode.Config{DataDir: dir})
+}
+
+// dial is a node connected to the server at url.
+func dial(t *testing.T, url string) *natsnode.Node {
+	t.Helper()
+	return jstest.Node(t, natsnode.Config{NatsURL: url})
+}
+
+func authConfig(dir string) natsnode.Config {
+	return natsnode.Config{DataDir: dir, AuthFile: "../docs/auth.conf", User: "admin", Password: "admin-change-me"}
 }
 
 func must(t *testing.T, r commands.Reply) commands.Reply {
@@ -86,9 +104,10 @@ func meta(now time.Time) commands.Meta {
 	return commands.Meta{ID: commands.NewID(), At: now, Actor: "test"}
 }
 
+// connect opens another in-process connection to the server e runs on.
 func connect(t *testing.T, e *engine.Engine) *nats.Conn {
 	t.Helper()
-	nc, err := nats.Connect("", nats.InProcessServer(e.Server()))
+	nc, err := nats.Connect("", nats.InProcessServer(e.Conn().Opts.InProcessServer))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,7 +51,7 @@ func sendRaw(t *testing.T, e *engine.Engine, nc *nats.Conn, cases []rawCase) {
 
 func served(t *testing.T) (*engine.Engine, *nats.Conn) {
 	t.Helper()
-	e := open(t, engine.Config{DataDir: t.TempDir()})
+	e := open(t, engine.Config{})
 	svc, err := transport.Serve(e.Conn(), e, transport.ServiceConfig{Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -9,6 +8,7 @@ import (
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/internal/jstest"
 	"github.com/tidemark/tidemark/projections"
 	"github.com/tidemark/tidemark/transport"
 )
@@ -32,20 +32,16 @@ func openStrict(t *testing.T, now time.Time) *strictEngine {
 	t.Helper()
 	s := &strictEngine{}
 	s.set(now)
-	e, err := engine.Open(t.Context(), engine.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1",
-		AuthFile: "../docs/auth.conf", User: "admin", Password: "admin-change-me",
-		Logger: quiet(), Clock: func() time.Time { return *s.now.Load() }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close(context.Background()) })
+	node := authNode(t, "")
+	e := jstest.Engine(t, engine.Config{Clock: func() time.Time { return *s.now.Load() }}, node)
 	s.e = e
+	clientURL := node.ClientURL()
 	svc, err := transport.Serve(e.Conn(), e, transport.ServiceConfig{Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { svc.Stop() })
-	nc, _ := asUser(t, e, "service")
+	nc, _ := asUser(t, clientURL, "service")
 	s.svc = transport.NewClient(nc)
 	s.svc.Timeout = 10 * time.Second
 	return s

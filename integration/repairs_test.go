@@ -31,7 +31,8 @@ func tick(t *testing.T, e *engine.Engine, h int) {
 // and that the scheduler's next tick closes with a RepairCompleted.
 func TestOpenRepairsSurviveRestart(t *testing.T) {
 	dir := t.TempDir()
-	e := open(t, engine.Config{DataDir: dir})
+	node := nodeOn(t, dir)
+	e := open(t, engine.Config{}, node)
 	ctx := t.Context()
 	deploy(t, e, "prod", "d1", "v1", at(6))
 	for h := 7; h <= 10; h++ {
@@ -76,8 +77,9 @@ func TestOpenRepairsSurviveRestart(t *testing.T) {
 	}
 	svc.Stop()
 	e.Close(ctx)
+	node.Close()
 
-	e2 := open(t, engine.Config{DataDir: dir})
+	e2 := open(t, engine.Config{}, nodeOn(t, dir))
 	if r := must(t, e2.Handle(ctx, &commands.OpenRepairs{})); len(r.Repairs) != 1 || r.Repairs[0].OpenSeq != debt.OpenSeq {
 		t.Fatalf("after restart: %+v", r.Repairs)
 	}

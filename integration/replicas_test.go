@@ -9,6 +9,7 @@ import (
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/internal/jstest"
 	"github.com/tidemark/tidemark/replay"
 	"github.com/tidemark/tidemark/scheduler"
 	"github.com/tidemark/tidemark/work/inproc"
@@ -17,10 +18,11 @@ import (
 // replicas opens n engines on one stream: the first embeds the server.
 func replicas(t *testing.T, n int) []*engine.Engine {
 	t.Helper()
-	first := open(t, engine.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1"})
+	node := jstest.Node(t)
+	first := open(t, engine.Config{}, node)
 	out := []*engine.Engine{first}
 	for i := 1; i < n; i++ {
-		out = append(out, open(t, engine.Config{NatsURL: first.ClientURL()}))
+		out = append(out, open(t, engine.Config{}, dial(t, node.ClientURL())))
 	}
 	return out
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/internal/jstest"
 	"github.com/tidemark/tidemark/projections"
 	"github.com/tidemark/tidemark/transport"
 	"github.com/tidemark/tidemark/work"
@@ -29,6 +30,7 @@ import (
 // commands over NATS, with the work stream prepared.
 type authEnv struct {
 	e   *engine.Engine
+	url string // the server's client URL
 	pub *work.Publisher
 }
 
@@ -47,7 +49,10 @@ const (
 // newAuthEnvFile is newAuthEnv on the users of file.
 func newAuthEnvFile(t *testing.T, file string, svcCfg transport.ServiceConfig, pub *work.Publisher) *authEnv {
 	t.Helper()
-	e := open(t, engine.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", AuthFile: file, User: "admin", Password: "admin-change-me"})
+	cfg := authConfig("")
+	cfg.AuthFile = file
+	node := jstest.Node(t, cfg)
+	e := open(t, engine.Config{}, node)
 	if pub == nil {
 		pub = &work.Publisher{}
 	}
@@ -61,7 +66,7 @@ func newAuthEnvFile(t *testing.T, file string, svcCfg transport.ServiceConfig, p
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { svc.Stop() })
-	return &authEnv{e: e, pub: pub}
+	return &authEnv{e: e, url: node.ClientURL(), pub: pub}
 }
 
 // storeCounts are the message counts of every stream a reply could be
@@ -143,13 +148,13 @@ func TestRepliesNeverReachStreams(t *testing.T) {
 
 func testRepliesNeverReachStreams(t *testing.T, file string) {
 	env := newAuthEnvFile(t, file, transport.ServiceConfig{}, nil)
-	e := env.e
+	e, clientURL := env.e, env.url
 	ctx := t.Context()
 	deploy(t, e, "prod", "d1", "v1", at(6))
 	must(t, e.Handle(ctx, &commands.BuildPlan{Meta: meta(at(6)), Plan: "p9", Env: "prod", Versions: map[string]string{"events": "v1"}}))
 
 	// The worker listens on its own inbox space for anything addressed to it.
-	wConn, _ := asUser(t, e, "worker")
+	wConn, _ := asUser(t, clientURL, "worker")
 	var stolen atomic.Int32
 	if _, err := wConn.Subscribe("_INBOX.worker.>", func(*nats.Msg) { stolen.Add(1) }); err != nil {
 		t.Fatal(err)
@@ -159,7 +164,7 @@ func testRepliesNeverReachStreams(t *testing.T, file string) {
 	}
 	before, beforeSubjects := storeCounts(t, e), subjectCounts(t, e)
 
-	sConn, _ := asUser(t, e, "service")
+	sConn, _ := asUser(t, clientURL, "service")
 	hostile := []string{
 		events.PlanSubject("p9"), events.SubjectPrefix + "env.prod", events.SubjectPrefix + "forged",
 		work.Subject(events.RunBackfill), work.SubjectPrefix + "forged",
@@ -228,14 +233,14 @@ func testRepliesNeverReachStreams(t *testing.T, file string) {
 // an auditor's read of the stream go through.
 func TestInboxesArePrivate(t *testing.T) {
 	env := newAuthEnv(t, transport.ServiceConfig{}, nil)
-	e := env.e
+	e, clientURL := env.e, env.url
 	ctx := t.Context()
 	deploy(t, e, "prod", "d1", "v1", at(6))
 
 	var seen sync.Map
 	var sniffed atomic.Int32
 	sniff := func(role string, subjects ...string) func() []string {
-		nc, violations := asUser(t, e, role)
+		nc, violations := asUser(t, clientURL, role)
 		for _, s := range subjects {
 			s := s
 			if _, err := nc.Subscribe(s, func(m *nats.Msg) { sniffed.Add(1); seen.Store(role+" on "+s+": "+m.Subject, true) }); err != nil {
@@ -248,7 +253,7 @@ func TestInboxesArePrivate(t *testing.T) {
 	wViolations := sniff("worker", "_INBOX.>", "_INBOX.service.>", "_INBOX.auditor.>", "_INBOX.*.*.*")
 	aViolations := sniff("auditor", "_INBOX.>", "_INBOX.service.>", "_INBOX.worker.>")
 
-	sConn, _ := asUser(t, e, "service")
+	sConn, _ := asUser(t, clientURL, "service")
 	c := transport.NewClient(sConn)
 	c.Timeout = 5 * time.Second
 	for i := 0; i < 3; i++ {
@@ -256,7 +261,7 @@ func TestInboxesArePrivate(t *testing.T) {
 			t.Fatalf("service request/reply: %v %+v", err, r)
 		}
 	}
-	aConn, _ := asUser(t, e, "auditor")
+	aConn, _ := asUser(t, clientURL, "auditor")
 	ajs, _ := jetstream.New(aConn)
 	if recs, err := readLog(ctx, ajs); err != nil || len(recs) == 0 {
 		t.Fatalf("auditor replay: %d records, %v", len(recs), err)
@@ -283,7 +288,7 @@ func TestInboxesArePrivate(t *testing.T) {
 func TestRateLimitPerUser(t *testing.T) {
 	const rate, burst = 2, 4
 	env := newAuthEnv(t, transport.ServiceConfig{RateLimit: rate, RateBurst: burst}, nil)
-	e := env.e
+	clientURL := env.url
 	ctx := t.Context()
 
 	var accepted, limited atomic.Int32
@@ -291,7 +296,7 @@ func TestRateLimitPerUser(t *testing.T) {
 	started := time.Now()
 	sent := 0
 	for conn := 0; conn < 2; conn++ {
-		nc, _ := asUser(t, e, "service")
+		nc, _ := asUser(t, clientURL, "service")
 		if _, err := nc.Subscribe(fmt.Sprintf("_INBOX.service.c%d.>", conn), func(m *nats.Msg) {
 			if m.Header.Get("Status") != "" {
 				return // no responders and the like
@@ -341,7 +346,7 @@ wait:
 		t.Fatalf("%d requests from fresh inboxes: %d accepted (%d rate limited) in %.1fs; want 1..%d", sent, a, limited.Load(), elapsed, bound)
 	}
 	// Another user has its own allowance.
-	wConn, _ := asUser(t, e, "worker")
+	wConn, _ := asUser(t, clientURL, "worker")
 	wc := transport.NewClient(wConn)
 	wc.Timeout = 5 * time.Second
 	r, err := wc.Do(ctx, &commands.CompleteWork{CompleteIntervals: commands.CompleteIntervals{Meta: meta(at(1)), Model: "nosuch", Version: "v1", Ranges: []interval.Range{rng(0, 1)}, Work: "work-1-backfill"}})
@@ -363,7 +368,7 @@ wait:
 // to the streams.
 func TestJetStreamAnswersIntoStreams(t *testing.T) {
 	env := newAuthEnvFile(t, authConf, transport.ServiceConfig{}, nil)
-	e := env.e
+	e, clientURL := env.e, env.url
 	ctx := t.Context()
 	// A work item for the pulls to take.
 	runCtx, stop := context.WithCancel(ctx)
@@ -398,7 +403,7 @@ func TestJetStreamAnswersIntoStreams(t *testing.T) {
 		},
 	}
 	for role, reqs := range requests {
-		nc, _ := asUser(t, e, role)
+		nc, _ := asUser(t, clientURL, role)
 		for _, req := range reqs {
 			for _, reply := range hostile {
 				m := nats.NewMsg(req[0])

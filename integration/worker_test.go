@@ -32,7 +32,7 @@ type workEnv struct {
 
 // newWorkEnv's work consumer redelivers an item after ackWait.
 func newWorkEnv(t *testing.T, ackWait time.Duration) *workEnv {
-	e := open(t, engine.Config{DataDir: t.TempDir()})
+	e := open(t, engine.Config{})
 	svc, err := transport.Serve(e.Conn(), e, transport.ServiceConfig{Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)

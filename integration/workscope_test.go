@@ -26,7 +26,9 @@ import (
 // (complete_intervals, fail_run: manual completions) are not the worker
 // role's to send at all. A worker's real run still completes.
 func TestWorkerReportsOnlyItsWork(t *testing.T) {
-	e := open(t, engine.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", AuthFile: "../docs/auth.conf", User: "admin", Password: "admin-change-me"})
+	node := authNode(t, "")
+	e := open(t, engine.Config{}, node)
+	clientURL := node.ClientURL()
 	svc, err := transport.Serve(e.Conn(), e, transport.ServiceConfig{Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +47,7 @@ func TestWorkerReportsOnlyItsWork(t *testing.T) {
 	defer cancel()
 
 	// A legitimate worker run completes the plan's backfill.
-	wConn, wViolations := asUser(t, e, "worker")
+	wConn, wViolations := asUser(t, clientURL, "worker")
 	wjs, err := jetstream.New(wConn)
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,7 @@
 // refused; it reads nothing but the file it is given and never panics on
 // input.
 //
-// Importers: cmd/tidemark (apply) and engine/scenario.
+// Importers: cmd/tidemark (apply) and scenario.
 package modelfile
 
 import (

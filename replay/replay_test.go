@@ -1,15 +1,16 @@
 package replay_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 
-	"github.com/tidemark/tidemark/engine"
-	"github.com/tidemark/tidemark/engine/scenario"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/internal/jstest"
+	"github.com/tidemark/tidemark/natsnode"
 	"github.com/tidemark/tidemark/replay"
+	"github.com/tidemark/tidemark/scenario"
 )
 
 // records plays a scenario file and reads its stream back.
@@ -23,12 +24,11 @@ func records(t *testing.T, file string) []events.Record {
 	if _, err := scenario.Run(t.Context(), f, scenario.Options{DataDir: dir}); err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.Open(t.Context(), engine.Config{DataDir: dir})
+	js, err := jetstream.New(jstest.Node(t, natsnode.Config{DataDir: dir}).Conn())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer e.Close(context.Background())
-	recs, err := readLog(t.Context(), e.JetStream())
+	recs, err := readLog(t.Context(), js)
 	if err != nil {
 		t.Fatal(err)
 	}

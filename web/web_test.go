@@ -14,10 +14,12 @@ import (
 
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/engine"
-	"github.com/tidemark/tidemark/engine/scenario"
+	"github.com/tidemark/tidemark/internal/jstest"
+	"github.com/tidemark/tidemark/natsnode"
+	"github.com/tidemark/tidemark/scenario"
 )
 
-func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func quiet() *slog.Logger { return jstest.Quiet() }
 
 // served plays a scenario into a data dir and serves the reopened engine.
 func served(t *testing.T, file string) (*engine.Engine, *httptest.Server) {
@@ -31,11 +33,8 @@ func served(t *testing.T, file string) (*engine.Engine, *httptest.Server) {
 		t.Fatal(err)
 	}
 	at := time.Date(2026, 12, 1, 11, 30, 0, 0, time.UTC)
-	e, err := engine.Open(t.Context(), engine.Config{DataDir: dir, Logger: quiet(), Clock: func() time.Time { return at }, TrustCommandTime: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close(context.Background()) })
+	e := jstest.Engine(t, engine.Config{Clock: func() time.Time { return at }, TrustCommandTime: true},
+		jstest.Node(t, natsnode.Config{DataDir: dir}))
 	h, err := (&Server{Proj: e.Projection(), Log: e.Reader(), Registry: e.Registry(), Clock: e.Now, Logger: quiet(), MinInterval: time.Millisecond}).Handler()
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/natsnode"
 	"github.com/tidemark/tidemark/replay"
 )
 
@@ -31,17 +32,22 @@ func scenarioDir(t *testing.T, file string) string {
 func copyStream(t *testing.T, src string, edit func(*events.Event)) string {
 	t.Helper()
 	ctx := t.Context()
-	from, err := engine.Open(ctx, engine.Config{DataDir: src, Logger: quietLog()})
+	from, err := openStore(ctx, src)
 	if err != nil {
 		t.Fatal(err)
 	}
 	recs, err := readLog(ctx, from.JetStream())
-	from.Close(context.Background())
+	from.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
 	dst := t.TempDir()
-	to, err := engine.Open(ctx, engine.Config{DataDir: dst, Logger: quietLog()})
+	node, err := natsnode.Start(ctx, natsnode.Config{DataDir: dst})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close()
+	to, err := engine.Open(ctx, node.Conn(), engine.Config{Logger: quietLog()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
 )
 
@@ -119,7 +118,7 @@ var storeDamages = []storeDamage{
 // store (ids[seq-1]).
 func eventIDs(t *testing.T, dataDir string) []string {
 	t.Helper()
-	st, err := engine.OpenStore(t.Context(), dataDir)
+	st, err := openStore(t.Context(), dataDir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/tidemark/tidemark/engine/scenario"
+	"github.com/tidemark/tidemark/scenario"
 )
 
 // demoScenario is the hourly race: a plan is built at 10:00, backfilled,

@@ -12,7 +12,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-	"github.com/tidemark/tidemark/engine/scenario"
+	"github.com/tidemark/tidemark/scenario"
 )
 
 func newScenarioCmd() *cobra.Command {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/tidemark/tidemark/engine"
+	"github.com/tidemark/tidemark/natsnode"
 	"github.com/tidemark/tidemark/scheduler"
 	"github.com/tidemark/tidemark/transport"
 	"github.com/tidemark/tidemark/web"
@@ -46,23 +47,32 @@ func newServeCmd() *cobra.Command {
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
-			cfg := engine.Config{DataDir: dataDir, NatsURL: natsURL, SyncAlways: !noSync, Replicas: replicas, Logger: log,
+			ncfg := natsnode.Config{DataDir: dataDir, NatsURL: natsURL, SyncAlways: !noSync,
 				ClusterName: clusterName, ClusterListen: clusterListen, Routes: routes, ServerName: serverName,
-				AuthFile: authFile, User: user, Password: password, TLSCert: tlsCert, TLSKey: tlsKey}
+				AuthFile: authFile, User: user, Password: password, TLSCert: tlsCert, TLSKey: tlsKey, Name: "tidemark-engine"}
 			if password == "" {
-				cfg.Password = os.Getenv("TIDEMARK_PASSWORD")
+				ncfg.Password = os.Getenv("TIDEMARK_PASSWORD")
 			}
 			if clusterName != "" && serverName == "" {
-				cfg.ServerName = "tidemark-" + strings.ReplaceAll(clusterListen, ":", "-")
+				ncfg.ServerName = "tidemark-" + strings.ReplaceAll(clusterListen, ":", "-")
 			}
 			if natsURL == "" {
-				cfg.Listen = listen
+				ncfg.Listen = listen
+			}
+			cfg := engine.Config{Replicas: replicas, Logger: log}
+			if err := errors.Join(ncfg.Validate(), cfg.Validate()); err != nil {
+				return &exitError{code: 2, err: err}
 			}
 			if noSync {
 				log.Warn("fsync relaxed (--no-sync): acknowledged events can be lost if the machine crashes or loses power within the server's sync interval (2 minutes by default)")
 			}
 			ctx := cmd.Context()
-			eng, err := engine.Open(ctx, cfg)
+			node, err := natsnode.Start(ctx, ncfg)
+			if err != nil {
+				return &exitError{code: 2, err: err}
+			}
+			defer node.Close()
+			eng, err := engine.Open(ctx, node.Conn(), cfg)
 			if err != nil {
 				return &exitError{code: 2, err: storeHint(err, dataDir, natsURL)}
 			}
@@ -78,7 +88,7 @@ func newServeCmd() *cobra.Command {
 				eng.Close(context.WithoutCancel(ctx))
 				return &exitError{code: 2, err: err}
 			}
-			svc, err := transport.Serve(eng.Conn(), eng, transport.ServiceConfig{Logger: log, RateLimit: rateLimit})
+			svc, err := transport.Serve(node.Conn(), eng, transport.ServiceConfig{Logger: log, RateLimit: rateLimit})
 			if err != nil {
 				eng.Close(context.WithoutCancel(ctx))
 				return &exitError{code: 2, err: err}
@@ -121,7 +131,7 @@ func newServeCmd() *cobra.Command {
 					log.Error("work publisher stopped", "err", err)
 				}
 			}()
-			where := eng.ClientURL()
+			where := node.ClientURL()
 			if where == "" {
 				where = "in-process only"
 			}

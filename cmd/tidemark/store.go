@@ -7,13 +7,13 @@ import (
 	"os"
 	"time"
 
-	"github.com/tidemark/tidemark/events"
-
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
-	"github.com/tidemark/tidemark/engine"
+	"github.com/tidemark/tidemark/checkpoint"
 	"github.com/tidemark/tidemark/eventlog"
+	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/natsnode"
 	"github.com/tidemark/tidemark/transport"
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
@@ -68,11 +68,57 @@ func (s *storeFlags) stream(ctx context.Context) (r *eventlog.Reader, minLast ui
 	if _, err := os.Stat(s.dataDir); err != nil {
 		return nil, 0, nil, &exitError{code: 2, err: err}
 	}
-	st, err := engine.OpenStore(ctx, s.dataDir)
+	st, err := openStore(ctx, s.dataDir)
 	if err != nil {
 		return nil, 0, nil, &exitError{code: 2, err: err}
 	}
-	return st.Reader(), st.CheckpointSeq, st.Close, nil
+	return st.Reader(), st.checkpointSeq, st.Close, nil
+}
+
+// readStore is a stopped store opened for reading (openStore).
+type readStore struct {
+	node *natsnode.Node
+	js   jetstream.JetStream
+	r    *eventlog.Reader
+	// checkpointSeq is the sequence of the projection checkpoint stored
+	// with the stream (0: none): the stream held at least that many
+	// events (eventlog.ReadOptions.MinLastSeq).
+	checkpointSeq uint64
+}
+
+// JetStream is the store's JetStream context.
+func (s *readStore) JetStream() jetstream.JetStream { return s.js }
+
+// Reader reads the store's event stream.
+func (s *readStore) Reader() *eventlog.Reader { return s.r }
+
+// Close stops the embedded server.
+func (s *readStore) Close() { s.node.Close() }
+
+// openStore starts an embedded server on the data dir of a stopped store
+// to read it: unlike the engine's Open it creates and changes nothing (no
+// stream, no checkpoint) and folds no projection, so it opens a damaged
+// store too; its Reader's Read then reports what the stream lost.
+func openStore(ctx context.Context, dataDir string) (*readStore, error) {
+	node, err := natsnode.Start(ctx, natsnode.Config{DataDir: dataDir, Name: "tidemark-reader"})
+	if err != nil {
+		return nil, err
+	}
+	s := &readStore{node: node}
+	fail := func(err error) (*readStore, error) { s.Close(); return nil, err }
+	if s.js, err = jetstream.New(node.Conn()); err != nil {
+		return fail(fmt.Errorf("jetstream: %w", err))
+	}
+	if s.r, err = eventlog.OpenReader(ctx, s.js); err != nil {
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return fail(fmt.Errorf("no %s stream in %s: not a tidemark data dir", events.StreamName, dataDir))
+		}
+		return fail(err)
+	}
+	if s.checkpointSeq, err = checkpoint.StoredSeq(ctx, s.js); err != nil {
+		return fail(fmt.Errorf("checkpoint bucket: %w", err))
+	}
+	return s, nil
 }
 
 // options turns the point-in-time flags into read options.

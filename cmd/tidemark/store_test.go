@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/events"
 )
@@ -30,7 +29,7 @@ type streamState struct {
 func readStoreState(t *testing.T, dir string) storeState {
 	t.Helper()
 	ctx := t.Context()
-	st, err := engine.OpenStore(ctx, dir)
+	st, err := openStore(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/natsnode"
 	"github.com/tidemark/tidemark/projections"
 	"github.com/tidemark/tidemark/replay"
 	"github.com/tidemark/tidemark/scheduler"
@@ -111,6 +112,7 @@ func (c *simClock) set(t time.Time) { c.mu.Lock(); c.t = t.UTC(); c.mu.Unlock() 
 
 type runner struct {
 	f      *File
+	node   *natsnode.Node
 	eng    *engine.Engine
 	worker *inproc.Worker
 	clock  *simClock
@@ -159,16 +161,22 @@ func Run(ctx context.Context, f *File, opts Options) (*Result, error) {
 // start opens a fresh engine in dir for f, with the built-in worker.
 func start(ctx context.Context, f *File, dir string) (*runner, error) {
 	clock := &simClock{t: f.Clock}
-	eng, err := engine.Open(ctx, engine.Config{DataDir: dir, Clock: clock.now, TrustCommandTime: true, Logger: quietLogger()})
+	node, err := natsnode.Start(ctx, natsnode.Config{DataDir: dir, Name: "tidemark-engine"})
 	if err != nil {
 		return nil, err
 	}
-	return &runner{f: f, eng: eng, clock: clock, tail: openTail(ctx, eng.Reader()), worker: &inproc.Worker{Handler: eng, Actor: "worker:builtin"}}, nil
+	eng, err := engine.Open(ctx, node.Conn(), engine.Config{Clock: clock.now, TrustCommandTime: true, Logger: quietLogger()})
+	if err != nil {
+		node.Close()
+		return nil, err
+	}
+	return &runner{f: f, node: node, eng: eng, clock: clock, tail: openTail(ctx, eng.Reader()), worker: &inproc.Worker{Handler: eng, Actor: "worker:builtin"}}, nil
 }
 
 func (r *runner) close(ctx context.Context) {
 	r.tail.stop()
 	r.eng.Close(ctx)
+	r.node.Close()
 }
 
 func (r *runner) id(kind string) string {

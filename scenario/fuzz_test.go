@@ -12,7 +12,7 @@ import (
 // FuzzParse: the loader accepts a file or returns a *modelfile.Error, never a
 // panic.
 func FuzzParse(f *testing.F) {
-	files, _ := filepath.Glob("../../testdata/scenarios/*.yaml")
+	files, _ := filepath.Glob("../testdata/scenarios/*.yaml")
 	for _, p := range files {
 		b, err := os.ReadFile(p)
 		if err != nil {

@@ -1,7 +1,6 @@
 package scenario
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -12,7 +11,9 @@ import (
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/internal/jstest"
 	"github.com/tidemark/tidemark/modelfile"
+	"github.com/tidemark/tidemark/natsnode"
 	"github.com/tidemark/tidemark/projections"
 	"github.com/tidemark/tidemark/replay"
 	"github.com/tidemark/tidemark/work"
@@ -44,7 +45,7 @@ func TestStrictRace(t *testing.T) {
 
 // scenarioDir holds the project's scenario files: copies of the shared
 // contract examples and one file per rule of the promotion policies.
-const scenarioDir = "../../testdata/scenarios"
+const scenarioDir = "../testdata/scenarios"
 
 // Every scenario file passes, and checks something.
 func TestScenarioFiles(t *testing.T) {
@@ -75,7 +76,7 @@ func TestScenarioFiles(t *testing.T) {
 // The shared contract examples are copied into testdata so a fresh clone
 // runs them; where the shared folder is present, the copies must match it.
 func TestSharedScenarioCopies(t *testing.T) {
-	shared, err := filepath.Glob("../../../shared/scenarios/*.yaml")
+	shared, err := filepath.Glob("../../shared/scenarios/*.yaml")
 	if err != nil || len(shared) == 0 {
 		t.Skip("no ../shared/scenarios next to the repository")
 	}
@@ -256,11 +257,7 @@ func replayed(t *testing.T, dir string) {
 // ends) and reads every event of its stream.
 func reopen(t *testing.T, dir string) (*engine.Engine, []events.Record) {
 	t.Helper()
-	e, err := engine.Open(t.Context(), engine.Config{DataDir: dir, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close(context.Background()) })
+	e := jstest.Engine(t, engine.Config{}, jstest.Node(t, natsnode.Config{DataDir: dir}))
 	recs, err := readLog(t.Context(), e.JetStream())
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@
 // histories played on a simulated clock against a real embedded JetStream
 // engine with the built-in worker, with expectations checked after steps.
 // The file format is specified in SCENARIOS.md.
+// Importers: cmd/tidemark (scenario run, demo); the web and replay tests.
 package scenario
 
 import (
