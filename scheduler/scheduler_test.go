@@ -257,9 +257,10 @@ func (r *runner) Run(_ context.Context, it work.Item, _ time.Time) error {
 	return r.err
 }
 
-// catchUpState has three plans with an open catch-up request: p2 (seq 20)
-// with all its work done, p1 (seq 30) with a@v2 [5h, 8h) still missing
-// [6h, 8h), p3 (seq 10) all done; and p4, whose request was answered.
+// catchUpState has three plans with an open catch-up request: p3 (seq 10)
+// with nothing to compute, p1 (seq 15) with a@v2 [5h, 8h) still missing
+// [6h, 8h), p2 (seq 20) with all its work done; and p4, whose request was
+// answered.
 func catchUpState() *projections.State {
 	st := projections.New()
 	st.Coverage["a_t"] = interval.NewSet(hr(0, 6))
@@ -268,7 +269,7 @@ func catchUpState() *projections.State {
 		st.Plans[plan] = &projections.Plan{Built: events.PlanBuilt{Plan: plan, Env: "prod"}, BuiltSeq: 1,
 			CatchUp: &events.CatchUpRequested{Plan: plan, Env: "prod", Work: ws}, CatchUpSeq: seq, DecisionSeq: 2}
 	}
-	open("p1", 30, events.CatchUpWork{Model: "a", Snapshot: "a@v2", Table: "a_t", Ranges: []interval.Range{hr(5, 8)}},
+	open("p1", 15, events.CatchUpWork{Model: "a", Snapshot: "a@v2", Table: "a_t", Ranges: []interval.Range{hr(5, 8)}},
 		events.CatchUpWork{Model: "b", Snapshot: "b@v2", Table: "b_t", Ranges: []interval.Range{hr(8, 10)}, Recompute: []interval.Range{hr(2, 3)}})
 	open("p2", 20, events.CatchUpWork{Model: "b", Snapshot: "b@v2", Table: "b_t", Ranges: []interval.Range{hr(8, 10)}})
 	open("p3", 10)
@@ -305,7 +306,7 @@ func TestCatchUpsStep(t *testing.T) {
 		if err := (&scheduler.CatchUps{Engine: e, Runner: r}).Step(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		want := []string{"p3 $catch-up-retry:p3:10", "p2 $catch-up-retry:p2:20", "p1 $catch-up-retry:p1:30"}
+		want := []string{"p3 $catch-up-retry:p3:10", "p1 $catch-up-retry:p1:15", "p2 $catch-up-retry:p2:20"}
 		if got := promoted(e); !slices.Equal(got, want) {
 			t.Errorf("promoted %v, want %v", got, want)
 		}
@@ -323,8 +324,8 @@ func TestCatchUpsStep(t *testing.T) {
 		if !errors.Is(err, boom) {
 			t.Errorf("Step = %v, want boom", err)
 		}
-		if got := promoted(e); len(got) != 2 {
-			t.Errorf("promoted %v, want p3 and p2 only", got)
+		if got := promoted(e); len(got) != 1 {
+			t.Errorf("promoted %v, want p3 only", got)
 		}
 	})
 	t.Run("a rejected retry stops the pass", func(t *testing.T) {
