@@ -56,19 +56,36 @@ func (w *Worker) complete(ctx context.Context, id, work, snapshot string, ranges
 // the item (the engine checks it against the item) and its command id
 // derives from it ("$work:<item id>/<step>", in the engine's reserved
 // namespace: no client can claim it), so running the item again records
-// nothing twice. The Worker is in-process: its Handler is the engine,
-// which alone accepts reserved ids.
+// nothing twice. A step of more than commands.MaxRanges ranges (more than
+// one command may carry) is completed in chunks of at most MaxRanges, in
+// order; chunk c > 0 has the id "$work:<item id>/<step>.<c>", so every id
+// stays deterministic and a step that fits in one command keeps its id.
+// The Worker is in-process: its Handler is the engine, which alone accepts
+// reserved ids.
 func (w *Worker) Run(ctx context.Context, item work.Item, at time.Time) error {
 	for i, st := range item.Steps {
-		id := ""
-		if item.ID != "" {
-			id = commands.InternalID("work", fmt.Sprintf("%s/%d", item.ID, i))
-		}
-		if err := w.complete(ctx, id, item.ID, st.Snapshot, st.Ranges, item.RunKind, st.RunID, at); err != nil {
-			return err
+		for c, start := 0, 0; start < len(st.Ranges); c, start = c+1, start+commands.MaxRanges {
+			chunk := st.Ranges[start:min(start+commands.MaxRanges, len(st.Ranges))]
+			id := ""
+			if item.ID != "" {
+				id = chunkID(item.ID, i, c)
+			}
+			if err := w.complete(ctx, id, item.ID, st.Snapshot, chunk, item.RunKind, st.RunID, at); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
+}
+
+// chunkID is the command id of chunk c of step i of item: the step's own
+// id for its first chunk, which is the whole step when it fits in one
+// command.
+func chunkID(item string, i, c int) string {
+	if c == 0 {
+		return commands.InternalID("work", fmt.Sprintf("%s/%d", item, i))
+	}
+	return commands.InternalID("work", fmt.Sprintf("%s/%d.%d", item, i, c))
 }
 
 // RunAdvances completes the work of one tick's scheduler advances, in

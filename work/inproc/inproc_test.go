@@ -237,7 +237,6 @@ func TestHelpersDeriveWork(t *testing.T) {
 // TestRunLargeStep: a step may hold more ranges than one command may carry
 // (commands.MaxRanges); the work must still be recorded.
 func TestRunLargeStep(t *testing.T) {
-	t.Skip("KNOWN: inproc.Worker.Run sends a step's ranges in one complete_intervals; a step of more than commands.MaxRanges ranges is rejected (limit_exceeded), and the publisher gives the item up")
 	var ranges []interval.Range
 	for i := 0; i <= commands.MaxRanges; i++ {
 		ranges = append(ranges, hr(2*i, 2*i+1))
@@ -253,5 +252,16 @@ func TestRunLargeStep(t *testing.T) {
 	}
 	if !got.Equal(interval.NewSet(ranges...)) {
 		t.Errorf("recorded %d ranges, want %d", len(got), len(ranges))
+	}
+	// Chunks of at most MaxRanges, each its own deterministic id; the
+	// first keeps the step's id.
+	wantIDs := []string{"$work:work-1-backfill/0", "$work:work-1-backfill/0.1"}
+	if len(h.cmds) != len(wantIDs) {
+		t.Fatalf("%d commands, want %d", len(h.cmds), len(wantIDs))
+	}
+	for i, c := range h.cmds {
+		if c.ID != wantIDs[i] || len(c.Ranges) > commands.MaxRanges || c.Work != it.ID {
+			t.Errorf("command %d: id %q, %d ranges, work %q; want id %q, at most %d ranges, work %q", i, c.ID, len(c.Ranges), c.Work, wantIDs[i], commands.MaxRanges, it.ID)
+		}
 	}
 }
