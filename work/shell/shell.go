@@ -55,10 +55,29 @@ type Worker struct {
 	// (the last one repeats). Default 1s, 5s, 30s, 2m.
 	Backoff []time.Duration
 	// Output receives the commands' stdout and stderr. Default os.Stderr.
+	// The worker writes it from one goroutine at a time (outMu), so any
+	// io.Writer will do.
 	Output io.Writer
 	Logger *slog.Logger
 	// Done, when set, is called after each item with its outcome.
 	Done func(item work.Item, err error)
+
+	// outMu serialises writes to Output: a command's stdout and stderr are
+	// copied by separate goroutines, and Concurrency > 1 runs several
+	// commands at once.
+	outMu sync.Mutex
+}
+
+// lockedWriter writes to w under mu.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 func (w *Worker) defaults() {
@@ -280,8 +299,9 @@ func (w *Worker) exec(ctx context.Context, item work.Item, st work.Step, r inter
 		"TIDEMARK_RUN_KIND="+string(item.RunKind), "TIDEMARK_RUN_ID="+st.RunID, "TIDEMARK_ENV="+item.Env,
 		"TIDEMARK_PLAN="+item.Plan, fmt.Sprintf("TIDEMARK_ATTEMPT=%d", attempt))
 	errTail := &tail{n: commands.MaxStderrTail}
-	cmd.Stdout = w.Output
-	cmd.Stderr = io.MultiWriter(w.Output, errTail)
+	out := lockedWriter{mu: &w.outMu, w: w.Output}
+	cmd.Stdout = out
+	cmd.Stderr = io.MultiWriter(out, errTail)
 	started := time.Now()
 	err := cmd.Run()
 	res := execResult{exit: -1, stderr: errTail.String()}

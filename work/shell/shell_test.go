@@ -444,7 +444,6 @@ func TestHandleSettles(t *testing.T) {
 // tests pass a strings.Builder), so the worker must not write it from two
 // goroutines at once. Run with -race.
 func TestOutputWrittenSerially(t *testing.T) {
-	t.Skip("KNOWN: exec gives stdout and stderr (an io.MultiWriter over Output) separate copier goroutines, so both write Output at once: a data race under go test -race for any Output not safe for concurrent use (and Concurrency > 1 shares it across items too)")
 	w := worker(&reports{}, `for i in 1 2 3 4 5 6 7 8; do echo out; echo err >&2; done`)
 	w.Output = &strings.Builder{}
 	it := item()
