@@ -6,7 +6,7 @@
 // its condition, re-deciding after a conflict. The loops that issue
 // commands on their own live in package scheduler, the worker protocol in
 // work.
-// Importers: cmd/tidemark, scenario, bench, scheduler, work, tests.
+// Importers: cmd/tidemark, scenario, bench, internal/jstest, tests.
 //
 // Data flows one way: command → validation → decision against the
 // projection at sequence S → conditional append → stream → projection.
