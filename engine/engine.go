@@ -34,6 +34,7 @@ import (
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/decide"
 	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/lease"
 	"github.com/tidemark/tidemark/projections"
 	"github.com/tidemark/tidemark/replay"
 	"github.com/tidemark/tidemark/views"
@@ -91,6 +92,12 @@ type Config struct {
 	MaxRetries int
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Node names this engine in the writer lease (default: the server's
+	// name and a fresh id). LeaseTTL is how long the writer lease lives
+	// without renewal (default lease.DefaultTTL): the longest an election
+	// waits for a writer that stopped without giving the lease up.
+	Node     string
+	LeaseTTL time.Duration
 	// CheckpointEvery is how many newly folded events make the engine
 	// write a projection checkpoint to the KV bucket (and it writes one on
 	// Close). 0: DefaultCheckpointEvery; negative: no checkpoints, and none
@@ -143,7 +150,13 @@ type Engine struct {
 	loadedSeq uint64 // the checkpoint the projection started from (0: none)
 	cpReject  string // why a stored checkpoint was not used
 
+	lease       *lease.Lease
+	roleMu      sync.Mutex
+	writing     bool          // holds the lease and serves forwarded commands
+	roleChanged chan struct{} // closed and replaced when writing changes
+
 	cmdMu   sync.Mutex
+	tail    uint64 // where the appends in flight end (guarded by cmdMu)
 	queueMu sync.Mutex
 	queue   []*waiter     // completions waiting for group commit
 	lead    chan struct{} // capacity 1: held by the goroutine leading a group
@@ -173,7 +186,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	e := &Engine{cfg: cfg, log: cfg.Logger.With("subsystem", "engine"), ids: events.NewIDSource(), lead: make(chan struct{}, 1)}
+	e := &Engine{cfg: cfg, log: cfg.Logger.With("subsystem", "engine"), ids: events.NewIDSource(), lead: make(chan struct{}, 1), roleChanged: make(chan struct{})}
 	e.metrics = newMetrics(e)
 	var err error
 	if cfg.NatsURL == "" {
@@ -252,6 +265,25 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		e.wg.Add(1)
 		go func() { defer e.wg.Done(); e.checkpointLoop(e.ctx) }()
 	}
+	kv, err := retryJS(ctx, e, func(ctx context.Context) (jetstream.KeyValue, error) {
+		return lease.Ensure(ctx, e.js, cfg.Replicas, cfg.MemoryStorage)
+	})
+	if err != nil {
+		e.Close(ctx)
+		return nil, err
+	}
+	node := cfg.Node
+	if node == "" {
+		name := cfg.ServerName
+		if name == "" {
+			name = e.nc.ConnectedServerName()
+		}
+		node = nodeName(name)
+	}
+	e.lease = lease.New(lease.Config{KV: kv, Node: node, TTL: cfg.LeaseTTL, Logger: e.log.With("subsystem", "lease")})
+	e.wg.Add(2)
+	go func() { defer e.wg.Done(); e.lease.Run(e.ctx) }()
+	go func() { defer e.wg.Done(); e.roleLoop(e.ctx) }()
 	return e, nil
 }
 
@@ -396,6 +428,12 @@ func (e *Engine) Close(ctx context.Context) error {
 	e.cmdMu.Lock()
 	e.closed = true
 	e.cmdMu.Unlock()
+	if e.lease != nil {
+		// Give the lease up first: another engine takes over at once.
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		e.lease.Release(rctx)
+		cancel()
+	}
 	if e.cancel != nil {
 		e.cancel()
 	}
@@ -470,6 +508,16 @@ func (e *Engine) handle(ctx context.Context, cmd commands.Command) commands.Repl
 	if !m.At.IsZero() && !e.cfg.TrustCommandTime && !commands.IsInternalID(m.ID) {
 		return commands.Rejection(commands.Errorf(commands.CodeInvalid, "at",
 			"at %s: this engine runs on its own clock, the only clock; send the command without at", m.At.UTC().Format(time.RFC3339)))
+	}
+	if m.AfterSeq > 0 {
+		if err := e.awaitSeq(ctx, m.AfterSeq); err != nil {
+			return commands.Rejection(err)
+		}
+	}
+	_, isQuery := cmd.(commands.Query)
+	if on, _ := e.Writing(); !on && !isQuery && e.lease != nil {
+		// Sent on as received: the writer's clock gives it its time.
+		return e.forward(ctx, cmd)
 	}
 	if m.At.IsZero() {
 		m.At = e.Now()

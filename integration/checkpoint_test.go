@@ -2,6 +2,11 @@ package integration
 
 import (
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/engine"
@@ -36,8 +41,7 @@ func getCheckpoint(t *testing.T, e *engine.Engine) []byte {
 // events after it and ends with the same state as a full rebuild; a
 // corrupted, foreign or outdated checkpoint is ignored and rebuilt.
 func TestCheckpoints(t *testing.T) {
-	server := open(t, engine.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", CheckpointEvery: -1})
-	url := server.ClientURL()
+	url := bareServer(t)
 	ctx := t.Context()
 
 	writer := open(t, engine.Config{NatsURL: url, CheckpointEvery: 1_000_000})
@@ -84,8 +88,27 @@ func TestCheckpoints(t *testing.T) {
 	}
 
 	// A checkpoint of another stream: the event at its sequence differs.
-	putCheckpoint(t, writer, good)
-	if err := server.JetStream().DeleteStream(ctx, "TIDEMARK"); err != nil {
+	// No engine may serve the stream it loses: close them (each writes
+	// its checkpoint), then put back the good one.
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromCheckpoint.Close(ctx)
+	writer.Close(ctx)
+	kv, err := js.KeyValue(ctx, engine.CheckpointBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "projections", good); err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteStream(ctx, "TIDEMARK"); err != nil {
 		t.Fatal(err)
 	}
 	fresh := open(t, engine.Config{NatsURL: url, CheckpointEvery: -1})
@@ -96,4 +119,20 @@ func TestCheckpoints(t *testing.T) {
 	if st := again.Stats(); st.CheckpointRejected == "" || st.CheckpointSeq != 0 || st.Folded != st.Seq {
 		t.Fatalf("foreign checkpoint used: %+v", st)
 	}
+}
+
+// bareServer starts a JetStream server with no engine on 127.0.0.1 (a
+// random port, a temporary store) and returns its client URL.
+func bareServer(t *testing.T) string {
+	t.Helper()
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(30 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	t.Cleanup(s.Shutdown)
+	return s.ClientURL()
 }
