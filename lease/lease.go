@@ -74,7 +74,8 @@ type Config struct {
 	Node string
 	// TTL is how long a lease lives without renewal. Default DefaultTTL.
 	TTL time.Duration
-	// Renew is how often the holder renews, and others look. Default TTL/4.
+	// Renew is how often the holder renews, and others look. Default
+	// TTL/4, at most 500 ms.
 	Renew  time.Duration
 	Logger *slog.Logger
 }
@@ -97,7 +98,7 @@ func New(cfg Config) *Lease {
 		cfg.TTL = DefaultTTL
 	}
 	if cfg.Renew <= 0 {
-		cfg.Renew = cfg.TTL / 4
+		cfg.Renew = min(cfg.TTL/4, 500*time.Millisecond)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
