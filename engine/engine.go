@@ -471,7 +471,13 @@ func (e *Engine) LastSeq(ctx context.Context) (uint64, error) {
 // when it was called. It fails at once, with ErrDamaged, when the stream
 // lost events the projection would otherwise wait for (see store.go).
 func (e *Engine) CatchUp(ctx context.Context) error {
-	st, d, err := replay.CheckStream(ctx, e.stream, 0, 0)
+	var d *replay.Damage
+	st, err := retryJS(ctx, e, func(ctx context.Context) (jetstream.StreamState, error) {
+		var err error
+		var st jetstream.StreamState
+		st, d, err = replay.CheckStream(ctx, e.stream, 0, 0)
+		return st, err
+	})
 	if err != nil {
 		return fmt.Errorf("engine: stream info: %w", err)
 	}
@@ -576,6 +582,15 @@ func (e *Engine) decideAndAppend(ctx context.Context, cmd commands.Command) comm
 		e.metrics.appendS.Observe(time.Since(started).Seconds())
 		switch {
 		case err == nil:
+			// The writer's own events are the stream's next ones: apply
+			// them now, so the reply need not wait for the consumer (which
+			// stalls for seconds when its server stops).
+			first := seq + 1 - uint64(len(evs))
+			for i, ev := range evs {
+				if !e.proj.applyOwn(first+uint64(i), ev) {
+					break
+				}
+			}
 			if err := e.proj.waitFor(ctx, seq); err != nil {
 				return commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "appended at seq %d but the projection did not catch up: %v", seq, err))
 			}

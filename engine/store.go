@@ -28,7 +28,12 @@ var ErrDamaged = errors.New("engine: refusing to open a damaged store")
 // checkStore reports the events the stream lost, judged by its state and
 // by the checkpoint taken at seen (0: none).
 func (e *Engine) checkStore(ctx context.Context, seen uint64) error {
-	_, d, err := replay.CheckStream(ctx, e.stream, 0, seen)
+	var d *replay.Damage
+	_, err := retryJS(ctx, e, func(ctx context.Context) (struct{}, error) {
+		var err error
+		_, d, err = replay.CheckStream(ctx, e.stream, 0, seen)
+		return struct{}{}, err
+	})
 	if err != nil {
 		return fmt.Errorf("engine: stream info: %w", err)
 	}
