@@ -497,3 +497,42 @@ func RunCluster(ctx context.Context, opts ClusterOptions) (*ClusterResult, error
 	}
 	return res, nil
 }
+
+// The cluster goals (issue 16): every promotion decided while 1,400
+// completions a second arrive, p99 decision latency under 1 s; a new
+// writer within 5 s of the writer's member stopping, nothing acknowledged
+// lost; a member answering right after another's acknowledgement never
+// says not_found.
+const (
+	clusterRate      = 1400
+	clusterP99Goal   = time.Second
+	clusterFailGoal  = 5 * time.Second
+	clusterQuickLoad = 10 * time.Second
+	clusterFullLoad  = 30 * time.Second
+)
+
+func clusterFigures(ctx context.Context, sz sizes) ([]Figure, error) {
+	load := clusterFullLoad
+	if sz.commands < 100_000 {
+		load = clusterQuickLoad
+	}
+	res, err := RunCluster(ctx, ClusterOptions{Rate: clusterRate, Duration: load, Senders: 64, Promotions: 20, Failover: true})
+	if err != nil {
+		return nil, err
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	decided := len(res.Undecided) == 0 && res.Decided == 20
+	return []Figure{
+		{Name: "cluster: completions sustained (3 members, R3, 64 clients through all members)", Tidemark: res.Rate, Raw: clusterRate, Unit: "ops/s",
+			Ratio: res.Rate / clusterRate, Goal: ">= 0.95 of the offered 1,400/s", Pass: res.Rate >= 0.95*clusterRate,
+			Note: fmt.Sprintf("%d of %d offered completions acknowledged in %s of load, the writer's member stopped halfway", res.Acked, res.Offered, load)},
+		{Name: "cluster: promotion decision latency p99 under that load", Tidemark: ms(res.DecisionP99), Raw: ms(clusterP99Goal), Unit: "ms",
+			Ratio: ms(res.DecisionP99) / ms(clusterP99Goal), Goal: "< 1 s, every promotion decided", Pass: decided && res.DecisionP99 < clusterP99Goal,
+			Note: fmt.Sprintf("%d of 20 decided, p50 %.1f ms; undecided: %v", res.Decided, ms(res.DecisionP50), res.Undecided)},
+		{Name: "cluster: failover (writer's member stopped → new writer acknowledging)", Tidemark: ms(res.Failover), Raw: ms(clusterFailGoal), Unit: "ms",
+			Ratio: ms(res.Failover) / ms(clusterFailGoal), Goal: "< 5 s, nothing acknowledged lost", Pass: res.NewWriter != "" && res.Failover < clusterFailGoal && len(res.Lost) == 0,
+			Note: fmt.Sprintf("%s → %s; %d acknowledged commands not stored exactly once", res.OldWriter, res.NewWriter, len(res.Lost))},
+		{Name: "cluster: read-your-writes on another member after an acknowledgement", Tidemark: float64(len(res.ReadMisses)), Unit: "not_found answers",
+			Goal: "0", Pass: res.ReadChecks > 0 && len(res.ReadMisses) == 0, Note: fmt.Sprintf("%d reads, each with the acknowledged seq as after_seq", res.ReadChecks)},
+	}, nil
+}
