@@ -84,6 +84,7 @@ func Run(ctx context.Context, opts Options) ([]Figure, error) {
 		{"promotion check", promotionFigure},
 		{"memory", memoryFigure},
 		{"growth", growthFigure},
+		{"cluster", clusterFigures},
 	}
 	var out []Figure
 	for _, s := range steps {

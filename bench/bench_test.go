@@ -70,3 +70,18 @@ func BenchmarkGrowth(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCluster runs the cluster experiment at the goal's rate (one
+// run per iteration; -benchtime=1x).
+func BenchmarkCluster(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		res, err := RunCluster(b.Context(), ClusterOptions{Rate: clusterRate, Duration: clusterQuickLoad, Senders: 64, Promotions: 20, Failover: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(res.Rate, "completions/s")
+		b.ReportMetric(float64(res.DecisionP99)/1e6, "p99-decision-ms")
+		b.ReportMetric(float64(res.Failover)/1e6, "failover-ms")
+		b.Logf("%+v", *res)
+	}
+}

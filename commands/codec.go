@@ -41,6 +41,21 @@ func IsJSON(contentType string) bool {
 // validated, and an id in the engine's reserved namespace refused: Decode
 // is the entry of every command from the wire.
 func Decode(kind string, contentType string, body []byte) (Command, error) {
+	cmd, err := DecodeForwarded(kind, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	if err := refuseInternal(cmd); err != nil {
+		return nil, err
+	}
+	return cmd, nil
+}
+
+// DecodeForwarded is Decode for a command one engine forwards to the
+// writer, within the engine's own account (never from a client): it
+// accepts the engine's own reserved ids, which the forwarding engine
+// issued itself or took from the wire only after Decode's refusal.
+func DecodeForwarded(kind string, contentType string, body []byte) (Command, error) {
 	if len(body) > MaxBodyBytes {
 		return nil, Errorf(CodeTooLarge, "", "body is %d bytes, more than the %d allowed", len(body), MaxBodyBytes)
 	}
@@ -66,9 +81,6 @@ func Decode(kind string, contentType string, body []byte) (Command, error) {
 		return nil, err
 	}
 	if err := cmd.Validate(); err != nil {
-		return nil, err
-	}
-	if err := refuseInternal(cmd); err != nil {
 		return nil, err
 	}
 	return cmd, nil

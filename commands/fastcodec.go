@@ -36,7 +36,16 @@ func encodeMeta(enc *msgpack.Encoder, m *Meta) error {
 			return err
 		}
 	}
-	return msgp.OptString(enc, "correlation", m.Correlation)
+	if err := msgp.OptString(enc, "correlation", m.Correlation); err != nil {
+		return err
+	}
+	if m.AfterSeq != 0 {
+		if err := enc.EncodeString("after_seq"); err != nil {
+			return err
+		}
+		return enc.EncodeUint64(m.AfterSeq)
+	}
+	return nil
 }
 
 // decodeMeta reads key into m if it is one of Meta's; ok says whether it was.
@@ -50,6 +59,8 @@ func decodeMeta(dec *msgpack.Decoder, m *Meta, key []byte) (ok bool, err error) 
 		m.At, err = msgp.Time(dec)
 	case "correlation":
 		m.Correlation, err = dec.DecodeString()
+	case "after_seq":
+		m.AfterSeq, err = dec.DecodeUint64()
 	default:
 		return false, nil
 	}
@@ -57,7 +68,7 @@ func decodeMeta(dec *msgpack.Decoder, m *Meta, key []byte) (ok bool, err error) 
 }
 
 func metaFields(m *Meta) int {
-	return msgp.Count(1, m.Actor != "", !m.At.IsZero(), m.Correlation != "")
+	return msgp.Count(1, m.Actor != "", !m.At.IsZero(), m.Correlation != "", m.AfterSeq != 0)
 }
 
 // EncodeMsgpack implements msgpack.CustomEncoder.

@@ -18,6 +18,17 @@ import (
 // Decision is what a command decides: the events to append under Expect,
 // and the reply to give once they are stored (its Accepted, Seq and Events
 // are filled by the writer after the append).
+//
+// Expect always names the sequence the decision read as its LastSeq: the
+// fencing token. A decision holds on exactly the stream it was made on, so
+// an append decided on a stale view (a deposed writer, a lagging replica)
+// fails and is decided again; nothing another writer stored in between can
+// be overlooked, whatever subject it is on. Expect.Subjects is the finer
+// condition: the subjects the decision's outcome depends on. A writer that
+// appends several decisions made on one view one after another (the
+// engine's group commit of independent completions) moves LastSeq past its
+// own earlier appends of that group and no further; it may do so only for
+// decisions none of whose Subjects those appends write.
 type Decision struct {
 	Events []events.Payload
 	Expect events.Expect
@@ -32,6 +43,15 @@ type Decision struct {
 // or body). It reads nothing but its arguments; cmd's At is its clock and
 // must be set.
 func Decide(st *projections.State, cmd commands.Command) (Decision, error) {
+	d, err := decideCommand(st, cmd)
+	if err == nil && len(d.Events) > 0 {
+		seq := st.Seq
+		d.Expect.LastSeq = &seq
+	}
+	return d, err
+}
+
+func decideCommand(st *projections.State, cmd commands.Command) (Decision, error) {
 	id := cmd.Header().ID
 	if rec, ok := st.Commands[id]; ok {
 		if rec.Digest != "" && rec.Digest != commands.Digest(cmd) {

@@ -37,6 +37,7 @@ import (
 	"github.com/tidemark/tidemark/decide"
 	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/lease"
 	"github.com/tidemark/tidemark/live"
 	"github.com/tidemark/tidemark/projections"
 	"github.com/tidemark/tidemark/views"
@@ -64,6 +65,12 @@ type Config struct {
 	MaxRetries int
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Node names this engine in the writer lease (default: the server's
+	// name and a fresh id). LeaseTTL is how long the writer lease lives
+	// without renewal (default lease.DefaultTTL): the longest an election
+	// waits for a writer that stopped without giving the lease up.
+	Node     string
+	LeaseTTL time.Duration
 	// CheckpointEvery is how many newly folded events make the engine
 	// write a projection checkpoint to the KV bucket (and it writes one on
 	// Close). 0: checkpoint.DefaultEvery; negative: no checkpoints, and none
@@ -98,7 +105,13 @@ type Engine struct {
 	loadedSeq uint64             // the checkpoint the projection started from (0: none)
 	cpReject  string             // why a stored checkpoint was not used
 
+	lease       *lease.Lease
+	roleMu      sync.Mutex
+	writing     bool          // holds the lease and serves forwarded commands
+	roleChanged chan struct{} // closed and replaced when writing changes
+
 	cmdMu   sync.Mutex
+	tail    uint64 // where the appends in flight end (guarded by cmdMu)
 	queueMu sync.Mutex
 	queue   []*waiter     // completions waiting for group commit
 	lead    chan struct{} // capacity 1: held by the goroutine leading a group
@@ -131,7 +144,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Engine, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	e := &Engine{cfg: cfg, log: cfg.Logger.With("subsystem", "engine"), ids: events.NewIDSource(), lead: make(chan struct{}, 1)}
+	e := &Engine{cfg: cfg, log: cfg.Logger.With("subsystem", "engine"), ids: events.NewIDSource(), lead: make(chan struct{}, 1), roleChanged: make(chan struct{})}
 	e.metrics = newMetrics(e)
 	e.nc = nc
 	var err error
@@ -194,6 +207,22 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Engine, error) {
 		e.wg.Add(1)
 		go func() { defer e.wg.Done(); e.keeper.Run(e.ctx) }()
 	}
+	var kv jetstream.KeyValue
+	if err := e.elog.Retry(ctx, func(ctx context.Context) error {
+		kv, err = lease.Ensure(ctx, e.js, cfg.Replicas, cfg.MemoryStorage)
+		return err
+	}); err != nil {
+		e.Close(ctx)
+		return nil, err
+	}
+	node := cfg.Node
+	if node == "" {
+		node = nodeName(e.nc.ConnectedServerName())
+	}
+	e.lease = lease.New(lease.Config{KV: kv, Node: node, TTL: cfg.LeaseTTL, Logger: e.log.With("subsystem", "lease")})
+	e.wg.Add(2)
+	go func() { defer e.wg.Done(); e.lease.Run(e.ctx) }()
+	go func() { defer e.wg.Done(); e.roleLoop(e.ctx) }()
 	return e, nil
 }
 
@@ -251,6 +280,12 @@ func (e *Engine) Close(ctx context.Context) error {
 	e.cmdMu.Lock()
 	e.closed = true
 	e.cmdMu.Unlock()
+	if e.lease != nil {
+		// Give the lease up first: another engine takes over at once.
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		e.lease.Release(rctx)
+		cancel()
+	}
 	if e.cancel != nil {
 		e.cancel()
 	}
@@ -273,7 +308,13 @@ func (e *Engine) Reader() *eventlog.Reader { return e.reader }
 // when it was called. It fails at once, with ErrDamaged, when the stream
 // lost events the projection would otherwise wait for (see store.go).
 func (e *Engine) CatchUp(ctx context.Context) error {
-	last, d, err := e.reader.Check(ctx, 0, 0)
+	var last uint64
+	var d *eventlog.Damage
+	err := e.elog.Retry(ctx, func(ctx context.Context) error {
+		var err error
+		last, d, err = e.reader.Check(ctx, 0, 0)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
@@ -335,6 +376,16 @@ func (e *Engine) handle(ctx context.Context, cmd commands.Command) commands.Repl
 		return commands.Rejection(commands.Errorf(commands.CodeInvalid, "at",
 			"at %s: this engine runs on its own clock, the only clock; send the command without at", m.At.UTC().Format(time.RFC3339)))
 	}
+	if m.AfterSeq > 0 {
+		if err := e.awaitSeq(ctx, m.AfterSeq); err != nil {
+			return commands.Rejection(err)
+		}
+	}
+	_, isQuery := cmd.(commands.Query)
+	if on, _ := e.Writing(); !on && !isQuery && e.lease != nil {
+		// Sent on as received: the writer's clock gives it its time.
+		return e.forward(ctx, cmd)
+	}
 	if m.At.IsZero() {
 		m.At = e.Now()
 	}
@@ -392,6 +443,15 @@ func (e *Engine) decideAndAppend(ctx context.Context, cmd commands.Command) comm
 		e.metrics.appendS.Observe(time.Since(started).Seconds())
 		switch {
 		case err == nil:
+			// The writer's own events are the stream's next ones: apply
+			// them now, so the reply need not wait for the consumer (which
+			// stalls for seconds when its server stops).
+			first := seq + 1 - uint64(len(evs))
+			for i, ev := range evs {
+				if !e.proj.ApplyOwn(first+uint64(i), ev) {
+					break
+				}
+			}
 			if err := e.waitFor(ctx, seq); err != nil {
 				return commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "appended at seq %d but the projection did not catch up: %v", seq, err))
 			}

@@ -150,6 +150,7 @@ type pendingGroup struct {
 	futures []jetstream.PubAckFuture // one per waiter; nil: not published
 	evs     []events.Event           // the event each waiter's message stores
 	started time.Time
+	base    uint64 // the stream's last sequence before the group's first append
 }
 
 // startGroup decides a queue of commands, answers the rejected and the
@@ -162,6 +163,13 @@ func (e *Engine) startGroup(group []*waiter) (*pendingGroup, []*waiter) {
 	seen := map[flightKey]bool{}
 	e.flightMu.Lock()
 	e.proj.Read(func(st *projections.State) {
+		// The fencing token of the group's first append: the view's
+		// sequence, or, behind groups still in flight, the sequence their
+		// appends end at.
+		p.base = st.Seq
+		if e.flight.n > 0 {
+			p.base = e.tail
+		}
 		for _, w := range group {
 			m := w.cmd.Header()
 			idKey := flightKey{'i', m.ID}
@@ -180,7 +188,7 @@ func (e *Engine) startGroup(group []*waiter) (*pendingGroup, []*waiter) {
 				continue
 			}
 			c, single := d.Events[0].(events.IntervalsCompleted)
-			if len(d.Events) != 1 || !single || d.Expect.LastSeq != nil {
+			if len(d.Events) != 1 || !single || len(d.Expect.Subjects) == 0 {
 				alone = append(alone, w)
 				continue
 			}
@@ -245,20 +253,33 @@ func (e *Engine) land(p *pendingGroup) {
 }
 
 // publish sends the group's messages, one publish each, all in flight at
-// once.
+// once. Each carries the fencing token it will meet if every append before
+// it is stored: the group's base plus the messages sent before it (the
+// stream stores one writer's publishes in order). Its decision was made on
+// the view at the group's base; what lies between is the group's (and
+// earlier groups') own completions, which write none of its subjects
+// (decide.Decision). If one append fails, every later one fails its token
+// too, and all of them go the one-at-a-time way. The caller holds cmdMu,
+// which orders the groups and guards tail.
 func (p *pendingGroup) publish() {
 	e := p.e
 	p.started = time.Now()
 	p.futures = make([]jetstream.PubAckFuture, len(p.batch))
 	p.evs = make([]events.Event, len(p.batch))
+	next := p.base
 	for k, w := range p.batch {
 		m := w.cmd.Header()
 		evs := e.commandEvents(m, commands.Digest(w.cmd), p.decided[k].Events)
+		exp := p.decided[k].Expect
+		token := next
+		exp.LastSeq = &token
 		p.evs[k] = evs[0]
-		if f, err := e.elog.AppendAsync(msgID(w.cmd.Kind(), m.ID), evs[0], p.decided[k].Expect); err == nil {
+		if f, err := e.elog.AppendAsync(msgID(w.cmd.Kind(), m.ID), evs[0], exp); err == nil {
 			p.futures[k] = f
+			next++
 		}
 	}
+	e.tail = next
 }
 
 // wait collects the acks, waits for the projection to apply them, answers

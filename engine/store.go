@@ -23,7 +23,12 @@ var ErrDamaged = errors.New("engine: refusing to open a damaged store")
 // checkStore reports the events the stream lost, judged by its state and
 // by the checkpoint taken at seen (0: none).
 func (e *Engine) checkStore(ctx context.Context, seen uint64) error {
-	_, d, err := e.reader.Check(ctx, 0, seen)
+	var d *eventlog.Damage
+	err := e.elog.Retry(ctx, func(ctx context.Context) error {
+		var err error
+		_, d, err = e.reader.Check(ctx, 0, seen)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}

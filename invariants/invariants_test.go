@@ -74,8 +74,8 @@ import (
 // a finalize is carried out exactly for an accepted plan at the generation
 // its acceptance set.
 //
-// The known bugs (known_test.go) are steered around; TestKnownBugsAreFound
-// replays each, TestEachInvariantCanFail shows each check can fail. A
+// TestStaleViewsAreFenced replays decisions made on stale views (all
+// fenced); TestEachInvariantCanFail shows each check can fail. A
 // plain run plays 1000 histories (main_test.go); run longer with
 // -rapid.checks=N, reproduce with -rapid.seed or -rapid.failfile.
 func TestInvariants(t *testing.T) {

@@ -108,8 +108,6 @@ type sim struct {
 	queue    []work.Item
 	promotes []promoteCall
 	steps    int
-	// avoidKnown steers around the known bugs (known_test.go).
-	avoidKnown bool
 	// mutate, when set, tampers with a decision before it is appended (to
 	// show that each invariant can fail).
 	mutate func(cmd commands.Command, d *decide.Decision)
@@ -124,7 +122,7 @@ type tb interface {
 }
 
 func newSim(t *rapid.T, models []modelDef) *sim {
-	return &sim{t: t, tb: t, avoidKnown: true, st: projections.New(), ids: events.NewIDSource(), clock: t0.Add(54 * time.Hour),
+	return &sim{t: t, tb: t, st: projections.New(), ids: events.NewIDSource(), clock: t0.Add(54 * time.Hour),
 		models: models, nextVer: map[string]int{}, defs: map[string]modelDef{}}
 }
 
@@ -237,15 +235,6 @@ func (s *sim) execOn(view *projections.State, cmd commands.Command) (commands.Re
 		s.fail("6", "%s appends under no condition", cmd.Kind())
 	}
 	if view != nil {
-		if c, ok := cmd.(*commands.AdvanceScheduler); ok && s.avoid(bugStaleFence) && view.Env(c.Env).Generation != s.st.Env(c.Env).Generation {
-			return commands.Reply{}, nil, errStale // what a fencing condition would do
-		}
-		if c, ok := cmd.(*commands.CompleteIntervals); ok && s.avoid(bugStaleRepair) {
-			sn := s.st.Snapshots[events.SnapshotID(c.Model, c.Version)]
-			if sn != nil && len(s.st.RepairsClosedBy(sn.Table, s.st.Table(sn.Table).AddSet(c.Ranges))) != len(view.RepairsClosedBy(sn.Table, view.Table(sn.Table).AddSet(c.Ranges))) {
-				return commands.Reply{}, nil, errStale // what a condition on the debt would do
-			}
-		}
 		if !s.expectHolds(d.Expect) {
 			stats["stale view: append refused"]++
 			return commands.Reply{}, nil, errStale
@@ -340,7 +329,7 @@ func (s *sim) newVersion(def modelDef) (string, error) {
 
 func (s *sim) buildPlan(id, env string, versions map[string]string, trailing, catchUp int) (*events.PlanBuilt, error) {
 	if len(versions) == 0 {
-		return nil, errors.New("avoided known bugs")
+		return nil, errors.New("a plan with no versions")
 	}
 	r, _, err := s.exec(&commands.BuildPlan{Plan: id, Env: env, Versions: versions,
 		MaxTrailingGapAdvances: trailing, MaxCatchUpAdvances: catchUp})

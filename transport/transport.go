@@ -32,6 +32,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -216,7 +217,14 @@ type Client struct {
 	// Timeout bounds every request (the context may end it sooner).
 	// Default 30s; 0: only the context bounds it.
 	Timeout time.Duration
+
+	// seen is the highest stream sequence a reply gave this client: sent
+	// as every later command's after_seq (read-your-writes on any node).
+	seen atomic.Uint64
 }
+
+// Seen is the highest stream sequence a reply gave this client.
+func (c *Client) Seen() uint64 { return c.seen.Load() }
 
 // NewClient returns a client over nc, sending as the user whose inbox
 // prefix nc has (see InboxOption), if any.
@@ -232,8 +240,12 @@ var ErrNoService = errors.New("transport: no tidemark service is listening")
 // rejection is a commands.Reply with Accepted false, not an error; errors are
 // transport failures.
 func (c *Client) Do(ctx context.Context, cmd commands.Command) (commands.Reply, error) {
-	if cmd.Header().ID == "" {
-		cmd.Header().ID = commands.NewID()
+	m := cmd.Header()
+	if m.ID == "" {
+		m.ID = commands.NewID()
+	}
+	if seen := c.seen.Load(); seen > m.AfterSeq {
+		m.AfterSeq = seen
 	}
 	body, err := commands.Encode(cmd, c.JSON)
 	if err != nil {
@@ -263,7 +275,12 @@ func (c *Client) Do(ctx context.Context, cmd commands.Command) (commands.Reply, 
 	if code := resp.Header.Get(micro.ErrorCodeHeader); code != "" {
 		return commands.Reply{}, fmt.Errorf("transport: %s: service error %s: %s", cmd.Kind(), code, resp.Header.Get(micro.ErrorHeader))
 	}
-	return commands.DecodeReply(resp.Data, commands.IsJSON(resp.Header.Get(commands.HeaderContentType)))
+	r, err := commands.DecodeReply(resp.Data, commands.IsJSON(resp.Header.Get(commands.HeaderContentType)))
+	if err == nil {
+		for seen := c.seen.Load(); r.Seq > seen && !c.seen.CompareAndSwap(seen, r.Seq); seen = c.seen.Load() {
+		}
+	}
+	return r, err
 }
 
 // Handle implements commands.Handler over NATS: a transport failure is answered as

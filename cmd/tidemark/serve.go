@@ -120,16 +120,22 @@ func newServeCmd() *cobra.Command {
 			// The catch-up driver records each strict retry once the
 			// request's work is done (by the publisher's sink).
 			catchUps := &scheduler.CatchUps{Engine: eng}
+			// The loops that issue commands on their own, and the one work
+			// publisher, run on the writer only (a cluster's other nodes
+			// start them when their engine takes the writer lease).
 			schedCtx, stopSched := context.WithCancel(context.WithoutCancel(ctx))
 			var wg sync.WaitGroup
-			wg.Add(3)
-			go func() { defer wg.Done(); _ = sched.Run(schedCtx) }()
-			go func() { defer wg.Done(); _ = catchUps.Run(schedCtx) }()
+			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if err := pub.Run(schedCtx); err != nil {
-					log.Error("work publisher stopped", "err", err)
-				}
+				whileWriting(schedCtx, eng, log,
+					func(ctx context.Context) { _ = sched.Run(ctx) },
+					func(ctx context.Context) { _ = catchUps.Run(ctx) },
+					func(ctx context.Context) {
+						if err := pub.Run(ctx); err != nil && ctx.Err() == nil {
+							log.Error("work publisher stopped", "err", err)
+						}
+					})
 			}()
 			where := node.ClientURL()
 			if where == "" {
@@ -212,4 +218,40 @@ func storeHint(err error, dataDir, natsURL string) error {
 		return fmt.Errorf("%w\nthe stream on %s lost acknowledged events: restore it from a backup or a healthy replica (`tidemark replay --nats-url` lists what is left)", err, natsURL)
 	}
 	return fmt.Errorf("%w\nthe store in %s lost acknowledged events: stop, keep a copy of the directory, and restore it from a backup (`tidemark replay --data-dir %s` lists what is left; see docs/security.md)", err, dataDir, dataDir)
+}
+
+// whileWriting runs loops each time eng becomes the writer, and stops them
+// (waiting for them to return) when it stops being the writer, until ctx
+// ends.
+func whileWriting(ctx context.Context, eng *engine.Engine, log *slog.Logger, loops ...func(context.Context)) {
+	for {
+		if err := eng.AwaitWriting(ctx); err != nil {
+			return
+		}
+		log.Info("this engine is the writer: starting the scheduler, the catch-up driver and the work publisher")
+		lctx, stop := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		for _, loop := range loops {
+			wg.Add(1)
+			go func() { defer wg.Done(); loop(lctx) }()
+		}
+		for on := true; on; {
+			var changed <-chan struct{}
+			on, changed = eng.Writing()
+			if !on {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				on = false
+			case <-changed:
+			}
+		}
+		stop()
+		wg.Wait()
+		if ctx.Err() != nil {
+			return
+		}
+		log.Info("this engine is no longer the writer: its loops stopped")
+	}
 }
