@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/tidemark/tidemark/events"
@@ -9,17 +10,12 @@ import (
 )
 
 // Hand-written msgpack codecs for complete_intervals and the reply, the
-// command hot path: they write the bytes the reflective encoder writes
-// and read what it reads (fastcodec_test.go and FuzzDecode check both),
-// without reflection. complete_intervals refuses unknown keys, as Decode's
-// strict pass asks.
-
-// completePlain and replyPlain are the reflective codecs' view of the same
-// types (no methods): the fallback for values that are not maps.
-type (
-	completePlain CompleteIntervals
-	replyPlain    Reply
-)
+// command hot path, and their only codecs: they write the bytes the
+// reflective encoder writes and read the maps it reads, without reflection
+// (fastcodec_test.go and FuzzDecode check both against a reflective
+// oracle). complete_intervals refuses unknown keys, as Decode's strict
+// pass asks. A value that is not a map (a struct written as an array,
+// which the reflective decoder would read) is a malformed *Error.
 
 func encodeMeta(enc *msgpack.Encoder, m *Meta) error {
 	if err := msgp.String(enc, "id", m.ID); err != nil {
@@ -124,8 +120,8 @@ func (c *CompleteIntervals) DecodeMsgpack(dec *msgpack.Decoder) error {
 		}
 		return err
 	})
-	if err == msgp.ErrNotMap {
-		return dec.Decode((*completePlain)(c))
+	if errors.Is(err, msgp.ErrNotMap) {
+		return Errorf(CodeMalformed, "", "%s: %v", KindCompleteIntervals, err)
 	}
 	return err
 }
@@ -229,8 +225,8 @@ func (r *Reply) DecodeMsgpack(dec *msgpack.Decoder) error {
 		}
 		return err
 	})
-	if err == msgp.ErrNotMap {
-		return dec.Decode((*replyPlain)(r))
+	if errors.Is(err, msgp.ErrNotMap) {
+		return Errorf(CodeMalformed, "", "reply: %v", err)
 	}
 	return err
 }

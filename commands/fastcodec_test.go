@@ -3,6 +3,7 @@ package commands
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -11,6 +12,14 @@ import (
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/internal/msgp"
 	"github.com/vmihailenco/msgpack/v5"
+)
+
+// completePlain and replyPlain are the reflective codec's view of
+// complete_intervals and the reply (the same fields, no methods): the
+// oracle the hand-written codecs are checked against.
+type (
+	completePlain CompleteIntervals
+	replyPlain    Reply
 )
 
 // TestHandWrittenEncodersMatchReflective: complete_intervals' and the
@@ -53,10 +62,20 @@ func same(t *testing.T, name string, i int, fast, plain any) {
 	sameDecode(t, a)
 }
 
-// sameDecode: the hand-written decoders read b as the reflective decoder
-// does (complete_intervals strictly, refusing unknown fields).
+// sameDecode: the hand-written decoders read a map (or nil) as the
+// reflective decoder does (complete_intervals strictly, refusing unknown
+// fields), and refuse anything else (the reflective decoder would read an
+// array by position).
 func sameDecode(t *testing.T, b []byte) {
 	t.Helper()
+	if len(b) == 0 || (!msgp.IsMap(b[0]) && b[0] != 0xc0) {
+		for name, v := range map[string]any{"complete_intervals": &CompleteIntervals{}, "reply": &Reply{}} {
+			if err := decodeWith(b, v, false); err == nil {
+				t.Fatalf("%s: hand-written decoder read % x, not a map", name, b)
+			}
+		}
+		return
+	}
 	compare := func(name string, fast, plain any, strict bool) {
 		ferr, perr := decodeWith(b, fast, strict), decodeWith(b, plain, strict)
 		if (ferr == nil) != (perr == nil) {
@@ -82,4 +101,51 @@ func decodeWith(b []byte, v any, strict bool) (err error) {
 	dec := msgpack.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields(strict)
 	return dec.Decode(v)
+}
+
+// TestNotAMapIsMalformed: complete_intervals or a reply written as an
+// array (which the reflective decoder would read by position), or as any
+// other non-map value, is a malformed *Error naming what was wrong.
+func TestNotAMapIsMalformed(t *testing.T) {
+	asArray := func(v any) []byte {
+		var b bytes.Buffer
+		enc := msgpack.NewEncoder(&b)
+		enc.UseArrayEncodedStructs(true)
+		if err := enc.Encode(v); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}
+	cmd := asArray(completePlain{Meta: Meta{ID: "c1"}, Model: "m", Version: "v1"})
+	reply := asArray(replyPlain{Accepted: true, Seq: 7, Events: 1})
+	for _, c := range []struct {
+		name string
+		b    []byte
+		into any
+		want string
+	}{
+		{"complete_intervals as an array", cmd, &CompleteIntervals{}, "malformed: complete_intervals: msgp: not a map: got an array"},
+		{"complete_work as an array", cmd, &CompleteWork{}, "malformed: complete_intervals: msgp: not a map: got an array"},
+		{"reply as an array", reply, &Reply{}, "malformed: reply: msgp: not a map: got an array"},
+		{"reply as a string", []byte("\xa2ok"), &Reply{}, "malformed: reply: msgp: not a map: got a string"},
+	} {
+		err := msgp.Unmarshal(c.b, c.into)
+		var ce *Error
+		if !errors.As(err, &ce) || ce.Code != CodeMalformed || err.Error() != c.want+fmt.Sprintf(" (code %#x)", c.b[0]) {
+			t.Fatalf("%s: got %v, want %s", c.name, err, c.want)
+		}
+	}
+	// The reflective oracle does read them: the refusal is the
+	// hand-written codecs' own.
+	var p replyPlain
+	if err := msgp.Unmarshal(reply, &p); err != nil || p.Seq != 7 {
+		t.Fatalf("oracle: %+v %v", p, err)
+	}
+	// Through DecodeReply, and through Decode (key by key), too.
+	if _, err := DecodeReply(reply, false); !errors.As(err, new(*Error)) {
+		t.Fatalf("DecodeReply: %v", err)
+	}
+	if _, err := Decode(KindCompleteIntervals, ContentMsgpack, cmd); err == nil || !errors.As(err, new(*Error)) {
+		t.Fatalf("Decode: %v", err)
+	}
 }

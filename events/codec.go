@@ -127,6 +127,11 @@ func decodePayload(t Type, data []byte) (Payload, error) {
 	if len(data) == 0 {
 		return nil, &DecodeError{Kind: Malformed, Type: t, Err: errors.New("missing data")}
 	}
+	// One wire form: every payload is a map (the reflective decoder would
+	// also read a struct written as an array, by position).
+	if !msgp.IsMap(data[0]) {
+		return nil, &DecodeError{Kind: Malformed, Type: t, Err: fmt.Errorf("%s data: %w", t, msgp.NotMap(data[0]))}
+	}
 	into := func(v any) error {
 		// data lies inside b, which Check already walked.
 		if err := msgp.UnmarshalChecked(data, v); err != nil {

@@ -1,21 +1,20 @@
 package events
 
 import (
+	"errors"
+	"fmt"
+
 	"github.com/tidemark/tidemark/internal/msgp"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
 // Hand-written msgpack codecs for the envelope and IntervalsCompleted, the
-// events of the command hot path: they write the bytes the reflective
-// encoder writes and read what it reads (fastcodec_test.go checks both),
-// without reflection.
-
-// wirePlain and completedPlain are the reflective codecs' view of the same
-// types (no methods): the fallback for values that are not maps.
-type (
-	wirePlain      wire
-	completedPlain IntervalsCompleted
-)
+// events of the command hot path, and their only codecs: they write the
+// bytes the reflective encoder writes and read the maps it reads, without
+// reflection (codec_test.go and FuzzDecode check both against a
+// reflective oracle). A value that is not a map (a struct written as an
+// array, which the reflective decoder would read) is an error: Decode
+// reports it as Malformed.
 
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (w *wire) EncodeMsgpack(enc *msgpack.Encoder) error {
@@ -87,8 +86,8 @@ func (w *wire) DecodeMsgpack(dec *msgpack.Decoder) error {
 		}
 		return err
 	})
-	if err == msgp.ErrNotMap {
-		return dec.Decode((*wirePlain)(w))
+	if errors.Is(err, msgp.ErrNotMap) {
+		return fmt.Errorf("envelope: %w", err)
 	}
 	return err
 }
@@ -135,8 +134,8 @@ func (p *IntervalsCompleted) DecodeMsgpack(dec *msgpack.Decoder) error {
 		}
 		return err
 	})
-	if err == msgp.ErrNotMap {
-		return dec.Decode((*completedPlain)(p))
+	if errors.Is(err, msgp.ErrNotMap) {
+		return fmt.Errorf("%s data: %w", TypeIntervalsCompleted, err)
 	}
 	return err
 }

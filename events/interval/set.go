@@ -7,14 +7,13 @@ import (
 	"sort"
 	"strings"
 	"time"
-
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 // Range is a half-open time range [Start, End) in UTC.
 //
 // On the wire (msgpack) a Range is an array of two integers, the Unix
-// seconds of Start and End; in JSON and text it is "START/END" in RFC 3339.
+// seconds of Start and End (the codec is internal/msgp's EncodeRange and
+// DecodeRange); in JSON and text it is "START/END" in RFC 3339.
 type Range struct {
 	Start time.Time
 	End   time.Time
@@ -83,41 +82,6 @@ func (r *Range) UnmarshalText(b []byte) error {
 		return err
 	}
 	*r = p
-	return nil
-}
-
-var _ msgpack.CustomEncoder = Range{}
-var _ msgpack.CustomDecoder = (*Range)(nil)
-
-// EncodeMsgpack writes the range as [start_unix_seconds, end_unix_seconds].
-func (r Range) EncodeMsgpack(enc *msgpack.Encoder) error {
-	if err := enc.EncodeArrayLen(2); err != nil {
-		return err
-	}
-	if err := enc.EncodeInt(r.Start.Unix()); err != nil {
-		return err
-	}
-	return enc.EncodeInt(r.End.Unix())
-}
-
-// DecodeMsgpack reads [start_unix_seconds, end_unix_seconds].
-func (r *Range) DecodeMsgpack(dec *msgpack.Decoder) error {
-	n, err := dec.DecodeArrayLen()
-	if err != nil {
-		return err
-	}
-	if n != 2 {
-		return fmt.Errorf("interval: range must be an array of 2 integers, got %d elements", n)
-	}
-	s, err := dec.DecodeInt64()
-	if err != nil {
-		return err
-	}
-	e, err := dec.DecodeInt64()
-	if err != nil {
-		return err
-	}
-	*r = Range{Start: time.Unix(s, 0).UTC(), End: time.Unix(e, 0).UTC()}
 	return nil
 }
 

@@ -1,13 +1,17 @@
 // Package msgp holds the helpers of the hand-written msgpack codecs of the
 // hot-path types (events.IntervalsCompleted, the event envelope, the
-// complete_intervals command, the command reply). Those codecs write the
-// bytes the reflective msgpack encoder writes and read what it reads; the
-// tests of each type check both against the reflective codec.
+// complete_intervals command, the command reply) and the one codec of
+// interval.Range, registered with msgpack when this package is
+// initialised. The hot-path codecs are the only codecs of their types:
+// they write the bytes the reflective msgpack encoder writes and read the
+// maps it reads (a value that is not a map is an error, ErrNotMap); the
+// tests of each type check both against a reflective oracle.
 package msgp
 
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 
@@ -15,23 +19,25 @@ import (
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
 
-// ErrNotMap is returned by Map for a value that is neither a map nor nil.
-// A codec answers it by handing the value to the reflective decoder,
-// which also reads structs written as arrays.
-var ErrNotMap = fmt.Errorf("msgp: not a map")
+// ErrNotMap is matched (errors.Is) by Map's error for a value that is
+// neither a map nor nil. The hand-written codecs read maps only: a struct
+// written as an array, which the reflective decoder would also read, is
+// malformed.
+var ErrNotMap = errors.New("msgp: not a map")
 
 // Map reads a map header and calls field for each key, with the decoder
 // positioned on the key's value; field must consume it (dec.Skip() for a
 // key it does not know). The key is only valid during the call (switch on
 // string(key): that does not allocate). A nil value is an empty map. A
-// value that is not a map is left unread and reported as ErrNotMap.
+// value that is not a map is left unread and reported as an error
+// matching ErrNotMap that names what the value is.
 func Map(dec *msgpack.Decoder, field func(key []byte) error) error {
 	c, err := dec.PeekCode()
 	if err != nil {
 		return err
 	}
 	if c != msgpcode.Nil && !IsMap(c) {
-		return ErrNotMap
+		return NotMap(c)
 	}
 	n, err := dec.DecodeMapLen()
 	if err != nil {
@@ -75,6 +81,35 @@ func key(dec *msgpack.Decoder, buf []byte) ([]byte, error) {
 
 // IsMap reports whether c starts a msgpack map (fixmap, map16 or map32).
 func IsMap(c byte) bool { return msgpcode.IsFixedMap(c) || c == msgpcode.Map16 || c == msgpcode.Map32 }
+
+// NotMap is the error, matching ErrNotMap, for a value starting with code
+// c where a map was wanted: it names what the value is.
+func NotMap(c byte) error { return fmt.Errorf("%w: got %s (code %#x)", ErrNotMap, kindOf(c), c) }
+
+// kindOf names the kind of msgpack value c starts.
+func kindOf(c byte) string {
+	switch {
+	case IsMap(c):
+		return "a map"
+	case msgpcode.IsFixedArray(c), c == msgpcode.Array16, c == msgpcode.Array32:
+		return "an array"
+	case msgpcode.IsString(c):
+		return "a string"
+	case msgpcode.IsBin(c):
+		return "binary"
+	case msgpcode.IsExt(c):
+		return "an extension"
+	case c == msgpcode.True, c == msgpcode.False:
+		return "a bool"
+	case c == msgpcode.Float, c == msgpcode.Double:
+		return "a float"
+	case c == msgpcode.Nil:
+		return "nil"
+	case c == 0xc1:
+		return "an invalid code"
+	}
+	return "an integer"
+}
 
 // Time reads a timestamp field as the reflective decoder does: the
 // timestamp extension (-1) and nothing else, nil included (the reflective

@@ -1,4 +1,7 @@
-package events_test
+// Package docs_test holds the wire-doc tests: events.md must list, per
+// type, exactly the msgpack keys the code writes. It is test-only, like
+// integration/, so that the events tests import nothing but events.
+package docs_test
 
 import (
 	"bufio"
@@ -23,7 +26,7 @@ import (
 // msgpack keys the code writes, with their wire types, and its worked
 // example must decode to the event it shows.
 
-const wireDoc = "../docs/events.md"
+const wireDoc = "events.md"
 
 // documented are the types whose fields the document lists, by heading.
 var documented = map[string]any{

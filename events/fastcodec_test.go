@@ -1,0 +1,72 @@
+package events
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/tidemark/tidemark/internal/msgp"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// wirePlain and completedPlain are the reflective codec's view of the
+// envelope and IntervalsCompleted (the same fields, no methods): the
+// oracle the hand-written codecs are checked against.
+type (
+	wirePlain      wire
+	completedPlain IntervalsCompleted
+)
+
+// TestNotAMapIsMalformed: an envelope or a payload written as an array
+// (which the reflective decoder would read by position) or as any other
+// non-map value is a Malformed *DecodeError naming what was wrong.
+func TestNotAMapIsMalformed(t *testing.T) {
+	asArray := func(v any) []byte {
+		var b bytes.Buffer
+		enc := msgpack.NewEncoder(&b)
+		enc.UseArrayEncodedStructs(true)
+		if err := enc.Encode(v); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}
+	event := func(typ Type, data []byte) []byte {
+		b, err := msgpack.Marshal(&wirePlain{Envelope: Envelope{ID: "01KBC5Y3ZP8V3M1Q2R4S5T6V7W", Type: typ, Schema: SchemaVersion, OccurredAt: t0}, Data: data})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	completed := asArray(completedPlain{Snapshot: "a@v1", Table: "a@v1", RunKind: RunScheduled})
+	for name, c := range map[string]struct {
+		b    []byte
+		want string
+	}{
+		"envelope as an array":         {asArray(wirePlain{Envelope: Envelope{ID: "x", Type: TypeIntervalsCompleted, Schema: SchemaVersion, OccurredAt: t0}, Data: completed}), "envelope: msgp: not a map: got an array"},
+		"envelope as a string":         {[]byte("\xa3abc"), "envelope: msgp: not a map: got a string"},
+		"envelope as an integer":       {[]byte{0x07}, "envelope: msgp: not a map: got an integer"},
+		"data as an array":             {event(TypeIntervalsCompleted, completed), "IntervalsCompleted data: msgp: not a map: got an array"},
+		"other data as an array":       {event(TypePlanBuilt, asArray(PlanBuilt{Plan: "p1", Env: "prod", BuiltAt: t0})), "PlanBuilt data: msgp: not a map: got an array"},
+		"data as a string (fuzz seed)": {[]byte("\x83\xa4type\xb2IntervalsCompleted\xa6schema\x01\xa4data\xa3abc"), "IntervalsCompleted data: msgp: not a map: got a string"},
+	} {
+		_, err := Decode(c.b)
+		var de *DecodeError
+		if !errors.As(err, &de) || de.Kind != Malformed || !errors.Is(err, ErrDecode) || !errors.Is(err, msgp.ErrNotMap) {
+			t.Fatalf("%s: got %v, want a Malformed *DecodeError", name, err)
+		}
+		if !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("%s: %q does not say %q", name, err, c.want)
+		}
+	}
+	// IntervalsCompleted's own codec refuses it too, where the reflective
+	// oracle reads it: the refusal is the hand-written codec's.
+	var p IntervalsCompleted
+	if err := msgp.Unmarshal(completed, &p); !errors.Is(err, msgp.ErrNotMap) || !strings.Contains(err.Error(), "IntervalsCompleted data: msgp: not a map: got an array") {
+		t.Fatalf("hand-written codec: %v", err)
+	}
+	var plain completedPlain
+	if err := msgp.Unmarshal(completed, &plain); err != nil || plain.Snapshot != "a@v1" {
+		t.Fatalf("oracle: %+v %v", plain, err)
+	}
+}
