@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/tidemark/tidemark/cluster"
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/eventlog"
@@ -83,6 +84,7 @@ type clusterMember struct {
 	cfg     engine.Config
 	node    *natsnode.Node
 	e       *engine.Engine
+	m       *cluster.Member
 	svc     *transport.Service
 }
 
@@ -96,13 +98,20 @@ func (m *clusterMember) start(ctx context.Context) error {
 		node.Close()
 		return err
 	}
-	svc, err := transport.Serve(e.Conn(), e, transport.ServiceConfig{Logger: m.cfg.Logger})
+	member, err := cluster.Join(ctx, e, cluster.Config{Node: m.name, Logger: m.cfg.Logger})
 	if err != nil {
 		e.Close(context.Background())
 		node.Close()
 		return err
 	}
-	m.node, m.e, m.svc = node, e, svc
+	svc, err := transport.Serve(e.Conn(), member, transport.ServiceConfig{Logger: m.cfg.Logger})
+	if err != nil {
+		member.Leave(context.Background())
+		e.Close(context.Background())
+		node.Close()
+		return err
+	}
+	m.node, m.e, m.m, m.svc = node, e, member, svc
 	return nil
 }
 
@@ -111,9 +120,10 @@ func (m *clusterMember) stop() {
 		return
 	}
 	_ = m.svc.Stop()
+	m.m.Leave(context.Background())
 	m.e.Close(context.Background())
 	m.node.Close()
-	m.node, m.e, m.svc = nil, nil, nil
+	m.node, m.e, m.m, m.svc = nil, nil, nil, nil
 }
 
 func freePorts(n int) ([]int, error) {
@@ -176,7 +186,7 @@ func startCluster(ctx context.Context, dir string, log *slog.Logger) ([]*cluster
 func writerOf(ms []*clusterMember) *clusterMember {
 	for _, m := range ms {
 		if m.e != nil {
-			if on, _ := m.e.Writing(); on {
+			if on, _ := m.m.Writing(); on {
 				return m
 			}
 		}
@@ -193,7 +203,7 @@ func awaitWriter(ctx context.Context, ms []*clusterMember) (*clusterMember, erro
 		var chs []<-chan struct{}
 		for _, m := range ms {
 			if m.e != nil {
-				_, ch := m.e.Writing()
+				_, ch := m.m.Writing()
 				chs = append(chs, ch)
 			}
 		}

@@ -1,25 +1,3 @@
-// Package engine is tidemark's writer on NATS JetStream: on a connection
-// it is given (package natsnode starts the server), it ensures the event
-// log (package eventlog, its only path to the stream), folds the live
-// projection, and carries out commands: it reads the projection, calls
-// the pure core (package decide) and appends the decision's events under
-// its condition, re-deciding after a conflict. The loops that issue
-// commands on their own live in package scheduler, the worker protocol in
-// work.
-// Importers: cmd/tidemark, scenario, bench, internal/jstest, tests.
-//
-// Data flows one way: command → validation → decision against the
-// projection at sequence S → conditional append → stream → projection.
-// Command handling in one engine is serialised by cmdMu; across engines
-// (replicas) the expected-sequence condition on every append keeps two
-// writers from both acting on one state: the loser re-reads and re-decides.
-//
-// Completions are group-committed (group.go): several groups may be in
-// flight at once, but never two touching the same subject, table or
-// command id, and every other command waits until none is in flight.
-//
-// Lock order: cmdMu, flightMu, then the live projection's mu (held only
-// while deciding).
 package engine
 
 import (
@@ -37,7 +15,6 @@ import (
 	"github.com/tidemark/tidemark/decide"
 	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/events"
-	"github.com/tidemark/tidemark/lease"
 	"github.com/tidemark/tidemark/live"
 	"github.com/tidemark/tidemark/projections"
 	"github.com/tidemark/tidemark/views"
@@ -65,12 +42,6 @@ type Config struct {
 	MaxRetries int
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
-	// Node names this engine in the writer lease (default: the server's
-	// name and a fresh id). LeaseTTL is how long the writer lease lives
-	// without renewal (default lease.DefaultTTL): the longest an election
-	// waits for a writer that stopped without giving the lease up.
-	Node     string
-	LeaseTTL time.Duration
 	// CheckpointEvery is how many newly folded events make the engine
 	// write a projection checkpoint to the KV bucket (and it writes one on
 	// Close). 0: checkpoint.DefaultEvery; negative: no checkpoints, and none
@@ -104,11 +75,6 @@ type Engine struct {
 	keeper    *checkpoint.Keeper // nil: checkpoints are off
 	loadedSeq uint64             // the checkpoint the projection started from (0: none)
 	cpReject  string             // why a stored checkpoint was not used
-
-	lease       *lease.Lease
-	roleMu      sync.Mutex
-	writing     bool          // holds the lease and serves forwarded commands
-	roleChanged chan struct{} // closed and replaced when writing changes
 
 	cmdMu   sync.Mutex
 	tail    uint64 // where the appends in flight end (guarded by cmdMu)
@@ -144,7 +110,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Engine, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	e := &Engine{cfg: cfg, log: cfg.Logger.With("subsystem", "engine"), ids: events.NewIDSource(), lead: make(chan struct{}, 1), roleChanged: make(chan struct{})}
+	e := &Engine{cfg: cfg, log: cfg.Logger.With("subsystem", "engine"), ids: events.NewIDSource(), lead: make(chan struct{}, 1)}
 	e.metrics = newMetrics(e)
 	e.nc = nc
 	var err error
@@ -207,56 +173,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Engine, error) {
 		e.wg.Add(1)
 		go func() { defer e.wg.Done(); e.keeper.Run(e.ctx) }()
 	}
-	var kv jetstream.KeyValue
-	if err := e.elog.Retry(ctx, func(ctx context.Context) error {
-		kv, err = lease.Ensure(ctx, e.js, cfg.Replicas, cfg.MemoryStorage)
-		return err
-	}); err != nil {
-		e.Close(ctx)
-		return nil, err
-	}
-	node := cfg.Node
-	if node == "" {
-		node = nodeName(e.nc.ConnectedServerName())
-	}
-	e.lease = lease.New(lease.Config{KV: kv, Node: node, TTL: cfg.LeaseTTL, Logger: e.log.With("subsystem", "lease")})
-	e.wg.Add(2)
-	go func() { defer e.wg.Done(); e.lease.Run(e.ctx) }()
-	go func() { defer e.wg.Done(); e.roleLoop(e.ctx) }()
 	return e, nil
-}
-
-// Stats describes the live projection.
-type Stats struct {
-	// Seq is the last sequence applied.
-	Seq uint64 `json:"seq"`
-	// Folded counts the events this engine folded since it opened (not
-	// those a checkpoint brought in).
-	Folded uint64 `json:"folded"`
-	// CheckpointSeq is the checkpoint the projection started from (0: it
-	// folded the stream from the start).
-	CheckpointSeq uint64 `json:"checkpoint_seq"`
-	// CheckpointRejected says why a stored checkpoint was not used.
-	CheckpointRejected string `json:"checkpoint_rejected,omitempty"`
-	// Lag is how many stored events were not applied yet at the last
-	// delivery.
-	Lag uint64 `json:"lag"`
-}
-
-// Stats returns the projection's statistics.
-func (e *Engine) Stats() Stats {
-	st := e.proj.Stats()
-	return Stats{Seq: st.Seq, Folded: st.Folded, CheckpointSeq: e.loadedSeq, CheckpointRejected: e.cpReject, Lag: st.Lag}
-}
-
-// Checkpoint writes the live projection to the checkpoint bucket now
-// (nothing when it is already there, when checkpoints are off, or when the
-// projection failed: checkpoint.Keeper.Save).
-func (e *Engine) Checkpoint(ctx context.Context) error {
-	if e.keeper == nil {
-		return nil
-	}
-	return e.keeper.Save(ctx)
 }
 
 // Bucket is the state bucket, which also holds the work publisher's
@@ -280,12 +197,6 @@ func (e *Engine) Close(ctx context.Context) error {
 	e.cmdMu.Lock()
 	e.closed = true
 	e.cmdMu.Unlock()
-	if e.lease != nil {
-		// Give the lease up first: another engine takes over at once.
-		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		e.lease.Release(rctx)
-		cancel()
-	}
 	if e.cancel != nil {
 		e.cancel()
 	}
@@ -296,60 +207,6 @@ func (e *Engine) Close(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// LastSeq is the stream's last sequence as the server reports it now.
-func (e *Engine) LastSeq(ctx context.Context) (uint64, error) { return e.reader.LastSeq(ctx) }
-
-// Reader is the engine's reader of the event log.
-func (e *Engine) Reader() *eventlog.Reader { return e.reader }
-
-// CatchUp waits until the projection has applied everything the stream held
-// when it was called. It fails at once, with ErrDamaged, when the stream
-// lost events the projection would otherwise wait for (see store.go).
-func (e *Engine) CatchUp(ctx context.Context) error {
-	var last uint64
-	var d *eventlog.Damage
-	err := e.elog.Retry(ctx, func(ctx context.Context) error {
-		var err error
-		last, d, err = e.reader.Check(ctx, 0, 0)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("engine: %w", err)
-	}
-	if d != nil {
-		return damaged(d)
-	}
-	return e.waitFor(ctx, last)
-}
-
-// waitFor waits until the projection has applied seq (live.WaitFor); a
-// projection that found the stream damaged fails it with ErrDamaged.
-func (e *Engine) waitFor(ctx context.Context, seq uint64) error {
-	err := e.proj.WaitFor(ctx, seq)
-	if d, ok := eventlog.IsDamage(err); ok && !errors.Is(err, ErrDamaged) {
-		return damaged(d)
-	}
-	return err
-}
-
-// Projection is the engine's live projection.
-func (e *Engine) Projection() *live.Projection { return e.proj }
-
-// View runs fn with the live projection state under its read lock. fn must
-// not keep or modify st (live.Projection.Read).
-func (e *Engine) View(fn func(st *projections.State)) { e.proj.Read(fn) }
-
-// Watch returns a channel closed at the next change of the live projection
-// (an applied event), and the projection's failure, if it has failed
-// (live.Projection.Watch).
-func (e *Engine) Watch() (<-chan struct{}, error) { return e.proj.Watch() }
-
-// Await blocks until cond holds on the live projection (checked after
-// every applied event) or ctx ends (live.Projection.Await).
-func (e *Engine) Await(ctx context.Context, cond func(st *projections.State) bool) error {
-	return e.proj.Await(ctx, cond)
 }
 
 // Now is the engine's clock.
@@ -375,16 +232,6 @@ func (e *Engine) handle(ctx context.Context, cmd commands.Command) commands.Repl
 	if !m.At.IsZero() && !e.cfg.TrustCommandTime && !commands.IsInternalID(m.ID) {
 		return commands.Rejection(commands.Errorf(commands.CodeInvalid, "at",
 			"at %s: this engine runs on its own clock, the only clock; send the command without at", m.At.UTC().Format(time.RFC3339)))
-	}
-	if m.AfterSeq > 0 {
-		if err := e.awaitSeq(ctx, m.AfterSeq); err != nil {
-			return commands.Rejection(err)
-		}
-	}
-	_, isQuery := cmd.(commands.Query)
-	if on, _ := e.Writing(); !on && !isQuery && e.lease != nil {
-		// Sent on as received: the writer's clock gives it its time.
-		return e.forward(ctx, cmd)
 	}
 	if m.At.IsZero() {
 		m.At = e.Now()

@@ -19,9 +19,9 @@ import (
 // (holder of the lead token, then of cmdMu) takes the whole queue,
 // decides every command in it against the same view, publishes the
 // independent ones together (all in flight at once, each under its own
-// expected sequence and message id), and lets go of leadership before it
-// waits for their acks, so the next group is decided while this one is
-// being stored.
+// fencing token and message id: see publish), and lets go of leadership
+// before it waits for their acks, so the next group is decided while this
+// one is being stored.
 //
 // Independent means one event each, on distinct snapshot subjects and
 // distinct tables, with no repair debt closing, and touching no subject,

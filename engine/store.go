@@ -7,6 +7,8 @@ import (
 	"log/slog"
 
 	"github.com/tidemark/tidemark/eventlog"
+	"github.com/tidemark/tidemark/live"
+	"github.com/tidemark/tidemark/projections"
 )
 
 // A damaged store (a truncated or corrupted block file of the event
@@ -86,4 +88,91 @@ func (e *Engine) Storage() (replicas int, memory bool) {
 // attempt is made.
 func (e *Engine) Retry(ctx context.Context, call func(context.Context) error) error {
 	return e.elog.Retry(ctx, call)
+}
+
+// Stats describes the live projection.
+type Stats struct {
+	// Seq is the last sequence applied.
+	Seq uint64 `json:"seq"`
+	// Folded counts the events this engine folded since it opened (not
+	// those a checkpoint brought in).
+	Folded uint64 `json:"folded"`
+	// CheckpointSeq is the checkpoint the projection started from (0: it
+	// folded the stream from the start).
+	CheckpointSeq uint64 `json:"checkpoint_seq"`
+	// CheckpointRejected says why a stored checkpoint was not used.
+	CheckpointRejected string `json:"checkpoint_rejected,omitempty"`
+	// Lag is how many stored events were not applied yet at the last
+	// delivery.
+	Lag uint64 `json:"lag"`
+}
+
+// Stats returns the projection's statistics.
+func (e *Engine) Stats() Stats {
+	st := e.proj.Stats()
+	return Stats{Seq: st.Seq, Folded: st.Folded, CheckpointSeq: e.loadedSeq, CheckpointRejected: e.cpReject, Lag: st.Lag}
+}
+
+// Checkpoint writes the live projection to the checkpoint bucket now
+// (nothing when it is already there, when checkpoints are off, or when the
+// projection failed: checkpoint.Keeper.Save).
+func (e *Engine) Checkpoint(ctx context.Context) error {
+	if e.keeper == nil {
+		return nil
+	}
+	return e.keeper.Save(ctx)
+}
+
+// LastSeq is the stream's last sequence as the server reports it now.
+func (e *Engine) LastSeq(ctx context.Context) (uint64, error) { return e.reader.LastSeq(ctx) }
+
+// Reader is the engine's reader of the event log.
+func (e *Engine) Reader() *eventlog.Reader { return e.reader }
+
+// CatchUp waits until the projection has applied everything the stream held
+// when it was called. It fails at once, with ErrDamaged, when the stream
+// lost events the projection would otherwise wait for (see store.go).
+func (e *Engine) CatchUp(ctx context.Context) error {
+	var last uint64
+	var d *eventlog.Damage
+	err := e.elog.Retry(ctx, func(ctx context.Context) error {
+		var err error
+		last, d, err = e.reader.Check(ctx, 0, 0)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	if d != nil {
+		return damaged(d)
+	}
+	return e.waitFor(ctx, last)
+}
+
+// waitFor waits until the projection has applied seq (live.WaitFor); a
+// projection that found the stream damaged fails it with ErrDamaged.
+func (e *Engine) waitFor(ctx context.Context, seq uint64) error {
+	err := e.proj.WaitFor(ctx, seq)
+	if d, ok := eventlog.IsDamage(err); ok && !errors.Is(err, ErrDamaged) {
+		return damaged(d)
+	}
+	return err
+}
+
+// Projection is the engine's live projection.
+func (e *Engine) Projection() *live.Projection { return e.proj }
+
+// View runs fn with the live projection state under its read lock. fn must
+// not keep or modify st (live.Projection.Read).
+func (e *Engine) View(fn func(st *projections.State)) { e.proj.Read(fn) }
+
+// Watch returns a channel closed at the next change of the live projection
+// (an applied event), and the projection's failure, if it has failed
+// (live.Projection.Watch).
+func (e *Engine) Watch() (<-chan struct{}, error) { return e.proj.Watch() }
+
+// Await blocks until cond holds on the live projection (checked after
+// every applied event) or ctx ends (live.Projection.Await).
+func (e *Engine) Await(ctx context.Context, cond func(st *projections.State) bool) error {
+	return e.proj.Await(ctx, cond)
 }

@@ -7,27 +7,37 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidemark/tidemark/cluster"
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 )
 
-// writerFirst returns the engines with the writer first, waiting (bounded)
-// until one of them is the writer.
-func writerFirst(t *testing.T, es []*engine.Engine) []*engine.Engine {
+// members makes each engine a cluster member, and returns them with the
+// writer first, waiting (bounded) until one of them is the writer.
+func members(t *testing.T, es []*engine.Engine) []*cluster.Member {
 	t.Helper()
+	var ms []*cluster.Member
+	for _, e := range es {
+		m, err := cluster.Join(t.Context(), e, cluster.Config{Logger: quiet()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Leave(context.Background()) })
+		ms = append(ms, m)
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	for {
-		for i, e := range es {
-			if on, _ := e.Writing(); on {
-				out := []*engine.Engine{e}
-				out = append(out, es[:i]...)
-				return append(out, es[i+1:]...)
+		for i, m := range ms {
+			if on, _ := m.Writing(); on {
+				out := []*cluster.Member{m}
+				out = append(out, ms[:i]...)
+				return append(out, ms[i+1:]...)
 			}
 		}
-		_, changed := es[0].Writing()
+		_, changed := ms[0].Writing()
 		select {
 		case <-ctx.Done():
 			t.Fatal("no writer")
@@ -44,8 +54,8 @@ func writerFirst(t *testing.T, es []*engine.Engine) []*engine.Engine {
 // follower is carried out by the writer and answered once the follower has
 // applied it.
 func TestReadYourWrites(t *testing.T) {
-	es := writerFirst(t, replicas(t, 2))
-	w, f := es[0], es[1]
+	ms := members(t, replicas(t, 2))
+	w, f := ms[0], ms[1]
 	ctx := t.Context()
 	const snaps, each = 20, 150
 	for s := 0; s < snaps; s++ {
@@ -84,7 +94,7 @@ func TestReadYourWrites(t *testing.T) {
 	// A write sent to the follower: carried out by the writer, answered
 	// once the follower has applied it.
 	r = must(t, f.Handle(ctx, &commands.RegisterSnapshot{Meta: meta(at(0)), Model: "late", Version: "v1", Cron: "@hourly", Start: t0}))
-	if got := f.Stats().Seq; got < r.Seq {
+	if got := f.Engine().Stats().Seq; got < r.Seq {
 		t.Fatalf("the follower replied before applying its write: at %d, stored at %d", got, r.Seq)
 	}
 	if on, _ := f.Writing(); on {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/tidemark/tidemark/cluster"
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/natsnode"
 	"github.com/tidemark/tidemark/scheduler"
@@ -88,9 +89,20 @@ func newServeCmd() *cobra.Command {
 				eng.Close(context.WithoutCancel(ctx))
 				return &exitError{code: 2, err: err}
 			}
-			svc, err := transport.Serve(node.Conn(), eng, transport.ServiceConfig{Logger: log, RateLimit: rateLimit})
+			// One writer among the engines sharing the stream: this one
+			// forwards commands that write while another holds the lease.
+			member, err := cluster.Join(ctx, eng, cluster.Config{Logger: log})
 			if err != nil {
 				eng.Close(context.WithoutCancel(ctx))
+				return &exitError{code: 2, err: err}
+			}
+			stop := func() {
+				member.Leave(context.WithoutCancel(ctx))
+				eng.Close(context.WithoutCancel(ctx))
+			}
+			svc, err := transport.Serve(node.Conn(), member, transport.ServiceConfig{Logger: log, RateLimit: rateLimit})
+			if err != nil {
+				stop()
 				return &exitError{code: 2, err: err}
 			}
 			var httpSrv *http.Server
@@ -99,13 +111,13 @@ func newServeCmd() *cobra.Command {
 				h, err := (&web.Server{Proj: eng.Projection(), Log: eng.Reader(), Registry: eng.Registry(), Clock: eng.Now, Logger: log.With("subsystem", "http")}).Handler()
 				if err != nil {
 					_ = svc.Stop()
-					eng.Close(context.WithoutCancel(ctx))
+					stop()
 					return &exitError{code: 2, err: err}
 				}
 				ln, err := net.Listen("tcp", httpAddr)
 				if err != nil {
 					_ = svc.Stop()
-					eng.Close(context.WithoutCancel(ctx))
+					stop()
 					return &exitError{code: 2, err: fmt.Errorf("--http %s: %w", httpAddr, err)}
 				}
 				httpSrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
@@ -128,7 +140,7 @@ func newServeCmd() *cobra.Command {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				whileWriting(schedCtx, eng, log,
+				whileWriting(schedCtx, member, log,
 					func(ctx context.Context) { _ = sched.Run(ctx) },
 					func(ctx context.Context) { _ = catchUps.Run(ctx) },
 					func(ctx context.Context) {
@@ -166,6 +178,7 @@ func newServeCmd() *cobra.Command {
 			_ = svc.Stop()
 			stopSched()
 			wg.Wait()
+			member.Leave(context.Background())
 			if err := eng.Close(context.Background()); err != nil {
 				return err
 			}
@@ -220,10 +233,10 @@ func storeHint(err error, dataDir, natsURL string) error {
 	return fmt.Errorf("%w\nthe store in %s lost acknowledged events: stop, keep a copy of the directory, and restore it from a backup (`tidemark replay --data-dir %s` lists what is left; see docs/security.md)", err, dataDir, dataDir)
 }
 
-// whileWriting runs loops each time eng becomes the writer, and stops them
+// whileWriting runs loops each time the member becomes the writer, and stops them
 // (waiting for them to return) when it stops being the writer, until ctx
 // ends.
-func whileWriting(ctx context.Context, eng *engine.Engine, log *slog.Logger, loops ...func(context.Context)) {
+func whileWriting(ctx context.Context, eng *cluster.Member, log *slog.Logger, loops ...func(context.Context)) {
 	for {
 		if err := eng.AwaitWriting(ctx); err != nil {
 			return
