@@ -20,7 +20,8 @@
 // commands on their own (scheduler, catch-up driver, work publisher) run
 // where Writing says so (cmd/tidemark serve).
 //
-// Importers: cmd/tidemark, bench, tests.
+// It knows the engine only as a Writer (an *engine.Engine), so it imports
+// no engine. Importers: cmd/tidemark, bench, tests.
 package cluster
 
 import (
@@ -30,13 +31,31 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tidemark/tidemark/commands"
-	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/lease"
+	"github.com/tidemark/tidemark/live"
 	"github.com/tidemark/tidemark/transport"
 )
+
+// Writer is what a member needs of its engine (an *engine.Engine): it
+// carries out commands, and reads the stream through its live projection.
+type Writer interface {
+	commands.Handler
+	Conn() *nats.Conn
+	JetStream() jetstream.JetStream
+	Projection() *live.Projection
+	LastSeq(ctx context.Context) (uint64, error)
+	// CatchUp waits until the projection has applied what the stream held.
+	CatchUp(ctx context.Context) error
+	// Storage is the stream's replicas and storage, which the lease bucket
+	// follows; Retry runs a JetStream call as the engine provisions its
+	// own (waiting for a forming cluster).
+	Storage() (replicas int, memory bool)
+	Retry(ctx context.Context, call func(context.Context) error) error
+}
 
 // Config configures a Member.
 type Config struct {
@@ -52,7 +71,7 @@ type Config struct {
 
 // Member is an engine taking part in the election of the writer.
 type Member struct {
-	e     *engine.Engine
+	e     Writer
 	lease *lease.Lease
 	log   *slog.Logger
 
@@ -66,7 +85,7 @@ type Member struct {
 
 // Join makes e a member: it provisions the lease bucket and starts taking
 // part in the election. Call Leave before closing e.
-func Join(ctx context.Context, e *engine.Engine, cfg Config) (*Member, error) {
+func Join(ctx context.Context, e Writer, cfg Config) (*Member, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -103,7 +122,7 @@ func (m *Member) Leave(ctx context.Context) {
 }
 
 // Engine is the member's engine.
-func (m *Member) Engine() *engine.Engine { return m.e }
+func (m *Member) Engine() Writer { return m.e }
 
 // Writing reports whether this member is the writer now, and a channel
 // closed when that changes.

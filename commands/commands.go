@@ -36,12 +36,13 @@ type Meta struct {
 	At time.Time `msgpack:"at,omitempty" json:"at,omitempty"`
 	// Correlation groups related commands (a plan id, a run id).
 	Correlation string `msgpack:"correlation,omitempty" json:"correlation,omitempty"`
-	// AfterSeq is read-your-writes: the engine answering waits until its
-	// projection has applied this stream sequence (the highest Seq a reply
-	// told the client) before it decides or answers, so that what the
-	// client was told exists is seen by any node. 0: no wait. A sequence
-	// beyond the stream's last is refused (invalid, field after_seq). Not
-	// part of the command's digest: a retry may carry another.
+	// AfterSeq is read-your-writes: the cluster member answering (package
+	// cluster; every engine serve runs is one) waits until its projection
+	// has applied this stream sequence (the highest Seq a reply told the
+	// client) before it decides or answers, so that what the client was
+	// told exists is seen by any member. 0: no wait. A sequence beyond the
+	// stream's last is refused (invalid, field after_seq). Not part of the
+	// command's digest: a retry may carry another.
 	AfterSeq uint64 `msgpack:"after_seq,omitempty" json:"after_seq,omitempty"`
 }
 

@@ -94,7 +94,7 @@ func TestReadYourWrites(t *testing.T) {
 	// A write sent to the follower: carried out by the writer, answered
 	// once the follower has applied it.
 	r = must(t, f.Handle(ctx, &commands.RegisterSnapshot{Meta: meta(at(0)), Model: "late", Version: "v1", Cron: "@hourly", Start: t0}))
-	if got := f.Engine().Stats().Seq; got < r.Seq {
+	if got := f.Engine().Projection().Seq(); got < r.Seq {
 		t.Fatalf("the follower replied before applying its write: at %d, stored at %d", got, r.Seq)
 	}
 	if on, _ := f.Writing(); on {

@@ -1,4 +1,4 @@
-package replay_test
+package integration
 
 import (
 	"strings"
@@ -13,8 +13,8 @@ import (
 	"github.com/tidemark/tidemark/scenario"
 )
 
-// records plays a scenario file and reads its stream back.
-func records(t *testing.T, file string) []events.Record {
+// scenarioRecords plays a scenario file and reads its stream back.
+func scenarioRecords(t *testing.T, file string) []events.Record {
 	t.Helper()
 	f, err := scenario.Load("../testdata/scenarios/" + file)
 	if err != nil {
@@ -47,7 +47,7 @@ func fields(divs []replay.Divergence) string {
 // catch-up request; a tampered record, or a tampered fact it was based on,
 // is reported naming the field.
 func TestVerifyDetectsTampering(t *testing.T) {
-	recs := records(t, "catch-up-then-allowance.yaml")
+	recs := scenarioRecords(t, "catch-up-then-allowance.yaml")
 	if divs := replay.Verify(recs); len(divs) != 0 {
 		t.Fatalf("untouched history diverges: %v", divs)
 	}
