@@ -85,3 +85,16 @@ func BenchmarkCluster(b *testing.B) {
 		b.Logf("%+v", *res)
 	}
 }
+
+// BenchmarkClusterCrash is BenchmarkCluster with the writer's member
+// crashing (its lease is not given up).
+func BenchmarkClusterCrash(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		res, err := RunCluster(b.Context(), ClusterOptions{Rate: clusterRate, Duration: clusterQuickLoad, Senders: 64, Promotions: 5, Failover: true, Crash: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(res.Failover)/1e6, "failover-ms")
+		b.Logf("%+v", *res)
+	}
+}
