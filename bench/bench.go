@@ -1,6 +1,7 @@
 // Package bench measures tidemark against the JetStream it stands on: each
 // figure runs tidemark's path and the raw JetStream equivalent in the same
 // run, on the same server settings, and reports the ratio against a goal.
+// Importers: cmd/tidemark (tidemark bench), integration (the cluster run).
 package bench
 
 import (

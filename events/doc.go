@@ -23,4 +23,7 @@
 //	ev := events.New(ids, at, events.SnapshotRegistered{...})
 //	b, err := events.Encode(ev)
 //	back, err := events.Decode(b)
+//
+// Importers: every package of the module but events/interval and
+// internal/msgp.
 package events

@@ -1,5 +1,7 @@
 // Package models is what a model version is: its definition's fingerprint
 // and the names of its versions (content-derived and plan-derived).
+//
+// Importers: commands, modelfile, projections, decide, scenario.
 package models
 
 import (

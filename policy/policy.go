@@ -14,6 +14,8 @@
 // backfill the suffix (and recompute overlapping downstream intervals);
 // Retry then re-checks every candidate strictly, and the allowance, when
 // set too, judges whatever is still missing.
+//
+// Importers: decide, replay, bench.
 package policy
 
 import (

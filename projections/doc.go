@@ -8,4 +8,7 @@
 // yields the same State, live or in replay. Events must be applied in stream
 // order; an event at or below State.Seq is ignored, which makes redelivery
 // harmless.
+//
+// Importers: policy, decide, views, replay, live, checkpoint, engine, work,
+// scheduler, web, scenario, bench.
 package projections

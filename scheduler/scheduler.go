@@ -1,6 +1,7 @@
 // Package scheduler holds the loops that issue commands on their own: the
 // Scheduler, which records the advances of every cron tick, and CatchUps,
 // which records the strict retry of every open catch-up request.
+// Both run on the writer only. Importers: cmd/tidemark, scenario.
 package scheduler
 
 import (

@@ -2,6 +2,8 @@
 // make due (Of), the work-queue stream and consumer they travel on, and the
 // Publisher that derives them from the event stream and hands them to
 // workers (work/shell) or runs them in-process (a Runner, work/inproc).
+//
+// Importers: work/shell, work/inproc, scheduler, scenario, cmd/tidemark.
 package work
 
 import (

@@ -5,6 +5,9 @@
 // All times are UTC. An interval is half-open, [Start, End), and aligned to a
 // Unit. Coverage is a Set of disjoint, non-touching ranges, never a list of
 // single intervals, so its cost follows the number of ranges.
+//
+// Importers: every package that handles time ranges; it imports no other
+// package of the module (and no msgpack: its codec is in internal/msgp).
 package interval
 
 import (

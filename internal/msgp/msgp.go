@@ -6,6 +6,8 @@
 // they write the bytes the reflective msgpack encoder writes and read the
 // maps it reads (a value that is not a map is an error, ErrNotMap); the
 // tests of each type check both against a reflective oracle.
+//
+// Importers: events, commands.
 package msgp
 
 import (

@@ -1,5 +1,6 @@
 // Package shell is the `tidemark worker` side of the work protocol: it
 // pulls work items and runs a shell command (sh -c) once per batch.
+// Importers: cmd/tidemark (tidemark worker).
 package shell
 
 import (
