@@ -2,6 +2,7 @@ package projections
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -456,6 +457,59 @@ func (s *State) LatestVersion(model string) *Snapshot {
 		}
 	}
 	return best
+}
+
+// UpstreamOf is what snapshot id reads: for each model it depends on, the
+// upstream snapshot it was planned against. Those fixed at its
+// registration (a derived version's Upstream) come first; the rest come
+// from the newest plan that has it as a candidate. missing names the
+// dependencies neither says (a snapshot never planned).
+func (s *State) UpstreamOf(id string) (upstream map[string]string, missing []string) {
+	sn, ok := s.Snapshots[id]
+	if !ok {
+		return nil, nil
+	}
+	upstream = map[string]string{}
+	add := func(ids []string) {
+		for _, up := range ids {
+			if m, _, ok := events.ParseSnapshotID(up); ok {
+				if _, seen := upstream[m]; !seen {
+					upstream[m] = up
+				}
+			}
+		}
+	}
+	add(sn.Upstream)
+	var newest *Plan
+	for _, pl := range s.Plans {
+		if newest != nil && pl.BuiltSeq <= newest.BuiltSeq {
+			continue
+		}
+		for _, c := range pl.Built.Candidates {
+			if c.Snapshot == id {
+				newest = pl
+				break
+			}
+		}
+	}
+	if newest != nil {
+		for _, c := range newest.Built.Candidates {
+			if c.Snapshot == id {
+				add(c.Upstream)
+			}
+		}
+	}
+	for _, dep := range sn.DependsOn {
+		if _, ok := upstream[dep]; !ok {
+			missing = append(missing, dep)
+		}
+	}
+	for m := range upstream {
+		if !slices.Contains(sn.DependsOn, m) {
+			delete(upstream, m)
+		}
+	}
+	return upstream, missing
 }
 
 // Apply folds one event, stored at stream sequence seq, into s. Events at or

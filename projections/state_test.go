@@ -85,3 +85,50 @@ func TestApplyIsIdempotentAndTolerant(t *testing.T) {
 		t.Fatalf("skip: %+v", st)
 	}
 }
+
+// A snapshot reads the upstream snapshots it was planned against: fixed at
+// registration first (a derived version), then the newest plan that has
+// it as a candidate; a dependency neither names is reported missing.
+func TestUpstreamOf(t *testing.T) {
+	f := &folder{t: t, st: New(), ids: events.NewIDSource()}
+	reg := func(model, version string, deps []string, upstream ...string) {
+		id := model + "@" + version
+		f.apply(hr(0), events.SnapshotRegistered{Snapshot: id, Model: model, Version: version, Cron: "0 * * * *", Unit: interval.Hour, Start: t0,
+			Kind: events.Incremental, Table: id, DependsOn: deps, Upstream: upstream})
+	}
+	reg("raw", "v1", nil)
+	reg("raw", "v2", nil)
+	reg("events", "v1", []string{"raw"})
+	reg("rollup", "v1", []string{"events", "raw"})
+	reg("rollup", "v1+p9", []string{"events", "raw"}, "events@v1")
+	if up, missing := f.st.UpstreamOf("events@v1"); len(up) != 0 || len(missing) != 1 || missing[0] != "raw" {
+		t.Fatalf("never planned: %v missing %v", up, missing)
+	}
+	cand := func(snap string, up ...string) events.Candidate {
+		m, _, _ := events.ParseSnapshotID(snap)
+		return events.Candidate{Model: m, Snapshot: snap, Table: snap, Upstream: up}
+	}
+	f.apply(hr(1), events.PlanBuilt{Plan: "p1", Env: "prod", Candidates: []events.Candidate{cand("events@v1", "raw@v1"), cand("rollup@v1", "events@v1", "raw@v1")}})
+	f.apply(hr(2), events.PlanBuilt{Plan: "p2", Env: "dev", Candidates: []events.Candidate{cand("events@v1", "raw@v2")}})
+	for _, c := range []struct {
+		snap string
+		want map[string]string
+	}{
+		{"events@v1", map[string]string{"raw": "raw@v2"}},                        // the newest plan
+		{"rollup@v1", map[string]string{"events": "events@v1", "raw": "raw@v1"}}, // its only plan
+		{"rollup@v1+p9", map[string]string{"events": "events@v1"}},               // fixed at registration; raw never planned
+	} {
+		up, _ := f.st.UpstreamOf(c.snap)
+		if len(up) != len(c.want) {
+			t.Fatalf("%s: %v, want %v", c.snap, up, c.want)
+		}
+		for m, s := range c.want {
+			if up[m] != s {
+				t.Fatalf("%s: %v, want %v", c.snap, up, c.want)
+			}
+		}
+	}
+	if _, missing := f.st.UpstreamOf("rollup@v1+p9"); len(missing) != 1 || missing[0] != "raw" {
+		t.Fatalf("rollup@v1+p9 missing %v", missing)
+	}
+}
