@@ -111,7 +111,7 @@ func TestPermissions(t *testing.T) {
 	// auditor: reads the stream, publishes no command, cannot purge.
 	aConn, aViolations := asUser(t, clientURL, "auditor")
 	ajs, _ := jetstream.New(aConn)
-	recs, err := readLog(ctx, ajs)
+	recs, err := jstest.ReadLog(ctx, ajs)
 	if err != nil || len(recs) == 0 {
 		t.Fatalf("auditor replay: %d records, %v", len(recs), err)
 	}

@@ -215,7 +215,7 @@ func TestNodeLoss(t *testing.T) {
 	if err := <-loadDone; err != nil {
 		t.Fatal(err)
 	}
-	recs, err := readLog(ctx, running(nodes).e.JetStream())
+	recs, err := jstest.ReadLog(ctx, running(nodes).e.JetStream())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/internal/jstest"
 	"github.com/tidemark/tidemark/transport"
 	"github.com/tidemark/tidemark/work"
 	"github.com/tidemark/tidemark/work/shell"
@@ -152,7 +153,7 @@ func TestAuditorConsumersBounded(t *testing.T) {
 		t.Errorf("no permission violation for the auditor's consumer create: %v", violations())
 	}
 	// Its reads still work, and leave nothing behind.
-	recs, err := readLog(ctx, ajs)
+	recs, err := jstest.ReadLog(ctx, ajs)
 	if err != nil || len(recs) == 0 || recs[len(recs)-1].Seq != lastSeq(t, e) {
 		t.Fatalf("auditor replay: %d records, %v", len(recs), err)
 	}

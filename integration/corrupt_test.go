@@ -17,6 +17,7 @@ import (
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/internal/jstest"
 	"github.com/tidemark/tidemark/natsnode"
 	"github.com/tidemark/tidemark/replay"
 )
@@ -51,7 +52,7 @@ func storeWithHistory(t *testing.T, checkpointEvery int) (dir, blk string, ids [
 	}
 	deploy(t, e, "prod", "d1", "v1", at(6))
 	deploy(t, e, "qa", "d2", "v1", at(6))
-	recs, err := readLog(t.Context(), e.JetStream())
+	recs, err := jstest.ReadLog(t.Context(), e.JetStream())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +198,7 @@ func TestForeignMessageNamed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs, err := readLog(ctx, js)
+	recs, err := jstest.ReadLog(ctx, js)
 	d, ok := eventlog.IsDamage(err)
 	if !ok || len(d.Missing) != 0 || len(d.Bad) != 1 || d.Bad[0].Seq != ack.Sequence || d.Bad[0].Subject != "tidemark.evt.x" ||
 		!strings.Contains(err.Error(), "seq "+strconv.FormatUint(ack.Sequence, 10)+" on tidemark.evt.x") {

@@ -185,7 +185,7 @@ func TestCrashSafety(t *testing.T) {
 	}
 
 	e := open(t, engine.Config{}, nodeOn(t, dataDir))
-	recs, err := readLog(ctx, e.JetStream())
+	recs, err := jstest.ReadLog(ctx, e.JetStream())
 	if err != nil {
 		t.Fatal(err)
 	}

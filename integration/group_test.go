@@ -10,6 +10,7 @@ import (
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/internal/jstest"
 	"github.com/tidemark/tidemark/projections"
 	"github.com/tidemark/tidemark/replay"
 	"github.com/tidemark/tidemark/transport"
@@ -82,7 +83,7 @@ func TestGroupCommit(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	recs, err := readLog(ctx, e.JetStream())
+	recs, err := jstest.ReadLog(ctx, e.JetStream())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,7 +59,7 @@ func TestSchedulerReplicas(t *testing.T) {
 			}
 		}
 	}
-	recs, err := readLog(ctx, rs[0].JetStream())
+	recs, err := jstest.ReadLog(ctx, rs[0].JetStream())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestConflictingWritersAcrossReplicas(t *testing.T) {
 			t.Fatalf("trial %d: %d of %d promotions accepted", trial, accepted, n)
 		}
 	}
-	recs, err := readLog(ctx, rs[0].JetStream())
+	recs, err := jstest.ReadLog(ctx, rs[0].JetStream())
 	if err != nil {
 		t.Fatal(err)
 	}

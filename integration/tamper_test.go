@@ -28,7 +28,7 @@ func scenarioRecords(t *testing.T, file string) []events.Record {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs, err := readLog(t.Context(), js)
+	recs, err := jstest.ReadLog(t.Context(), js)
 	if err != nil {
 		t.Fatal(err)
 	}

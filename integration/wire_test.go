@@ -263,7 +263,7 @@ func TestInboxesArePrivate(t *testing.T) {
 	}
 	aConn, _ := asUser(t, clientURL, "auditor")
 	ajs, _ := jetstream.New(aConn)
-	if recs, err := readLog(ctx, ajs); err != nil || len(recs) == 0 {
+	if recs, err := jstest.ReadLog(ctx, ajs); err != nil || len(recs) == 0 {
 		t.Fatalf("auditor replay: %d records, %v", len(recs), err)
 	}
 	time.Sleep(200 * time.Millisecond)

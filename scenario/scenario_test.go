@@ -258,7 +258,7 @@ func replayed(t *testing.T, dir string) {
 func reopen(t *testing.T, dir string) (*engine.Engine, []events.Record) {
 	t.Helper()
 	e := jstest.Engine(t, engine.Config{}, jstest.Node(t, natsnode.Config{DataDir: dir}))
-	recs, err := readLog(t.Context(), e.JetStream())
+	recs, err := jstest.ReadLog(t.Context(), e.JetStream())
 	if err != nil {
 		t.Fatal(err)
 	}

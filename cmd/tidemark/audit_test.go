@@ -13,6 +13,7 @@ import (
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/internal/jstest"
 	"github.com/tidemark/tidemark/natsnode"
 	"github.com/tidemark/tidemark/replay"
 )
@@ -36,7 +37,7 @@ func copyStream(t *testing.T, src string, edit func(*events.Event)) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs, err := readLog(ctx, from.JetStream())
+	recs, err := jstest.ReadLog(ctx, from.JetStream())
 	from.Close()
 	if err != nil {
 		t.Fatal(err)

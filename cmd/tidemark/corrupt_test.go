@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/internal/jstest"
 )
 
 // runCLIWithin runs the CLI like runCLI, bounded by ctx (the test's own
@@ -123,7 +124,7 @@ func eventIDs(t *testing.T, dataDir string) []string {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	recs, err := readLog(t.Context(), st.JetStream())
+	recs, err := jstest.ReadLog(t.Context(), st.JetStream())
 	if err != nil {
 		t.Fatal(err)
 	}

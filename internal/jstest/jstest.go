@@ -20,6 +20,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tidemark/tidemark/engine"
+	"github.com/tidemark/tidemark/eventlog"
+	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/natsnode"
 )
 
@@ -153,4 +155,14 @@ func FreePorts(t testing.TB, n int) []int {
 		ports[i] = l.Addr().(*net.TCPAddr).Port
 	}
 	return ports
+}
+
+// ReadLog reads js's whole event stream (eventlog.Reader.Read), damage
+// and all: the error names what the stream lost.
+func ReadLog(ctx context.Context, js jetstream.JetStream) ([]events.Record, error) {
+	r, err := eventlog.OpenReader(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	return r.Read(ctx, eventlog.ReadOptions{})
 }
