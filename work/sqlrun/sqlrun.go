@@ -1,0 +1,279 @@
+// Package sqlrun runs SQL models in the warehouse: Runner computes a work
+// item's SQL steps, interval by interval, before the item is recorded
+// complete, and Views keeps every environment's views on its incumbents'
+// snapshot tables, so that a promotion is a view swap (SQLMesh's virtual
+// update).
+//
+// Invariants. A snapshot's rows are written only into its own table
+// (TableName of its tidemark table), one transaction per interval
+// (warehouse.WriteInterval: delete the interval, insert the query's rows
+// in it), so running an item again rewrites the same rows. A snapshot
+// reads its upstream models from the snapshot tables it was planned
+// against (projections.State.UpstreamOf), never from an environment's
+// views. Completion is recorded only after every interval of the item is
+// committed. Views are a projection of the event stream: they are derived
+// from the live state (each env's incumbents) and applied idempotently,
+// all of an env's in one transaction, and again after a restart.
+//
+// Importers: cmd/tidemark, scenario.
+package sqlrun
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"sort"
+	"time"
+
+	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/live"
+	"github.com/tidemark/tidemark/projections"
+	"github.com/tidemark/tidemark/warehouse"
+	"github.com/tidemark/tidemark/work"
+)
+
+// TableName is the warehouse table (in schema warehouse.Schema) of a
+// tidemark table id (a snapshot's Table, e.g. "events@v1"): the model's
+// name, "__", and 12 hex digits of the id's SHA-256. Short, a plain SQL
+// identifier when the model's name is one, and the same for every
+// snapshot that shares the table (forward-only versions).
+func TableName(tableID string) string {
+	model := tableID
+	for i := 0; i < len(tableID); i++ {
+		if tableID[i] == '@' {
+			model = tableID[:i]
+			break
+		}
+	}
+	sum := sha256.Sum256([]byte(tableID))
+	return model + "__" + hex.EncodeToString(sum[:6])
+}
+
+// ModelOf is what the warehouse needs to compute snapshot id: its SQL,
+// time column, table and upstream tables. ok is false for a snapshot with
+// no SQL (its work is recorded done, as before); err names an upstream
+// model the snapshot was never planned against.
+func ModelOf(st *projections.State, id string) (m warehouse.Model, ok bool, err error) {
+	sn, found := st.Snapshots[id]
+	if !found {
+		return m, false, fmt.Errorf("sqlrun: unknown snapshot %s", id)
+	}
+	if sn.SQL == "" {
+		return m, false, nil
+	}
+	upstream, missing := st.UpstreamOf(id)
+	if len(missing) > 0 {
+		return m, false, fmt.Errorf("sqlrun: %s: no planned upstream snapshot for %v", id, missing)
+	}
+	m = warehouse.Model{Name: sn.Model, Table: TableName(sn.Table), SQL: sn.SQL, TimeColumn: sn.TimeColumn, Upstream: map[string]string{}}
+	for model, up := range upstream {
+		usn, found := st.Snapshots[up]
+		if !found {
+			return m, false, fmt.Errorf("sqlrun: %s reads %s, which is not registered", id, up)
+		}
+		m.Upstream[model] = TableName(usn.Table)
+	}
+	return m, true, nil
+}
+
+// Intervals splits ranges into the unit intervals they hold, in order; a
+// range's last interval may be partial (a model that allows partials).
+func Intervals(unit interval.Unit, ranges []interval.Range) []interval.Range {
+	var out []interval.Range
+	for _, r := range ranges {
+		for s := r.Start; s.Before(r.End); {
+			e := unit.Add(unit.Floor(s), 1)
+			if e.After(r.End) {
+				e = r.End
+			}
+			out = append(out, interval.R(s, e))
+			s = e
+		}
+	}
+	return out
+}
+
+// Runner computes work items in the warehouse, then hands them to Done,
+// which records them complete (an *inproc.Worker in serve).
+type Runner struct {
+	WH   *warehouse.Warehouse
+	Proj *live.Projection
+	Done work.Runner
+	Log  *slog.Logger
+}
+
+// Run computes every SQL step of item, in order (dependency order: an
+// upstream's rows are written before a downstream reads them), then
+// records the item done.
+func (r *Runner) Run(ctx context.Context, item work.Item, at time.Time) error {
+	for _, st := range item.Steps {
+		var m warehouse.Model
+		var ok bool
+		var err error
+		var unit interval.Unit
+		r.Proj.Read(func(s *projections.State) {
+			m, ok, err = ModelOf(s, st.Snapshot)
+			if sn := s.Snapshots[st.Snapshot]; sn != nil {
+				unit = sn.Unit
+			}
+		})
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		var rows int64
+		ivs := Intervals(unit, st.Ranges)
+		for _, iv := range ivs {
+			n, err := r.WH.WriteInterval(ctx, m, iv.Start, iv.End)
+			if err != nil {
+				return fmt.Errorf("sqlrun: %s %s: %w", st.Snapshot, iv, err)
+			}
+			rows += n
+		}
+		if r.Log != nil {
+			r.Log.Debug("computed", "snapshot", st.Snapshot, "intervals", len(ivs), "rows", rows, "item", item.ID)
+		}
+	}
+	return r.Done.Run(ctx, item, at)
+}
+
+// ActorName is the actor Done records the work as, when it names one.
+func (r *Runner) ActorName() string {
+	if a, ok := r.Done.(interface{ ActorName() string }); ok {
+		return a.ActorName()
+	}
+	return ""
+}
+
+// Views is what every environment's views read: env → model → the
+// incumbent's warehouse model (its table is the view's), for the
+// incumbents that have SQL. An incumbent whose upstream cannot be
+// resolved is left out, with the error.
+func Views(st *projections.State) (map[string]map[string]warehouse.Model, error) {
+	out := map[string]map[string]warehouse.Model{}
+	var errs []error
+	for name, env := range st.Envs {
+		for model, id := range env.Incumbents {
+			m, ok, err := ModelOf(st, id)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if !ok {
+				continue
+			}
+			if out[name] == nil {
+				out[name] = map[string]warehouse.Model{}
+			}
+			out[name][model] = m
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// Syncer keeps the warehouse's environment views on Views of the live
+// projection. One process owns a DuckDB warehouse: the Syncer runs where
+// the Runner does.
+type Syncer struct {
+	WH   *warehouse.Warehouse
+	Proj *live.Projection
+	Log  *slog.Logger
+}
+
+// Run applies Views now and after every change of the projection, until
+// ctx ends. Each env whose views differ from what this Syncer applied
+// last (everything, after a start) is swapped in one transaction. A
+// failed swap is retried at the next change, or after a second.
+func (s *Syncer) Run(ctx context.Context) error {
+	applied := map[string]map[string]string{}
+	for {
+		changed, err := s.Proj.Watch()
+		if err != nil {
+			return err
+		}
+		var want map[string]map[string]warehouse.Model
+		var verr error
+		s.Proj.Read(func(st *projections.State) { want, verr = Views(st) })
+		retry := false
+		if verr != nil && s.Log != nil {
+			s.Log.Warn("views", "err", verr)
+		}
+		envs := make([]string, 0, len(want))
+		for env := range want {
+			envs = append(envs, env)
+		}
+		sort.Strings(envs)
+		for _, env := range envs {
+			views := map[string]string{}
+			for model, m := range want[env] {
+				views[model] = m.Table
+			}
+			if maps.Equal(applied[env], views) {
+				continue
+			}
+			if err := s.swap(ctx, env, want[env], views); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				retry = true
+				if s.Log != nil {
+					s.Log.Warn("swapping views", "env", env, "err", err)
+				}
+				continue
+			}
+			applied[env] = views
+			if s.Log != nil {
+				s.Log.Info("views swapped", "env", env, "views", views)
+			}
+		}
+		var again <-chan time.Time
+		if retry {
+			again = time.After(time.Second)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-changed:
+		case <-again:
+		}
+	}
+}
+
+// swap points env's views at their tables, creating a snapshot table no
+// interval was written to yet (a view needs its table).
+func (s *Syncer) swap(ctx context.Context, env string, models map[string]warehouse.Model, views map[string]string) error {
+	// Upstream tables first: a table is created from its query, which
+	// reads them.
+	done := map[string]bool{}
+	for len(done) < len(models) {
+		progress := false
+		for name, m := range models {
+			if done[name] {
+				continue
+			}
+			ready := true
+			for up := range m.Upstream {
+				if _, inEnv := models[up]; inEnv && !done[up] {
+					ready = false
+				}
+			}
+			if !ready {
+				continue
+			}
+			if err := s.WH.EnsureTable(ctx, m); err != nil {
+				return err
+			}
+			done[name], progress = true, true
+		}
+		if !progress {
+			return fmt.Errorf("sqlrun: env %s: the models' upstream form a cycle", env)
+		}
+	}
+	return s.WH.Promote(ctx, env, views)
+}
