@@ -28,7 +28,9 @@ func TestValidate(t *testing.T) {
 		{"lookback over the bound", func(d *Definition) { d.Lookback = MaxLookback + 1 }, "lookback", "lookback", "lookback 10001: at most 10000 intervals", "lookback 10001: at most 10000 intervals"},
 		{"bad kind", func(d *Definition) { d.Kind = "full" }, "kind", "kind", `kind "full": want incremental or forward_only`, `"full": want incremental or forward_only`},
 		{"forward only", func(d *Definition) { d.Kind = events.ForwardOnly }, "", "", "", ""},
-		{"sql model", func(d *Definition) { d.SQL, d.TimeColumn = "SELECT * FROM raw WHERE ts >= @start_ts AND ts < @end_ts", "ts" }, "", "", "", ""},
+		{"sql model", func(d *Definition) {
+			d.SQL, d.TimeColumn = "SELECT * FROM raw WHERE ts >= @start_ts AND ts < @end_ts", "ts"
+		}, "", "", "", ""},
 		{"sql forward only", func(d *Definition) {
 			d.Kind, d.SQL, d.TimeColumn = events.ForwardOnly, "with x as (select 1) select * from x", "ts"
 		}, "", "", "", ""},
