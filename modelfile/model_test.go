@@ -57,6 +57,7 @@ func TestParseErrors(t *testing.T) {
 		{"lookback over the bound", strings.Replace(good, "    depends_on: [events]\n", "    lookback: 10001\n    depends_on: [events]\n", 1), "models.yaml:10: models[1].lookback: lookback 10001: at most 10000 intervals"},
 		{"negative lookback", strings.Replace(good, "    depends_on: [events]\n", "    lookback: -1\n    depends_on: [events]\n", 1), "models.yaml:10: models[1].lookback: lookback must be >= 0"},
 		{"no models", "models: []\n", "models.yaml:1: models: at least one model is required"},
+		{"no cron: the model's line", strings.Replace(good, "    cron: \"@daily\"\n", "", 1), "models.yaml:5: models[1].cron: cron is required"},
 		{"version with +", strings.Replace(good, "version: v3", "version: v3+p1", 1), `models.yaml:6: models[1].version: "v3+p1": '+' is reserved for derived versions`},
 		{"version ending in +", strings.Replace(good, "version: v3", "version: v3+", 1), `models.yaml:6: models[1].version: "v3+": '+' is reserved for derived versions`},
 		{"start off the cron's unit", strings.Replace(good, "    interval_unit: hour\n    start: 2026-12-01T00:00:00Z", "    start: 2026-12-01T05:00:00Z", 1), "models.yaml:8: models[1].start: 2026-12-01T05:00:00Z is not aligned to the day unit"},
