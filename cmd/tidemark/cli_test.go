@@ -218,4 +218,3 @@ func TestExitCodeMapping(t *testing.T) {
 		}
 	}
 }
-
