@@ -218,3 +218,16 @@ func TestExitCodeMapping(t *testing.T) {
 		}
 	}
 }
+
+// scenario run --json is a deprecated alias of -o json: the same output,
+// and a note on stderr.
+func TestScenarioJSONAlias(t *testing.T) {
+	want, _, code := runCLI(t, "scenario", "run", strictRace, "-o", "json")
+	if code != 0 {
+		t.Fatalf("-o json: exit %d", code)
+	}
+	got, stderr, code := runCLI(t, "scenario", "run", strictRace, "--json")
+	if code != 0 || got != want || !strings.Contains(stderr, "--json is deprecated: use -o json") {
+		t.Fatalf("--json: exit %d, stderr %q, output differs: %v", code, stderr, got != want)
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -103,5 +104,13 @@ func TestEventsTailFollows(t *testing.T) {
 	out, _, code := runCLI(t, "events", "get", "1", "--nats-url", s.nats)
 	if code != 0 || !strings.HasPrefix(out, "1\t") {
 		t.Fatalf("get 1: exit %d %q", code, out)
+	}
+	// Interrupted (Ctrl-C cancels the command's context), tail has
+	// printed what the stream holds and exits 0.
+	ctx, cancel := context.WithCancel(t.Context())
+	time.AfterFunc(time.Second, cancel)
+	out, stderr, code := runCLIWithin(ctx, "events", "tail", "--nats-url", s.nats)
+	if code != 0 || !strings.HasPrefix(out, "1\t") {
+		t.Fatalf("interrupted tail: exit %d %q %s", code, out, stderr)
 	}
 }

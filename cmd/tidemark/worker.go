@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -35,7 +36,7 @@ func newWorkerCmd() *cobra.Command {
 			}
 			nc, err := transport.Connect(natsURL, nats.Name("tidemark-worker"), nats.Timeout(5*time.Second), nats.MaxReconnects(-1))
 			if err != nil {
-				return &exitError{kind: usage, err: errors.New("cannot reach the tidemark server at " + natsURL + ": " + err.Error())}
+				return &exitError{kind: usage, err: fmt.Errorf("cannot reach the tidemark server at %s: %w", natsURL, err)}
 			}
 			defer nc.Close()
 			if w.JS, err = jetstream.New(nc); err != nil {
