@@ -26,10 +26,14 @@ func newExplainCmd() *cobra.Command {
 			defer closeStore()
 			x, err := replay.Explain(recs, args[0])
 			if err != nil {
+				kind := failed
+				if np := (*replay.NoPlanError)(nil); errors.As(err, &np) && dmg == nil {
+					kind = notFound
+				}
 				if dmg != nil {
 					err = errors.Join(dmg, err)
 				}
-				return &exitError{kind: failed, err: err}
+				return &exitError{kind: kind, err: err}
 			}
 			out := cmd.OutOrStdout()
 			if output == "json" {
