@@ -87,7 +87,7 @@ func awaitDecision(ctx context.Context, nc *nats.Conn, plan string, after uint64
 	}
 	r, err := eventlog.OpenReader(ctx, js)
 	if err != nil {
-		return nil, &exitError{kind: usage, err: fmt.Errorf("following plan %s: %v", plan, err)}
+		return nil, &exitError{kind: usage, err: fmt.Errorf("following plan %s: %w", plan, err)}
 	}
 	var d *events.PromotionDecided
 	errFound := errors.New("found")
@@ -104,7 +104,7 @@ func awaitDecision(ctx context.Context, nc *nats.Conn, plan string, after uint64
 	case ctx.Err() != nil:
 		return nil, &exitError{kind: failed, err: fmt.Errorf("no decision for %s within %s: the catch-up work is still outstanding (see `tidemark status`)", plan, wait)}
 	}
-	return nil, &exitError{kind: usage, err: fmt.Errorf("following plan %s: %v", plan, err)}
+	return nil, &exitError{kind: usage, err: fmt.Errorf("following plan %s: %w", plan, err)}
 }
 
 func printDecision(w io.Writer, d *events.PromotionDecided) {
