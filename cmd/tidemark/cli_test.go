@@ -212,6 +212,8 @@ func TestExitCodeMapping(t *testing.T) {
 		{&exitError{kind: usage, err: fmt.Errorf("x: %w", transport.ErrNoService)}, exitUnreachable},
 		{&exitError{kind: failed, err: fmt.Errorf("x: %w", &commands.Error{Code: commands.CodeNotFound})}, exitNotFound},
 		{&exitError{kind: failed, err: fmt.Errorf("x: %w", &commands.Error{Code: commands.CodeConflict})}, exitFailed},
+		{&exitError{kind: usage, err: &net.OpError{Op: "dial", Err: errors.New("no route to host")}}, exitUnreachable},
+		{&exitError{kind: usage, err: &net.OpError{Op: "listen", Err: errors.New("address already in use")}}, exitUsage},
 	} {
 		if got := exitCode(c.err); got != c.want {
 			t.Errorf("exitCode(%v) = %d, want %d", c.err, got, c.want)

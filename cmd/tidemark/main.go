@@ -87,7 +87,7 @@ func unreachable(err error) bool {
 	var op *net.OpError
 	return errors.Is(err, transport.ErrNoService) || errors.Is(err, nats.ErrNoServers) || errors.Is(err, nats.ErrNoResponders) ||
 		errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) ||
-		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.As(err, &op)
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) || (errors.As(err, &op) && op.Op == "dial")
 }
 
 // gcPercent is the GC target unless GOGC is set. The engine's live heap is
