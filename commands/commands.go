@@ -122,6 +122,10 @@ type RegisterSnapshot struct {
 	SnapshotKind  events.Kind   `msgpack:"kind,omitempty" json:"kind,omitempty"`
 	AllowPartials bool          `msgpack:"allow_partials,omitempty" json:"allow_partials,omitempty"`
 	DependsOn     []string      `msgpack:"depends_on,omitempty" json:"depends_on,omitempty"`
+	// SQL and TimeColumn are the version's query and the column of its rows
+	// in an interval (models.Definition): both or neither.
+	SQL        string `msgpack:"sql,omitempty" json:"sql,omitempty"`
+	TimeColumn string `msgpack:"time_column,omitempty" json:"time_column,omitempty"`
 }
 
 // BuildPlan builds a plan at the command's clock.
@@ -348,7 +352,8 @@ func snapshotRef(m *Meta, model, v string) error {
 // Definition is the version the registration defines.
 func (c *RegisterSnapshot) Definition() models.Definition {
 	return models.Definition{Model: c.Model, Version: c.Version, Cron: c.Cron, Unit: c.IntervalUnit, Start: c.Start,
-		Lookback: c.Lookback, Kind: c.SnapshotKind, AllowPartials: c.AllowPartials, DependsOn: c.DependsOn}
+		Lookback: c.Lookback, Kind: c.SnapshotKind, AllowPartials: c.AllowPartials, DependsOn: c.DependsOn,
+		SQL: c.SQL, TimeColumn: c.TimeColumn}
 }
 
 // Validate implements Command: the meta, then the definition

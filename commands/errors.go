@@ -117,10 +117,10 @@ type ModelStatus struct {
 	Model    string `msgpack:"model" json:"model"`
 	Snapshot string `msgpack:"snapshot" json:"snapshot"`
 	// Frontier is the end of the incumbent's coverage (zero: none).
-	Frontier time.Time `msgpack:"frontier" json:"frontier"`
+	Frontier time.Time `msgpack:"frontier" json:"frontier,omitzero"`
 	// Missing is what the incumbent misses before its frontier.
 	Missing  []interval.Range `msgpack:"missing" json:"missing"`
-	LastTick time.Time        `msgpack:"last_tick,omitempty" json:"last_tick,omitempty"`
+	LastTick time.Time        `msgpack:"last_tick,omitempty" json:"last_tick,omitzero"`
 	// OpenRepairs counts open repair debts of the model in the env.
 	OpenRepairs int `msgpack:"open_repairs" json:"open_repairs"`
 	// Failures counts failed runs of the incumbent.

@@ -172,6 +172,12 @@ type SnapshotRegistered struct {
 	// Table is the physical table the snapshot writes; coverage belongs to a
 	// table. A forward-only version shares its incumbent's table.
 	Table string `msgpack:"table" json:"table"`
+	// SQL is the version's query (a SELECT over its upstream models, using
+	// the macros @start_ts and @end_ts for the interval) and TimeColumn the
+	// column of its rows in the interval; both empty for a version without
+	// SQL (omitted, so such events encode as before SQL existed).
+	SQL        string `msgpack:"sql,omitempty" json:"sql,omitempty"`
+	TimeColumn string `msgpack:"time_column,omitempty" json:"time_column,omitempty"`
 }
 
 // Policy is the promotion policy a plan was built with.

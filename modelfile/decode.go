@@ -7,7 +7,7 @@ import (
 )
 
 // DecodeModel reads the model fields m gives (cron, interval_unit,
-// lookback, kind, allow_partials, start, depends_on) over base: a version's
+// lookback, kind, allow_partials, start, depends_on, sql, time_column) over base: a version's
 // overrides of its model's definition. A base without a cron is a model's
 // own definition, so cron and start are required. It checks how each field
 // is written; whether the definition holds is models.Definition.Validate.
@@ -53,6 +53,16 @@ func DecodeModel(m *Map, base models.Definition) (models.Definition, error) {
 	}
 	if m.Has("depends_on") {
 		if d.DependsOn, err = m.StrList("depends_on"); err != nil {
+			return d, err
+		}
+	}
+	if m.Has("sql") {
+		if d.SQL, err = m.Str("sql", false); err != nil {
+			return d, err
+		}
+	}
+	if m.Has("time_column") {
+		if d.TimeColumn, err = m.Str("time_column", false); err != nil {
 			return d, err
 		}
 	}

@@ -38,6 +38,8 @@ type modelDoc struct {
 	AllowPartials bool     `yaml:"allow_partials"`
 	Start         string   `yaml:"start"`
 	DependsOn     []string `yaml:"depends_on"`
+	SQL           string   `yaml:"sql"`
+	TimeColumn    string   `yaml:"time_column"`
 }
 
 type fileDoc struct {
@@ -89,7 +91,11 @@ func Parse(path string, b []byte) ([]Model, error) {
 	var out []Model
 	for i, m := range doc.Models {
 		at := func(field, format string, args ...any) error {
-			return &Error{File: path, Line: line(fmt.Sprintf("$.models[%d].%s", i, field)), Path: fmt.Sprintf("models[%d].%s", i, field), Msg: fmt.Sprintf(format, args...)}
+			l := line(fmt.Sprintf("$.models[%d].%s", i, field))
+			if l == 0 { // a missing field: the model's line
+				l = line(fmt.Sprintf("$.models[%d]", i))
+			}
+			return &Error{File: path, Line: l, Path: fmt.Sprintf("models[%d].%s", i, field), Msg: fmt.Sprintf(format, args...)}
 		}
 		if m.Name == "" {
 			return nil, &Error{File: path, Line: line(fmt.Sprintf("$.models[%d]", i)), Path: fmt.Sprintf("models[%d].name", i), Msg: "name is required"}
@@ -122,7 +128,8 @@ func Parse(path string, b []byte) ([]Model, error) {
 			}
 		}
 		def := models.Definition{Model: m.Name, Version: m.Version, Cron: m.Cron, Unit: unit, Start: start.UTC(),
-			Lookback: lookback, Kind: events.Kind(m.Kind), AllowPartials: m.AllowPartials, DependsOn: m.DependsOn}
+			Lookback: lookback, Kind: events.Kind(m.Kind), AllowPartials: m.AllowPartials, DependsOn: m.DependsOn,
+			SQL: m.SQL, TimeColumn: m.TimeColumn}
 		if err := def.Validate(); err != nil {
 			fe := err.(*models.FieldError)
 			return nil, at(fe.Key, "%s", fe.Detail)
@@ -133,7 +140,8 @@ func Parse(path string, b []byte) ([]Model, error) {
 		}
 		sched, _ := interval.NewSchedule(m.Cron, unit, m.AllowPartials) // valid: Validate built it
 		reg := commands.RegisterSnapshot{Model: m.Name, Version: m.Version, Cron: m.Cron, IntervalUnit: unit, Start: start.UTC(),
-			Lookback: lookback, SnapshotKind: kind, AllowPartials: m.AllowPartials, DependsOn: m.DependsOn}
+			Lookback: lookback, SnapshotKind: kind, AllowPartials: m.AllowPartials, DependsOn: m.DependsOn,
+			SQL: m.SQL, TimeColumn: m.TimeColumn}
 		mod := Model{Register: reg, Line: line(fmt.Sprintf("$.models[%d]", i))}
 		if m.Version == "" {
 			mod.Register.Version = contentVersion(reg, sched)
@@ -163,7 +171,7 @@ func contentVersion(r commands.RegisterSnapshot, sched interval.Schedule) string
 		kind = events.Incremental
 	}
 	return models.ContentVersion(events.SnapshotRegistered{Model: r.Model, Cron: sched.Cron(), Unit: sched.Unit(), Start: r.Start,
-		Lookback: r.Lookback, Kind: kind, AllowPartials: r.AllowPartials, DependsOn: r.DependsOn})
+		Lookback: r.Lookback, Kind: kind, AllowPartials: r.AllowPartials, DependsOn: r.DependsOn, SQL: r.SQL, TimeColumn: r.TimeColumn})
 }
 
 func lineOf(n ast.Node) int {

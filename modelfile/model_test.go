@@ -57,6 +57,7 @@ func TestParseErrors(t *testing.T) {
 		{"lookback over the bound", strings.Replace(good, "    depends_on: [events]\n", "    lookback: 10001\n    depends_on: [events]\n", 1), "models.yaml:10: models[1].lookback: lookback 10001: at most 10000 intervals"},
 		{"negative lookback", strings.Replace(good, "    depends_on: [events]\n", "    lookback: -1\n    depends_on: [events]\n", 1), "models.yaml:10: models[1].lookback: lookback must be >= 0"},
 		{"no models", "models: []\n", "models.yaml:1: models: at least one model is required"},
+		{"no cron: the model's line", strings.Replace(good, "    cron: \"@daily\"\n", "", 1), "models.yaml:5: models[1].cron: cron is required"},
 		{"version with +", strings.Replace(good, "version: v3", "version: v3+p1", 1), `models.yaml:6: models[1].version: "v3+p1": '+' is reserved for derived versions`},
 		{"version ending in +", strings.Replace(good, "version: v3", "version: v3+", 1), `models.yaml:6: models[1].version: "v3+": '+' is reserved for derived versions`},
 		{"start off the cron's unit", strings.Replace(good, "    interval_unit: hour\n    start: 2026-12-01T00:00:00Z", "    start: 2026-12-01T05:00:00Z", 1), "models.yaml:8: models[1].start: 2026-12-01T05:00:00Z is not aligned to the day unit"},
@@ -81,6 +82,81 @@ func TestParseAlignedStarts(t *testing.T) {
 	} {
 		if _, err := Parse("models.yaml", []byte(body)); err != nil {
 			t.Errorf("%v\n%s", err, body)
+		}
+	}
+}
+
+const withSQL = `models:
+  - name: events
+    cron: "@hourly"
+    start: 2026-12-01T00:00:00Z
+  - name: sessions
+    version: v1
+    cron: "@hourly"
+    start: 2026-12-01T00:00:00Z
+    depends_on: [events]
+    time_column: ts
+    sql: |
+      -- one row per session; ';' in a comment is fine
+      SELECT session_id, min(ts) AS ts
+      FROM events
+      WHERE ts >= @start_ts AND ts < @end_ts
+      GROUP BY session_id
+`
+
+// A version may carry its query as a block scalar; it is registered exactly
+// as written (the block's lines, its final newline) and changes a derived
+// version.
+func TestParseSQL(t *testing.T) {
+	ms, err := Parse("models.yaml", []byte(withSQL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := ms[1].Register
+	want := "-- one row per session; ';' in a comment is fine\nSELECT session_id, min(ts) AS ts\nFROM events\nWHERE ts >= @start_ts AND ts < @end_ts\nGROUP BY session_id\n"
+	if s.Model != "sessions" || s.SQL != want || s.TimeColumn != "ts" {
+		t.Fatalf("registered %q %q %q", s.Model, s.SQL, s.TimeColumn)
+	}
+	if ms[0].Register.SQL != "" || ms[0].Register.TimeColumn != "" {
+		t.Fatalf("events has no sql: %+v", ms[0].Register)
+	}
+	// Without a version, the query is part of the derived one.
+	derived := strings.Replace(withSQL, "    version: v1\n", "", 1)
+	a, err := Parse("models.yaml", []byte(derived))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Parse("models.yaml", []byte(strings.Replace(derived, "min(ts)", "max(ts)", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a[1].Derived || a[1].Register.Version == b[1].Register.Version {
+		t.Fatalf("a changed query kept its derived version %s", a[1].Register.Version)
+	}
+	noSQL := strings.Split(derived, "    time_column:")[0]
+	c, err := Parse("models.yaml", []byte(noSQL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c[1].Register.Version == a[1].Register.Version {
+		t.Fatal("adding a query kept the derived version")
+	}
+}
+
+func TestParseSQLErrors(t *testing.T) {
+	cases := []struct{ name, body, want string }{
+		{"two statements", strings.Replace(withSQL, "GROUP BY session_id", "GROUP BY session_id; DROP TABLE events", 1), "models.yaml:11: models[1].sql: has ';' at line 5, column 20: a model's query is one statement, without ';'"},
+		{"unknown macro", strings.Replace(withSQL, "@end_ts", "@end_date", 1), "models.yaml:11: models[1].sql: uses the macro @end_date at line 4, column 32: only @start_ts and @end_ts are defined"},
+		{"not a select", strings.Replace(withSQL, "SELECT session_id", "UPDATE session_id", 1), `models.yaml:11: models[1].sql: must start with SELECT or WITH, not "UPDATE session_id, m" (line 2, column 1)`},
+		{"no time column", strings.Replace(withSQL, "    time_column: ts\n", "", 1), "models.yaml:5: models[1].time_column: is required when sql is set"},
+		{"no sql", strings.Split(withSQL, "    sql: |")[0], "models.yaml:5: models[1].sql: is required when time_column is set"},
+		{"bad time column", strings.Replace(withSQL, "time_column: ts", `time_column: "ts; drop"`, 1), `models.yaml:10: models[1].time_column: "ts; drop": a plain column name`},
+		{"sql not a string", strings.Replace(withSQL, "    sql: |\n", "    sql:\n      - a\n    notsql: |\n", 1), "models.yaml:12:"},
+	}
+	for _, c := range cases {
+		_, err := Parse("models.yaml", []byte(c.body))
+		if err == nil || !errors.Is(err, ErrInvalid) || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want prefix %q", c.name, err, c.want)
 		}
 	}
 }

@@ -26,6 +26,16 @@ type Definition struct {
 	Kind                 events.Kind
 	AllowPartials        bool
 	DependsOn            []string
+	// SQL is the version's query, when it has one: one SELECT (or WITH)
+	// over its upstream models by their model names, computing one
+	// interval, which it names as the macros @start_ts and @end_ts
+	// (TIMESTAMP values bound as parameters, never spliced into the text).
+	// TimeColumn is the column of its rows that falls in the interval.
+	// Both or neither: a version without SQL keeps today's behaviour (the
+	// engine records intervals a worker computed some other way). Every
+	// kind (incremental, forward_only) is computed per interval, so either
+	// may carry SQL.
+	SQL, TimeColumn string
 }
 
 // ErrInvalid is matched by every *FieldError.
@@ -102,6 +112,20 @@ func (d Definition) Validate() error {
 	case "", events.Incremental, events.ForwardOnly:
 	default:
 		return named("kind", "%q: want incremental or forward_only", d.Kind)
+	}
+	if d.SQL != "" || d.TimeColumn != "" {
+		if d.SQL == "" {
+			return named("sql", "is required when time_column is set")
+		}
+		if d.TimeColumn == "" {
+			return named("time_column", "is required when sql is set")
+		}
+		if err := checkSQL(d.SQL); err != nil {
+			return named("sql", "%v", err)
+		}
+		if err := checkTimeColumn(d.TimeColumn); err != nil {
+			return named("time_column", "%v", err)
+		}
 	}
 	for i, dep := range d.DependsOn {
 		field := fmt.Sprintf("depends_on[%d]", i)

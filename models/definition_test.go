@@ -2,6 +2,7 @@ package models
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,6 +28,23 @@ func TestValidate(t *testing.T) {
 		{"lookback over the bound", func(d *Definition) { d.Lookback = MaxLookback + 1 }, "lookback", "lookback", "lookback 10001: at most 10000 intervals", "lookback 10001: at most 10000 intervals"},
 		{"bad kind", func(d *Definition) { d.Kind = "full" }, "kind", "kind", `kind "full": want incremental or forward_only`, `"full": want incremental or forward_only`},
 		{"forward only", func(d *Definition) { d.Kind = events.ForwardOnly }, "", "", "", ""},
+		{"sql model", func(d *Definition) {
+			d.SQL, d.TimeColumn = "SELECT * FROM raw WHERE ts >= @start_ts AND ts < @end_ts", "ts"
+		}, "", "", "", ""},
+		{"sql forward only", func(d *Definition) {
+			d.Kind, d.SQL, d.TimeColumn = events.ForwardOnly, "with x as (select 1) select * from x", "ts"
+		}, "", "", "", ""},
+		{"sql without time column", func(d *Definition) { d.SQL = "SELECT 1" }, "time_column", "time_column", "time_column is required when sql is set", "is required when sql is set"},
+		{"time column without sql", func(d *Definition) { d.TimeColumn = "ts" }, "sql", "sql", "sql is required when time_column is set", "is required when time_column is set"},
+		{"blank sql", func(d *Definition) { d.SQL, d.TimeColumn = " \n\t", "ts" }, "sql", "sql", "sql is empty", "is empty"},
+		{"sql over the bound", func(d *Definition) { d.SQL, d.TimeColumn = "SELECT "+strings.Repeat("x", MaxSQL), "ts" }, "sql", "sql", "sql is 65543 bytes: at most 65536", "is 65543 bytes: at most 65536"},
+		{"sql not a select", func(d *Definition) { d.SQL, d.TimeColumn = "-- a\nDELETE FROM raw", "ts" }, "sql", "sql", `sql must start with SELECT or WITH, not "DELETE FROM raw" (line 2, column 1)`, `must start with SELECT or WITH, not "DELETE FROM raw" (line 2, column 1)`},
+		{"sql two statements", func(d *Definition) { d.SQL, d.TimeColumn = "SELECT 1; DROP TABLE raw", "ts" }, "sql", "sql", "sql has ';' at line 1, column 9: a model's query is one statement, without ';'", ""},
+		{"sql unknown macro", func(d *Definition) { d.SQL, d.TimeColumn = "SELECT * FROM raw\nWHERE ts >= @start_ds", "ts" }, "sql", "sql", "sql uses the macro @start_ds at line 2, column 13: only @start_ts and @end_ts are defined", ""},
+		{"sql unterminated", func(d *Definition) { d.SQL, d.TimeColumn = "SELECT 'a", "ts" }, "sql", "sql", "sql has an unterminated string literal at line 1, column 8", ""},
+		{"time column not an identifier", func(d *Definition) { d.SQL, d.TimeColumn = "SELECT 1", "1ts" }, "time_column", "time_column", `time_column "1ts": a plain column name (letters, digits and '_', not starting with a digit)`, ""},
+		{"time column quoted", func(d *Definition) { d.SQL, d.TimeColumn = "SELECT 1", `"ts"` }, "time_column", "time_column", "", ""},
+		{"time column too long", func(d *Definition) { d.SQL, d.TimeColumn = "SELECT 1", strings.Repeat("t", 64) }, "time_column", "time_column", "", ""},
 		{"self dependency", func(d *Definition) { d.DependsOn = []string{"a", "events"} }, "depends_on[1]", "depends_on[1]", "a model cannot depend on itself", "a model cannot depend on itself"},
 	}
 	for _, c := range cases {
@@ -44,7 +62,7 @@ func TestValidate(t *testing.T) {
 			if !errors.As(err, &fe) || !errors.Is(err, ErrInvalid) {
 				t.Fatalf("want *FieldError, got %v", err)
 			}
-			if fe.Field != c.field || fe.Key != c.key || (c.msg != "" && (fe.Msg != c.msg || fe.Detail != c.detail)) {
+			if fe.Field != c.field || fe.Key != c.key || (c.msg != "" && fe.Msg != c.msg) || (c.detail != "" && fe.Detail != c.detail) {
 				t.Fatalf("got %+v, want %s/%s %q %q", fe, c.field, c.key, c.msg, c.detail)
 			}
 		})

@@ -18,6 +18,9 @@ import (
 // Fingerprint identifies a snapshot definition: two registrations with the
 // same fingerprint are the same version. Stored fingerprints are compared
 // with new ones, so its output must never change (a golden test pins it).
+// A version's SQL (its exact bytes, hashed) and time column are part of it;
+// they enter the input only when set, so fingerprints of versions without
+// SQL are those computed before SQL existed.
 func Fingerprint(r events.SnapshotRegistered) string {
 	deps := append([]string(nil), r.DependsOn...)
 	sort.Strings(deps)
@@ -27,6 +30,11 @@ func Fingerprint(r events.SnapshotRegistered) string {
 	fmt.Fprintf(h, "model=%s\ncron=%s\nunit=%s\nstart=%d\nlookback=%d\nkind=%s\npartials=%t\ndeps=%s\nupstream=%s\n",
 		r.Model, interval.NormalizeCron(r.Cron), r.Unit, r.Start.Unix(), r.Lookback, r.Kind, r.AllowPartials,
 		strings.Join(deps, ","), strings.Join(ups, ","))
+	if r.SQL != "" || r.TimeColumn != "" {
+		// Only when set, so a version without SQL keeps its fingerprint.
+		sum := sha256.Sum256([]byte(r.SQL))
+		fmt.Fprintf(h, "sql=%s\ntime_column=%s\n", hex.EncodeToString(sum[:]), r.TimeColumn)
+	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 

@@ -1,6 +1,7 @@
 package models
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -19,6 +20,38 @@ func TestFingerprintGolden(t *testing.T) {
 	r.Cron = "0 * * * *" // descriptors are expanded: the same schedule
 	if got, want := Fingerprint(r), "99655dd3e39ab333"; got != want {
 		t.Errorf("Fingerprint of the expanded cron = %s, want %s", got, want)
+	}
+}
+
+// A version with SQL: its query (hashed, exactly as given) and time column
+// are part of the input, which is otherwise the one above, so versions
+// without SQL keep their fingerprints.
+func TestFingerprintGoldenSQL(t *testing.T) {
+	r := events.SnapshotRegistered{Model: "sessions", Cron: "@hourly", Unit: "hour",
+		Start: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), Lookback: 2, Kind: events.Incremental,
+		DependsOn: []string{"users", "events"}, Upstream: []string{"events@v1"},
+		SQL:        "SELECT user_id, ts FROM events WHERE ts >= @start_ts AND ts < @end_ts\n",
+		TimeColumn: "ts"}
+	if got, want := Fingerprint(r), "85f68048d60a53c4"; got != want {
+		t.Errorf("Fingerprint = %s, want %s", got, want)
+	}
+	if got, want := ContentVersion(r), "d85f68048d6"; got != want {
+		t.Errorf("ContentVersion = %s, want %s", got, want)
+	}
+	seen := map[string]string{Fingerprint(r): "base"}
+	for name, edit := range map[string]func(*events.SnapshotRegistered){
+		"no sql":           func(r *events.SnapshotRegistered) { r.SQL, r.TimeColumn = "", "" },
+		"another column":   func(r *events.SnapshotRegistered) { r.TimeColumn = "event_ts" },
+		"another query":    func(r *events.SnapshotRegistered) { r.SQL = strings.Replace(r.SQL, "user_id", "session_id", 1) },
+		"trailing newline": func(r *events.SnapshotRegistered) { r.SQL = strings.TrimSuffix(r.SQL, "\n") },
+	} {
+		c := r
+		edit(&c)
+		fp := Fingerprint(c)
+		if prev, dup := seen[fp]; dup {
+			t.Errorf("%s has the fingerprint of %s", name, prev)
+		}
+		seen[fp] = name
 	}
 }
 

@@ -205,7 +205,7 @@ func Explain(recs []events.Record, plan string) (*Explanation, error) {
 			foldOne(st, r)
 		}
 		if _, ok := st.Plans[plan]; !ok {
-			return nil, fmt.Errorf("replay: no plan %q in the stream", plan)
+			return nil, &NoPlanError{Plan: plan}
 		}
 		return nil, fmt.Errorf("replay: plan %q has no recorded decision", plan)
 	}
@@ -236,3 +236,8 @@ func Explain(recs []events.Record, plan string) (*Explanation, error) {
 	}
 	return x, nil
 }
+
+// NoPlanError is Explain's error for a plan the stream does not hold.
+type NoPlanError struct{ Plan string }
+
+func (e *NoPlanError) Error() string { return fmt.Sprintf("replay: no plan %q in the stream", e.Plan) }

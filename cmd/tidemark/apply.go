@@ -22,15 +22,12 @@ func newApplyCmd() *cobra.Command {
 			"An explicit version whose definition changed is refused: give the change a new version.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkFormat(f.output, "table", "json"); err != nil {
-				return err
-			}
 			if file == "" {
-				return &exitError{code: 2, err: errors.New("-f is required: the model file to apply")}
+				return &exitError{kind: usage, err: errors.New("-f is required: the model file to apply")}
 			}
 			ms, err := modelfile.Load(file)
 			if err != nil {
-				return &exitError{code: 2, err: err}
+				return &exitError{kind: usage, err: err}
 			}
 			nc, err := connect(f.natsURL)
 			if err != nil {
@@ -49,12 +46,12 @@ func newApplyCmd() *cobra.Command {
 				r, err := send(cmd.Context(), nc, &reg)
 				if err != nil {
 					var ee *exitError
-					if errors.As(err, &ee) && ee.code == 1 && r.Code == commands.CodeConflict {
+					if errors.As(err, &ee) && ee.kind == failed && r.Code == commands.CodeConflict {
 						line := m.VersionLine
 						if line == 0 {
 							line = m.Line
 						}
-						return &exitError{code: 1, err: fmt.Errorf("%s:%d: version: %s", file, line, r.Message)}
+						return &exitError{kind: failed, err: fmt.Errorf("%s:%d: version: %s", file, line, r.Message)}
 					}
 					return err
 				}

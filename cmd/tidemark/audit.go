@@ -22,9 +22,6 @@ func newAuditCmd() *cobra.Command {
 		Short: "List the audit trail: plan builds, advances, completions, decisions, finalizations, repairs",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkFormat(output, "table", "json", "csv"); err != nil {
-				return err
-			}
 			var err error
 			if f.Since, err = optTime("--since", since); err != nil {
 				return err
@@ -50,7 +47,7 @@ func newAuditCmd() *cobra.Command {
 	fl.StringVar(&f.Plan, "plan", "", "only events of this plan")
 	fl.StringVar(&since, "since", "", "only events that occurred at or after this time (RFC 3339)")
 	fl.StringVar(&until, "until", "", "only events that occurred at or before this time (RFC 3339)")
-	fl.StringVarP(&output, "output", "o", "table", "table, json (one object per line) or csv")
+	outputFlag(cmd, &output, "table", "json", "csv")
 	cmd.AddCommand(newExplainCmd())
 	return cmd
 }
@@ -61,7 +58,7 @@ func optTime(flag, v string) (time.Time, error) {
 	}
 	t, err := time.Parse(time.RFC3339, v)
 	if err != nil {
-		return t, &exitError{code: 2, err: fmt.Errorf("%s: want RFC 3339, like 2026-12-01T11:07:00Z", flag)}
+		return t, &exitError{kind: usage, err: fmt.Errorf("%s: want RFC 3339, like 2026-12-01T11:07:00Z", flag)}
 	}
 	return t.UTC(), nil
 }

@@ -143,11 +143,11 @@ func TestAuditStatusExplain(t *testing.T) {
 			t.Fatalf("explain lacks %q (exit %d):\n%s", want, code, out)
 		}
 	}
-	if _, stderr, code := runCLI(t, "audit", "explain", "nope", "--data-dir", dir); code != 1 || !strings.Contains(stderr, `no plan "nope"`) {
+	if _, stderr, code := runCLI(t, "audit", "explain", "nope", "--data-dir", dir); code != exitNotFound || !strings.Contains(stderr, `no plan "nope"`) {
 		t.Fatalf("explain unknown plan: exit %d %s", code, stderr)
 	}
-	if _, stderr, code := runCLI(t, "replay"); code != 2 || !strings.Contains(stderr, "--data-dir") {
-		t.Fatalf("replay without a store: exit %d %s", code, stderr)
+	if _, stderr, code := runCLI(t, "replay", "--data-dir", dir, "--nats-url", "nats://127.0.0.1:1"); code != exitUsage || !strings.Contains(stderr, "--data-dir") {
+		t.Fatalf("replay on two stores: exit %d %s", code, stderr)
 	}
 }
 

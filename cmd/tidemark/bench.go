@@ -20,13 +20,10 @@ func newBenchCmd() *cobra.Command {
 			"--quick finishes in about two minutes. Exit status is 0 whether goals pass or not.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkFormat(output, "table", "json"); err != nil {
-				return err
-			}
 			errOut := cmd.ErrOrStderr()
 			figs, err := bench.Run(cmd.Context(), bench.Options{Quick: quick, Progress: func(name string) { fmt.Fprintf(errOut, "measuring %s…\n", name) }})
 			if err != nil {
-				return &exitError{code: 2, err: err}
+				return &exitError{kind: usage, err: err}
 			}
 			out := cmd.OutOrStdout()
 			if output == "json" {
@@ -49,6 +46,6 @@ func newBenchCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&quick, "quick", false, "small sizes: about two minutes")
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	outputFlag(cmd, &output, "table", "json")
 	return cmd
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -26,16 +25,10 @@ func runCLIWithin(ctx context.Context, args ...string) (string, string, int) {
 	root.SetErr(&errb)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
-	code := 0
-	var ee *exitError
-	switch {
-	case errors.As(err, &ee):
-		code = ee.code
-		errb.WriteString(ee.Error())
-	case err != nil:
-		code = 2
+	if err != nil {
 		errb.WriteString(err.Error())
 	}
+	code := exitCode(err)
 	return out.String(), errb.String(), code
 }
 

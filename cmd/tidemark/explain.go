@@ -19,9 +19,6 @@ func newExplainCmd() *cobra.Command {
 		Short: "Print a plan's latest decision with its findings and the exact coverage it saw",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(output, "table", "json"); err != nil {
-				return err
-			}
 			recs, closeStore, dmg, err := s.read(cmd)
 			if err != nil {
 				return err
@@ -29,10 +26,14 @@ func newExplainCmd() *cobra.Command {
 			defer closeStore()
 			x, err := replay.Explain(recs, args[0])
 			if err != nil {
+				kind := failed
+				if np := (*replay.NoPlanError)(nil); errors.As(err, &np) && dmg == nil {
+					kind = notFound
+				}
 				if dmg != nil {
 					err = errors.Join(dmg, err)
 				}
-				return &exitError{code: 1, err: err}
+				return &exitError{kind: kind, err: err}
 			}
 			out := cmd.OutOrStdout()
 			if output == "json" {
@@ -70,12 +71,12 @@ func newExplainCmd() *cobra.Command {
 				if dmg != nil {
 					err = errors.Join(dmg, err)
 				}
-				return &exitError{code: 1, err: err}
+				return &exitError{kind: failed, err: err}
 			}
 			return damageExit(dmg)
 		},
 	}
 	s.register(cmd, false)
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	outputFlag(cmd, &output, "table", "json")
 	return cmd
 }

@@ -174,10 +174,10 @@ func TestRunItForReal(t *testing.T) {
 	if _, stderr, code := runCLI(t, "apply", "-f", broken, "--nats-url", s.nats); code != 2 || !strings.Contains(stderr, broken+":") {
 		t.Fatalf("broken yaml: exit %d %s", code, stderr)
 	}
-	if _, stderr, code := runCLI(t, "plan", "--env", "prod", "--set", "nope=v1", "--nats-url", s.nats); code != 1 || !strings.Contains(stderr, "build_plan rejected: not_found: versions.nope: snapshot nope@v1 is not registered") {
+	if _, stderr, code := runCLI(t, "plan", "--env", "prod", "--set", "nope=v1", "--nats-url", s.nats); code != exitNotFound || !strings.Contains(stderr, "build_plan rejected: not_found: versions.nope: snapshot nope@v1 is not registered") {
 		t.Fatalf("unknown model: exit %d %s", code, stderr)
 	}
-	if _, stderr, code := runCLI(t, "status", "--nats-url", "nats://127.0.0.1:1"); code != 2 || !strings.Contains(stderr, "cannot reach the tidemark server at nats://127.0.0.1:1") {
+	if _, stderr, code := runCLI(t, "status", "--nats-url", "nats://127.0.0.1:1"); code != exitUnreachable || !strings.Contains(stderr, "cannot reach the tidemark server at nats://127.0.0.1:1") {
 		t.Fatalf("unreachable: exit %d %s", code, stderr)
 	}
 	if _, stderr, code := runCLI(t, "plan", "--env", "prod", "--set", "events", "--nats-url", s.nats); code != 2 || !strings.Contains(stderr, `--set "events": want MODEL=VERSION`) {

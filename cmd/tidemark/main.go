@@ -5,19 +5,90 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/transport"
 )
 
-// exitError carries an exit status chosen by a command.
+// Exit statuses. Only exitCode picks them, from the error a command
+// returns; the table is in exitHelp (tidemark --help) and the README.
+const (
+	exitOK          = 0 // accepted, ok
+	exitFailed      = 1 // rejected, or a check failed
+	exitUsage       = 2 // usage error, invalid input
+	exitNotFound    = 3 // a command rejected with code not_found, an unknown sequence
+	exitUnreachable = 4 // no server, no tidemark service, connection refused, timeout
+)
+
+// exitHelp documents the exit statuses in tidemark --help.
+const exitHelp = `Exit status:
+  0  accepted / ok
+  1  rejected, or a check failed (promotion rejected, replay --verify divergence, damaged stream)
+  2  usage error or invalid input
+  3  not found (a command rejected with code not_found, a plan or event sequence the stream does not hold)
+  4  unreachable (no server or no tidemark service, connection refused, timeout)`
+
+// failure is what kind of failure a command reports; exitCode turns it
+// into an exit status.
+type failure int
+
+const (
+	failed   failure = iota + 1 // a rejection or a failed check
+	usage                       // bad flags or input
+	notFound                    // the thing asked for does not exist
+)
+
+// exitError is a failure a command reports, of a kind.
 type exitError struct {
-	code int
+	kind failure
 	err  error
 }
 
 func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// exitCode picks the exit status for err (nil: 0). Unreachable servers
+// and not_found rejections are recognised from the typed errors wrapped
+// anywhere in err; otherwise the kind of an exitError decides, and any
+// other error (cobra's flag and argument errors) is a usage error.
+func exitCode(err error) int {
+	if err == nil {
+		return exitOK
+	}
+	if unreachable(err) {
+		return exitUnreachable
+	}
+	var ce *commands.Error
+	if errors.As(err, &ce) && ce.Code == commands.CodeNotFound {
+		return exitNotFound
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		switch ee.kind {
+		case failed:
+			return exitFailed
+		case notFound:
+			return exitNotFound
+		}
+	}
+	return exitUsage
+}
+
+// unreachable reports whether err says the server could not be reached.
+func unreachable(err error) bool {
+	var op *net.OpError
+	return errors.Is(err, transport.ErrNoService) || errors.Is(err, nats.ErrNoServers) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) || (errors.As(err, &op) && op.Op == "dial")
+}
 
 // gcPercent is the GC target unless GOGC is set. The engine's live heap is
 // small (projections take a few MiB) while commands allocate steadily, so
@@ -31,19 +102,21 @@ func main() {
 		debug.SetGCPercent(gcPercent)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run runs the CLI with args and returns its exit status, printing the
+// error, if any, to stderr.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRootCmd()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
-	if err == nil {
-		return
+	if err != nil && err.Error() != "" {
+		fmt.Fprintln(stderr, "tidemark:", err)
 	}
-	var ee *exitError
-	if errors.As(err, &ee) {
-		if ee.err != nil && ee.err.Error() != "" {
-			fmt.Fprintln(os.Stderr, "tidemark:", ee.err)
-		}
-		os.Exit(ee.code)
-	}
-	fmt.Fprintln(os.Stderr, "tidemark:", err)
-	os.Exit(2)
+	return exitCode(err)
 }

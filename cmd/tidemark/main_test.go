@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -19,23 +18,17 @@ func runCLI(t *testing.T, args ...string) (string, string, int) {
 	root.SetErr(&errb)
 	root.SetArgs(args)
 	err := root.ExecuteContext(t.Context())
-	code := 0
-	var ee *exitError
-	switch {
-	case errors.As(err, &ee):
-		code = ee.code
-		errb.WriteString(ee.Error())
-	case err != nil:
-		code = 2
+	if err != nil {
 		errb.WriteString(err.Error())
 	}
+	code := exitCode(err)
 	return out.String(), errb.String(), code
 }
 
 const strictRace = "../../testdata/scenarios/strict-race.yaml"
 
 func TestScenarioRunJSON(t *testing.T) {
-	out, stderr, code := runCLI(t, "scenario", "run", strictRace, "--json")
+	out, stderr, code := runCLI(t, "scenario", "run", strictRace, "-o", "json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -113,7 +106,7 @@ func TestScenarioInvalidFilesExit2(t *testing.T) {
 // JSON line carries what the step scheduled.
 func TestScenarioScheduled(t *testing.T) {
 	const file = "../../testdata/scenarios/strict-no-gaps.yaml"
-	out, stderr, code := runCLI(t, "scenario", "run", file, "--json")
+	out, stderr, code := runCLI(t, "scenario", "run", file, "-o", "json")
 	if code != 0 || !strings.Contains(out, `"scheduled":{"events":["2026-12-01T06:00:00Z/2026-12-01T10:00:00Z"]}`) {
 		t.Fatalf("exit %d, stderr %q, out:\n%s", code, stderr, out)
 	}

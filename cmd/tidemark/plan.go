@@ -20,14 +20,11 @@ func newPlanCmd() *cobra.Command {
 		Short: "Build a plan on the server: capture incumbents and frontiers, fix the backfill set",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkFormat(f.output, "table", "json"); err != nil {
-				return err
-			}
 			versions := map[string]string{}
 			for _, s := range set {
 				m, v, ok := strings.Cut(s, "=")
 				if !ok || m == "" || v == "" {
-					return &exitError{code: 2, err: fmt.Errorf("--set %q: want MODEL=VERSION", s)}
+					return &exitError{kind: usage, err: fmt.Errorf("--set %q: want MODEL=VERSION", s)}
 				}
 				versions[m] = v
 			}

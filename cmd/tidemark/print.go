@@ -3,21 +3,46 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events/interval"
 )
 
-func checkFormat(o string, allowed ...string) error {
-	for _, a := range allowed {
-		if o == a {
-			return nil
-		}
+// formatValue is the value of -o/--output: one of allowed. An unknown
+// value fails the flag parsing, a usage error naming the flag.
+type formatValue struct {
+	p       *string
+	allowed []string
+}
+
+func (f *formatValue) String() string { return *f.p }
+func (f *formatValue) Type() string   { return "format" }
+func (f *formatValue) Set(v string) error {
+	if !slices.Contains(f.allowed, v) {
+		return fmt.Errorf("want %s", orList(f.allowed))
 	}
-	return &exitError{code: 2, err: fmt.Errorf("-o %q: want %s", o, strings.Join(allowed, ", "))}
+	*f.p = v
+	return nil
+}
+
+// outputFlag registers -o/--output on cmd: the output format, one of
+// allowed, the first being the default.
+func outputFlag(cmd *cobra.Command, p *string, allowed ...string) {
+	*p = allowed[0]
+	cmd.Flags().VarP(&formatValue{p: p, allowed: allowed}, "output", "o", "output format: "+orList(allowed))
+}
+
+// orList is "a", "a or b", "a, b or c".
+func orList(s []string) string {
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
 }
 
 func printStatus(w io.Writer, envs []commands.EnvStatus, open []commands.Repair) {

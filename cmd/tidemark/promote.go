@@ -28,9 +28,6 @@ func newPromoteCmd() *cobra.Command {
 		Short: "Promote a plan; exit 1 when the promotion is rejected (its findings are printed)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(f.output, "table", "json"); err != nil {
-				return err
-			}
 			nc, err := connect(f.natsURL)
 			if err != nil {
 				return err
@@ -68,7 +65,7 @@ func newPromoteCmd() *cobra.Command {
 				printDecision(out, d)
 			}
 			if d.Outcome != events.Accepted {
-				return &exitError{code: 1, err: fmt.Errorf("promotion of %s rejected: %s", args[0], strings.Join(d.Codes, ", "))}
+				return &exitError{kind: failed, err: fmt.Errorf("promotion of %s rejected: %s", args[0], strings.Join(d.Codes, ", "))}
 			}
 			return nil
 		},
@@ -86,11 +83,11 @@ func awaitDecision(ctx context.Context, nc *nats.Conn, plan string, after uint64
 	defer cancel()
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return nil, &exitError{code: 2, err: err}
+		return nil, &exitError{kind: usage, err: err}
 	}
 	r, err := eventlog.OpenReader(ctx, js)
 	if err != nil {
-		return nil, &exitError{code: 2, err: fmt.Errorf("following plan %s: %v", plan, err)}
+		return nil, &exitError{kind: usage, err: fmt.Errorf("following plan %s: %w", plan, err)}
 	}
 	var d *events.PromotionDecided
 	errFound := errors.New("found")
@@ -105,9 +102,9 @@ func awaitDecision(ctx context.Context, nc *nats.Conn, plan string, after uint64
 	case d != nil:
 		return d, nil
 	case ctx.Err() != nil:
-		return nil, &exitError{code: 1, err: fmt.Errorf("no decision for %s within %s: the catch-up work is still outstanding (see `tidemark status`)", plan, wait)}
+		return nil, &exitError{kind: failed, err: fmt.Errorf("no decision for %s within %s: the catch-up work is still outstanding (see `tidemark status`)", plan, wait)}
 	}
-	return nil, &exitError{code: 2, err: fmt.Errorf("following plan %s: %v", plan, err)}
+	return nil, &exitError{kind: usage, err: fmt.Errorf("following plan %s: %w", plan, err)}
 }
 
 func printDecision(w io.Writer, d *events.PromotionDecided) {

@@ -19,16 +19,14 @@ func newRepairsCmd() *cobra.Command {
 		Short: "List open repair debt: gaps promotions accepted that the scheduler has not filled yet",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkFormat(f.output, "table", "json"); err != nil {
-				return err
-			}
 			r, err := request(cmd, f.natsURL, &commands.OpenRepairs{Env: env})
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
 			if f.output == "json" {
-				return json.NewEncoder(out).Encode(r.Repairs)
+				_, open := listsNotNull(nil, r.Repairs)
+				return json.NewEncoder(out).Encode(open)
 			}
 			if len(r.Repairs) == 0 {
 				fmt.Fprintln(out, "no open repair debt")

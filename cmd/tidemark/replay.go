@@ -24,9 +24,6 @@ func newReplayCmd() *cobra.Command {
 			"the stream lost events or holds messages that are not tidemark events.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkFormat(output, "table", "json"); err != nil {
-				return err
-			}
 			recs, closeStore, dmg, err := s.read(cmd)
 			if err != nil {
 				return err
@@ -40,6 +37,7 @@ func newReplayCmd() *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			if output == "json" {
+				envs, open := listsNotNull(envs, open)
 				res := map[string]any{"seq": st.Seq, "events": st.Events, "skipped": st.Skipped, "decisions": len(st.Decisions), "envs": envs, "open_repairs": open}
 				if verify {
 					res["divergences"] = nonNilDivs(divs)
@@ -68,14 +66,14 @@ func newReplayCmd() *cobra.Command {
 				errs = append(errs, fmt.Errorf("%d divergence(s) between recorded and recomputed decisions", len(divs)))
 			}
 			if len(errs) > 0 {
-				return &exitError{code: 1, err: errors.Join(errs...)}
+				return &exitError{kind: failed, err: errors.Join(errs...)}
 			}
 			return nil
 		},
 	}
 	s.register(cmd, true)
 	cmd.Flags().BoolVar(&verify, "verify", false, "re-evaluate every recorded decision; exit 1 on any divergence (and, like every reader, on lost events or messages that are not tidemark events)")
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	outputFlag(cmd, &output, "table", "json")
 	return cmd
 }
 

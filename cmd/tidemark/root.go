@@ -8,9 +8,12 @@ func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "tidemark",
 		Short:         "Event-sourced promotion control plane over NATS JetStream",
+		Long:          "Event-sourced promotion control plane over NATS JetStream.\n\n" + exitHelp,
+		Version:       versionInfo(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newScenarioCmd(), newDemoCmd(), newServeCmd(), newReplayCmd(), newAuditCmd(), newStatusCmd(), newPlanCmd(), newPromoteCmd(), newRepairsCmd(), newWorkerCmd(), newApplyCmd(), newBenchCmd())
+	root.SetVersionTemplate("{{.Version}}")
+	root.AddCommand(newScenarioCmd(), newDemoCmd(), newServeCmd(), newReplayCmd(), newAuditCmd(), newStatusCmd(), newPlanCmd(), newPromoteCmd(), newRepairsCmd(), newWorkerCmd(), newApplyCmd(), newBenchCmd(), newEventsCmd(), newVersionCmd())
 	return root
 }

@@ -18,7 +18,7 @@ import (
 func newScenarioCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "scenario", Short: "Play scenario files"}
 	var asJSON bool
-	var dataDir string
+	var output, dataDir string
 	run := &cobra.Command{
 		Use:   "run FILE...",
 		Short: "Run scenario files on a simulated clock against an embedded JetStream engine",
@@ -27,10 +27,14 @@ func newScenarioCmd() *cobra.Command {
 			"1 when one fails, 2 when a file is invalid (then nothing is run).",
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runScenarios(cmd, args, asJSON, dataDir)
+			if asJSON {
+				fmt.Fprintln(cmd.ErrOrStderr(), "tidemark: --json is deprecated: use -o json")
+			}
+			return runScenarios(cmd, args, asJSON || output == "json", dataDir)
 		},
 	}
-	run.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per step, then a summary line")
+	outputFlag(run, &output, "table", "json")
+	run.Flags().BoolVar(&asJSON, "json", false, "deprecated: use -o json")
 	run.Flags().StringVar(&dataDir, "data-dir", "", "keep the stream in this directory (one subdirectory per file when several)")
 	cmd.AddCommand(run)
 	return cmd
@@ -42,11 +46,11 @@ func runScenarios(cmd *cobra.Command, paths []string, asJSON bool, dataDir strin
 	for _, p := range paths {
 		f, err := scenario.Load(p)
 		if err != nil {
-			return &exitError{code: 2, err: err}
+			return &exitError{kind: usage, err: err}
 		}
 		files = append(files, f)
 	}
-	failed := 0
+	nfailed := 0
 	for i, f := range files {
 		opts := scenario.Options{DataDir: dataDir}
 		if dataDir != "" && len(files) > 1 {
@@ -67,9 +71,9 @@ func runScenarios(cmd *cobra.Command, paths []string, asJSON bool, dataDir strin
 			tw.Flush()
 		}
 		if err != nil {
-			return &exitError{code: 1, err: err}
+			return &exitError{kind: failed, err: err}
 		}
-		failed += res.Failed
+		nfailed += res.Failed
 		if asJSON {
 			_ = json.NewEncoder(out).Encode(map[string]any{"summary": true, "file": filepath.Base(f.Path), "steps": len(res.Steps), "expectations": res.Expectations, "failed": res.Failed})
 		} else {
@@ -79,8 +83,8 @@ func runScenarios(cmd *cobra.Command, paths []string, asJSON bool, dataDir strin
 			fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s\n", f.Path, fl)
 		}
 	}
-	if failed > 0 {
-		return &exitError{code: 1, err: errors.New("")}
+	if nfailed > 0 {
+		return &exitError{kind: failed, err: errors.New("")}
 	}
 	return nil
 }

@@ -46,7 +46,7 @@ func newServeCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := newLogger(logFormat)
 			if err != nil {
-				return &exitError{code: 2, err: err}
+				return &exitError{kind: usage, err: err}
 			}
 			ncfg := natsnode.Config{DataDir: dataDir, NatsURL: natsURL, SyncAlways: !noSync,
 				ClusterName: clusterName, ClusterListen: clusterListen, Routes: routes, ServerName: serverName,
@@ -62,7 +62,7 @@ func newServeCmd() *cobra.Command {
 			}
 			cfg := engine.Config{Replicas: replicas, Logger: log}
 			if err := errors.Join(ncfg.Validate(), cfg.Validate()); err != nil {
-				return &exitError{code: 2, err: err}
+				return &exitError{kind: usage, err: err}
 			}
 			if noSync {
 				log.Warn("fsync relaxed (--no-sync): acknowledged events can be lost if the machine crashes or loses power within the server's sync interval (2 minutes by default)")
@@ -70,12 +70,12 @@ func newServeCmd() *cobra.Command {
 			ctx := cmd.Context()
 			node, err := natsnode.Start(ctx, ncfg)
 			if err != nil {
-				return &exitError{code: 2, err: err}
+				return &exitError{kind: usage, err: err}
 			}
 			defer node.Close()
 			eng, err := engine.Open(ctx, node.Conn(), cfg)
 			if err != nil {
-				return &exitError{code: 2, err: storeHint(err, dataDir, natsURL)}
+				return &exitError{kind: usage, err: storeHint(err, dataDir, natsURL)}
 			}
 			// All work (plan backfills, scheduled runs, catch-up, repair) is
 			// derived from the stream by the one publisher: published to
@@ -87,14 +87,14 @@ func newServeCmd() *cobra.Command {
 			}
 			if err := pub.Prepare(ctx); err != nil {
 				eng.Close(context.WithoutCancel(ctx))
-				return &exitError{code: 2, err: err}
+				return &exitError{kind: usage, err: err}
 			}
 			// One writer among the engines sharing the stream: this one
 			// forwards commands that write while another holds the lease.
 			member, err := cluster.Join(ctx, eng, cluster.Config{Logger: log})
 			if err != nil {
 				eng.Close(context.WithoutCancel(ctx))
-				return &exitError{code: 2, err: err}
+				return &exitError{kind: usage, err: err}
 			}
 			stop := func() {
 				member.Leave(context.WithoutCancel(ctx))
@@ -103,7 +103,7 @@ func newServeCmd() *cobra.Command {
 			svc, err := transport.Serve(node.Conn(), member, transport.ServiceConfig{Logger: log, RateLimit: rateLimit})
 			if err != nil {
 				stop()
-				return &exitError{code: 2, err: err}
+				return &exitError{kind: usage, err: err}
 			}
 			var httpSrv *http.Server
 			dashboard := ""
@@ -112,13 +112,13 @@ func newServeCmd() *cobra.Command {
 				if err != nil {
 					_ = svc.Stop()
 					stop()
-					return &exitError{code: 2, err: err}
+					return &exitError{kind: usage, err: err}
 				}
 				ln, err := net.Listen("tcp", httpAddr)
 				if err != nil {
 					_ = svc.Stop()
 					stop()
-					return &exitError{code: 2, err: fmt.Errorf("--http %s: %w", httpAddr, err)}
+					return &exitError{kind: usage, err: fmt.Errorf("--http %s: %w", httpAddr, err)}
 				}
 				httpSrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 				dashboard = "http://" + ln.Addr().String()
@@ -183,7 +183,7 @@ func newServeCmd() *cobra.Command {
 				return err
 			}
 			if failed != nil {
-				return &exitError{code: 2, err: storeHint(failed, dataDir, natsURL)}
+				return &exitError{kind: usage, err: storeHint(failed, dataDir, natsURL)}
 			}
 			return nil
 		},
@@ -193,7 +193,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&natsURL, "nats-url", "", "connect to this NATS server instead of embedding one")
 	f.StringVar(&listen, "listen", "127.0.0.1:4222", "client address of the embedded NATS server")
 	f.BoolVar(&noSync, "no-sync", false, "do not fsync every append (faster; risks losing acknowledged events on a machine crash)")
-	f.BoolVar(&builtinWorker, "builtin-worker", false, "run all work (backfill, scheduled, catch-up, repair) in-process, recording it as done at once, instead of publishing it to `tidemark worker` processes (demos and tests)")
+	f.BoolVar(&builtinWorker, "builtin-worker", false, "run all work (backfill, scheduled, catch-up, repair) in-process, recording it as done at once, instead of publishing it to tidemark worker processes (demos and tests)")
 	f.IntVar(&replicas, "replicas", 1, "stream replicas (3 on a cluster)")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&authFile, "auth", "", "users and permissions for the embedded server (a nats-server config, see docs/auth.conf)")

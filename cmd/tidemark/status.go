@@ -23,19 +23,13 @@ func newStatusCmd() *cobra.Command {
 		Short: "Show incumbents, frontiers and open repair debt, now (from the server) or as they were (--at, --at-seq, --data-dir)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkFormat(output, "table", "json"); err != nil {
-				return err
-			}
 			var envs []commands.EnvStatus
 			var open []commands.Repair
 			var seq uint64
 			var dmg *eventlog.Damage
 			if s.pointInTime() {
 				if waitAdvance > 0 {
-					return &exitError{code: 2, err: errors.New("--wait-advance asks the running server: not with --data-dir, --at or --at-seq")}
-				}
-				if s.natsURL == "" && s.dataDir == "" {
-					s.natsURL = defaultNatsURL
+					return &exitError{kind: usage, err: errors.New("--wait-advance asks the running server: not with --data-dir, --at or --at-seq")}
 				}
 				recs, closeStore, d, err := s.read(cmd)
 				if err != nil {
@@ -51,9 +45,6 @@ func newStatusCmd() *cobra.Command {
 				envs, open = views.Status(st, env, at)
 				seq = st.Seq
 			} else {
-				if s.natsURL == "" {
-					s.natsURL = defaultNatsURL
-				}
 				var r commands.Reply
 				var err error
 				if waitAdvance > 0 {
@@ -68,6 +59,7 @@ func newStatusCmd() *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			if output == "json" {
+				envs, open = listsNotNull(envs, open)
 				res := map[string]any{"seq": seq, "envs": envs, "open_repairs": open}
 				if dmg != nil {
 					res["damage"] = dmg
@@ -84,7 +76,7 @@ func newStatusCmd() *cobra.Command {
 	}
 	s.register(cmd, true)
 	cmd.Flags().StringVar(&env, "env", "", "only this environment")
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	outputFlag(cmd, &output, "table", "json")
 	cmd.Flags().DurationVar(&waitAdvance, "wait-advance", 0, "first wait, up to this long, until the scheduler has moved the frontier of every incumbent shown past where it is now (its next tick, computed); exit 1 if it does not")
 	return cmd
 }
@@ -113,7 +105,7 @@ func awaitAdvance(cmd *cobra.Command, url, env string, wait time.Duration) (comm
 		}
 	}
 	if len(was) == 0 {
-		return first, &exitError{code: 1, err: errors.New("--wait-advance: no incumbents to wait for (promote a plan first)")}
+		return first, &exitError{kind: failed, err: errors.New("--wait-advance: no incumbents to wait for (promote a plan first)")}
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "waiting up to %s for the scheduler to advance %s\n", wait, strings.Join(names, ", "))
 	deadline := time.Now().Add(wait)
@@ -134,12 +126,36 @@ func awaitAdvance(cmd *cobra.Command, url, env string, wait time.Duration) (comm
 			return r, nil
 		}
 		if !time.Now().Before(deadline) {
-			return r, &exitError{code: 1, err: fmt.Errorf("--wait-advance: the scheduler did not advance every incumbent within %s (is `tidemark serve` computing its work: --builtin-worker, or a `tidemark worker`?)", wait)}
+			return r, &exitError{kind: failed, err: fmt.Errorf("--wait-advance: the scheduler did not advance every incumbent within %s (is `tidemark serve` computing its work: --builtin-worker, or a `tidemark worker`?)", wait)}
 		}
 		select {
 		case <-ctx.Done():
-			return r, &exitError{code: 2, err: ctx.Err()}
+			return r, &exitError{kind: usage, err: ctx.Err()}
 		case <-time.After(min(time.Second, time.Until(deadline))):
 		}
 	}
+}
+
+// listsNotNull makes every list in envs and open non-nil, so JSON shows
+// [] rather than null (a reply decoded from the wire may hold nil ones).
+func listsNotNull(envs []commands.EnvStatus, open []commands.Repair) ([]commands.EnvStatus, []commands.Repair) {
+	envs, open = orEmpty(envs), orEmpty(open)
+	for i := range envs {
+		envs[i].Models = orEmpty(envs[i].Models)
+		for j := range envs[i].Models {
+			envs[i].Models[j].Missing = orEmpty(envs[i].Models[j].Missing)
+		}
+	}
+	for i := range open {
+		open[i].Ranges, open[i].Missing = orEmpty(open[i].Ranges), orEmpty(open[i].Missing)
+	}
+	return envs, open
+}
+
+// orEmpty is s, or an empty slice when s is nil.
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/tidemark/tidemark/checkpoint"
 	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/events"
@@ -24,14 +25,16 @@ import (
 // of a stopped `serve` or of `scenario run --data-dir`, or a running server.
 type storeFlags struct {
 	dataDir, natsURL string
+	flags            *pflag.FlagSet
 	atSeq            uint64
 	at               string
 }
 
 func (s *storeFlags) register(cmd *cobra.Command, pointInTime bool) {
 	f := cmd.Flags()
-	f.StringVar(&s.dataDir, "data-dir", "", "the data dir of a stopped `tidemark serve` or of `scenario run --data-dir`")
-	f.StringVar(&s.natsURL, "nats-url", "", "a running NATS server holding the TIDEMARK stream (e.g. the one `tidemark serve` listens on)")
+	s.flags = f
+	f.StringVar(&s.dataDir, "data-dir", "", "read the data dir of a stopped tidemark serve or of scenario run --data-dir instead of a server")
+	f.StringVar(&s.natsURL, "nats-url", defaultNatsURL, natsURLUsage+" (or any NATS server holding the TIDEMARK stream)")
 	if pointInTime {
 		f.Uint64Var(&s.atSeq, "at-seq", 0, "stop after this stream sequence")
 		f.StringVar(&s.at, "at", "", "stop before the first event that occurred after this time (RFC 3339)")
@@ -45,32 +48,38 @@ func (s *storeFlags) register(cmd *cobra.Command, pointInTime bool) {
 // known to have reached (the data dir's checkpoint; 0: none). close
 // releases it.
 func (s *storeFlags) stream(ctx context.Context) (r *eventlog.Reader, minLast uint64, close func(), err error) {
-	if (s.dataDir == "") == (s.natsURL == "") {
-		return nil, 0, nil, &exitError{code: 2, err: errors.New("give exactly one of --data-dir and --nats-url")}
+	if s.dataDir != "" && s.flags != nil && s.flags.Changed("nats-url") {
+		return nil, 0, nil, &exitError{kind: usage, err: errors.New("give one of --data-dir and --nats-url, not both")}
 	}
-	if s.natsURL != "" {
+	if s.dataDir == "" {
+		if s.natsURL == "" {
+			return nil, 0, nil, &exitError{kind: usage, err: errors.New("--nats-url is empty: give a server's URL or --data-dir")}
+		}
 		nc, err := transport.Connect(s.natsURL, nats.Name("tidemark-cli"), nats.Timeout(5*time.Second))
 		if err != nil {
-			return nil, 0, nil, &exitError{code: 2, err: fmt.Errorf("cannot reach NATS at %s: %v", s.natsURL, err)}
+			return nil, 0, nil, &exitError{kind: usage, err: fmt.Errorf("cannot reach NATS at %s: %w", s.natsURL, err)}
 		}
 		js, err := jetstream.New(nc)
 		if err != nil {
 			nc.Close()
-			return nil, 0, nil, &exitError{code: 2, err: err}
+			return nil, 0, nil, &exitError{kind: usage, err: err}
 		}
 		r, err := eventlog.OpenReader(ctx, js)
 		if err != nil {
 			nc.Close()
-			return nil, 0, nil, &exitError{code: 2, err: err}
+			if errors.Is(err, jetstream.ErrStreamNotFound) {
+				return nil, 0, nil, &exitError{kind: notFound, err: fmt.Errorf("no %s stream at %s: %w", events.StreamName, s.natsURL, err)}
+			}
+			return nil, 0, nil, &exitError{kind: usage, err: err}
 		}
 		return r, 0, nc.Close, nil
 	}
 	if _, err := os.Stat(s.dataDir); err != nil {
-		return nil, 0, nil, &exitError{code: 2, err: err}
+		return nil, 0, nil, &exitError{kind: usage, err: err}
 	}
 	st, err := openStore(ctx, s.dataDir)
 	if err != nil {
-		return nil, 0, nil, &exitError{code: 2, err: err}
+		return nil, 0, nil, &exitError{kind: usage, err: err}
 	}
 	return st.Reader(), st.checkpointSeq, st.Close, nil
 }
@@ -127,7 +136,7 @@ func (s *storeFlags) options() (eventlog.ReadOptions, error) {
 	if s.at != "" {
 		t, err := time.Parse(time.RFC3339, s.at)
 		if err != nil {
-			return o, &exitError{code: 2, err: errors.New("--at: want RFC 3339, like 2026-12-01T11:07:00Z")}
+			return o, &exitError{kind: usage, err: errors.New("--at: want RFC 3339, like 2026-12-01T11:07:00Z")}
 		}
 		o.At = t.UTC()
 	}
@@ -171,7 +180,7 @@ func (s *storeFlags) read(cmd *cobra.Command) ([]events.Record, func(), *eventlo
 	d, damaged := eventlog.IsDamage(err)
 	if err != nil && !damaged {
 		closeStore()
-		return nil, nil, nil, &exitError{code: 2, err: err}
+		return nil, nil, nil, &exitError{kind: usage, err: err}
 	}
 	return recs, closeStore, d, nil
 }
@@ -184,7 +193,7 @@ func damageExit(d *eventlog.Damage) error {
 	if d == nil {
 		return nil
 	}
-	return &exitError{code: 1, err: d}
+	return &exitError{kind: failed, err: d}
 }
 
 // pointInTime reports whether the flags ask for history rather than now.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -27,25 +28,25 @@ func newWorkerCmd() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if w.Command == "" {
-				return &exitError{code: 2, err: errors.New("--exec is required: the command that computes one batch")}
+				return &exitError{kind: usage, err: errors.New("--exec is required: the command that computes one batch")}
 			}
 			log, err := newLogger(logFormat)
 			if err != nil {
-				return &exitError{code: 2, err: err}
+				return &exitError{kind: usage, err: err}
 			}
 			nc, err := transport.Connect(natsURL, nats.Name("tidemark-worker"), nats.Timeout(5*time.Second), nats.MaxReconnects(-1))
 			if err != nil {
-				return &exitError{code: 2, err: errors.New("cannot reach the tidemark server at " + natsURL + ": " + err.Error())}
+				return &exitError{kind: usage, err: fmt.Errorf("cannot reach the tidemark server at %s: %w", natsURL, err)}
 			}
 			defer nc.Close()
 			if w.JS, err = jetstream.New(nc); err != nil {
-				return &exitError{code: 2, err: err}
+				return &exitError{kind: usage, err: err}
 			}
 			w.Handler = transport.NewClient(nc)
 			w.Logger = log.With("subsystem", "worker")
 			w.Output = cmd.ErrOrStderr()
 			if _, err := w.Consumer(cmd.Context()); err != nil {
-				return &exitError{code: 2, err: err}
+				return &exitError{kind: usage, err: err}
 			}
 			w.Logger.Info("worker pulling work", "nats", natsURL, "concurrency", w.Concurrency, "name", w.Name)
 			return w.Run(cmd.Context())
@@ -53,7 +54,7 @@ func newWorkerCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&w.Command, "exec", "", "command computing one batch (run with sh -c)")
-	f.StringVar(&natsURL, "nats-url", defaultNatsURL, "the tidemark server's NATS URL")
+	f.StringVar(&natsURL, "nats-url", defaultNatsURL, natsURLUsage)
 	f.IntVar(&w.Concurrency, "concurrency", 1, "work items run at once")
 	f.IntVar(&w.MaxAttempts, "max-attempts", 5, "deliveries of an item before it is given up (each failure is an event); at most serve's --work-max-attempts")
 	f.DurationVar(&w.Timeout, "timeout", time.Hour, "kill a batch's command after this long")

@@ -1,0 +1,73 @@
+package scenario
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/tidemark/tidemark/modelfile"
+)
+
+const withSQL = `name: models with sql
+clock: 2026-12-01T06:00:00Z
+models:
+  - name: events
+    cron: "@hourly"
+    start: 2026-12-01T00:00:00Z
+  - name: sessions
+    cron: "@hourly"
+    start: 2026-12-01T00:00:00Z
+    depends_on: [events]
+    time_column: ts
+    sql: |
+      SELECT session_id, min(ts) AS ts FROM events
+      WHERE ts >= @start_ts AND ts < @end_ts GROUP BY session_id
+steps:
+  - deploy: {env: prod, versions: {events: v1, sessions: v1}}
+    expect: {outcome: accepted, incumbent: {events: v1, sessions: v1}}
+  - plan:
+      id: p1
+      env: prod
+      versions:
+        sessions:
+          version: v2
+          sql: "select session_id, max(ts) as ts from events where ts >= @start_ts and ts < @end_ts group by 1"
+  - backfill: {plan: p1}
+  - promote: {plan: p1}
+    expect: {outcome: accepted, incumbent: {events: v1, sessions: v2}}
+`
+
+// Scenario models and version overrides accept sql and time_column, checked
+// by models.Definition.Validate; the run registers them.
+func TestSQLModels(t *testing.T) {
+	f, err := Parse("sql.yaml", []byte(withSQL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := f.Models["sessions"]
+	if m.TimeColumn != "ts" || !strings.HasPrefix(m.SQL, "SELECT session_id, min(ts)") || !strings.HasSuffix(m.SQL, "GROUP BY session_id\n") {
+		t.Fatalf("sessions: %q %q", m.SQL, m.TimeColumn)
+	}
+	if f.Models["events"].SQL != "" {
+		t.Fatal("events has no sql")
+	}
+	v := f.Steps[1].Versions["sessions"]
+	if v.Name != "v2" || v.Model.TimeColumn != "ts" || !strings.HasPrefix(v.Model.SQL, "select session_id, max(ts)") {
+		t.Fatalf("override: %+v", v)
+	}
+	if res := run(t, f); res.Failed != 0 {
+		t.Fatalf("failed %d of %d expectations: %v", res.Failed, res.Expectations, res.Failures)
+	}
+
+	for _, c := range []struct{ name, text, want string }{
+		{"macro", strings.Replace(withSQL, "@end_ts GROUP", "@stop GROUP", 1), "bad.yaml: models[1].sql: uses the macro @stop at line 2"},
+		{"override macro", strings.Replace(withSQL, "< @end_ts group", "< @end group", 1), "bad.yaml: step 2.plan.versions.sessions.sql: uses the macro @end at line 1"},
+		{"no time column", strings.Replace(withSQL, "    time_column: ts\n", "", 1), "bad.yaml: models[1].time_column: is required when sql is set"},
+		{"override time column", strings.Replace(withSQL, "          version: v2\n", "          version: v2\n          time_column: \"t s\"\n", 1), `bad.yaml: step 2.plan.versions.sessions.time_column: "t s": a plain column name`},
+	} {
+		_, err := Parse("bad.yaml", []byte(c.text))
+		if !errors.Is(err, modelfile.ErrInvalid) || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want prefix %q", c.name, err, c.want)
+		}
+	}
+}
