@@ -18,9 +18,11 @@
 //     that leaks rows outside its interval cannot break a rerun. Writing
 //     intervals out of order, or twice, leaves the rows a single full write
 //     would. Write conflicts (DuckDB's "Conflict on tuple deletion", Postgres
-//     serialization failures) are retried a bounded number of times;
-//     in-process, writes of overlapping intervals of one table wait for each
-//     other.
+//     serialization failures) are retried a bounded number of times.
+//     In-process, writes of overlapping intervals of one table wait for
+//     each other; on Postgres, writers of one table also take turns across
+//     processes (a transaction-scoped advisory lock), since read committed
+//     would let two DELETE+INSERT of one slice interleave into duplicates.
 //   - One transaction per interval, and one per promotion: every view of a
 //     promotion is swapped in the same transaction, so a reader sees the old
 //     views or the new ones, never a mix, and a failed promotion changes

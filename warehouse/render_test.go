@@ -1,8 +1,12 @@
 package warehouse
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 func TestRender(t *testing.T) {
@@ -58,5 +62,30 @@ func TestReadOnlyStatement(t *testing.T) {
 		if why := readOnlyStatement(sql); (why == "") != ok {
 			t.Errorf("readOnlyStatement(%q) = %q, want ok=%v", sql, why, ok)
 		}
+	}
+}
+
+func TestRetryable(t *testing.T) {
+	for msg, want := range map[string]bool{
+		"TransactionContext Error: Conflict on tuple deletion!":           true,
+		"TransactionContext Error: Catalog write-write conflict on alter": true,
+		"Catalog Error: Table with name x does not exist":                 false,
+	} {
+		if got := retryableWrite(fmt.Errorf("exec: %w", errors.New(msg))); got != want {
+			t.Errorf("retryableWrite(%q) = %v", msg, got)
+		}
+	}
+	for code, want := range map[string]bool{"40001": true, "40P01": true, "23505": false, "42P01": false} {
+		if got := retryableWrite(fmt.Errorf("x: %w", &pgconn.PgError{Code: code})); got != want {
+			t.Errorf("retryableWrite(%s) = %v", code, got)
+		}
+	}
+	if !retryableDDL(&pgconn.PgError{Code: "23505"}) {
+		t.Error("a unique violation of concurrent CREATE IF NOT EXISTS is not retried")
+	}
+	n := 0
+	err := retry(t.Context(), func() error { n++; return errors.New("Conflict on tuple deletion") }, retryableWrite)
+	if err == nil || n != writeAttempts {
+		t.Errorf("retry gave up after %d attempts: %v", n, err)
 	}
 }

@@ -51,6 +51,7 @@ type Warehouse struct {
 	db      *sql.DB
 	dialect dialect
 	path    string // the DuckDB file this process owns, "" otherwise
+	dsn     string
 
 	mu      sync.Mutex
 	ensured map[string]bool        // snapshot tables known to exist
@@ -92,6 +93,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Warehouse, error) {
 		writing: map[string][]Range{},
 	}
 	w.cond = sync.NewCond(&w.mu)
+	w.dsn = dsn
 	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
 		db, err := sql.Open("pgx", dsn)
 		if err != nil {
@@ -256,6 +258,14 @@ func (w *Warehouse) WriteInterval(ctx context.Context, m Model, start, end time.
 			return err
 		}
 		defer tx.Rollback()
+		if w.dialect.name == "postgres" {
+			// Read committed lets two processes' DELETE+INSERT of one
+			// slice interleave into duplicates: writers of one table
+			// take turns across processes.
+			if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", "tidemark.write:"+m.Table); err != nil {
+				return err
+			}
+		}
 		if _, err := tx.ExecContext(ctx, del, start, end); err != nil {
 			return err
 		}
@@ -323,7 +333,7 @@ func retryableWrite(err error) bool {
 // retryableDDL adds the races of concurrent IF NOT EXISTS creation.
 func retryableDDL(err error) bool {
 	var pg *pgconn.PgError
-	if errors.As(err, &pg) && (pg.Code == "23505" || pg.Code == "42P07" || pg.Code == "42P06") {
+	if errors.As(err, &pg) && (pg.Code == "23505" || pg.Code == "42P07" || pg.Code == "42P06" || pg.Code == "42710") {
 		return true
 	}
 	return retryableWrite(err)
@@ -524,11 +534,7 @@ func (w *Warehouse) Query(ctx context.Context, q string) (cols []string, rows []
 		return nil, nil, fmt.Errorf("warehouse: query: %w", err)
 	}
 	defer conn.Close()
-	begin := "BEGIN READ ONLY"
-	if w.dialect.name == "duckdb" {
-		begin = "BEGIN TRANSACTION READ ONLY"
-	}
-	if _, err := conn.ExecContext(ctx, begin); err != nil {
+	if _, err := conn.ExecContext(ctx, w.beginReadOnly()); err != nil {
 		return nil, nil, fmt.Errorf("warehouse: query: %w", err)
 	}
 	defer conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
@@ -537,6 +543,14 @@ func (w *Warehouse) Query(ctx context.Context, q string) (cols []string, rows []
 		return nil, nil, fmt.Errorf("warehouse: query: %w", err)
 	}
 	return cols, rows, nil
+}
+
+// beginReadOnly starts a read-only transaction on a connection.
+func (w *Warehouse) beginReadOnly() string {
+	if w.dialect.name == "duckdb" {
+		return "BEGIN TRANSACTION READ ONLY"
+	}
+	return "BEGIN READ ONLY"
 }
 
 // Stats is the size and freshness of one table.

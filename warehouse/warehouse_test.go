@@ -351,6 +351,22 @@ func TestQueryIsReadOnly(t *testing.T) {
 		if got := scalar(t, w, `SELECT count(*) FROM tidemark."hourly__q"`); got != n {
 			t.Fatalf("the table has %d rows, want %d", got, n)
 		}
+		// The read-only transaction itself refuses writes.
+		conn, err := w.DB().Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.ExecContext(ctx, w.beginReadOnly()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.ExecContext(ctx, `DELETE FROM tidemark."hourly__q"`); err == nil {
+			t.Error("a DELETE ran in a read-only transaction")
+		}
+		conn.ExecContext(ctx, "ROLLBACK")
+		conn.Close()
+		if got := scalar(t, w, `SELECT count(*) FROM tidemark."hourly__q"`); got != n {
+			t.Fatalf("the table has %d rows, want %d", got, n)
+		}
 		// The connection is usable afterwards (the read-only transaction
 		// was ended).
 		for range 5 {
@@ -418,6 +434,29 @@ func TestConcurrentWrites(t *testing.T) {
 		sameRows(t, w, "hourly__c", "hourly__full")
 		run(func(g, i int) bool { return true }) // every day by all four at once
 		sameRows(t, w, "hourly__c", "hourly__full")
+
+		if w.Engine() != "postgres" {
+			return // one process owns a DuckDB file
+		}
+		// Two warehouses (as two worker processes would) writing the same
+		// days at once.
+		w2, err := Open(t.Context(), w.dsn, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w2.Close()
+		var wg sync.WaitGroup
+		for _, wh := range []*Warehouse{w, w2, w, w2} {
+			wg.Go(func() {
+				for i := range days {
+					if _, err := wh.WriteInterval(t.Context(), hourly("hourly__p"), day(i), day(i+1)); err != nil {
+						t.Error(err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		sameRows(t, w, "hourly__p", "hourly__full")
 	})
 }
 
