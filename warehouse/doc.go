@@ -26,7 +26,10 @@
 //   - One transaction per interval, and one per promotion: every view of a
 //     promotion is swapped in the same transaction, so a reader sees the old
 //     views or the new ones, never a mix, and a failed promotion changes
-//     nothing. Promotions to one environment are serialized in-process.
+//     nothing. Promotions to one environment are serialized in-process. On
+//     Postgres a promotion waits at most 200 ms for each view's lock and
+//     otherwise starts over, so a reader of several views never deadlocks
+//     with it.
 //   - No value is ever spliced into SQL text: the interval bounds, written
 //     @start_ts and @end_ts in model SQL (SQLMesh's macro names), are bound
 //     as positional parameters holding UTC TIMESTAMPs; any other @name is

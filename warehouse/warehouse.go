@@ -339,6 +339,15 @@ func retryableDDL(err error) bool {
 	return retryableWrite(err)
 }
 
+// retryablePromote adds a lock wait given up (lock_timeout).
+func retryablePromote(err error) bool {
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) && pg.Code == "55P03" {
+		return true
+	}
+	return retryableDDL(err)
+}
+
 func retry(ctx context.Context, f func() error, retryable func(error) bool) error {
 	var err error
 	for attempt := range writeAttempts {
@@ -386,6 +395,16 @@ func (w *Warehouse) Promote(ctx context.Context, env string, views map[string]st
 			return err
 		}
 		defer tx.Rollback()
+		if w.dialect.name == "postgres" {
+			// DROP VIEW locks each view until commit. A reader holding one
+			// view while waiting for another swapped one would deadlock
+			// with the promotion (Postgres then kills one of them after
+			// deadlock_timeout, maybe the reader): the promotion gives up
+			// its locks first and retries.
+			if _, err := tx.ExecContext(ctx, "SET LOCAL lock_timeout = '200ms'"); err != nil {
+				return err
+			}
+		}
 		if _, err := tx.ExecContext(ctx, "CREATE SCHEMA IF NOT EXISTS "+quoteIdent(env)); err != nil {
 			return err
 		}
@@ -414,7 +433,7 @@ func (w *Warehouse) Promote(ctx context.Context, env string, views map[string]st
 			}
 		}
 		return tx.Commit()
-	}, retryableDDL)
+	}, retryablePromote)
 	if err != nil {
 		return fmt.Errorf("warehouse: promote %s: %w", env, err)
 	}
