@@ -584,3 +584,50 @@ func TestDuckDBOwnerHelper(t *testing.T) {
 	w.Close()
 	fmt.Println("OPENED")
 }
+
+// TestDuckDBResources: Options set threads and the memory limit, and a DSN
+// that sets them itself wins.
+func TestDuckDBResources(t *testing.T) {
+	for _, c := range []struct {
+		dsn     string
+		opts    Options
+		threads string
+		memory  string
+	}{
+		{"", Options{}, "2", "1.8 GiB"},
+		{"", Options{Threads: 1, MemoryLimit: "512MB"}, "1", "488.2 MiB"},
+		{"?threads=3&memory_limit=256MB", Options{Threads: 1, MemoryLimit: "512MB"}, "3", "244.1 MiB"},
+	} {
+		w, err := Open(t.Context(), filepath.Join(t.TempDir(), "r.duckdb")+c.dsn, c.opts)
+		if errors.Is(err, ErrNoCgo) {
+			t.Skip(err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var threads, memory string
+		err = w.DB().QueryRowContext(t.Context(), "SELECT current_setting('threads')::VARCHAR, current_setting('memory_limit')").Scan(&threads, &memory)
+		w.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if threads != c.threads || memory != c.memory {
+			t.Errorf("Open(%q, %+v): threads %s, memory_limit %s; want %s, %s", c.dsn, c.opts, threads, memory, c.threads, c.memory)
+		}
+	}
+}
+
+// TestPostgresURLForms: both URL schemes open Postgres.
+func TestPostgresURLForms(t *testing.T) {
+	dsn := newPostgresDSN(t)
+	for _, d := range []string{dsn, "postgresql" + strings.TrimPrefix(dsn, "postgres")} {
+		w, err := Open(t.Context(), d, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.Engine() != "postgres" {
+			t.Errorf("%s opened %s", d, w.Engine())
+		}
+		w.Close()
+	}
+}
