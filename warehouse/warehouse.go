@@ -166,11 +166,14 @@ func isLockError(err error) bool {
 	return strings.Contains(s, "Could not set lock") || strings.Contains(s, "Conflicting lock")
 }
 
+// release gives up this warehouse's claim on its DuckDB file (once: a
+// second Close must not free a later owner's claim).
 func (w *Warehouse) release() {
+	openFilesMu.Lock()
+	defer openFilesMu.Unlock()
 	if w.path != "" {
-		openFilesMu.Lock()
 		delete(openFiles, w.path)
-		openFilesMu.Unlock()
+		w.path = ""
 	}
 }
 

@@ -567,7 +567,12 @@ func TestDuckDBOneOwner(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Open after Close: %v", err)
 	}
-	w2.Close()
+	defer w2.Close()
+	// A second Close of the first owner does not free w2's claim.
+	w.Close()
+	if _, err := Open(t.Context(), path, Options{}); !errors.Is(err, ErrLocked) {
+		t.Fatalf("Open while w2 owns the file: %v", err)
+	}
 }
 
 // TestDuckDBOwnerHelper is the second process of TestDuckDBOneOwner.
