@@ -1,0 +1,50 @@
+// Package warehouse is tidemark's data plane: it writes the intervals of a
+// model's snapshot tables, swaps the views of an environment onto snapshot
+// tables (promotion), recomputes a model to verify what an environment
+// shows, and answers read-only queries. It speaks to an embedded DuckDB file
+// (built with cgo) or to Postgres (a postgres:// DSN) through database/sql and
+// a small dialect.
+//
+// Layout in the warehouse: snapshot tables live in the schema "tidemark"
+// (one table per model fingerprint, for example tidemark."hourly__3f2a9c");
+// every environment is a schema of views, one per model, each a plain
+// SELECT * FROM one snapshot table (SQLMesh's virtual layer).
+//
+// Invariants:
+//   - Writes are interval-idempotent. WriteInterval replaces exactly the rows
+//     of [start, end) of one snapshot table: DELETE of the slice and INSERT of
+//     the recomputed slice run in one transaction, and the model's rows are
+//     filtered again on the time column outside the model query, so a query
+//     that leaks rows outside its interval cannot break a rerun. Writing
+//     intervals out of order, or twice, leaves the rows a single full write
+//     would. Write conflicts (DuckDB's "Conflict on tuple deletion", Postgres
+//     serialization failures) are retried a bounded number of times.
+//     In-process, writes of overlapping intervals of one table wait for
+//     each other; on Postgres, writers of one table also take turns across
+//     processes (a transaction-scoped advisory lock), since read committed
+//     would let two DELETE+INSERT of one slice interleave into duplicates.
+//   - One transaction per interval, and one per promotion: every view of a
+//     promotion is swapped in the same transaction, so a reader sees the old
+//     views or the new ones, never a mix, and a failed promotion changes
+//     nothing. Promotions to one environment are serialized in-process. On
+//     Postgres a promotion waits at most 200 ms for each view's lock and
+//     otherwise starts over, so a reader of several views never deadlocks
+//     with it.
+//   - No value is ever spliced into SQL text: the interval bounds, written
+//     @start_ts and @end_ts in model SQL (SQLMesh's macro names), are bound
+//     as positional parameters holding UTC TIMESTAMPs; any other @name is
+//     refused. Identifiers (schemas, tables, columns) are quoted.
+//   - A snapshot reads the upstream snapshot tables it was built against,
+//     never an environment's views: each upstream model name is bound by a
+//     CTE prefix (WITH orders AS (SELECT * FROM tidemark."orders__x") ...).
+//   - One process owns a DuckDB file. A second opener (another process, or a
+//     second Open in this process) gets ErrLocked naming the file.
+//   - DropTable refuses a snapshot table that any view reads (DuckDB would
+//     let the drop succeed and break the view).
+//
+// A build without cgo has no DuckDB: Open of a DuckDB path returns
+// ErrNoCgo, and Postgres works as usual.
+//
+// Importers: none yet; cmd/tidemark (serve, query) and work (the worker)
+// will import it.
+package warehouse

@@ -1,0 +1,669 @@
+package warehouse
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	// The Postgres driver ("pgx") for database/sql.
+	_ "github.com/jackc/pgx/v5/stdlib"
+)
+
+var (
+	// ErrNoCgo is returned by Open of a DuckDB path in a build without cgo.
+	// The caller should use a postgres:// warehouse or rebuild with cgo.
+	ErrNoCgo = errors.New("warehouse: this tidemark was built without cgo: the embedded DuckDB warehouse is unavailable; use a postgres:// warehouse")
+	// ErrLocked is returned by Open when another process (or another Open
+	// in this process) owns the DuckDB file. Stop the owner, or go through
+	// it (its query command), or use a postgres:// warehouse.
+	ErrLocked = errors.New("warehouse: the DuckDB file is owned by another process (one process owns a DuckDB file)")
+	// ErrInUse is returned by DropTable when a view reads the table; the
+	// caller should keep the table (it is promoted somewhere).
+	ErrInUse = errors.New("warehouse: table is read by a view")
+	// ErrNotReadOnly is returned by Query for a statement that may write.
+	ErrNotReadOnly = errors.New("warehouse: only read-only statements are allowed")
+)
+
+// writeAttempts bounds the tries of one interval write that hits write
+// conflicts.
+const writeAttempts = 8
+
+// Options are the resources of an embedded DuckDB warehouse; Postgres
+// ignores them. A DSN that sets threads or memory_limit itself wins.
+type Options struct {
+	// Threads is DuckDB's worker threads; 0 means 2.
+	Threads int
+	// MemoryLimit is DuckDB's memory limit (e.g. "2GB"); "" means "2GB".
+	MemoryLimit string
+}
+
+// Warehouse is an open warehouse. Its methods are safe for concurrent use.
+type Warehouse struct {
+	db      *sql.DB
+	dialect dialect
+	path    string // the DuckDB file this process owns, "" otherwise
+	dsn     string
+
+	mu      sync.Mutex
+	ensured map[string]bool        // snapshot tables known to exist
+	envs    map[string]*sync.Mutex // promotion lock per environment
+	writing map[string][]Range     // intervals being written, per table
+	cond    *sync.Cond             // signalled when writing shrinks
+}
+
+// dialect is what differs between the engines.
+type dialect struct {
+	name string
+	// orReplaceView: CREATE OR REPLACE VIEW swaps a view (DuckDB); else
+	// DROP VIEW IF EXISTS + CREATE VIEW in the same transaction (Postgres
+	// refuses OR REPLACE when columns change).
+	orReplaceView bool
+	// ddlParams: DDL may bind parameters (DuckDB); else table creation
+	// renders both bounds as a typed NULL constant.
+	ddlParams bool
+}
+
+var (
+	duckDialect     = dialect{name: "duckdb", orReplaceView: true, ddlParams: true}
+	postgresDialect = dialect{name: "postgres"}
+)
+
+// openFiles are the DuckDB files opened by this process (absolute paths).
+var (
+	openFilesMu sync.Mutex
+	openFiles   = map[string]bool{}
+)
+
+// Open opens the warehouse at dsn: a postgres:// or postgresql:// URL is a
+// Postgres database; anything else is a DuckDB file path, optionally with
+// DuckDB options after '?' ("" or ":memory:" is an in-memory database).
+func Open(ctx context.Context, dsn string, opts Options) (*Warehouse, error) {
+	w := &Warehouse{
+		ensured: map[string]bool{},
+		envs:    map[string]*sync.Mutex{},
+		writing: map[string][]Range{},
+	}
+	w.cond = sync.NewCond(&w.mu)
+	w.dsn = dsn
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		db, err := sql.Open("pgx", dsn)
+		if err != nil {
+			return nil, fmt.Errorf("warehouse: open postgres: %w", err)
+		}
+		if err := db.PingContext(ctx); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("warehouse: open postgres: %w", err)
+		}
+		w.db, w.dialect = db, postgresDialect
+		return w, nil
+	}
+
+	path, query, _ := strings.Cut(dsn, "?")
+	params, err := url.ParseQuery(query)
+	if err != nil {
+		return nil, fmt.Errorf("warehouse: DuckDB DSN %q: %w", dsn, err)
+	}
+	if !params.Has("threads") {
+		n := opts.Threads
+		if n <= 0 {
+			n = 2
+		}
+		params.Set("threads", strconv.Itoa(n))
+	}
+	if !params.Has("memory_limit") {
+		m := opts.MemoryLimit
+		if m == "" {
+			m = "2GB"
+		}
+		params.Set("memory_limit", m)
+	}
+	if path != "" && path != ":memory:" {
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return nil, fmt.Errorf("warehouse: %s: %w", path, err)
+		}
+		openFilesMu.Lock()
+		if openFiles[abs] {
+			openFilesMu.Unlock()
+			return nil, fmt.Errorf("%w: %s is already open in this process", ErrLocked, abs)
+		}
+		openFiles[abs] = true
+		openFilesMu.Unlock()
+		w.path = abs
+	}
+	db, err := openDuckDB(path + "?" + params.Encode())
+	if err == nil {
+		err = db.PingContext(ctx)
+		if err != nil {
+			db.Close()
+		}
+	}
+	if err != nil {
+		w.release()
+		if isLockError(err) {
+			return nil, fmt.Errorf("%w: %s is held by another process; stop it or go through it: %w", ErrLocked, path, err)
+		}
+		if errors.Is(err, ErrNoCgo) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("warehouse: open DuckDB %s: %w", path, err)
+	}
+	w.db, w.dialect = db, duckDialect
+	return w, nil
+}
+
+func isLockError(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "Could not set lock") || strings.Contains(s, "Conflicting lock")
+}
+
+// release gives up this warehouse's claim on its DuckDB file (once: a
+// second Close must not free a later owner's claim).
+func (w *Warehouse) release() {
+	openFilesMu.Lock()
+	defer openFilesMu.Unlock()
+	if w.path != "" {
+		delete(openFiles, w.path)
+		w.path = ""
+	}
+}
+
+// Close closes the warehouse; a DuckDB file is free for another owner
+// afterwards.
+func (w *Warehouse) Close() error {
+	err := w.db.Close()
+	w.release()
+	return err
+}
+
+// Engine names the engine: "duckdb" or "postgres".
+func (w *Warehouse) Engine() string { return w.dialect.name }
+
+// DB is the underlying handle, for tests and tools that know the engine.
+func (w *Warehouse) DB() *sql.DB { return w.db }
+
+// ensureTable creates schema tidemark and m's snapshot table (empty, with
+// the query's columns) if they do not exist.
+func (w *Warehouse) ensureTable(ctx context.Context, m Model) error {
+	w.mu.Lock()
+	done := w.ensured[m.Table]
+	w.mu.Unlock()
+	if done {
+		return nil
+	}
+	args := []any{}
+	start, end := nullTS, nullTS
+	if w.dialect.ddlParams {
+		start, end = paramStart, paramEnd
+		args = []any{time.Unix(0, 0).UTC(), time.Unix(0, 0).UTC()}
+	}
+	q, err := render(m, start, end)
+	if err != nil {
+		return err
+	}
+	create := fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s AS SELECT * FROM (%s) q LIMIT 0", qualified(Schema, m.Table), q)
+	err = retry(ctx, func() error {
+		if _, err := w.db.ExecContext(ctx, "CREATE SCHEMA IF NOT EXISTS "+quoteIdent(Schema)); err != nil {
+			return err
+		}
+		_, err := w.db.ExecContext(ctx, create, args...)
+		return err
+	}, retryableDDL)
+	if err != nil {
+		return fmt.Errorf("warehouse: create %s: %w", m.Table, err)
+	}
+	w.mu.Lock()
+	w.ensured[m.Table] = true
+	w.mu.Unlock()
+	return nil
+}
+
+// WriteInterval recomputes m over [start, end) into its snapshot table,
+// replacing the rows already there for that interval, in one transaction.
+// It returns the rows inserted.
+func (w *Warehouse) WriteInterval(ctx context.Context, m Model, start, end time.Time) (int64, error) {
+	start, end = start.UTC(), end.UTC()
+	if !start.Before(end) {
+		return 0, fmt.Errorf("warehouse: write %s: empty interval [%s, %s)", m.Table, start, end)
+	}
+	if m.Table == "" || m.TimeColumn == "" {
+		return 0, fmt.Errorf("warehouse: write model %q: Table and TimeColumn are required", m.Name)
+	}
+	q, err := render(m, paramStart, paramEnd)
+	if err != nil {
+		return 0, fmt.Errorf("warehouse: %w", err)
+	}
+	if err := w.ensureTable(ctx, m); err != nil {
+		return 0, err
+	}
+	release, err := w.lockInterval(ctx, m.Table, Range{start, end})
+	if err != nil {
+		return 0, err
+	}
+	defer release()
+
+	table, tc := qualified(Schema, m.Table), quoteIdent(m.TimeColumn)
+	del := fmt.Sprintf("DELETE FROM %s WHERE %s >= $1 AND %s < $2", table, tc, tc)
+	ins := fmt.Sprintf("INSERT INTO %s SELECT * FROM (%s) q WHERE q.%s >= $1 AND q.%s < $2", table, q, tc, tc)
+	var rows int64
+	err = retry(ctx, func() error {
+		tx, err := w.db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		if w.dialect.name == "postgres" {
+			// Read committed lets two processes' DELETE+INSERT of one
+			// slice interleave into duplicates: writers of one table
+			// take turns across processes.
+			if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", "tidemark.write:"+m.Table); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, del, start, end); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, ins, start, end)
+		if err != nil {
+			return err
+		}
+		if rows, err = res.RowsAffected(); err != nil {
+			return err
+		}
+		return tx.Commit()
+	}, retryableWrite)
+	if err != nil {
+		return 0, fmt.Errorf("warehouse: write %s [%s, %s): %w", m.Table, start.Format(time.RFC3339), end.Format(time.RFC3339), err)
+	}
+	return rows, nil
+}
+
+// lockInterval waits until no other write of this process covers part of
+// r in table, then holds r until release is called.
+func (w *Warehouse) lockInterval(ctx context.Context, table string, r Range) (release func(), err error) {
+	stop := context.AfterFunc(ctx, func() {
+		w.mu.Lock()
+		w.cond.Broadcast()
+		w.mu.Unlock()
+	})
+	defer stop()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for slices.ContainsFunc(w.writing[table], func(o Range) bool {
+		return o.Start.Before(r.End) && r.Start.Before(o.End)
+	}) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		w.cond.Wait()
+	}
+	w.writing[table] = append(w.writing[table], r)
+	return func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		rs := w.writing[table]
+		i := slices.Index(rs, r)
+		w.writing[table] = slices.Delete(rs, i, i+1)
+		if len(w.writing[table]) == 0 {
+			delete(w.writing, table)
+		}
+		w.cond.Broadcast()
+	}, nil
+}
+
+// retryableWrite reports a conflict that a retry of the whole transaction
+// resolves.
+func retryableWrite(err error) bool {
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) {
+		return pg.Code == "40001" || pg.Code == "40P01"
+	}
+	s := err.Error()
+	return strings.Contains(s, "Conflict on tuple deletion") ||
+		strings.Contains(s, "write-write conflict") ||
+		strings.Contains(s, "Conflict on update")
+}
+
+// retryableDDL adds the races of concurrent IF NOT EXISTS creation.
+func retryableDDL(err error) bool {
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) && (pg.Code == "23505" || pg.Code == "42P07" || pg.Code == "42P06" || pg.Code == "42710") {
+		return true
+	}
+	return retryableWrite(err)
+}
+
+// retryablePromote adds a lock wait given up (lock_timeout).
+func retryablePromote(err error) bool {
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) && pg.Code == "55P03" {
+		return true
+	}
+	return retryableDDL(err)
+}
+
+func retry(ctx context.Context, f func() error, retryable func(error) bool) error {
+	var err error
+	for attempt := range writeAttempts {
+		if err = f(); err == nil || !retryable(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(time.Duration(attempt+1) * 5 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("%d attempts: %w", writeAttempts, err)
+}
+
+// testHookPromote, when set, runs inside a promotion's transaction after
+// each view swap; an error fails the promotion (a failpoint for tests).
+var testHookPromote func(model string) error
+
+// Promote points env's view of every model in views (model name →
+// snapshot table) at that table, all in one transaction; the schema env is
+// created if needed. Promotions to one environment are serialized.
+func (w *Warehouse) Promote(ctx context.Context, env string, views map[string]string) error {
+	if env == "" || env == Schema {
+		return fmt.Errorf("warehouse: promote: invalid environment %q", env)
+	}
+	w.mu.Lock()
+	lock := w.envs[env]
+	if lock == nil {
+		lock = &sync.Mutex{}
+		w.envs[env] = lock
+	}
+	w.mu.Unlock()
+	lock.Lock()
+	defer lock.Unlock()
+
+	models := make([]string, 0, len(views))
+	for m := range views {
+		models = append(models, m)
+	}
+	slices.Sort(models)
+	err := retry(ctx, func() error {
+		tx, err := w.db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		if w.dialect.name == "postgres" {
+			// DROP VIEW locks each view until commit. A reader holding one
+			// view while waiting for another swapped one would deadlock
+			// with the promotion (Postgres then kills one of them after
+			// deadlock_timeout, maybe the reader): the promotion gives up
+			// its locks first and retries.
+			if _, err := tx.ExecContext(ctx, "SET LOCAL lock_timeout = '200ms'"); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, "CREATE SCHEMA IF NOT EXISTS "+quoteIdent(env)); err != nil {
+			return err
+		}
+		for _, m := range models {
+			var n int
+			err := tx.QueryRowContext(ctx, "SELECT count(*) FROM information_schema.tables WHERE table_schema = $1 AND table_name = $2", Schema, views[m]).Scan(&n)
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				return fmt.Errorf("model %q: snapshot table %s.%s does not exist", m, Schema, views[m])
+			}
+			view, sel := qualified(env, m), "SELECT * FROM "+qualified(Schema, views[m])
+			if w.dialect.orReplaceView {
+				_, err = tx.ExecContext(ctx, "CREATE OR REPLACE VIEW "+view+" AS "+sel)
+			} else if _, err = tx.ExecContext(ctx, "DROP VIEW IF EXISTS "+view); err == nil {
+				_, err = tx.ExecContext(ctx, "CREATE VIEW "+view+" AS "+sel)
+			}
+			if err != nil {
+				return fmt.Errorf("model %q: %w", m, err)
+			}
+			if testHookPromote != nil {
+				if err := testHookPromote(m); err != nil {
+					return err
+				}
+			}
+		}
+		return tx.Commit()
+	}, retryablePromote)
+	if err != nil {
+		return fmt.Errorf("warehouse: promote %s: %w", env, err)
+	}
+	return nil
+}
+
+// Diff is what Verify found: rows the environment's view shows that a
+// recompute does not give, and the reverse (counted as bags: duplicates
+// count), with a few samples of each.
+type Diff struct {
+	OnlyInView      int64
+	OnlyInRecompute int64
+	Columns         []string
+	Samples         []DiffRow
+}
+
+// DiffRow is one sample row of a Diff.
+type DiffRow struct {
+	Side   string // "view" or "recompute"
+	Values []any
+}
+
+// Empty reports whether the view equals the recompute.
+func (d Diff) Empty() bool { return d.OnlyInView == 0 && d.OnlyInRecompute == 0 }
+
+// verifySamples is how many sample rows of each side a Diff keeps.
+const verifySamples = 5
+
+// Verify recomputes m over each range (from m's upstream snapshot tables)
+// and compares the result with env's view of m restricted to that range.
+func (w *Warehouse) Verify(ctx context.Context, env string, m Model, ranges []Range) (Diff, error) {
+	q, err := render(m, paramStart, paramEnd)
+	if err != nil {
+		return Diff{}, fmt.Errorf("warehouse: %w", err)
+	}
+	tc := quoteIdent(m.TimeColumn)
+	with := fmt.Sprintf("WITH r AS (SELECT * FROM (%s) q WHERE q.%s >= $1 AND q.%s < $2), v AS (SELECT * FROM %s WHERE %s >= $1 AND %s < $2)",
+		q, tc, tc, qualified(env, m.Name), tc, tc)
+	count := with + " SELECT (SELECT count(*) FROM (SELECT * FROM v EXCEPT ALL SELECT * FROM r) a), (SELECT count(*) FROM (SELECT * FROM r EXCEPT ALL SELECT * FROM v) b)"
+	var d Diff
+	for _, rg := range ranges {
+		s, e := rg.Start.UTC(), rg.End.UTC()
+		var inView, inRe int64
+		if err := w.db.QueryRowContext(ctx, count, s, e).Scan(&inView, &inRe); err != nil {
+			return Diff{}, fmt.Errorf("warehouse: verify %s.%s: %w", env, m.Name, err)
+		}
+		d.OnlyInView += inView
+		d.OnlyInRecompute += inRe
+		for _, side := range []struct {
+			name, sql string
+			n         int64
+		}{
+			{"view", "SELECT * FROM v EXCEPT ALL SELECT * FROM r", inView},
+			{"recompute", "SELECT * FROM r EXCEPT ALL SELECT * FROM v", inRe},
+		} {
+			have := 0
+			for _, r := range d.Samples {
+				if r.Side == side.name {
+					have++
+				}
+			}
+			if side.n == 0 || have >= verifySamples {
+				continue
+			}
+			cols, rows, err := queryRows(ctx, w.db, fmt.Sprintf("%s SELECT * FROM (%s) x LIMIT %d", with, side.sql, verifySamples-have), s, e)
+			if err != nil {
+				return Diff{}, fmt.Errorf("warehouse: verify %s.%s: samples: %w", env, m.Name, err)
+			}
+			d.Columns = cols
+			for _, r := range rows {
+				d.Samples = append(d.Samples, DiffRow{Side: side.name, Values: r})
+			}
+		}
+	}
+	return d, nil
+}
+
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+func queryRows(ctx context.Context, db querier, q string, args ...any) ([]string, [][]any, error) {
+	rs, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rs.Close()
+	cols, err := rs.Columns()
+	if err != nil {
+		return nil, nil, err
+	}
+	var out [][]any
+	for rs.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rs.Scan(ptrs...); err != nil {
+			return nil, nil, err
+		}
+		out = append(out, vals)
+	}
+	return cols, out, rs.Err()
+}
+
+// Query runs one read-only statement (SELECT, WITH, SHOW, DESCRIBE,
+// EXPLAIN, VALUES, TABLE, FROM, SUMMARIZE) in a read-only transaction and
+// returns its columns and rows. Anything else is refused with
+// ErrNotReadOnly.
+func (w *Warehouse) Query(ctx context.Context, q string) (cols []string, rows [][]any, err error) {
+	if why := readOnlyStatement(q); why != "" {
+		return nil, nil, fmt.Errorf("%w: %s", ErrNotReadOnly, why)
+	}
+	conn, err := w.db.Conn(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("warehouse: query: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, w.beginReadOnly()); err != nil {
+		return nil, nil, fmt.Errorf("warehouse: query: %w", err)
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+	cols, rows, err = queryRows(ctx, conn, q)
+	if err != nil {
+		return nil, nil, fmt.Errorf("warehouse: query: %w", err)
+	}
+	return cols, rows, nil
+}
+
+// beginReadOnly starts a read-only transaction on a connection.
+func (w *Warehouse) beginReadOnly() string {
+	if w.dialect.name == "duckdb" {
+		return "BEGIN TRANSACTION READ ONLY"
+	}
+	return "BEGIN READ ONLY"
+}
+
+// Stats is the size and freshness of one table.
+type Stats struct {
+	Rows    int64
+	MaxTime time.Time // zero when the table is empty
+}
+
+// Stats counts the rows of the snapshot table and finds its latest time.
+func (w *Warehouse) Stats(ctx context.Context, table, timeColumn string) (Stats, error) {
+	var st Stats
+	var max sql.NullTime
+	q := fmt.Sprintf("SELECT count(*), max(%s) FROM %s", quoteIdent(timeColumn), qualified(Schema, table))
+	if err := w.db.QueryRowContext(ctx, q).Scan(&st.Rows, &max); err != nil {
+		return Stats{}, fmt.Errorf("warehouse: stats %s: %w", table, err)
+	}
+	if max.Valid {
+		st.MaxTime = max.Time.UTC()
+	}
+	return st, nil
+}
+
+// ViewsReading lists the views (schema.view) that read the snapshot table.
+func (w *Warehouse) ViewsReading(ctx context.Context, table string) ([]string, error) {
+	var out []string
+	if w.dialect.name == "postgres" {
+		rs, err := w.db.QueryContext(ctx, `SELECT DISTINCT v.relnamespace::regnamespace::text || '.' || v.relname
+			FROM pg_depend d JOIN pg_rewrite r ON r.oid = d.objid JOIN pg_class v ON v.oid = r.ev_class
+			WHERE d.refobjid = to_regclass($1) AND v.oid <> d.refobjid ORDER BY 1`, qualified(Schema, table))
+		if err != nil {
+			return nil, err
+		}
+		defer rs.Close()
+		for rs.Next() {
+			var v string
+			if err := rs.Scan(&v); err != nil {
+				return nil, err
+			}
+			out = append(out, v)
+		}
+		return out, rs.Err()
+	}
+	rs, err := w.db.QueryContext(ctx, "SELECT schema_name, view_name, sql FROM duckdb_views() WHERE NOT internal ORDER BY 1, 2")
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	for rs.Next() {
+		var schema, view, text string
+		if err := rs.Scan(&schema, &view, &text); err != nil {
+			return nil, err
+		}
+		if mentions(text, table) {
+			out = append(out, schema+"."+view)
+		}
+	}
+	return out, rs.Err()
+}
+
+// mentions reports whether sql names the identifier ident as a whole word
+// (case-insensitively; a false positive only keeps a table).
+func mentions(sql, ident string) bool {
+	s, id := strings.ToLower(sql), strings.ToLower(ident)
+	for off := 0; ; {
+		k := strings.Index(s[off:], id)
+		if k < 0 {
+			return false
+		}
+		i, j := off+k, off+k+len(id)
+		if (i == 0 || !isIdentChar(s[i-1])) && (j == len(s) || !isIdentChar(s[j])) {
+			return true
+		}
+		off = i + 1
+	}
+}
+
+// DropTable drops the snapshot table, refusing with ErrInUse when any view
+// reads it.
+func (w *Warehouse) DropTable(ctx context.Context, table string) error {
+	views, err := w.ViewsReading(ctx, table)
+	if err != nil {
+		return fmt.Errorf("warehouse: drop %s: %w", table, err)
+	}
+	if len(views) > 0 {
+		return fmt.Errorf("%w: %s is read by %s", ErrInUse, table, strings.Join(views, ", "))
+	}
+	if _, err := w.db.ExecContext(ctx, "DROP TABLE IF EXISTS "+qualified(Schema, table)); err != nil {
+		return fmt.Errorf("warehouse: drop %s: %w", table, err)
+	}
+	w.mu.Lock()
+	delete(w.ensured, table)
+	w.mu.Unlock()
+	return nil
+}
