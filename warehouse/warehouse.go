@@ -191,9 +191,9 @@ func (w *Warehouse) Engine() string { return w.dialect.name }
 // DB is the underlying handle, for tests and tools that know the engine.
 func (w *Warehouse) DB() *sql.DB { return w.db }
 
-// ensureTable creates schema tidemark and m's snapshot table (empty, with
+// EnsureTable creates schema tidemark and m's snapshot table (empty, with
 // the query's columns) if they do not exist.
-func (w *Warehouse) ensureTable(ctx context.Context, m Model) error {
+func (w *Warehouse) EnsureTable(ctx context.Context, m Model) error {
 	w.mu.Lock()
 	done := w.ensured[m.Table]
 	w.mu.Unlock()
@@ -242,7 +242,7 @@ func (w *Warehouse) WriteInterval(ctx context.Context, m Model, start, end time.
 	if err != nil {
 		return 0, fmt.Errorf("warehouse: %w", err)
 	}
-	if err := w.ensureTable(ctx, m); err != nil {
+	if err := w.EnsureTable(ctx, m); err != nil {
 		return 0, err
 	}
 	release, err := w.lockInterval(ctx, m.Table, Range{start, end})
@@ -666,4 +666,16 @@ func (w *Warehouse) DropTable(ctx context.Context, table string) error {
 	delete(w.ensured, table)
 	w.mu.Unlock()
 	return nil
+}
+
+// Redact is dsn fit for a log line: a Postgres URL's password replaced.
+func Redact(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.User == nil {
+		return dsn
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
 }

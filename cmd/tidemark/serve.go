@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tidemark/tidemark/warehouse"
+	"github.com/tidemark/tidemark/work/sqlrun"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -27,6 +30,7 @@ func newServeCmd() *cobra.Command {
 	var (
 		dataDir, natsURL, listen, logFormat, httpAddr string
 		noSync, builtinWorker                         bool
+		warehouseDSN                                  string
 		replicas                                      int
 		rateLimit                                     float64
 		workAckWait                                   time.Duration
@@ -82,8 +86,24 @@ func newServeCmd() *cobra.Command {
 			// `tidemark worker` processes, or run in-process with
 			// --builtin-worker.
 			pub := &work.Publisher{Log: eng, AckWait: workAckWait, MaxDeliver: workMaxAttempts}
+			var syncer *sqlrun.Syncer
 			if builtinWorker {
-				pub.Runner = &inproc.Worker{Handler: eng, Actor: "worker:builtin"}
+				done := &inproc.Worker{Handler: eng, Actor: "worker:builtin"}
+				pub.Runner = done
+				// The data plane: SQL models computed in the warehouse
+				// before their work is recorded, environments' views
+				// swapped on promotion. One process owns a DuckDB file.
+				wh, err := openWarehouse(ctx, warehouseDSN, dataDir)
+				if err != nil {
+					eng.Close(context.WithoutCancel(ctx))
+					return &exitError{kind: usage, err: err}
+				}
+				if wh != nil {
+					defer wh.Close()
+					pub.Runner = &sqlrun.Runner{WH: wh, Proj: eng.Projection(), Done: done, Log: log.With("subsystem", "sqlrun")}
+					syncer = &sqlrun.Syncer{WH: wh, Proj: eng.Projection(), Log: log.With("subsystem", "views")}
+					log.Info("warehouse", "engine", wh.Engine(), "dsn", warehouse.Redact(warehouseDSNOr(warehouseDSN, dataDir)))
+				}
 			}
 			if err := pub.Prepare(ctx); err != nil {
 				eng.Close(context.WithoutCancel(ctx))
@@ -147,6 +167,13 @@ func newServeCmd() *cobra.Command {
 						if err := pub.Run(ctx); err != nil && ctx.Err() == nil {
 							log.Error("work publisher stopped", "err", err)
 						}
+					},
+					func(ctx context.Context) {
+						if syncer != nil {
+							if err := syncer.Run(ctx); err != nil && ctx.Err() == nil {
+								log.Error("views syncer stopped", "err", err)
+							}
+						}
 					})
 			}()
 			where := node.ClientURL()
@@ -193,6 +220,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&natsURL, "nats-url", "", "connect to this NATS server instead of embedding one")
 	f.StringVar(&listen, "listen", "127.0.0.1:4222", "client address of the embedded NATS server")
 	f.BoolVar(&noSync, "no-sync", false, "do not fsync every append (faster; risks losing acknowledged events on a machine crash)")
+	f.StringVar(&warehouseDSN, "warehouse", "", "with --builtin-worker: where SQL models are computed and environments' views live: a DuckDB file (default DATA-DIR/warehouse.duckdb; one process owns it), postgres://… for a shared Postgres, or none")
 	f.BoolVar(&builtinWorker, "builtin-worker", false, "run all work (backfill, scheduled, catch-up, repair) in-process, recording it as done at once, instead of publishing it to tidemark worker processes (demos and tests)")
 	f.IntVar(&replicas, "replicas", 1, "stream replicas (3 on a cluster)")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
@@ -267,4 +295,20 @@ func whileWriting(ctx context.Context, eng *cluster.Member, log *slog.Logger, lo
 		}
 		log.Info("this engine is no longer the writer: its loops stopped")
 	}
+}
+
+// warehouseDSNOr is dsn, or the default DuckDB file in dataDir.
+func warehouseDSNOr(dsn, dataDir string) string {
+	if dsn == "" {
+		return filepath.Join(dataDir, "warehouse.duckdb")
+	}
+	return dsn
+}
+
+// openWarehouse opens the warehouse of --warehouse (nil for "none").
+func openWarehouse(ctx context.Context, dsn, dataDir string) (*warehouse.Warehouse, error) {
+	if dsn == "none" {
+		return nil, nil
+	}
+	return warehouse.Open(ctx, warehouseDSNOr(dsn, dataDir), warehouse.Options{})
 }
