@@ -447,16 +447,16 @@ func (w *Warehouse) Promote(ctx context.Context, env string, views map[string]st
 // recompute does not give, and the reverse (counted as bags: duplicates
 // count), with a few samples of each.
 type Diff struct {
-	OnlyInView      int64
-	OnlyInRecompute int64
-	Columns         []string
-	Samples         []DiffRow
+	OnlyInView      int64     `json:"only_in_view"`
+	OnlyInRecompute int64     `json:"only_in_recompute"`
+	Columns         []string  `json:"columns"`
+	Samples         []DiffRow `json:"samples,omitempty"`
 }
 
 // DiffRow is one sample row of a Diff.
 type DiffRow struct {
-	Side   string // "view" or "recompute"
-	Values []any
+	Side   string `json:"side"` // "view" or "recompute"
+	Values []any  `json:"values"`
 }
 
 // Empty reports whether the view equals the recompute.

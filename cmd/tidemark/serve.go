@@ -102,6 +102,12 @@ func newServeCmd() *cobra.Command {
 					defer wh.Close()
 					pub.Runner = &sqlrun.Runner{WH: wh, Proj: eng.Projection(), Done: done, Log: log.With("subsystem", "sqlrun")}
 					syncer = &sqlrun.Syncer{WH: wh, Proj: eng.Projection(), Log: log.With("subsystem", "views")}
+					stopWH, err := sqlrun.Serve(node.Conn(), wh, eng.Projection(), 0, log.With("subsystem", "warehouse"))
+					if err != nil {
+						eng.Close(context.WithoutCancel(ctx))
+						return &exitError{kind: usage, err: err}
+					}
+					defer stopWH()
 					log.Info("warehouse", "engine", wh.Engine(), "dsn", warehouse.Redact(warehouseDSNOr(warehouseDSN, dataDir)))
 				}
 			}

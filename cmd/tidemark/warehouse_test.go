@@ -1,0 +1,83 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestWarehouseForReal: serve with the built-in worker computes SQL models
+// into its DuckDB warehouse; after the promotion, query shows prod's rows
+// and verify finds none differing; a bad query and an unknown env fail.
+func TestWarehouseForReal(t *testing.T) {
+	s := startServe(t, "--builtin-worker")
+	start := time.Now().UTC().Truncate(24 * time.Hour).Add(-48 * time.Hour)
+	models := filepath.Join(t.TempDir(), "models.yaml")
+	body := `models:
+  - name: page_views
+    cron: "@hourly"
+    start: ` + start.Format(time.RFC3339) + `
+    time_column: ts
+    sql: |
+      SELECT @start_ts + to_minutes(CAST(r.range AS BIGINT)) AS ts, CAST(r.range % 5 AS BIGINT) AS user_id
+      FROM range(0, 60) r
+  - name: rollup
+    cron: "@daily"
+    start: ` + start.Format(time.RFC3339) + `
+    depends_on: [page_views]
+    time_column: day
+    sql: |
+      SELECT date_trunc('day', ts) AS day, user_id, count(*) AS views
+      FROM page_views WHERE ts >= @start_ts AND ts < @end_ts GROUP BY 1, 2
+`
+	if err := os.WriteFile(models, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code := runCLI(t, "apply", "-f", models, "--nats-url", s.nats, "-o", "json")
+	var applied []struct {
+		Snapshot string `json:"snapshot"`
+	}
+	if err := json.Unmarshal([]byte(out), &applied); code != 0 || err != nil || len(applied) != 2 {
+		t.Fatalf("apply: exit %d %v %s %s", code, err, out, stderr)
+	}
+	args := []string{"plan", "--env", "prod", "--id", "d1", "--nats-url", s.nats}
+	for _, a := range applied {
+		args = append(args, "--set", strings.Replace(a.Snapshot, "@", "=", 1))
+	}
+	if out, stderr, code := runCLI(t, args...); code != 0 {
+		t.Fatalf("plan: exit %d %s %s", code, out, stderr)
+	}
+	eventually(t, "the backfill is computed and the promotion accepted", time.Minute, func() bool {
+		out, _, code := runCLI(t, "promote", "d1", "--nats-url", s.nats)
+		return code == 0 && strings.Contains(out, "ACCEPTED")
+	})
+	// 60 page views an hour since the start (two days and the hours of
+	// today); the rollup has the two whole days × 5 users.
+	hours := int(time.Now().UTC().Truncate(time.Hour).Sub(start) / time.Hour)
+	want := "n\n" + strconv.Itoa(60*hours) + "\n"
+	eventually(t, "prod's views read the promoted tables", time.Minute, func() bool {
+		out, _, code := runCLI(t, "query", "SELECT count(*) AS n FROM prod.page_views", "--nats-url", s.nats, "-o", "csv")
+		if code == 0 && out != want {
+			t.Logf("prod.page_views: %q, want %q", out, want)
+		}
+		return code == 0 && out == want
+	})
+	eventually(t, "the rollup is computed", time.Minute, func() bool {
+		out, _, code := runCLI(t, "query", "SELECT sum(views) AS total, count(*) AS rows FROM prod.rollup", "--nats-url", s.nats, "-o", "json")
+		return code == 0 && strings.Contains(out, `"total":2880`) && strings.Contains(out, `"rows":10`)
+	})
+	out, stderr, code = runCLI(t, "verify", "--env", "prod", "--nats-url", s.nats)
+	if code != 0 || !strings.Contains(out, "prod.page_views: ok") || !strings.Contains(out, "prod.rollup: ok") {
+		t.Fatalf("verify: exit %d %s %s", code, out, stderr)
+	}
+	if _, stderr, code := runCLI(t, "query", "DELETE FROM prod.page_views", "--nats-url", s.nats); code != 1 {
+		t.Fatalf("a write through query: exit %d %s", code, stderr)
+	}
+	if _, stderr, code := runCLI(t, "verify", "--env", "nope", "--nats-url", s.nats); code != 1 || !strings.Contains(stderr, "nope") {
+		t.Fatalf("verify an unknown env: exit %d %s", code, stderr)
+	}
+}

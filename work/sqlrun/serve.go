@@ -1,0 +1,118 @@
+package sqlrun
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/tidemark/tidemark/live"
+	"github.com/tidemark/tidemark/warehouse"
+)
+
+// The warehouse over NATS. One process owns a DuckDB file, so users read
+// the data through it: `tidemark query` and `tidemark verify` send a JSON
+// request to QuerySubject or VerifySubject, which the process that owns
+// the warehouse serves (serve --builtin-worker). Both only read.
+
+// QuerySubject and VerifySubject are the warehouse's request subjects.
+const (
+	QuerySubject  = "tidemark.wh.query"
+	VerifySubject = "tidemark.wh.verify"
+)
+
+// QueryRequest is a read-only SQL statement.
+type QueryRequest struct {
+	SQL string `json:"sql"`
+}
+
+// QueryReply is its result, or why there is none.
+type QueryReply struct {
+	Columns []string `json:"columns"`
+	Rows    [][]any  `json:"rows"`
+	Error   string   `json:"error,omitempty"`
+}
+
+// VerifyRequest asks to verify env's SQL models (one, when Model is set).
+type VerifyRequest struct {
+	Env   string `json:"env"`
+	Model string `json:"model,omitempty"`
+}
+
+// VerifyReply is a Diff per model, or why there is none.
+type VerifyReply struct {
+	Models map[string]warehouse.Diff `json:"models"`
+	Error  string                    `json:"error,omitempty"`
+}
+
+// maxQueryBytes bounds a query's text.
+const maxQueryBytes = 64 << 10
+
+// Serve answers query and verify requests on nc until the returned stop is
+// called. Each request runs with timeout.
+func Serve(nc *nats.Conn, wh *warehouse.Warehouse, proj *live.Projection, timeout time.Duration, log *slog.Logger) (stop func(), err error) {
+	if timeout <= 0 {
+		timeout = time.Minute
+	}
+	reply := func(m *nats.Msg, v any) {
+		b, err := json.Marshal(v)
+		if err != nil {
+			b, _ = json.Marshal(map[string]string{"error": err.Error()})
+		}
+		if err := m.Respond(b); err != nil && log != nil {
+			log.Warn("warehouse reply", "subject", m.Subject, "err", err)
+		}
+	}
+	q, err := nc.Subscribe(QuerySubject, func(m *nats.Msg) {
+		go func() {
+			var req QueryRequest
+			if err := json.Unmarshal(m.Data, &req); err != nil || req.SQL == "" || len(req.SQL) > maxQueryBytes {
+				reply(m, QueryReply{Error: fmt.Sprintf("want {\"sql\": \"…\"} of at most %d bytes", maxQueryBytes)})
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			cols, rows, err := wh.Query(ctx, req.SQL)
+			if err != nil {
+				reply(m, QueryReply{Error: err.Error()})
+				return
+			}
+			if rows == nil {
+				rows = [][]any{}
+			}
+			reply(m, QueryReply{Columns: cols, Rows: rows})
+		}()
+	})
+	if err != nil {
+		return nil, err
+	}
+	v, err := nc.Subscribe(VerifySubject, func(m *nats.Msg) {
+		go func() {
+			var req VerifyRequest
+			if err := json.Unmarshal(m.Data, &req); err != nil || req.Env == "" {
+				reply(m, VerifyReply{Error: "want {\"env\": \"…\", \"model\": \"…\"}"})
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			diffs, err := VerifyEnv(ctx, wh, proj, req.Env, req.Model)
+			if err != nil {
+				reply(m, VerifyReply{Error: err.Error()})
+				return
+			}
+			reply(m, VerifyReply{Models: diffs})
+		}()
+	})
+	if err != nil {
+		_ = q.Unsubscribe()
+		return nil, err
+	}
+	if err := nc.Flush(); err != nil {
+		_ = q.Unsubscribe()
+		_ = v.Unsubscribe()
+		return nil, err
+	}
+	return func() { _ = q.Unsubscribe(); _ = v.Unsubscribe() }, nil
+}
