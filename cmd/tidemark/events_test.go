@@ -50,6 +50,9 @@ func TestEventsDataDir(t *testing.T) {
 		t.Fatalf("filtered: exit %d %s", code, out)
 	}
 	out, _, code = runCLI(t, "events", "tail", "--data-dir", dir, "--subject", "tidemark.evt.plan.*", "-o", "json")
+	if code != 0 {
+		t.Fatalf("wildcard: exit %d %s", code, out)
+	}
 	for _, l := range decodeLines(t, out) {
 		if !strings.HasPrefix(l.Subject, events.SubjectPrefix+"plan.") {
 			t.Fatalf("wildcard: %s", out)
