@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -48,7 +49,49 @@ type Server struct {
 	Logger *slog.Logger
 	// MinInterval spaces live updates (default 250ms).
 	MinInterval time.Duration
-	tmpl        *template.Template
+	// Rows, when set, reports what the warehouse holds of a snapshot:
+	// its rows and the newest row's time (ok false: not an SQL model).
+	// The dashboard shows them next to coverage, each asked at most
+	// every RowsEvery (default 5s).
+	Rows      func(ctx context.Context, snapshot string) (rows int64, newest time.Time, ok bool)
+	RowsEvery time.Duration
+	tmpl      *template.Template
+
+	rowsMu    sync.Mutex
+	rowsCache map[string]rowsEntry
+}
+
+type rowsEntry struct {
+	rows   int64
+	newest time.Time
+	ok     bool
+	at     time.Time
+}
+
+// rows is Rows of snapshot, cached for RowsEvery.
+func (s *Server) rows(snapshot string) rowsEntry {
+	every := s.RowsEvery
+	if every <= 0 {
+		every = 5 * time.Second
+	}
+	now := time.Now()
+	s.rowsMu.Lock()
+	e, hit := s.rowsCache[snapshot]
+	s.rowsMu.Unlock()
+	if hit && now.Sub(e.at) < every {
+		return e
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	e.rows, e.newest, e.ok = s.Rows(ctx, snapshot)
+	e.at = now
+	s.rowsMu.Lock()
+	if s.rowsCache == nil {
+		s.rowsCache = map[string]rowsEntry{}
+	}
+	s.rowsCache[snapshot] = e
+	s.rowsMu.Unlock()
+	return e
 }
 
 // Handler returns the routes: / (dashboard), /live (SSE), /fragment,
@@ -200,12 +243,16 @@ type envView struct {
 
 type modelView struct {
 	Model, Snapshot string
-	Frontier        time.Time
-	Missing         string
-	LastTick        time.Time
-	OpenRepairs     int
-	Failures        int
-	Timeline        template.HTML
+	// HasRows: the warehouse reported Rows and Newest (an SQL model).
+	HasRows     bool
+	Rows        int64
+	Newest      time.Time
+	Frontier    time.Time
+	Missing     string
+	LastTick    time.Time
+	OpenRepairs int
+	Failures    int
+	Timeline    template.HTML
 }
 
 type repairView struct {
@@ -257,5 +304,15 @@ func (s *Server) view() view {
 		}
 	})
 	sort.SliceStable(v.Envs, func(i, j int) bool { return v.Envs[i].Name < v.Envs[j].Name })
+	if s.Rows != nil {
+		// Outside the projection's lock: the warehouse is I/O.
+		for i := range v.Envs {
+			for j := range v.Envs[i].Models {
+				m := &v.Envs[i].Models[j]
+				e := s.rows(m.Snapshot)
+				m.HasRows, m.Rows, m.Newest = e.ok, e.rows, e.newest
+			}
+		}
+	}
 	return v
 }

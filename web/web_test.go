@@ -123,3 +123,31 @@ func TestLiveUpdates(t *testing.T) {
 		t.Fatalf("second update id %s after seq %d (first %s)", id2, r.Seq, id)
 	}
 }
+
+// With a warehouse, the dashboard shows each model's rows and newest row
+// next to its coverage, asking the warehouse at most once per RowsEvery.
+func TestDashboardRows(t *testing.T) {
+	e, _ := served(t, "stale-scheduler-after-promotion.yaml")
+	newest := time.Date(2026, 12, 1, 10, 59, 0, 0, time.UTC)
+	asked := 0
+	s := &Server{Proj: e.Projection(), Log: e.Reader(), Registry: e.Registry(), Clock: e.Now, Logger: quiet(), RowsEvery: time.Hour,
+		Rows: func(_ context.Context, snapshot string) (int64, time.Time, bool) {
+			asked++
+			return 660, newest, snapshot == "events@v2"
+		}}
+	h, err := s.Handler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	for range 2 {
+		_, page := get(t, srv.URL+"/")
+		if !strings.Contains(page, `<td class="rows">660</td><td>2026-12-01 10:59Z</td>`) {
+			t.Fatalf("the page lacks the rows of events@v2:\n%s", page)
+		}
+	}
+	if asked != 1 {
+		t.Fatalf("the warehouse was asked %d times for one snapshot within RowsEvery", asked)
+	}
+}

@@ -87,13 +87,14 @@ func newServeCmd() *cobra.Command {
 			// --builtin-worker.
 			pub := &work.Publisher{Log: eng, AckWait: workAckWait, MaxDeliver: workMaxAttempts}
 			var syncer *sqlrun.Syncer
+			var wh *warehouse.Warehouse
 			if builtinWorker {
 				done := &inproc.Worker{Handler: eng, Actor: "worker:builtin"}
 				pub.Runner = done
 				// The data plane: SQL models computed in the warehouse
 				// before their work is recorded, environments' views
 				// swapped on promotion. One process owns a DuckDB file.
-				wh, err := openWarehouse(ctx, warehouseDSN, dataDir)
+				wh, err = openWarehouse(ctx, warehouseDSN, dataDir)
 				if err != nil {
 					eng.Close(context.WithoutCancel(ctx))
 					return &exitError{kind: usage, err: err}
@@ -134,7 +135,13 @@ func newServeCmd() *cobra.Command {
 			var httpSrv *http.Server
 			dashboard := ""
 			if httpAddr != "" {
-				h, err := (&web.Server{Proj: eng.Projection(), Log: eng.Reader(), Registry: eng.Registry(), Clock: eng.Now, Logger: log.With("subsystem", "http")}).Handler()
+				ws := &web.Server{Proj: eng.Projection(), Log: eng.Reader(), Registry: eng.Registry(), Clock: eng.Now, Logger: log.With("subsystem", "http")}
+				if wh != nil {
+					ws.Rows = func(ctx context.Context, snapshot string) (int64, time.Time, bool) {
+						return sqlrun.Rows(ctx, wh, eng.Projection(), snapshot)
+					}
+				}
+				h, err := ws.Handler()
 				if err != nil {
 					_ = svc.Stop()
 					stop()

@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -69,6 +71,16 @@ func TestWarehouseForReal(t *testing.T) {
 	eventually(t, "the rollup is computed", time.Minute, func() bool {
 		out, _, code := runCLI(t, "query", "SELECT sum(views) AS total, count(*) AS rows FROM prod.rollup", "--nats-url", s.nats, "-o", "json")
 		return code == 0 && strings.Contains(out, `"total":2880`) && strings.Contains(out, `"rows":10`)
+	})
+	// The dashboard shows the rows next to coverage.
+	eventually(t, "the dashboard shows prod.page_views' rows", time.Minute, func() bool {
+		resp, err := http.Get(s.http + "/")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		page, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(page), `<td class="rows">`+strconv.Itoa(60*hours)+`</td>`)
 	})
 	out, stderr, code = runCLI(t, "verify", "--env", "prod", "--nats-url", s.nats)
 	if code != 0 || !strings.Contains(out, "prod.page_views: ok") || !strings.Contains(out, "prod.rollup: ok") {

@@ -1,0 +1,27 @@
+package sqlrun
+
+import (
+	"context"
+	"time"
+
+	"github.com/tidemark/tidemark/live"
+	"github.com/tidemark/tidemark/projections"
+	"github.com/tidemark/tidemark/warehouse"
+)
+
+// Rows reports what wh holds of snapshot: its table's rows and the newest
+// row's time (ok false for a snapshot with no SQL, or a table not written
+// yet). For the dashboard (web.Server.Rows).
+func Rows(ctx context.Context, wh *warehouse.Warehouse, proj *live.Projection, snapshot string) (rows int64, newest time.Time, ok bool) {
+	var m warehouse.Model
+	var err error
+	proj.Read(func(st *projections.State) { m, ok, err = ModelOf(st, snapshot) })
+	if err != nil || !ok {
+		return 0, time.Time{}, false
+	}
+	s, err := wh.Stats(ctx, m.Table, m.TimeColumn)
+	if err != nil {
+		return 0, time.Time{}, false
+	}
+	return s.Rows, s.MaxTime, true
+}
