@@ -111,7 +111,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Engine, error) {
 		cfg.Logger = slog.Default()
 	}
 	e := &Engine{cfg: cfg, log: cfg.Logger.With("subsystem", "engine"), ids: events.NewIDSource(), lead: make(chan struct{}, 1)}
-	e.metrics = newMetrics(e)
+	e.metrics = newMetrics()
 	e.nc = nc
 	var err error
 	if e.js, err = jetstream.New(e.nc); err != nil {

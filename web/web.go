@@ -106,6 +106,9 @@ func (s *Server) Handler() (http.Handler, error) {
 	if s.MinInterval == 0 {
 		s.MinInterval = 250 * time.Millisecond
 	}
+	if err := s.registerState(); err != nil {
+		return nil, err
+	}
 	t, err := template.New("").Funcs(template.FuncMap{"join": strings.Join, "stamp": stamp, "upper": strings.ToUpper}).ParseFS(templates, "templates/*.html")
 	if err != nil {
 		return nil, err

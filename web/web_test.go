@@ -66,7 +66,7 @@ func TestDashboardMetricsHealth(t *testing.T) {
 	}
 	code, metrics := get(t, srv.URL+"/metrics")
 	for _, want := range []string{`tidemark_decisions{code="trailing_gap_accepted"} 1`, `tidemark_decision_outcomes{outcome="accepted"} 2`,
-		"tidemark_repair_debts_open 0", `tidemark_worker_runs{run_kind="scheduled"}`, "tidemark_projection_lag_events 0", "tidemark_append_seconds_bucket"} {
+		"tidemark_repair_debts_open 0", `tidemark_worker_runs{run_kind="scheduled"}`, `tidemark_model_freshness_seconds{env="prod",model="events"} 0`, "tidemark_projection_lag_events 0", "tidemark_append_seconds_bucket"} {
 		if code != 200 || !strings.Contains(metrics, want) {
 			t.Fatalf("metrics lack %q:\n%s", want, metrics)
 		}

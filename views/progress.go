@@ -1,0 +1,85 @@
+package views
+
+import (
+	"sort"
+	"time"
+
+	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/projections"
+)
+
+// Freshness is how far behind one env's incumbent is: the time from the
+// end of its newest covered interval (its frontier) to at.
+type Freshness struct {
+	Env, Model, Snapshot string
+	// Frontier is zero when the incumbent covers nothing yet.
+	Frontier time.Time
+	// Age is at − Frontier (0 when nothing is covered: see Frontier).
+	Age time.Duration
+}
+
+// Fresh lists every env's incumbents with their freshness at at, by env
+// and model.
+func Fresh(st *projections.State, at time.Time) []Freshness {
+	var out []Freshness
+	for name, env := range st.Envs {
+		for model, id := range env.Incumbents {
+			f := Freshness{Env: name, Model: model, Snapshot: id, Frontier: st.Frontier(id)}
+			if !f.Frontier.IsZero() && at.After(f.Frontier) {
+				f.Age = at.Sub(f.Frontier)
+			}
+			out = append(out, f)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Env != out[j].Env {
+			return out[i].Env < out[j].Env
+		}
+		return out[i].Model < out[j].Model
+	})
+	return out
+}
+
+// Progress is how much of a plan's backfill its candidates' tables cover.
+type Progress struct {
+	Plan, Env string
+	// Total and Done are the backfill's length and the part covered.
+	Total, Done time.Duration
+}
+
+// Fraction is Done/Total (1 for an empty backfill).
+func (p Progress) Fraction() float64 {
+	if p.Total <= 0 {
+		return 1
+	}
+	return float64(p.Done) / float64(p.Total)
+}
+
+// InFlight lists the plans in flight (not accepted, and not decided or
+// with a catch-up open) with their backfill progress, by plan.
+func InFlight(st *projections.State) []Progress {
+	var out []Progress
+	for id, pl := range st.Plans {
+		if pl.Accepted() || (pl.Decision != nil && !pl.CatchUpOpen()) {
+			continue
+		}
+		p := Progress{Plan: id, Env: pl.Built.Env}
+		for _, c := range pl.Built.Candidates {
+			want := interval.NewSet(c.Backfill...)
+			left := want.SubtractSet(st.Table(c.Table))
+			p.Total += duration(want)
+			p.Done += duration(want) - duration(left)
+		}
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Plan < out[j].Plan })
+	return out
+}
+
+func duration(s interval.Set) time.Duration {
+	var d time.Duration
+	for _, r := range s {
+		d += r.Duration()
+	}
+	return d
+}

@@ -1,0 +1,90 @@
+package web
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tidemark/tidemark/projections"
+	"github.com/tidemark/tidemark/views"
+)
+
+var (
+	lagDesc       = prometheus.NewDesc("tidemark_projection_lag_events", "Events stored in the stream but not yet applied to the live projection.", nil, nil)
+	appliedDesc   = prometheus.NewDesc("tidemark_projection_applied_seq", "Stream sequence of the last event applied to the live projection.", nil, nil)
+	decisionsDesc = prometheus.NewDesc("tidemark_decisions", "Recorded promotion decisions by code (a decision counts once per code it carries).", []string{"code"}, nil)
+	outcomesDesc  = prometheus.NewDesc("tidemark_decision_outcomes", "Recorded promotion decisions by outcome.", []string{"outcome"}, nil)
+	debtsDesc     = prometheus.NewDesc("tidemark_repair_debts_open", "Open repair debts.", nil, nil)
+	debtIvDesc    = prometheus.NewDesc("tidemark_repair_debt_intervals_open", "Intervals (in each model's unit) still missing in open repair debt.", nil, nil)
+	debtAgeDesc   = prometheus.NewDesc("tidemark_repair_debt_oldest_age_seconds", "Age of the oldest open repair debt on the engine's clock (0 when none).", nil, nil)
+	runsDesc      = prometheus.NewDesc("tidemark_worker_runs", "Completions recorded, by run kind.", []string{"run_kind"}, nil)
+	failsDesc     = prometheus.NewDesc("tidemark_worker_failures", "Failed runs recorded (final: the worker gave up).", []string{"final"}, nil)
+	freshDesc     = prometheus.NewDesc("tidemark_model_freshness_seconds", "Seconds from the end of an incumbent's newest computed interval to the engine's clock (absent while it covers nothing).", []string{"env", "model"}, nil)
+	backfillDesc  = prometheus.NewDesc("tidemark_plan_backfill_progress_ratio", "Share of a plan in flight's backfill its candidates' tables cover (0..1).", []string{"plan", "env"}, nil)
+)
+
+// stateCollector reads gauges off the live projection at scrape time.
+type stateCollector struct{ s *Server }
+
+// registerState adds the projection's gauges to the Registry when it can
+// take them (a *prometheus.Registry); once per registry.
+func (s *Server) registerState() error {
+	r, ok := s.Registry.(prometheus.Registerer)
+	if !ok {
+		return nil
+	}
+	err := r.Register(&stateCollector{s: s})
+	var already prometheus.AlreadyRegisteredError
+	if errors.As(err, &already) {
+		return nil
+	}
+	return err
+}
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{lagDesc, appliedDesc, decisionsDesc, outcomesDesc, debtsDesc, debtIvDesc, debtAgeDesc, runsDesc, failsDesc, freshDesc, backfillDesc} {
+		ch <- d
+	}
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	g := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	now := c.s.Clock().UTC()
+	g(lagDesc, float64(c.s.Proj.Stats().Lag))
+	c.s.Proj.Read(func(st *projections.State) {
+		g(appliedDesc, float64(st.Seq))
+		for code, n := range st.DecisionCodes {
+			g(decisionsDesc, float64(n), code)
+		}
+		for o, n := range st.DecisionOutcomes {
+			g(outcomesDesc, float64(n), string(o))
+		}
+		open, intervals, oldest := views.DebtTotals(views.Debts(st, ""))
+		g(debtsDesc, float64(open))
+		g(debtIvDesc, float64(intervals))
+		age := 0.0
+		if !oldest.IsZero() {
+			age = now.Sub(oldest).Seconds()
+		}
+		g(debtAgeDesc, age)
+		for kind, n := range st.Runs {
+			g(runsDesc, float64(n), string(kind))
+		}
+		final, retried := 0, 0
+		for _, f := range st.Failures {
+			final += f.Final
+			retried += f.Count - f.Final
+		}
+		g(failsDesc, float64(final), "true")
+		g(failsDesc, float64(retried), "false")
+		for _, f := range views.Fresh(st, now) {
+			if !f.Frontier.IsZero() {
+				g(freshDesc, f.Age.Seconds(), f.Env, f.Model)
+			}
+		}
+		for _, p := range views.InFlight(st) {
+			g(backfillDesc, p.Fraction(), p.Plan, p.Env)
+		}
+	})
+}
