@@ -236,6 +236,14 @@ type view struct {
 	Envs      []envView
 	Repairs   []repairView
 	Decisions []decisionView
+	InFlight  []flightView
+}
+
+// flightView is a plan in flight and how much of its backfill is done.
+type flightView struct {
+	Plan, Env string
+	Percent   int
+	Done      string // e.g. "6h of 48h"
 }
 
 type envView struct {
@@ -291,6 +299,10 @@ func (s *Server) view() view {
 		for _, r := range repairs {
 			v.Repairs = append(v.Repairs, repairView{Env: r.Env, Plan: r.Plan, Snapshot: r.Snapshot,
 				Missing: strings.Join(interval.Set(r.Missing).Strings(), ", "), Age: (time.Duration(r.OpenForMS) * time.Millisecond).Round(time.Second).String()})
+		}
+		for _, p := range views.InFlight(st) {
+			v.InFlight = append(v.InFlight, flightView{Plan: p.Plan, Env: p.Env, Percent: int(p.Fraction()*100 + 0.5),
+				Done: fmt.Sprintf("%s of %s", p.Done, p.Total)})
 		}
 		refs := st.Decisions
 		for i := len(refs) - 1; i >= 0 && len(v.Decisions) < 10; i-- {

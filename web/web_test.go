@@ -14,6 +14,7 @@ import (
 
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/engine"
+	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/internal/jstest"
 	"github.com/tidemark/tidemark/natsnode"
 	"github.com/tidemark/tidemark/scenario"
@@ -149,5 +150,36 @@ func TestDashboardRows(t *testing.T) {
 	}
 	if asked != 1 {
 		t.Fatalf("the warehouse was asked %d times for one snapshot within RowsEvery", asked)
+	}
+}
+
+// A plan built and not promoted yet is in flight, with the share of its
+// backfill done.
+func TestDashboardPlansInFlight(t *testing.T) {
+	e := jstest.Engine(t, engine.Config{TrustCommandTime: true})
+	at := time.Date(2026, 12, 1, 4, 0, 0, 0, time.UTC)
+	meta := func() commands.Meta { return commands.Meta{ID: commands.NewID(), At: at} }
+	for _, c := range []commands.Command{
+		&commands.RegisterSnapshot{Meta: meta(), Model: "events", Version: "v1", Cron: "@hourly", Start: at.Add(-4 * time.Hour)},
+		&commands.BuildPlan{Meta: meta(), Plan: "p1", Env: "prod", Versions: map[string]string{"events": "v1"}},
+		&commands.CompleteIntervals{Meta: meta(), Model: "events", Version: "v1", Ranges: []interval.Range{interval.R(at.Add(-4*time.Hour), at.Add(-3*time.Hour))}},
+	} {
+		if err := e.Handle(t.Context(), c).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := (&Server{Proj: e.Projection(), Log: e.Reader(), Registry: e.Registry(), Clock: e.Now, Logger: quiet()}).Handler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	_, page := get(t, srv.URL+"/")
+	if !strings.Contains(page, `<li data-inflight="p1">p1 → prod <progress max="100" value="25">25%</progress> backfill 25% (1h0m0s of 4h0m0s)</li>`) {
+		t.Fatalf("p1 is not shown in flight at 25%%:\n%s", page)
+	}
+	_, metrics := get(t, srv.URL+"/metrics")
+	if !strings.Contains(metrics, `tidemark_plan_backfill_progress_ratio{env="prod",plan="p1"} 0.25`) {
+		t.Fatalf("metrics lack p1's progress:\n%s", metrics)
 	}
 }
