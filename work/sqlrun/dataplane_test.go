@@ -288,7 +288,9 @@ func TestVerifyAfterForwardOnly(t *testing.T) {
 	eachBackend(t, func(t *testing.T, w *world) {
 		pvAndAgg(w)
 		var before string
-		w.e.Projection().Read(func(st *projections.State) { before = sqlrun.TableName(st.Snapshots[st.Envs["prod"].Incumbents["agg"]].Table) })
+		w.e.Projection().Read(func(st *projections.State) {
+			before = sqlrun.TableName(st.Snapshots[st.Envs["prod"].Incumbents["agg"]].Table)
+		})
 		// Rewritten logic with the same results on the same input
 		// (count(user_id) of non-null ids), so the history it keeps still
 		// verifies under the new SQL.
