@@ -381,3 +381,28 @@ func TestVerifyAfterLateDataInLookback(t *testing.T) {
 		}
 	})
 }
+
+// (c') A forward-only version whose logic changes its results: the history
+// its incumbent wrote stays in the shared table by design, and only the
+// intervals computed after the promotion carry the new logic. Verify
+// should hold each interval to the logic that wrote it (or leave the kept
+// history out); it must not report the kept rows as differences.
+func TestVerifyAfterForwardOnlyLogicChange(t *testing.T) {
+	t.Skip("KNOWN: VerifyEnv recomputes a forward-only incumbent's whole shared table with the new SQL, so the history its predecessor wrote (kept by design) is reported as differing rows; the projection records coverage per table, not which snapshot wrote which interval (without the skip: 240 rows only in the view and 240 only in the recompute, on both engines)")
+	eachBackend(t, func(t *testing.T, w *world) {
+		pvAndAgg(w)
+		v2 := `SELECT date_trunc('hour', ts) AS hour, user_id, 2 * count(*) AS views, sum(amount) AS amount
+FROM pv WHERE ts >= @start_ts AND ts < @end_ts GROUP BY 1, 2`
+		w.registerAt(&commands.RegisterSnapshot{Model: "agg", Version: "v2", Cron: "@hourly", SQL: v2, TimeColumn: "hour", DependsOn: []string{"pv"}, SnapshotKind: events.ForwardOnly})
+		w.plan(&commands.BuildPlan{Plan: "p2", Versions: map[string]string{"agg": "v2"}})
+		if d := w.do(&commands.Promote{Plan: "p2"}).Decision; d == nil || d.Outcome != events.Accepted {
+			t.Fatalf("promote p2: %+v", d)
+		}
+		w.tick(hour(49))
+		w.synced()
+		if got := w.scalar("SELECT sum(views) FROM prod.agg"); got != "3000" {
+			t.Fatalf("prod.agg: %s views, want 48*60 kept + 2*60 new", got)
+		}
+		w.verify()
+	})
+}
