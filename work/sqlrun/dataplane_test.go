@@ -68,22 +68,53 @@ func (w *world) registerAt(c *commands.RegisterSnapshot) {
 	w.do(c)
 }
 
-// tick runs the scheduler tick at t through the real path (an
-// AdvanceScheduler at the env's generation, decide.Due's advances) and
-// computes the advances' work.
+// items is the work the command answered by r made due, as a serving
+// process's work publisher derives it: the command's records read back
+// from the stream, through work.Of (so every item has its id, and the
+// worker's report is checked against it).
+func (w *world) items(r commands.Reply) []work.Item {
+	w.t.Helper()
+	var recs []events.Record
+	for seq := r.Seq - uint64(r.Events) + 1; r.Events > 0 && seq <= r.Seq; seq++ {
+		rec, err := w.e.Reader().Get(w.t.Context(), seq)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		recs = append(recs, rec)
+	}
+	return work.Of(recs)
+}
+
+// compute runs every item r made due with the sqlrun.Runner, and returns
+// them.
+func (w *world) compute(r commands.Reply) []work.Item {
+	w.t.Helper()
+	items := w.items(r)
+	for _, it := range items {
+		if err := w.run.Run(w.t.Context(), it, w.now); err != nil {
+			w.t.Fatalf("%s: %v", it.ID, err)
+		}
+	}
+	return items
+}
+
+// tick runs the scheduler's tick at t (the AdvanceScheduler that
+// scheduler.Tick sends, at the env's generation: decide.Due's advances)
+// and computes the work it made due.
 func (w *world) tick(t time.Time) []events.SchedulerAdvanced {
 	w.t.Helper()
 	w.at(t)
-	advs, _, err := scheduler.Tick(w.t.Context(), w.e, "prod", t, 0)
-	if err != nil {
+	var gen uint64
+	w.e.Projection().Read(func(st *projections.State) { gen = st.Env("prod").Generation })
+	r := w.e.Handle(w.t.Context(), &commands.AdvanceScheduler{Meta: commands.Meta{ID: scheduler.TickID("prod", t), Actor: "scheduler", At: t}, Env: "prod", Generation: gen})
+	if err := r.Err(); err != nil {
 		w.t.Fatal(err)
 	}
-	if len(advs) > 0 {
-		if err := w.run.Run(w.t.Context(), work.Scheduled(advs), t); err != nil {
-			w.t.Fatal(err)
-		}
+	items := w.compute(r)
+	if len(r.Advances) > 0 && (len(items) != 1 || items[0].RunKind != events.RunScheduled) {
+		w.t.Fatalf("the work of the tick at %s: %+v", t, items)
 	}
-	return advs
+	return r.Advances
 }
 
 // plan builds a plan and computes its backfill.
@@ -91,9 +122,7 @@ func (w *world) plan(c *commands.BuildPlan) events.PlanBuilt {
 	w.t.Helper()
 	c.Env = "prod"
 	r := w.do(c)
-	if err := w.run.Run(w.t.Context(), work.Backfill(*r.Plan), w.now); err != nil {
-		w.t.Fatal(err)
-	}
+	w.compute(r)
 	return *r.Plan
 }
 
@@ -193,7 +222,8 @@ func TestVerifyAfterTrailingGapRepair(t *testing.T) {
 			t.Fatalf("tick at 49h: %+v", advs)
 		}
 		w.at(hour(49).Add(5 * time.Minute))
-		d := w.do(&commands.Promote{Plan: "p2"}).Decision
+		r := w.do(&commands.Promote{Plan: "p2"})
+		d := r.Decision
 		if d == nil || d.Outcome != events.Accepted || !slices.Contains(d.Codes, "trailing_gap_accepted") || len(d.Repairs) != 2 {
 			t.Fatalf("promote p2: %+v", d)
 		}
@@ -204,9 +234,12 @@ func TestVerifyAfterTrailingGapRepair(t *testing.T) {
 		if got := w.scalar("SELECT count(*) FROM prod.pv"); got != "1440" {
 			t.Fatalf("prod.pv before the repair: %s rows", got)
 		}
-		// The repair work the decision issued (work.Of makes the same item
-		// from the PromotionDecided record).
-		if err := w.run.Run(t.Context(), work.RepairItem(*d), w.now); err != nil {
+		// The repair work the decision issued, read from the stream.
+		repairs := w.items(r)
+		if len(repairs) != 1 || repairs[0].RunKind != events.RunRepair || len(repairs[0].Steps) != 2 || repairs[0].Steps[0].Model != "pv" {
+			t.Fatalf("the repair work: %+v", repairs)
+		}
+		if err := w.run.Run(t.Context(), repairs[0], w.now); err != nil {
 			t.Fatal(err)
 		}
 		if n := w.openRepairs(); n != 0 {
@@ -259,9 +292,13 @@ func TestVerifyAfterCatchUpRecompute(t *testing.T) {
 		if !interval.NewSet(rec...).Equal(interval.NewSet(interval.R(hour(48), hour(49)))) {
 			t.Fatalf("catch-up recomputes agg over %v, want [48h, 49h): %+v", rec, r.CatchUp.Work)
 		}
-		// The catch-up driver computes the outstanding work and records the
-		// strict retry.
-		if err := (&scheduler.CatchUps{Engine: w.e, Runner: w.run}).Step(t.Context()); err != nil {
+		// The catch-up work (run kind catch_up) read from the stream and
+		// computed, as serve's publisher has it done; then the catch-up
+		// driver records the strict retry.
+		if items := w.compute(r); len(items) != 1 || items[0].RunKind != events.RunCatchUp {
+			t.Fatalf("the catch-up work: %+v", items)
+		}
+		if err := (&scheduler.CatchUps{Engine: w.e}).Step(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		var d *events.PromotionDecided
