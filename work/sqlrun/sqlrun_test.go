@@ -42,12 +42,11 @@ func itoa(n int) string {
 }
 
 type world struct {
-	t    *testing.T
-	e    *engine.Engine
-	wh   *warehouse.Warehouse
-	run  *sqlrun.Runner
-	now  time.Time
-	sync context.CancelFunc
+	t   *testing.T
+	e   *engine.Engine
+	wh  *warehouse.Warehouse
+	run *sqlrun.Runner
+	now time.Time
 
 	clock atomic.Int64 // the engine's clock (unix ns): w.now, for commands that carry no time
 }
