@@ -416,6 +416,17 @@ func TestVerifyAfterLateDataInLookback(t *testing.T) {
 		if got := w.scalar("SELECT sum(amount) FROM prod.agg WHERE hour = TIMESTAMP '2026-11-02 23:00:00'"); got != w.scalar("SELECT sum(amount) FROM raw.events WHERE ts >= TIMESTAMP '2026-11-02 23:00:00' AND ts < TIMESTAMP '2026-11-03 00:00:00'") {
 			t.Fatalf("prod.agg's late hour: %s", got)
 		}
+
+		// Data later than the lookback stays out until something recomputes
+		// its hour, and verify reports it: the tick recomputed only its
+		// window.
+		w.exec("INSERT INTO raw.events VALUES (TIMESTAMP '2026-11-01 10:30:00', 100, 1.00)")
+		w.tick(hour(50))
+		w.synced()
+		diffs, err = sqlrun.VerifyEnv(t.Context(), w.wh, w.e.Projection(), "prod", "")
+		if err != nil || diffs["ev"].OnlyInRecompute != 1 || diffs["ev"].OnlyInView != 0 || !diffs["agg"].Empty() {
+			t.Fatalf("verify after data later than the lookback: %+v %v, want ev's 1 row only in the recompute", diffs, err)
+		}
 	})
 }
 
