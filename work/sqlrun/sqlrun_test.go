@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,12 +47,25 @@ type world struct {
 	wh  *warehouse.Warehouse
 	run *sqlrun.Runner
 	now time.Time
+
+	clock atomic.Int64 // the engine's clock (unix ns): w.now, for commands that carry no time
 }
 
+// newWorld is a world on a DuckDB file.
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	e := jstest.Engine(t, engine.Config{TrustCommandTime: true})
-	wh, err := warehouse.Open(t.Context(), filepath.Join(t.TempDir(), "warehouse.duckdb"), warehouse.Options{})
+	return openWorld(t, filepath.Join(t.TempDir(), "warehouse.duckdb"))
+}
+
+// openWorld is an engine on a simulated clock (w.now, moved by w.at) and
+// the warehouse at dsn, with a Syncer keeping prod's views on its
+// incumbents.
+func openWorld(t *testing.T, dsn string) *world {
+	t.Helper()
+	w := &world{t: t}
+	w.at(t0.Add(48 * time.Hour))
+	e := jstest.Engine(t, engine.Config{TrustCommandTime: true, Clock: func() time.Time { return time.Unix(0, w.clock.Load()).UTC() }})
+	wh, err := warehouse.Open(t.Context(), dsn, warehouse.Options{})
 	if err != nil {
 		if err == warehouse.ErrNoCgo {
 			t.Skip(err)
@@ -59,13 +73,19 @@ func newWorld(t *testing.T) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { wh.Close() })
-	w := &world{t: t, e: e, wh: wh, now: t0.Add(48 * time.Hour)}
+	w.e, w.wh = e, wh
 	w.run = &sqlrun.Runner{WH: wh, Proj: e.Projection(), Done: &inproc.Worker{Handler: e, Actor: "test"}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = (&sqlrun.Syncer{WH: wh, Proj: e.Projection()}).Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return w
+}
+
+// at moves the simulated clock.
+func (w *world) at(t time.Time) {
+	w.now = t
+	w.clock.Store(t.UnixNano())
 }
 
 func (w *world) do(cmd commands.Command) commands.Reply {
