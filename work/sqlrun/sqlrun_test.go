@@ -41,12 +41,11 @@ func itoa(n int) string {
 }
 
 type world struct {
-	t    *testing.T
-	e    *engine.Engine
-	wh   *warehouse.Warehouse
-	run  *sqlrun.Runner
-	now  time.Time
-	sync context.CancelFunc
+	t   *testing.T
+	e   *engine.Engine
+	wh  *warehouse.Warehouse
+	run *sqlrun.Runner
+	now time.Time
 }
 
 func newWorld(t *testing.T) *world {
