@@ -94,16 +94,14 @@ func newDemoCmd() *cobra.Command {
 					return err
 				}
 				var wh *warehouse.Warehouse
+				closeWH := func() {}
 				if !noCgo {
-					var closeWH func()
 					wh, closeWH, err = demoWarehouse(cmd.Context())
 					if errors.Is(err, warehouse.ErrNoCgo) {
-						noCgo = true
+						noCgo, closeWH = true, func() {}
 						fmt.Fprintln(out, "(rows are not shown: this build has no cgo, so no embedded DuckDB warehouse)")
 					} else if err != nil {
 						return err
-					} else {
-						defer closeWH()
 					}
 				}
 				fmt.Fprintf(out, "\n== policy: %s (%s)\n", p.name, p.about)
@@ -131,7 +129,9 @@ func newDemoCmd() *cobra.Command {
 						showVerify(out, sr)
 					}
 				}}
-				if _, err := scenario.Run(cmd.Context(), f, opts); err != nil {
+				_, err = scenario.Run(cmd.Context(), f, opts)
+				closeWH()
+				if err != nil {
 					return err
 				}
 			}
