@@ -19,8 +19,10 @@ import (
 	"github.com/tidemark/tidemark/projections"
 	"github.com/tidemark/tidemark/replay"
 	"github.com/tidemark/tidemark/scheduler"
+	"github.com/tidemark/tidemark/warehouse"
 	"github.com/tidemark/tidemark/work"
 	"github.com/tidemark/tidemark/work/inproc"
+	"github.com/tidemark/tidemark/work/sqlrun"
 )
 
 // Options configures Run.
@@ -30,6 +32,15 @@ type Options struct {
 	DataDir string
 	// OnStep, when set, is called after each step with its result.
 	OnStep func(StepResult)
+	// Warehouse, when set, is where the run computes its SQL models: the
+	// built-in worker is a sqlrun.Runner that writes every SQL step of the
+	// work it runs, interval by interval, into the snapshot tables before
+	// recording it, and after each step every env's views are swapped onto
+	// its incumbents' tables (sqlrun.SyncOnce), so they follow promotions
+	// step by step. Each step that concerns an env then verifies it
+	// (StepResult.Verify). Nil (the default): work is recorded without
+	// computing anything.
+	Warehouse *warehouse.Warehouse
 }
 
 // ModelResult is a decision's finding for one model.
@@ -78,9 +89,13 @@ type StepResult struct {
 	Clock       time.Time `json:"clock"`
 	Seq         uint64    `json:"seq"`
 	Failures    []Failure `json:"failures,omitempty"`
-	decision    *events.PromotionDecided
-	sched       map[string]interval.Set
-	divs        []replay.Divergence
+	// Verify is, with a warehouse, sqlrun.VerifyEnv of the step's env
+	// after the step: per SQL model the env serves, the rows its view
+	// shows that a recompute does not give, and the reverse.
+	Verify   map[string]warehouse.Diff `json:"verify,omitempty"`
+	decision *events.PromotionDecided
+	sched    map[string]interval.Set
+	divs     []replay.Divergence
 }
 
 // RepairClosed is a repair debt closed during a step, with its latency.
@@ -114,7 +129,8 @@ type runner struct {
 	f      *File
 	node   *natsnode.Node
 	eng    *engine.Engine
-	worker *inproc.Worker
+	worker work.Runner // the built-in worker, computing SQL with a warehouse
+	wh     *warehouse.Warehouse
 	clock  *simClock
 	env    string // the env the last step concerned
 	ids    int
@@ -138,6 +154,10 @@ func Run(ctx context.Context, f *File, opts Options) (*Result, error) {
 	r, err := start(ctx, f, dir)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Warehouse != nil {
+		r.wh = opts.Warehouse
+		r.worker = &sqlrun.Runner{WH: r.wh, Proj: r.eng.Projection(), Done: r.worker}
 	}
 	defer r.close(context.WithoutCancel(ctx))
 	res := &Result{File: f.Path, Name: f.Name}
@@ -378,7 +398,7 @@ func (r *runner) step(ctx context.Context, st Step) (StepResult, error) {
 		if err != nil {
 			return sr, err
 		}
-		if err := r.worker.Backfill(ctx, pl, r.clock.now()); err != nil {
+		if err := r.worker.Run(ctx, work.Backfill(pl), r.clock.now()); err != nil {
 			return sr, err
 		}
 		if sr.decision, _, err = r.promote(ctx, id, true, time.Time{}); err != nil {
@@ -453,6 +473,11 @@ func (r *runner) step(ctx context.Context, st Step) (StepResult, error) {
 	sr.Scheduled = rangeStrings(sr.sched)
 	r.repairs.issued(r.issued)
 	sr.Clock = r.clock.now()
+	if r.wh != nil {
+		if err := r.data(ctx, &sr); err != nil {
+			return sr, err
+		}
+	}
 	r.eng.View(func(s *projections.State) {
 		sr.Seq = s.Seq
 		sr.RepairsOpen = len(s.OpenRepairs())
@@ -487,4 +512,29 @@ func (r *runner) verify(ctx context.Context) ([]replay.Divergence, error) {
 		divs = append(divs, replay.Divergence{Field: "projections", Recorded: "live state", Recomputed: "rebuilt state differs"})
 	}
 	return divs, nil
+}
+
+// data swaps every env's views onto its incumbents' tables and verifies
+// the step's env, when it has one.
+func (r *runner) data(ctx context.Context, sr *StepResult) error {
+	if err := sqlrun.SyncOnce(ctx, r.wh, r.eng.Projection()); err != nil {
+		return err
+	}
+	env := sr.Env
+	if env == "" {
+		env = r.env
+	}
+	exists := false
+	r.eng.View(func(s *projections.State) { exists = s.Envs[env] != nil })
+	if !exists {
+		return nil
+	}
+	diffs, err := sqlrun.VerifyEnv(ctx, r.wh, r.eng.Projection(), env, "")
+	if err != nil {
+		return err
+	}
+	if len(diffs) > 0 {
+		sr.Verify = diffs
+	}
+	return nil
 }

@@ -45,6 +45,6 @@
 // A build without cgo has no DuckDB: Open of a DuckDB path returns
 // ErrNoCgo, and Postgres works as usual.
 //
-// Importers: none yet; cmd/tidemark (serve, query) and work (the worker)
-// will import it.
+// Importers: cmd/tidemark (serve, demo), scenario (Options.Warehouse),
+// work/sqlrun (the runner, the views, verify).
 package warehouse

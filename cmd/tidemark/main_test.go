@@ -128,7 +128,7 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	for _, want := range []string{
-		"REJECTED [missing_intervals]", "ACCEPTED [trailing_gap_accepted]", "ACCEPTED [caught_up]",
+		"REJECTED [missing_intervals]", "ACCEPTED [no_gaps, trailing_gap_accepted]", "ACCEPTED [caught_up, no_gaps]",
 		"missing_intervals: events@v2 misses 2026-12-01T10:00:00Z/2026-12-01T11:00:00Z",
 		"catch-up: computed 2026-12-01T10:00:00Z/2026-12-01T11:00:00Z for events",
 		"repair issued with the acceptance: events 2026-12-01T10:00:00Z/2026-12-01T11:00:00Z",
@@ -148,11 +148,37 @@ func TestDemo(t *testing.T) {
 	}
 	for label, want := range map[string][]string{
 		"decision at 11:07":     {"rejected", "accepted", "accepted"},
-		"codes":                 {"missing_intervals", "trailing_gap_accepted", "caught_up"},
+		"codes":                 {"missing_intervals", "no_gaps, trailing_gap_accepted", "caught_up, no_gaps"},
 		"repair debt at 11:07":  {"0", "1", "0"},
 		"repair debt at 12:00":  {"0", "0", "0"},
 		"stale advances fenced": {"0", "1", "1"},
 		"replay divergences":    {"0", "0", "0"},
+	} {
+		if strings.Join(rows[label], "|") != strings.Join(want, "|") {
+			t.Errorf("side by side %q: got %q, want %q", label, rows[label], want)
+		}
+	}
+	if strings.Contains(out, "rows are not shown: this build has no cgo") {
+		return
+	}
+	// Real rows from prod's views: v1 before, the trailing gap's missing
+	// hour, v2 after catch-up; and every verify equal.
+	for _, want := range []string{
+		"prod.events  08:00 60 rows/7 users | 09:00 60 rows/7 users | 10:00 60 rows/7 users | 11:00 -",
+		"prod.events  08:00 30 rows/5 users | 09:00 30 rows/5 users | 10:00 - | 11:00 -",
+		"prod.events  08:00 30 rows/5 users | 09:00 30 rows/5 users | 10:00 30 rows/5 users | 11:00 30 rows/5 users",
+		"prod.rollup  2026-11-30 1440 views/7 users", "prod.rollup  2026-11-30 720 views/5 users",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks %q", want)
+		}
+	}
+	if n := strings.Count(out, "verify prod (events, rollup recomputed, compared with prod's views): 0 differing rows"); n != 3 {
+		t.Errorf("%d clean verifies, want 3", n)
+	}
+	for label, want := range map[string][]string{
+		"prod.events 10:00 after promote": {"60 rows/7 users", "-", "30 rows/5 users"},
+		"verify: differing rows":          {"0", "0", "0"},
 	} {
 		if strings.Join(rows[label], "|") != strings.Join(want, "|") {
 			t.Errorf("side by side %q: got %q, want %q", label, rows[label], want)

@@ -200,40 +200,15 @@ func (s *Syncer) Run(ctx context.Context) error {
 		var want map[string]map[string]warehouse.Model
 		var verr error
 		s.Proj.Read(func(st *projections.State) { want, verr = Views(st) })
-		retry := false
 		if verr != nil && s.Log != nil {
 			s.Log.Warn("views", "err", verr)
 		}
-		envs := make([]string, 0, len(want))
-		for env := range want {
-			envs = append(envs, env)
-		}
-		sort.Strings(envs)
-		for _, env := range envs {
-			views := map[string]string{}
-			for model, m := range want[env] {
-				views[model] = m.Table
-			}
-			if maps.Equal(applied[env], views) {
-				continue
-			}
-			if err := s.swap(ctx, env, want[env], views); err != nil {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				retry = true
-				if s.Log != nil {
-					s.Log.Warn("swapping views", "env", env, "err", err)
-				}
-				continue
-			}
-			applied[env] = views
-			if s.Log != nil {
-				s.Log.Info("views swapped", "env", env, "views", views)
-			}
+		errs := apply(ctx, s.WH, want, applied, s.Log)
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
 		var again <-chan time.Time
-		if retry {
+		if len(errs) > 0 {
 			again = time.After(time.Second)
 		}
 		select {
@@ -245,9 +220,56 @@ func (s *Syncer) Run(ctx context.Context) error {
 	}
 }
 
+// SyncOnce points every environment's views at its incumbents' tables
+// (Views of the projection) now, each env in one transaction, and returns
+// when they are swapped: what a Syncer does after a change, done
+// synchronously (a scenario's runner calls it after every step, so views
+// follow promotions deterministically). Applying views that are already
+// in place changes nothing.
+func SyncOnce(ctx context.Context, wh *warehouse.Warehouse, proj *live.Projection) error {
+	var want map[string]map[string]warehouse.Model
+	var verr error
+	proj.Read(func(st *projections.State) { want, verr = Views(st) })
+	errs := apply(ctx, wh, want, map[string]map[string]string{}, nil)
+	return errors.Join(append([]error{verr}, errs...)...)
+}
+
+// apply swaps, in env name order, each env of want whose views differ
+// from applied, and records in applied the envs it swapped. It returns the
+// swaps that failed.
+func apply(ctx context.Context, wh *warehouse.Warehouse, want map[string]map[string]warehouse.Model, applied map[string]map[string]string, log *slog.Logger) []error {
+	envs := make([]string, 0, len(want))
+	for env := range want {
+		envs = append(envs, env)
+	}
+	sort.Strings(envs)
+	var errs []error
+	for _, env := range envs {
+		views := map[string]string{}
+		for model, m := range want[env] {
+			views[model] = m.Table
+		}
+		if maps.Equal(applied[env], views) {
+			continue
+		}
+		if err := swap(ctx, wh, env, want[env], views); err != nil {
+			errs = append(errs, fmt.Errorf("sqlrun: swapping the views of %s: %w", env, err))
+			if log != nil && ctx.Err() == nil {
+				log.Warn("swapping views", "env", env, "err", err)
+			}
+			continue
+		}
+		applied[env] = views
+		if log != nil {
+			log.Info("views swapped", "env", env, "views", views)
+		}
+	}
+	return errs
+}
+
 // swap points env's views at their tables, creating a snapshot table no
 // interval was written to yet (a view needs its table).
-func (s *Syncer) swap(ctx context.Context, env string, models map[string]warehouse.Model, views map[string]string) error {
+func swap(ctx context.Context, wh *warehouse.Warehouse, env string, models map[string]warehouse.Model, views map[string]string) error {
 	// Upstream tables first: a table is created from its query, which
 	// reads them.
 	done := map[string]bool{}
@@ -266,7 +288,7 @@ func (s *Syncer) swap(ctx context.Context, env string, models map[string]warehou
 			if !ready {
 				continue
 			}
-			if err := s.WH.EnsureTable(ctx, m); err != nil {
+			if err := wh.EnsureTable(ctx, m); err != nil {
 				return err
 			}
 			done[name], progress = true, true
@@ -275,7 +297,7 @@ func (s *Syncer) swap(ctx context.Context, env string, models map[string]warehou
 			return fmt.Errorf("sqlrun: env %s: the models' upstream form a cycle", env)
 		}
 	}
-	return s.WH.Promote(ctx, env, views)
+	return wh.Promote(ctx, env, views)
 }
 
 // VerifyEnv recomputes every SQL model env serves (or only model, when

@@ -191,3 +191,33 @@ func TestComputePromoteVerify(t *testing.T) {
 	w.count("page_views", 48*30)
 	w.verify()
 }
+
+// SyncOnce swaps the views synchronously: right after it returns, prod's
+// views read the promoted tables; applying them again changes nothing.
+func TestSyncOnce(t *testing.T) {
+	e := jstest.Engine(t, engine.Config{TrustCommandTime: true})
+	wh, err := warehouse.Open(t.Context(), filepath.Join(t.TempDir(), "warehouse.duckdb"), warehouse.Options{})
+	if err == warehouse.ErrNoCgo {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wh.Close()
+	w := &world{t: t, e: e, wh: wh, now: t0.Add(24 * time.Hour)}
+	w.run = &sqlrun.Runner{WH: wh, Proj: e.Projection(), Done: &inproc.Worker{Handler: e, Actor: "test"}}
+	w.register("page_views", "v1", "@hourly", pageViews(60), "ts")
+	w.deploy("p1", map[string]string{"page_views": "v1"})
+	w.register("page_views", "v2", "@hourly", pageViews(30), "ts")
+	w.deploy("p2", map[string]string{"page_views": "v2"})
+	for i := 0; i < 2; i++ {
+		if err := sqlrun.SyncOnce(t.Context(), wh, e.Projection()); err != nil {
+			t.Fatal(err)
+		}
+		_, rows, err := wh.Query(t.Context(), "SELECT count(*) FROM prod.page_views")
+		if err != nil || fmt.Sprint(rows) != "[[720]]" {
+			t.Fatalf("after SyncOnce %d: %v %v", i, rows, err)
+		}
+	}
+	w.verify()
+}
