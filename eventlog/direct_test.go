@@ -6,31 +6,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/natsnode"
 )
 
 // streamOf starts an in-process server holding a TIDEMARK stream of n
 // messages (with or without direct gets), the message at del deleted.
 func streamOf(t *testing.T, n int, allowDirect bool, del uint64) (jetstream.JetStream, jetstream.Stream) {
 	t.Helper()
-	s, err := server.NewServer(&server.Options{JetStream: true, StoreDir: t.TempDir(), DontListen: true, NoLog: true, NoSigs: true})
+	node, err := natsnode.Start(t.Context(), natsnode.Config{DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server not ready")
-	}
-	t.Cleanup(s.Shutdown)
-	nc, err := nats.Connect("", nats.InProcessServer(s))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
+	t.Cleanup(node.Close)
+	js, err := jetstream.New(node.Conn())
 	if err != nil {
 		t.Fatal(err)
 	}
