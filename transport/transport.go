@@ -88,11 +88,15 @@ func Serve(nc *nats.Conn, h commands.Handler, cfg ServiceConfig) (*Service, erro
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	stats := &commandStats{byEndpoint: map[string]*endpointStats{}}
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        ServiceName,
 		Version:     ServiceVersion,
 		Description: "tidemark promotion control plane commands",
 		QueueGroup:  cfg.QueueGroup,
+		// micro times a handler, which hands each command to a goroutine
+		// of its own at once: the stats' data carries the whole command.
+		StatsHandler: stats.of,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("transport: add service: %w", err)
@@ -107,10 +111,11 @@ func Serve(nc *nats.Conn, h commands.Handler, cfg ServiceConfig) (*Service, erro
 	refusals := newLimiter(1, 10) // log lines about refused requests, per sender
 	for _, kind := range commands.Kinds {
 		kind := kind
-		serve := func(r micro.Request, key string) {
+		serve := func(r micro.Request, key string, es *endpointStats, started time.Time) {
+			var reply commands.Reply
+			defer func() { es.record(time.Since(started), reply.Accepted) }()
 			ct := r.Headers().Get(commands.HeaderContentType)
 			asJSON := commands.IsJSON(ct)
-			var reply commands.Reply
 			cmd, err := commands.Decode(kind, ct, r.Data())
 			if limiter != nil && !limiter.allow(key, time.Now()) {
 				reply = commands.Rejection(commands.Errorf(commands.CodeRateLimited, "", "more than %g commands per second from this user; retry with the same id later", cfg.RateLimit))
@@ -135,42 +140,45 @@ func Serve(nc *nats.Conn, h commands.Handler, cfg ServiceConfig) (*Service, erro
 				cfg.Logger.Warn("respond", "kind", kind, "err", err)
 			}
 		}
-		handler := micro.HandlerFunc(func(r micro.Request) {
-			user, named := senderOf(r.Subject())
-			key := rateKey(user, named, r.Reply())
-			if !ReplyAllowed(user, named, r.Reply()) {
-				// Refused before anything else: no reply (the reply subject
-				// is not the sender's inbox), no handling. It counts
-				// against the sender's rate; its log lines are sampled.
-				now := time.Now()
-				if limiter != nil {
-					limiter.allow(key, now)
+		handler := func(es *endpointStats) micro.Handler {
+			return micro.HandlerFunc(func(r micro.Request) {
+				started := time.Now()
+				user, named := senderOf(r.Subject())
+				key := rateKey(user, named, r.Reply())
+				if !ReplyAllowed(user, named, r.Reply()) {
+					// Refused before anything else: no reply (the reply subject
+					// is not the sender's inbox), no handling. It counts
+					// against the sender's rate; its log lines are sampled.
+					now := time.Now()
+					if limiter != nil {
+						limiter.allow(key, now)
+					}
+					if refusals.allow(key, now) {
+						cfg.Logger.Warn("refused a command whose reply subject is not the sender's inbox", "subject", r.Subject(), "reply", r.Reply())
+					}
+					return
 				}
-				if refusals.allow(key, now) {
-					cfg.Logger.Warn("refused a command whose reply subject is not the sender's inbox", "subject", r.Subject(), "reply", r.Reply())
+				service.mu.Lock()
+				if service.stopped {
+					// A request delivered while Stop drains: the client retries.
+					service.mu.Unlock()
+					_ = r.Error("503", "service stopping", nil)
+					return
 				}
-				return
-			}
-			service.mu.Lock()
-			if service.stopped {
-				// A request delivered while Stop drains: the client retries.
+				service.inFlight.Add(1)
 				service.mu.Unlock()
-				_ = r.Error("503", "service stopping", nil)
-				return
-			}
-			service.inFlight.Add(1)
-			service.mu.Unlock()
-			slots <- struct{}{} // back-pressure: at most Concurrency at once
-			go func() {
-				defer func() { <-slots; service.inFlight.Done() }()
-				serve(r, key)
-			}()
-		})
-		if err := g.AddEndpoint(kind, handler, micro.WithEndpointQueueGroup(cfg.QueueGroup)); err != nil {
+				slots <- struct{}{} // back-pressure: at most Concurrency at once
+				go func() {
+					defer func() { <-slots; service.inFlight.Done() }()
+					serve(r, key, es, started)
+				}()
+			})
+		}
+		if err := g.AddEndpoint(kind, handler(stats.endpoint(kind)), micro.WithEndpointQueueGroup(cfg.QueueGroup)); err != nil {
 			_ = svc.Stop()
 			return nil, fmt.Errorf("transport: add endpoint %s: %w", kind, err)
 		}
-		if err := svc.AddEndpoint(userEndpointPrefix+kind, handler, micro.WithEndpointQueueGroup(cfg.QueueGroup),
+		if err := svc.AddEndpoint(userEndpointPrefix+kind, handler(stats.endpoint(userEndpointPrefix+kind)), micro.WithEndpointQueueGroup(cfg.QueueGroup),
 			micro.WithEndpointSubject(CommandSubject("*", kind))); err != nil {
 			_ = svc.Stop()
 			return nil, fmt.Errorf("transport: add endpoint %s: %w", userEndpointPrefix+kind, err)
@@ -203,6 +211,63 @@ func (s *Service) Stop() error {
 
 // Info is the micro service info.
 func (s *Service) Info() micro.Info { return s.svc.Info() }
+
+// Stats is the micro service's stats; each endpoint's Data is its
+// CommandStats.
+func (s *Service) Stats() micro.Stats { return s.svc.Stats() }
+
+// CommandStats measure whole commands, from the handler's start to the
+// reply sent (decoding, waiting for a slot, deciding, appending, and
+// replying), which micro's own processing time does not: its handler only
+// hands each command on. They are each endpoint's stats Data (`nats micro
+// stats tidemark`).
+type CommandStats struct {
+	Commands int64 `json:"commands"`
+	// Rejected counts commands answered with a rejection.
+	Rejected int64 `json:"rejected"`
+	// ProcessingTime and AverageProcessingTime are in nanoseconds.
+	ProcessingTime        int64 `json:"processing_time"`
+	AverageProcessingTime int64 `json:"average_processing_time"`
+}
+
+type commandStats struct {
+	mu         sync.Mutex
+	byEndpoint map[string]*endpointStats
+}
+
+type endpointStats struct {
+	commands, rejected, nanos atomic.Int64
+}
+
+func (c *commandStats) endpoint(name string) *endpointStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	es := &endpointStats{}
+	c.byEndpoint[name] = es
+	return es
+}
+
+func (c *commandStats) of(e *micro.Endpoint) any {
+	c.mu.Lock()
+	es := c.byEndpoint[e.Name]
+	c.mu.Unlock()
+	if es == nil {
+		return CommandStats{}
+	}
+	st := CommandStats{Commands: es.commands.Load(), Rejected: es.rejected.Load(), ProcessingTime: es.nanos.Load()}
+	if st.Commands > 0 {
+		st.AverageProcessingTime = st.ProcessingTime / st.Commands
+	}
+	return st
+}
+
+func (es *endpointStats) record(d time.Duration, accepted bool) {
+	es.commands.Add(1)
+	es.nanos.Add(int64(d))
+	if !accepted {
+		es.rejected.Add(1)
+	}
+}
 
 // Client sends commands to a tidemark service.
 type Client struct {

@@ -1,9 +1,15 @@
 package transport
 
 import (
+	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/internal/jstest"
 )
 
 func TestReplyAllowed(t *testing.T) {
@@ -98,4 +104,47 @@ func TestLimiterPerKey(t *testing.T) {
 	if !l.allow(rateKey("service", true, "_INBOX.service.z.x"), now.Add(time.Second)) {
 		t.Fatal("the rate did not refill")
 	}
+}
+
+// slowHandler accepts every command after d.
+type slowHandler struct{ d time.Duration }
+
+func (h slowHandler) Handle(ctx context.Context, cmd commands.Command) commands.Reply {
+	time.Sleep(h.d) // the command's work, as the stats must see it
+	return commands.Reply{Accepted: true}
+}
+
+// The endpoint stats' data measures the whole command, which micro's own
+// processing time (the hand-off to a goroutine) does not.
+func TestStatsMeasureTheWholeCommand(t *testing.T) {
+	nc, err := nats.Connect("", nats.InProcessServer(jstest.Node(t).Server()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	svc, err := Serve(nc, slowHandler{50 * time.Millisecond}, ServiceConfig{Logger: jstest.Quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Stop()
+	c := NewClient(nc)
+	for i := 0; i < 2; i++ {
+		if r, err := c.Do(t.Context(), &commands.RegisterSnapshot{Model: "m", Version: "v1", Cron: "@hourly", Start: time.Unix(0, 0).UTC()}); err != nil || !r.Accepted {
+			t.Fatalf("do: %v %+v", err, r)
+		}
+	}
+	for _, ep := range svc.Stats().Endpoints {
+		if ep.Name != commands.KindRegisterSnapshot {
+			continue
+		}
+		var cs CommandStats
+		if err := json.Unmarshal(ep.Data, &cs); err != nil {
+			t.Fatal(err)
+		}
+		if cs.Commands != 2 || cs.Rejected != 0 || cs.AverageProcessingTime < int64(50*time.Millisecond) {
+			t.Fatalf("stats %+v (micro's own: %s)", cs, ep.AverageProcessingTime)
+		}
+		return
+	}
+	t.Fatal("no register_snapshot endpoint")
 }
