@@ -192,6 +192,10 @@ type Syncer struct {
 // failed swap is retried at the next change, or after a second.
 func (s *Syncer) Run(ctx context.Context) error {
 	applied := map[string]map[string]string{}
+	// The views depend on the envs' incumbents alone: while they are as
+	// at the last complete sync, an applied event (a completion, most of
+	// them) needs no Views, which looks up every incumbent's plans.
+	var synced map[string]map[string]string
 	for {
 		changed, err := s.Proj.Watch()
 		if err != nil {
@@ -199,13 +203,21 @@ func (s *Syncer) Run(ctx context.Context) error {
 		}
 		var want map[string]map[string]warehouse.Model
 		var verr error
-		s.Proj.Read(func(st *projections.State) { want, verr = Views(st) })
+		var inc map[string]map[string]string
+		s.Proj.Read(func(st *projections.State) {
+			if inc = incumbents(st); !sameIncumbents(inc, synced) {
+				want, verr = Views(st)
+			}
+		})
 		if verr != nil && s.Log != nil {
 			s.Log.Warn("views", "err", verr)
 		}
 		errs := apply(ctx, s.WH, want, applied, s.Log)
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if len(errs) == 0 && verr == nil {
+			synced = inc
 		}
 		var again <-chan time.Time
 		if len(errs) > 0 {
@@ -218,6 +230,19 @@ func (s *Syncer) Run(ctx context.Context) error {
 		case <-again:
 		}
 	}
+}
+
+// incumbents is every env's model → incumbent snapshot.
+func incumbents(st *projections.State) map[string]map[string]string {
+	out := make(map[string]map[string]string, len(st.Envs))
+	for name, env := range st.Envs {
+		out[name] = maps.Clone(env.Incumbents)
+	}
+	return out
+}
+
+func sameIncumbents(a, b map[string]map[string]string) bool {
+	return b != nil && maps.EqualFunc(a, b, func(x, y map[string]string) bool { return maps.Equal(x, y) })
 }
 
 // SyncOnce points every environment's views at its incumbents' tables
