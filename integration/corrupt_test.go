@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -67,24 +66,6 @@ func storeWithHistory(t *testing.T, checkpointEvery int) (dir, blk string, ids [
 	return dir, blks[0], ids
 }
 
-// corruptEvent flips one byte of the event id stored in the block file:
-// that one message no longer matches its checksum.
-func corruptEvent(t *testing.T, blk, id string) {
-	t.Helper()
-	b, err := os.ReadFile(blk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := bytes.Index(b, []byte(id))
-	if i < 0 || bytes.Count(b, []byte(id)) != 1 {
-		t.Fatalf("event %s not stored once in %s", id, blk)
-	}
-	b[i+len(id)/2] ^= 0x01
-	if err := os.WriteFile(blk, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestCorruptStoreRefused: an engine opened (as serve does, with auth) on
 // a store whose block file was truncated or corrupted while it was
 // stopped refuses to start within seconds, with ErrDamaged and the
@@ -100,7 +81,7 @@ func TestCorruptStoreRefused(t *testing.T) {
 		}
 	}
 	corrupt := func(seq func(n int) int) func(t *testing.T, blk string, ids []string) {
-		return func(t *testing.T, blk string, ids []string) { corruptEvent(t, blk, ids[seq(len(ids))-1]) }
+		return func(t *testing.T, blk string, ids []string) { jstest.CorruptEvent(t, blk, ids[seq(len(ids))-1]) }
 	}
 	last := func(n int) int { return n }
 	middle := func(n int) int { return n / 2 }
@@ -139,7 +120,7 @@ func TestCorruptStoreRefused(t *testing.T) {
 
 	t.Run("middle event corrupted under the checkpoint", func(t *testing.T) {
 		dir, blk, ids := storeWithHistory(t, 0)
-		corruptEvent(t, blk, ids[middle(len(ids))-1])
+		jstest.CorruptEvent(t, blk, ids[middle(len(ids))-1])
 		ctx, cancel := context.WithTimeout(t.Context(), bound)
 		defer cancel()
 		e, closeAll, err := openAuthed(ctx, dir, 0)

@@ -80,21 +80,7 @@ func truncateTo(frac float64, dropIndex bool) func(t *testing.T, blk string, _ [
 // corruptSeq flips one byte of the id of the event at seq(last) where the
 // block file stores it: that one message no longer matches its checksum.
 func corruptSeq(seq func(last int) int) func(t *testing.T, blk string, ids []string) {
-	return func(t *testing.T, blk string, ids []string) {
-		id := ids[seq(len(ids))-1]
-		b, err := os.ReadFile(blk)
-		if err != nil {
-			t.Fatal(err)
-		}
-		i := bytes.Index(b, []byte(id))
-		if i < 0 || bytes.Count(b, []byte(id)) != 1 {
-			t.Fatalf("event %s not stored once in %s", id, blk)
-		}
-		b[i+len(id)/2] ^= 0x01
-		if err := os.WriteFile(blk, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	return func(t *testing.T, blk string, ids []string) { jstest.CorruptEvent(t, blk, ids[seq(len(ids))-1]) }
 }
 
 func middle(last int) int { return last / 2 }

@@ -11,10 +11,12 @@
 package jstest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -165,4 +167,23 @@ func ReadLog(ctx context.Context, js jetstream.JetStream) ([]events.Record, erro
 		return nil, err
 	}
 	return r.Read(ctx, eventlog.ReadOptions{})
+}
+
+// CorruptEvent flips one byte of the event id stored in the block file
+// blk (of a stopped store): that one message no longer matches its
+// checksum. t fails unless id is stored exactly once in blk.
+func CorruptEvent(t testing.TB, blk, id string) {
+	t.Helper()
+	b, err := os.ReadFile(blk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(b, []byte(id))
+	if i < 0 || bytes.Count(b, []byte(id)) != 1 {
+		t.Fatalf("event %s not stored once in %s", id, blk)
+	}
+	b[i+len(id)/2] ^= 0x01
+	if err := os.WriteFile(blk, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
