@@ -19,6 +19,10 @@ var (
 	runsDesc      = prometheus.NewDesc("tidemark_worker_runs", "Completions recorded, by run kind.", []string{"run_kind"}, nil)
 	failsDesc     = prometheus.NewDesc("tidemark_worker_failures", "Failed runs recorded (final: the worker gave up).", []string{"final"}, nil)
 	freshDesc     = prometheus.NewDesc("tidemark_model_freshness_seconds", "Seconds from the end of an incumbent's newest computed interval to the engine's clock (absent while it covers nothing).", []string{"env", "model"}, nil)
+	liveDesc      = prometheus.NewDesc("tidemark_workers_live", "Workers whose heartbeat is current (every kind: exec, sql, builtin).", nil, nil)
+	seenDesc      = prometheus.NewDesc("tidemark_worker_last_seen_seconds", "Seconds since a live worker's last heartbeat.", []string{"worker", "kind"}, nil)
+	itemsDesc     = prometheus.NewDesc("tidemark_worker_items", "Work items a live worker finished, by outcome (done, failed), as its heartbeat reports.", []string{"worker", "kind", "outcome"}, nil)
+	flightDesc    = prometheus.NewDesc("tidemark_worker_in_flight", "Work items a live worker is computing, as its heartbeat reports.", []string{"worker", "kind"}, nil)
 	backfillDesc  = prometheus.NewDesc("tidemark_plan_backfill_progress_ratio", "Share of a plan in flight's backfill its candidates' tables cover (0..1).", []string{"plan", "env"}, nil)
 )
 
@@ -41,7 +45,7 @@ func (s *Server) registerState() error {
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{lagDesc, appliedDesc, decisionsDesc, outcomesDesc, debtsDesc, debtIvDesc, debtAgeDesc, runsDesc, failsDesc, freshDesc, backfillDesc} {
+	for _, d := range []*prometheus.Desc{lagDesc, appliedDesc, decisionsDesc, outcomesDesc, debtsDesc, debtIvDesc, debtAgeDesc, runsDesc, failsDesc, freshDesc, backfillDesc, liveDesc, seenDesc, itemsDesc, flightDesc} {
 		ch <- d
 	}
 }
@@ -52,6 +56,16 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	now := c.s.Clock().UTC()
 	g(lagDesc, float64(c.s.Proj.Stats().Lag))
+	if c.s.Workers != nil {
+		ws := c.s.Workers()
+		g(liveDesc, float64(len(ws)))
+		for _, w := range ws {
+			g(seenDesc, w.Age.Seconds(), w.Name, w.Kind)
+			g(itemsDesc, float64(w.Done), w.Name, w.Kind, "done")
+			g(itemsDesc, float64(w.Failed), w.Name, w.Kind, "failed")
+			g(flightDesc, float64(w.InFlight), w.Name, w.Kind)
+		}
+	}
 	c.s.Proj.Read(func(st *projections.State) {
 		g(appliedDesc, float64(st.Seq))
 		for code, n := range st.DecisionCodes {

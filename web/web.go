@@ -55,10 +55,26 @@ type Server struct {
 	// every RowsEvery (default 5s).
 	Rows      func(ctx context.Context, snapshot string) (rows int64, newest time.Time, ok bool)
 	RowsEvery time.Duration
-	tmpl      *template.Template
+	// Workers, when set, lists the live workers (their heartbeats): the
+	// dashboard's Workers panel and the tidemark_worker* gauges.
+	Workers func() []Worker
+	tmpl    *template.Template
 
 	rowsMu    sync.Mutex
 	rowsCache map[string]rowsEntry
+}
+
+// Worker is a live worker as the dashboard shows it.
+type Worker struct {
+	Name, Kind string
+	// Done and Failed count the items it finished and failed; InFlight is
+	// how many it computes now.
+	Done, Failed uint64
+	InFlight     int64
+	Started      time.Time
+	// LastSeen is when its last heartbeat arrived; Age is how long ago.
+	LastSeen time.Time
+	Age      time.Duration
 }
 
 type rowsEntry struct {
@@ -237,6 +253,14 @@ type view struct {
 	Repairs   []repairView
 	Decisions []decisionView
 	InFlight  []flightView
+	// Workers is nil when the server has no roster (Workers unset).
+	Workers []workerView
+	Roster  bool
+}
+
+type workerView struct {
+	Worker
+	Seen string // e.g. "2s ago"
 }
 
 // flightView is a plan in flight and how much of its backfill is done.
@@ -319,6 +343,12 @@ func (s *Server) view() view {
 		}
 	})
 	sort.SliceStable(v.Envs, func(i, j int) bool { return v.Envs[i].Name < v.Envs[j].Name })
+	if s.Workers != nil {
+		v.Roster = true
+		for _, w := range s.Workers() {
+			v.Workers = append(v.Workers, workerView{Worker: w, Seen: w.Age.Round(100*time.Millisecond).String() + " ago"})
+		}
+	}
 	if s.Rows != nil {
 		// Outside the projection's lock: the warehouse is I/O.
 		for i := range v.Envs {

@@ -79,6 +79,9 @@ type Step struct {
 	Snapshot string           `msgpack:"snapshot" json:"snapshot"`
 	Ranges   []interval.Range `msgpack:"ranges" json:"ranges"`
 	RunID    string           `msgpack:"run_id" json:"run_id"`
+	// SQL is how to compute the step in the warehouse, for a model with
+	// SQL, in items published to workers (Publisher.SQL); nil otherwise.
+	SQL *SQL `msgpack:"sql,omitempty" json:"sql,omitempty"`
 }
 
 func step(snapshot string, ranges []interval.Range, runID string) Step {
@@ -261,6 +264,10 @@ type Publisher struct {
 	// Runner.Run instead of being published, and TIDEMARK_WORK is not
 	// used.
 	Runner Runner
+	// SQL, when set, fills each published step's SQL (the warehouse
+	// computation of an SQL model) so that workers can compute it; in-
+	// process items are not changed.
+	SQL SQLOf
 	// Published, when set, is called after each item is stored.
 	Published func(Item)
 	// Done, when set, is called after each item run in-process: err is nil,
@@ -406,7 +413,13 @@ func (p *Publisher) Run(ctx context.Context) error {
 // otherwise hold up all later work.
 func (p *Publisher) deliver(ctx context.Context, item Item) error {
 	if p.Runner == nil {
-		return p.retry(ctx, "publishing work", func() error { return p.publish(ctx, item) })
+		return p.retry(ctx, "publishing work", func() error {
+			described, err := describe(ctx, p.SQL, item)
+			if err != nil {
+				return err
+			}
+			return p.publish(ctx, described)
+		})
 	}
 	log := p.Log.Logger().With("subsystem", "worker")
 	if a, ok := p.Runner.(interface{ ActorName() string }); ok {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/tidemark/tidemark/warehouse"
-	"github.com/tidemark/tidemark/work/sqlrun"
 	"log/slog"
 	"net"
 	"net/http"
@@ -21,9 +19,11 @@ import (
 	"github.com/tidemark/tidemark/natsnode"
 	"github.com/tidemark/tidemark/scheduler"
 	"github.com/tidemark/tidemark/transport"
+	"github.com/tidemark/tidemark/warehouse"
 	"github.com/tidemark/tidemark/web"
 	"github.com/tidemark/tidemark/work"
 	"github.com/tidemark/tidemark/work/inproc"
+	"github.com/tidemark/tidemark/work/sqlrun"
 )
 
 func newServeCmd() *cobra.Command {
@@ -88,29 +88,52 @@ func newServeCmd() *cobra.Command {
 			pub := &work.Publisher{Log: eng, AckWait: workAckWait, MaxDeliver: workMaxAttempts}
 			var syncer *sqlrun.Syncer
 			var wh *warehouse.Warehouse
+			// Worker liveness: every worker's heartbeat (the built-in
+			// one's too) feeds the roster the dashboard shows.
+			roster := &work.Roster{}
+			stopRoster, err := roster.Subscribe(node.Conn())
+			if err != nil {
+				eng.Close(context.WithoutCancel(ctx))
+				return &exitError{kind: usage, err: err}
+			}
+			defer stopRoster()
+			builtinStats := &work.Stats{}
 			if builtinWorker {
 				done := &inproc.Worker{Handler: eng, Actor: "worker:builtin"}
-				pub.Runner = done
-				// The data plane: SQL models computed in the warehouse
-				// before their work is recorded, environments' views
-				// swapped on promotion. One process owns a DuckDB file.
+				pub.Runner = builtinStats.Counting(done)
+			} else {
+				// Items published to workers carry their SQL, so that
+				// `tidemark worker --warehouse` (or any worker) can
+				// compute them.
+				pub.SQL = sqlrun.StepSQL(eng.Projection())
+			}
+			// The data plane: SQL models computed in the warehouse before
+			// their work is recorded (by the built-in worker, or by
+			// `tidemark worker --warehouse` processes sharing it),
+			// environments' views swapped on promotion, query and verify
+			// served. One process owns a DuckDB file: without the built-in
+			// worker, serve opens a warehouse only when --warehouse names
+			// one (a Postgres the workers share).
+			if builtinWorker || (warehouseDSN != "" && warehouseDSN != "none") {
 				wh, err = openWarehouse(ctx, warehouseDSN, dataDir)
 				if err != nil {
 					eng.Close(context.WithoutCancel(ctx))
 					return &exitError{kind: usage, err: err}
 				}
-				if wh != nil {
-					defer wh.Close()
-					pub.Runner = &sqlrun.Runner{WH: wh, Proj: eng.Projection(), Done: done, Log: log.With("subsystem", "sqlrun")}
-					syncer = &sqlrun.Syncer{WH: wh, Proj: eng.Projection(), Log: log.With("subsystem", "views")}
-					stopWH, err := sqlrun.Serve(node.Conn(), wh, eng.Projection(), 0, log.With("subsystem", "warehouse"))
-					if err != nil {
-						eng.Close(context.WithoutCancel(ctx))
-						return &exitError{kind: usage, err: err}
-					}
-					defer stopWH()
-					log.Info("warehouse", "engine", wh.Engine(), "dsn", warehouse.Redact(warehouseDSNOr(warehouseDSN, dataDir)))
+			}
+			if wh != nil {
+				defer wh.Close()
+				if builtinWorker {
+					pub.Runner = builtinStats.Counting(&sqlrun.Runner{WH: wh, Proj: eng.Projection(), Done: &inproc.Worker{Handler: eng, Actor: "worker:builtin"}, Log: log.With("subsystem", "sqlrun")})
 				}
+				syncer = &sqlrun.Syncer{WH: wh, Proj: eng.Projection(), Log: log.With("subsystem", "views")}
+				stopWH, err := sqlrun.Serve(node.Conn(), wh, eng.Projection(), 0, log.With("subsystem", "warehouse"))
+				if err != nil {
+					eng.Close(context.WithoutCancel(ctx))
+					return &exitError{kind: usage, err: err}
+				}
+				defer stopWH()
+				log.Info("warehouse", "engine", wh.Engine(), "dsn", warehouse.Redact(warehouseDSNOr(warehouseDSN, dataDir)))
 			}
 			if err := pub.Prepare(ctx); err != nil {
 				eng.Close(context.WithoutCancel(ctx))
@@ -135,7 +158,8 @@ func newServeCmd() *cobra.Command {
 			var httpSrv *http.Server
 			dashboard := ""
 			if httpAddr != "" {
-				ws := &web.Server{Proj: eng.Projection(), Log: eng.Reader(), Registry: eng.Registry(), Clock: eng.Now, Logger: log.With("subsystem", "http")}
+				ws := &web.Server{Proj: eng.Projection(), Log: eng.Reader(), Registry: eng.Registry(), Clock: eng.Now, Logger: log.With("subsystem", "http"),
+					Workers: func() []web.Worker { return webWorkers(roster.Live(), time.Now()) }}
 				if wh != nil {
 					ws.Rows = func(ctx context.Context, snapshot string) (int64, time.Time, bool) {
 						return sqlrun.Rows(ctx, wh, eng.Projection(), snapshot)
@@ -179,6 +203,12 @@ func newServeCmd() *cobra.Command {
 					func(ctx context.Context) {
 						if err := pub.Run(ctx); err != nil && ctx.Err() == nil {
 							log.Error("work publisher stopped", "err", err)
+						}
+					},
+					func(ctx context.Context) {
+						if builtinWorker {
+							host, _ := os.Hostname()
+							work.Beat(ctx, node.Conn(), fmt.Sprintf("builtin-%s-%d", host, os.Getpid()), work.KindBuiltin, 0, builtinStats)
 						}
 					},
 					func(ctx context.Context) {
@@ -233,7 +263,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&natsURL, "nats-url", "", "connect to this NATS server instead of embedding one")
 	f.StringVar(&listen, "listen", "127.0.0.1:4222", "client address of the embedded NATS server")
 	f.BoolVar(&noSync, "no-sync", false, "do not fsync every append (faster; risks losing acknowledged events on a machine crash)")
-	f.StringVar(&warehouseDSN, "warehouse", "", "with --builtin-worker: where SQL models are computed and environments' views live: a DuckDB file (default DATA-DIR/warehouse.duckdb; one process owns it), postgres://… for a shared Postgres, or none")
+	f.StringVar(&warehouseDSN, "warehouse", "", "where SQL models are computed and environments' views live: a DuckDB file (default with --builtin-worker: DATA-DIR/warehouse.duckdb; one process owns it), postgres://… for a Postgres shared with tidemark worker --warehouse processes (serve then swaps the views and answers query and verify), or none")
 	f.BoolVar(&builtinWorker, "builtin-worker", false, "run all work (backfill, scheduled, catch-up, repair) in-process, recording it as done at once, instead of publishing it to tidemark worker processes (demos and tests)")
 	f.IntVar(&replicas, "replicas", 1, "stream replicas (3 on a cluster)")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
@@ -308,6 +338,16 @@ func whileWriting(ctx context.Context, eng *cluster.Member, log *slog.Logger, lo
 		}
 		log.Info("this engine is no longer the writer: its loops stopped")
 	}
+}
+
+// webWorkers is the roster's live workers as the dashboard shows them.
+func webWorkers(live []work.Worker, now time.Time) []web.Worker {
+	out := make([]web.Worker, len(live))
+	for i, w := range live {
+		out[i] = web.Worker{Name: w.Name, Kind: w.Kind, Done: w.Done, Failed: w.Failed, InFlight: w.InFlight,
+			Started: w.Started, LastSeen: w.LastSeen, Age: max(now.Sub(w.LastSeen), 0)}
+	}
+	return out
 }
 
 // warehouseDSNOr is dsn, or the default DuckDB file in dataDir.

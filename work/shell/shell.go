@@ -1,5 +1,8 @@
 // Package shell is the `tidemark worker` side of the work protocol: it
-// pulls work items and runs a shell command (sh -c) once per batch.
+// pulls work items, computes each batch — by default a shell command
+// (sh -c) per batch; with Compute set, any work.Computer (the SQL of
+// `tidemark worker --warehouse`, work/sqlrun.Computer) — reports it, and
+// publishes the worker's heartbeat (work.Beat).
 // Importers: cmd/tidemark (tidemark worker).
 package shell
 
@@ -36,8 +39,16 @@ import (
 type Worker struct {
 	JS      jetstream.JetStream
 	Handler commands.Handler
-	// Command runs under sh -c.
+	// Command runs under sh -c, unless Compute is set.
 	Command string
+	// Compute, when set, computes each batch instead of Command.
+	Compute work.Computer
+	// Kind names the worker's kind in its heartbeat: work.KindExec
+	// (default) or work.KindSQL.
+	Kind string
+	// Heartbeat is the interval of the worker's heartbeat
+	// (work.HeartbeatSubject); default work.DefaultHeartbeat.
+	Heartbeat time.Duration
 	// Name identifies the worker in events (worker:<name>).
 	Name string
 	// Concurrency is how many items run at once. Default 1.
@@ -62,6 +73,8 @@ type Worker struct {
 	Logger *slog.Logger
 	// Done, when set, is called after each item with its outcome.
 	Done func(item work.Item, err error)
+
+	stats work.Stats
 
 	// outMu serialises writes to Output: a command's stdout and stderr are
 	// copied by separate goroutines, and Concurrency > 1 runs several
@@ -104,7 +117,13 @@ func (w *Worker) defaults() {
 		host, _ := os.Hostname()
 		w.Name = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
+	if w.Kind == "" {
+		w.Kind = work.KindExec
+	}
 }
+
+// Counts are the items this worker finished, failed and is computing.
+func (w *Worker) Counts() (done, failed uint64, inFlight int64) { return w.stats.Counts() }
 
 // Consumer binds to the durable consumer the workers share, which the
 // engine provisions (work.Publisher.Prepare): a worker never creates or
@@ -144,6 +163,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		work.Beat(ctx, w.JS.Conn(), w.Name, w.Kind, w.Heartbeat, &w.stats)
+	}()
 	for i := 0; i < w.Concurrency; i++ {
 		wg.Add(1)
 		go func() {
@@ -204,7 +228,9 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 			}
 		}
 	}()
+	w.stats.Begin()
 	err := w.runItem(ctx, item, attempt)
+	w.stats.End(err)
 	stopHB()
 	switch {
 	case err == nil:
@@ -230,7 +256,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 func (w *Worker) runItem(ctx context.Context, item work.Item, attempt int) error {
 	for si, st := range item.Steps {
 		for ri, r := range st.Ranges {
-			res := w.exec(ctx, item, st, r, attempt)
+			res := w.compute(ctx, work.Batch{Item: item, Step: si, Range: r, Attempt: attempt})
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -262,6 +288,33 @@ type execResult struct {
 	exit   int
 	stderr string
 	err    error
+}
+
+// compute runs b with Compute, or the shell command.
+func (w *Worker) compute(ctx context.Context, b work.Batch) execResult {
+	if w.Compute == nil {
+		return w.exec(ctx, b.Item, b.Item.Steps[b.Step], b.Range, b.Attempt)
+	}
+	started := time.Now()
+	runCtx, cancel := context.WithTimeout(ctx, w.Timeout)
+	defer cancel()
+	err := w.Compute.Compute(runCtx, b)
+	if err == nil {
+		w.Logger.Info("worker: batch done", "snapshot", b.Item.Steps[b.Step].Snapshot, "range", b.Range.String(), "run_kind", b.Item.RunKind, "took", time.Since(started).Round(time.Millisecond))
+		return execResult{}
+	}
+	res := execResult{exit: -1, err: err}
+	if ctx.Err() == nil && errors.Is(runCtx.Err(), context.DeadlineExceeded) {
+		res.err = fmt.Errorf("timed out after %s: %w", w.Timeout, err)
+	}
+	var f *work.Failure
+	if errors.As(err, &f) {
+		res.exit, res.stderr = f.ExitStatus, f.StderrTail
+	}
+	if len(res.stderr) > commands.MaxStderrTail {
+		res.stderr = string(bytes.ToValidUTF8([]byte(res.stderr[len(res.stderr)-commands.MaxStderrTail:]), nil))
+	}
+	return res
 }
 
 // tail keeps the last n bytes written to it.

@@ -1,0 +1,39 @@
+package work
+
+import (
+	"context"
+
+	"github.com/tidemark/tidemark/events/interval"
+)
+
+// Batch is what a worker computes at a time: one range of one step of a
+// work item, at one delivery of the item.
+type Batch struct {
+	Item Item
+	// Step is the index of the step in Item.Steps.
+	Step    int
+	Range   interval.Range
+	Attempt int
+}
+
+// Computer computes batches for a worker's pull/ack/heartbeat/report loop
+// (work/shell.Worker): a shell command per batch, or the step's SQL in a
+// warehouse (work/sqlrun.Computer). Compute returns once the batch is
+// durably computed (nil: the worker reports it complete) or has failed; a
+// *Failure error details the failure's exit status and stderr.
+type Computer interface {
+	Compute(ctx context.Context, b Batch) error
+}
+
+// Failure is a failed batch as a Computer details it (fail_work's
+// exit_status and stderr_tail).
+type Failure struct {
+	ExitStatus int
+	StderrTail string
+	Err        error
+}
+
+func (f *Failure) Error() string { return f.Err.Error() }
+
+// Unwrap is the failure's cause.
+func (f *Failure) Unwrap() error { return f.Err }

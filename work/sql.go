@@ -1,0 +1,71 @@
+package work
+
+import (
+	"context"
+
+	"github.com/tidemark/tidemark/events/interval"
+)
+
+// SQL is what any worker needs to compute a step of an SQL model in the
+// warehouse, whatever its language: the model's query, the column that
+// places its rows in an interval, the snapshot table to write, the
+// snapshot tables its upstream model names read, and the unit its ranges
+// are computed in (one transaction per interval of that unit). A step of
+// a model without SQL carries none (Step.SQL is nil; omitted on the wire).
+//
+// Computing one interval [start, end) of the step, as `tidemark worker
+// --warehouse` does (warehouse.WriteInterval): in one transaction, delete
+// the rows of Table in schema "tidemark" whose TimeColumn is in
+// [start, end), then insert the rows of
+//
+//	WITH <upstream model> AS (SELECT * FROM tidemark."<upstream table>"), …
+//	SELECT * FROM (<Query with @start_ts, @end_ts bound to start, end>) q
+//	WHERE q.<TimeColumn> >= start AND q.<TimeColumn> < end
+//
+// and commit before reporting the range with complete_work.
+type SQL struct {
+	// Query is one SELECT over sources and upstream model names; it names
+	// the interval's bounds @start_ts and @end_ts (UTC TIMESTAMPs).
+	Query string `msgpack:"query" json:"query"`
+	// TimeColumn is the column of the query's rows that places them in an
+	// interval.
+	TimeColumn string `msgpack:"time_column" json:"time_column"`
+	// Table is the snapshot table in schema "tidemark".
+	Table string `msgpack:"table" json:"table"`
+	// Upstream maps each upstream model name the query reads to the
+	// snapshot table (schema "tidemark") it reads it from: the upstream
+	// snapshot the step's snapshot was planned against, never an
+	// environment's view.
+	Upstream map[string]string `msgpack:"upstream,omitempty" json:"upstream,omitempty"`
+	// Unit is the snapshot's interval unit: a range is computed one
+	// interval of this unit at a time.
+	Unit interval.Unit `msgpack:"unit" json:"unit"`
+	// Error is set when the model has SQL but the engine could not resolve
+	// what it reads (an upstream snapshot that was never planned); a
+	// worker reports the step's ranges failed with it instead of computing.
+	Error string `msgpack:"error,omitempty" json:"error,omitempty"`
+}
+
+// SQLOf gives the SQL of a snapshot's steps (nil: the model has none),
+// as known to a state that has applied at least event sequence seq (the
+// item's event). The publisher calls it before publishing an item to
+// workers; an error (the context ended) makes it try again.
+type SQLOf func(ctx context.Context, seq uint64, snapshot string) (*SQL, error)
+
+// describe fills each step's SQL with sqlOf.
+func describe(ctx context.Context, sqlOf SQLOf, item Item) (Item, error) {
+	if sqlOf == nil {
+		return item, nil
+	}
+	steps := make([]Step, len(item.Steps))
+	for i, st := range item.Steps {
+		s, err := sqlOf(ctx, item.EventSeq, st.Snapshot)
+		if err != nil {
+			return item, err
+		}
+		st.SQL = s
+		steps[i] = st
+	}
+	item.Steps = steps
+	return item, nil
+}
