@@ -65,6 +65,7 @@ var documented = map[string]any{
 	"ModelStatus":          commands.ModelStatus{},
 	"Item":                 work.Item{},
 	"Step":                 work.Step{},
+	"SQL":                  work.SQL{},
 }
 
 var (
