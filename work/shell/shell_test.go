@@ -453,3 +453,69 @@ func TestOutputWrittenSerially(t *testing.T) {
 		}
 	}
 }
+
+// computeFunc is a work.Computer.
+type computeFunc func(ctx context.Context, b work.Batch) error
+
+func (f computeFunc) Compute(ctx context.Context, b work.Batch) error { return f(ctx, b) }
+
+// TestComputeReplacesCommand: with Compute set the worker runs no shell
+// command; each batch is handed to it (item, step, range, attempt), a
+// success is reported complete as a command's would be, and a *work.Failure
+// is reported with its exit status and stderr tail.
+func TestComputeReplacesCommand(t *testing.T) {
+	h := &reports{}
+	w := worker(h, "")
+	var got []string
+	w.Compute = computeFunc(func(_ context.Context, b work.Batch) error {
+		st := b.Item.Steps[b.Step]
+		got = append(got, fmt.Sprintf("%s %s %d", st.Snapshot, b.Range, b.Attempt))
+		if b.Step == 1 {
+			return &work.Failure{ExitStatus: 7, StderrTail: "no such table", Err: errors.New("write failed")}
+		}
+		return nil
+	})
+	err := w.runItem(t.Context(), item(), 2)
+	if !errors.Is(err, errFailed) {
+		t.Fatalf("runItem = %v, want errFailed", err)
+	}
+	want := []string{"a@v2 " + hr(0, 2).String() + " 2", "a@v2 " + hr(4, 5).String() + " 2", "b@v1+p1 " + hr(1, 3).String() + " 2"}
+	if !slices.Equal(got, want) {
+		t.Errorf("batches %v, want %v", got, want)
+	}
+	if ids := h.ids(); !slices.Equal(ids, []string{"work-12-backfill/0/0", "work-12-backfill/0/1", "work-12-backfill/1/0/2/failed"}) {
+		t.Fatalf("reports %v", ids)
+	}
+	f := h.cmds[2].(*commands.FailWork)
+	if f.ExitStatus != 7 || f.StderrTail != "no such table" || f.Error != "write failed" || f.Model != "b" {
+		t.Errorf("failure report: %s", js(t, f))
+	}
+	// A plain error: exit status -1, no stderr.
+	h2 := &reports{}
+	w2 := worker(h2, "")
+	w2.Compute = computeFunc(func(context.Context, work.Batch) error { return errors.New("connection refused") })
+	_ = w2.runItem(t.Context(), item(), 1)
+	if f := h2.cmds[0].(*commands.FailWork); f.ExitStatus != -1 || f.StderrTail != "" || f.Error != "connection refused" {
+		t.Errorf("plain failure report: %s", js(t, f))
+	}
+}
+
+// TestCountsItems: the counts a heartbeat carries follow the items
+// handled: done, failed.
+func TestCountsItems(t *testing.T) {
+	data, err := json.Marshal(item())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := worker(&reports{}, "true")
+	w.handle(t.Context(), &fakeMsg{data: data, delivered: 1})
+	w.handle(t.Context(), &fakeMsg{data: data, delivered: 1})
+	fails := worker(&reports{}, "false")
+	fails.handle(t.Context(), &fakeMsg{data: data, delivered: 1})
+	if d, f, n := w.Counts(); d != 2 || f != 0 || n != 0 {
+		t.Errorf("succeeding worker: done %d failed %d in flight %d", d, f, n)
+	}
+	if d, f, n := fails.Counts(); d != 0 || f != 1 || n != 0 {
+		t.Errorf("failing worker: done %d failed %d in flight %d", d, f, n)
+	}
+}
