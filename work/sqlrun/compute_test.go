@@ -139,4 +139,3 @@ func TestComputerRefusesBadSteps(t *testing.T) {
 		t.Fatalf("rows of the good step: %v %v", rows, err)
 	}
 }
-
