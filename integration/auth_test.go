@@ -107,6 +107,27 @@ func TestPermissions(t *testing.T) {
 	if _, err := x.Consumer(ctx); err != nil {
 		t.Fatalf("the worker cannot set up its consumer: %v", err)
 	}
+	// Its heartbeat reaches the engine's roster (serve's, in the engine's
+	// account).
+	roster := &work.Roster{}
+	stopRoster, err := roster.Subscribe(e.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopRoster()
+	hbCtx, stopHB := context.WithCancel(ctx)
+	hbDone := make(chan struct{})
+	go func() { defer close(hbDone); work.Beat(hbCtx, wConn, "w-auth", work.KindSQL, 20*time.Millisecond, &work.Stats{}) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for live := roster.Live(); len(live) != 1 || live[0].Name != "w-auth"; live = roster.Live() {
+		if time.Now().After(deadline) {
+			v := wViolations()
+			t.Fatalf("the worker's heartbeat did not reach the engine: %+v; %d violations, the last %v", live, len(v), v[len(v)-1:])
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition, bounded by the deadline
+	}
+	stopHB()
+	<-hbDone
 
 	// auditor: reads the stream, publishes no command, cannot purge.
 	aConn, aViolations := asUser(t, clientURL, "auditor")

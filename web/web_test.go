@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -181,5 +183,69 @@ func TestDashboardPlansInFlight(t *testing.T) {
 	_, metrics := get(t, srv.URL+"/metrics")
 	if !strings.Contains(metrics, `tidemark_plan_backfill_progress_ratio{env="prod",plan="p1"} 0.25`) {
 		t.Fatalf("metrics lack p1's progress:\n%s", metrics)
+	}
+}
+
+// TestWorkersPanelAndMetrics: the live workers Workers lists are on the
+// dashboard (name, kind, counts, last seen) and in /metrics; a worker no
+// longer listed leaves both; without Workers there is no panel and no
+// worker gauge.
+func TestWorkersPanelAndMetrics(t *testing.T) {
+	e := jstest.Engine(t, engine.Config{})
+	var mu sync.Mutex
+	live := []Worker{
+		{Name: "w1", Kind: "sql", Done: 4, Failed: 1, InFlight: 2, Age: 1500 * time.Millisecond},
+		{Name: "builtin-h-1", Kind: "builtin", Done: 7},
+	}
+	ws := &Server{Proj: e.Projection(), Log: e.Reader(), Registry: e.Registry(), Logger: quiet(),
+		Workers: func() []Worker { mu.Lock(); defer mu.Unlock(); return slices.Clone(live) }}
+	h, err := ws.Handler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	_, page := get(t, srv.URL+"/")
+	for _, want := range []string{`<h2>Workers</h2>`, `<tr data-worker="w1"><td>w1</td><td>sql</td><td>4</td><td>1</td><td>2</td><td>1.5s ago</td></tr>`, `data-worker="builtin-h-1"`} {
+		if !strings.Contains(page, want) {
+			t.Fatalf("dashboard lacks %q:\n%s", want, page)
+		}
+	}
+	_, metrics := get(t, srv.URL+"/metrics")
+	for _, want := range []string{"tidemark_workers_live 2\n", `tidemark_worker_last_seen_seconds{kind="sql",worker="w1"} 1.5`,
+		`tidemark_worker_items{kind="sql",outcome="done",worker="w1"} 4`, `tidemark_worker_items{kind="sql",outcome="failed",worker="w1"} 1`,
+		`tidemark_worker_in_flight{kind="sql",worker="w1"} 2`, `tidemark_worker_items{kind="builtin",outcome="done",worker="builtin-h-1"} 7`} {
+		if !strings.Contains(metrics, want) {
+			t.Fatalf("metrics lack %q:\n%s", want, metrics)
+		}
+	}
+	mu.Lock()
+	live = live[1:]
+	mu.Unlock()
+	_, page = get(t, srv.URL+"/")
+	_, metrics = get(t, srv.URL+"/metrics")
+	if strings.Contains(page, `data-worker="w1"`) || strings.Contains(metrics, `worker="w1"`) || !strings.Contains(metrics, "tidemark_workers_live 1\n") {
+		t.Fatalf("w1 gone but still shown:\n%s\n%s", page, metrics)
+	}
+	mu.Lock()
+	live = nil
+	mu.Unlock()
+	if _, page = get(t, srv.URL+"/"); !strings.Contains(page, "No live worker.") {
+		t.Fatalf("no worker: %s", page)
+	}
+
+	// A server without a roster shows no panel and no worker gauge.
+	e2 := jstest.Engine(t, engine.Config{})
+	h2, err := (&Server{Proj: e2.Projection(), Log: e2.Reader(), Registry: e2.Registry(), Logger: quiet()}).Handler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv2 := httptest.NewServer(h2)
+	defer srv2.Close()
+	if _, page := get(t, srv2.URL+"/"); strings.Contains(page, "Workers") {
+		t.Fatalf("a panel without a roster:\n%s", page)
+	}
+	if _, metrics := get(t, srv2.URL+"/metrics"); strings.Contains(metrics, "tidemark_workers_live") {
+		t.Fatal("a worker gauge without a roster")
 	}
 }

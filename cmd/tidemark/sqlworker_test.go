@@ -353,3 +353,14 @@ func versionOf(t *testing.T, natsURL, model string) string {
 	defer nc.Close()
 	return snapshotVersion(t, transport.NewClient(nc), model)
 }
+
+// TestBuiltinWorkerIsLive: serve's built-in worker is on the roster too
+// (kind builtin).
+func TestBuiltinWorkerIsLive(t *testing.T) {
+	s := startServe(t, "--builtin-worker", "--warehouse", "none")
+	eventually(t, "the built-in worker is live on /metrics and the dashboard", time.Minute, func() bool {
+		m := get(t, s.http+"/metrics")
+		return strings.Contains(m, "tidemark_workers_live 1\n") && strings.Contains(m, `tidemark_worker_last_seen_seconds{kind="builtin",worker="builtin-`) &&
+			strings.Contains(get(t, s.http+"/"), `<td>builtin</td>`)
+	})
+}
