@@ -32,7 +32,11 @@ import (
 // each computed range with complete_work and each failure with fail_work
 // (both name the item, and the engine checks them against it), and ack
 // the item when every step is done. An item not acked
-// within the ack wait is redelivered.
+// within the ack wait is redelivered. A step of an SQL model carries its
+// SQL (Step.SQL, filled by Publisher.SQL), enough for a worker to write
+// it into the warehouse itself (work/sqlrun.Computer). Workers announce
+// themselves with heartbeats (liveness.go). docs/events.md ("Work for
+// workers") is the protocol's reference.
 const (
 	Stream        = "TIDEMARK_WORK"
 	SubjectPrefix = "tidemark.work."
