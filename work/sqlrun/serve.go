@@ -15,7 +15,9 @@ import (
 // The warehouse over NATS. One process owns a DuckDB file, so users read
 // the data through it: `tidemark query` and `tidemark verify` send a JSON
 // request to QuerySubject or VerifySubject, which the process that owns
-// the warehouse serves (serve --builtin-worker). Both only read.
+// the warehouse serves (serve --builtin-worker, or serve --warehouse
+// postgres://… shared with `tidemark worker --warehouse` processes). Both
+// only read.
 
 // QuerySubject and VerifySubject are the warehouse's request subjects.
 const (

@@ -1,8 +1,10 @@
 // Package sqlrun runs SQL models in the warehouse: Runner computes a work
 // item's SQL steps, interval by interval, before the item is recorded
-// complete, and Views keeps every environment's views on its incumbents'
-// snapshot tables, so that a promotion is a view swap (SQLMesh's virtual
-// update).
+// complete (the built-in worker); StepSQL gives the publisher each step's
+// SQL and Computer computes a published step from it alone (`tidemark
+// worker --warehouse`); and Views keeps every environment's views on its
+// incumbents' snapshot tables, so that a promotion is a view swap
+// (SQLMesh's virtual update).
 //
 // Invariants. A snapshot's rows are written only into its own table
 // (TableName of its tidemark table), one transaction per interval
