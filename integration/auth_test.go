@@ -117,7 +117,10 @@ func TestPermissions(t *testing.T) {
 	defer stopRoster()
 	hbCtx, stopHB := context.WithCancel(ctx)
 	hbDone := make(chan struct{})
-	go func() { defer close(hbDone); work.Beat(hbCtx, wConn, "w-auth", work.KindSQL, 20*time.Millisecond, &work.Stats{}) }()
+	go func() {
+		defer close(hbDone)
+		work.Beat(hbCtx, wConn, "w-auth", work.KindSQL, 20*time.Millisecond, &work.Stats{})
+	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for live := roster.Live(); len(live) != 1 || live[0].Name != "w-auth"; live = roster.Live() {
 		if time.Now().After(deadline) {
