@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -295,9 +297,19 @@ func TestSQLWorkerDuckDB(t *testing.T) {
 	eventually(t, "the worker is live", time.Minute, func() bool {
 		return strings.Contains(get(t, s.http+"/metrics"), `tidemark_worker_last_seen_seconds{kind="sql",worker="solo"}`)
 	})
+	// A second worker on the file: in this process, and in another one.
 	_, stderr, code := runCLI(t, "worker", "--nats-url", s.nats, "--warehouse", file)
 	if code != 2 || !strings.Contains(stderr, file) || !strings.Contains(stderr, "owned by another process") {
 		t.Fatalf("a second worker on %s: exit %d %q", file, code, stderr)
+	}
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestWorkerProcessHelper$")
+	cmd.Env = append(os.Environ(), "TIDEMARK_HELPER_ARGS=worker\n--nats-url\n"+s.nats+"\n--warehouse\n"+file)
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(errb.String(), file) || !strings.Contains(errb.String(), "held by another process") {
+		t.Fatalf("a worker process on %s: %v %q", file, err, errb.String())
 	}
 	start := time.Now().UTC().Truncate(24 * time.Hour).Add(-24 * time.Hour)
 	applyAndPlan(t, s.nats, sqlModels(t, start), "d1")
@@ -341,6 +353,22 @@ func backfilled(t *testing.T, natsURL, actor string) {
 			return code == 0 && strings.Contains(out, actor) && strings.Contains(out, "(backfill)")
 		})
 	}
+}
+
+// TestWorkerProcessHelper runs the CLI with $TIDEMARK_HELPER_ARGS
+// (one argument a line) as a process of its own, exiting with its exit status.
+func TestWorkerProcessHelper(t *testing.T) {
+	args := os.Getenv("TIDEMARK_HELPER_ARGS")
+	if args == "" {
+		t.Skip("a helper process for TestSQLWorkerDuckDB")
+	}
+	root := newRootCmd()
+	root.SetArgs(strings.Split(args, "\n"))
+	err := root.ExecuteContext(context.Background())
+	if err != nil {
+		os.Stderr.WriteString(err.Error() + "\n")
+	}
+	os.Exit(exitCode(err))
 }
 
 // versionOf is prod's incumbent version of model.
