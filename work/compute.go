@@ -2,6 +2,7 @@ package work
 
 import (
 	"context"
+	"errors"
 
 	"github.com/tidemark/tidemark/events/interval"
 )
@@ -24,6 +25,11 @@ type Batch struct {
 type Computer interface {
 	Compute(ctx context.Context, b Batch) error
 }
+
+// ErrPermanent marks a batch that cannot be computed as sent (a step whose
+// SQL lacks a field, say): the worker reports its failure as final and
+// gives the item up at once instead of retrying it.
+var ErrPermanent = errors.New("work: the batch cannot be computed as sent")
 
 // Failure is a failed batch as a Computer details it (fail_work's
 // exit_status and stderr_tail).

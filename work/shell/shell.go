@@ -240,7 +240,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	case ctx.Err() != nil:
 		// Stopping: hand the item back at once.
 		_ = msg.Nak()
-	case errors.Is(err, errFailed) && attempt >= w.MaxAttempts:
+	case errors.Is(err, errFailed) && (attempt >= w.MaxAttempts || errors.Is(err, work.ErrPermanent)):
 		w.Logger.Error("worker: giving up on item", "item", item.ID, "attempts", attempt)
 		_ = msg.Term()
 	default:
@@ -265,11 +265,11 @@ func (w *Worker) runItem(ctx context.Context, item work.Item, attempt int) error
 				meta.ID = fmt.Sprintf("%s/%d/%d/%d/failed", item.ID, si, ri, attempt)
 				rep := w.Handler.Handle(ctx, &commands.FailWork{FailRun: commands.FailRun{Meta: meta, Model: st.Model, Version: st.Version, Ranges: []interval.Range{r},
 					RunKind: item.RunKind, RunID: st.RunID, Worker: w.Name, ExitStatus: res.exit, Error: res.err.Error(),
-					StderrTail: res.stderr, Attempt: attempt, Final: attempt >= w.MaxAttempts, Work: item.ID}})
+					StderrTail: res.stderr, Attempt: attempt, Final: attempt >= w.MaxAttempts || errors.Is(res.err, work.ErrPermanent), Work: item.ID}})
 				if err := rep.Err(); err != nil {
 					return fmt.Errorf("worker: report failure of %s %s: %w", st.Snapshot, r, err)
 				}
-				return fmt.Errorf("%w: %s %s: %v", errFailed, st.Snapshot, r, res.err)
+				return fmt.Errorf("%w: %s %s: %w", errFailed, st.Snapshot, r, res.err)
 			}
 			// The completion id does not depend on the attempt: a batch
 			// computed again after a redelivery is recorded once.

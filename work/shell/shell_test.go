@@ -519,3 +519,26 @@ func TestCountsItems(t *testing.T) {
 		t.Errorf("failing worker: done %d failed %d in flight %d", d, f, n)
 	}
 }
+
+// TestPermanentFailureGivesUp: a batch its Computer says can never be
+// computed as sent (work.ErrPermanent) is reported final and the item
+// terminated at its first attempt, not retried.
+func TestPermanentFailureGivesUp(t *testing.T) {
+	data, err := json.Marshal(item())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &reports{}
+	w := worker(h, "")
+	w.Compute = computeFunc(func(context.Context, work.Batch) error {
+		return fmt.Errorf("steps[].sql.table: required: %w", work.ErrPermanent)
+	})
+	m := &fakeMsg{data: data, delivered: 1}
+	w.handle(t.Context(), m)
+	if !slices.Equal(m.acts, []string{"term"}) {
+		t.Errorf("settled %v, want [term]", m.acts)
+	}
+	if len(h.cmds) != 1 || !h.cmds[0].(*commands.FailWork).Final {
+		t.Errorf("reports %s, want one final failure", js(t, h.cmds))
+	}
+}

@@ -2,7 +2,6 @@ package sqlrun
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 
@@ -54,8 +53,8 @@ type Computer struct {
 
 // ErrBadStep marks a step whose SQL cannot be computed as sent (a field
 // missing or invalid, or the engine's work.SQL.Error); retrying it will
-// not help.
-var ErrBadStep = errors.New("sqlrun: step cannot be computed")
+// not help: it wraps work.ErrPermanent.
+var ErrBadStep = fmt.Errorf("sqlrun: step cannot be computed (%w)", work.ErrPermanent)
 
 // Compute implements work.Computer.
 func (c *Computer) Compute(ctx context.Context, b work.Batch) error {
