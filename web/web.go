@@ -58,7 +58,10 @@ type Server struct {
 	// Workers, when set, lists the live workers (their heartbeats): the
 	// dashboard's Workers panel and the tidemark_worker* gauges.
 	Workers func() []Worker
-	tmpl    *template.Template
+	// WorkersEvery is how often a live page is refreshed for the Workers
+	// panel while no event arrives (default 2s).
+	WorkersEvery time.Duration
+	tmpl         *template.Template
 
 	rowsMu    sync.Mutex
 	rowsCache map[string]rowsEntry
@@ -75,6 +78,13 @@ type Worker struct {
 	// LastSeen is when its last heartbeat arrived; Age is how long ago.
 	LastSeen time.Time
 	Age      time.Duration
+}
+
+func (s *Server) workersEvery() time.Duration {
+	if s.WorkersEvery > 0 {
+		return s.WorkersEvery
+	}
+	return 2 * time.Second
 }
 
 type rowsEntry struct {
@@ -216,13 +226,24 @@ func (s *Server) live(w http.ResponseWriter, r *http.Request) {
 			fl.Flush()
 			first, last = false, seq
 		}
-		wait, cancel := context.WithTimeout(ctx, 15*time.Second)
+		// The Workers panel changes with heartbeats, not events: with a
+		// roster the page is sent again every WorkersEvery even when the
+		// stream is quiet.
+		idle := 15 * time.Second
+		if s.Workers != nil {
+			idle = s.workersEvery()
+		}
+		wait, cancel := context.WithTimeout(ctx, idle)
 		err := s.Proj.Await(wait, func(st *projections.State) bool { return st.Seq != last })
 		cancel()
 		if ctx.Err() != nil {
 			return
 		}
 		if err != nil {
+			if s.Workers != nil {
+				first = true
+				continue
+			}
 			fmt.Fprint(w, ": keep-alive\n\n")
 			fl.Flush()
 			continue

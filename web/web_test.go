@@ -197,7 +197,7 @@ func TestWorkersPanelAndMetrics(t *testing.T) {
 		{Name: "w1", Kind: "sql", Done: 4, Failed: 1, InFlight: 2, Age: 1500 * time.Millisecond},
 		{Name: "builtin-h-1", Kind: "builtin", Done: 7},
 	}
-	ws := &Server{Proj: e.Projection(), Log: e.Reader(), Registry: e.Registry(), Logger: quiet(),
+	ws := &Server{Proj: e.Projection(), Log: e.Reader(), Registry: e.Registry(), Logger: quiet(), WorkersEvery: 10 * time.Millisecond,
 		Workers: func() []Worker { mu.Lock(); defer mu.Unlock(); return slices.Clone(live) }}
 	h, err := ws.Handler()
 	if err != nil {
@@ -219,9 +219,38 @@ func TestWorkersPanelAndMetrics(t *testing.T) {
 			t.Fatalf("metrics lack %q:\n%s", want, metrics)
 		}
 	}
+	// A live page follows the roster while the stream is quiet.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/live", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rd := bufio.NewReader(resp.Body)
+	update := func() string {
+		var b strings.Builder
+		for {
+			line, err := rd.ReadString('\n')
+			if err != nil {
+				t.Fatalf("reading the event stream: %v", err)
+			}
+			if d, ok := strings.CutPrefix(line, "data: "); ok {
+				b.WriteString(d)
+			} else if line == "\n" && b.Len() > 0 {
+				return b.String()
+			}
+		}
+	}
+	if u := update(); !strings.Contains(u, `data-worker="w1"`) {
+		t.Fatalf("first live update lacks w1:\n%s", u)
+	}
 	mu.Lock()
 	live = live[1:]
 	mu.Unlock()
+	for u := update(); strings.Contains(u, `data-worker="w1"`); u = update() {
+	}
 	_, page = get(t, srv.URL+"/")
 	_, metrics = get(t, srv.URL+"/metrics")
 	if strings.Contains(page, `data-worker="w1"`) || strings.Contains(metrics, `worker="w1"`) || !strings.Contains(metrics, "tidemark_workers_live 1\n") {
