@@ -76,8 +76,7 @@ func TestComputerFromPublishedSQL(t *testing.T) {
 		}
 		// A tick's work, computed the same way (twice: idempotent).
 		w.at(hour(49))
-		var gen uint64
-		gen = w.do(&commands.Status{Env: "prod"}).Envs[0].Generation
+		gen := w.do(&commands.Status{Env: "prod"}).Envs[0].Generation
 		tick := w.do(&commands.AdvanceScheduler{Env: "prod", Generation: gen})
 		w.computeAsWorker(c, tick)
 		w.computeAsWorker(c, tick)
