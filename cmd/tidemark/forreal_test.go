@@ -183,7 +183,7 @@ func TestRunItForReal(t *testing.T) {
 	if _, stderr, code := runCLI(t, "plan", "--env", "prod", "--set", "events", "--nats-url", s.nats); code != 2 || !strings.Contains(stderr, `--set "events": want MODEL=VERSION`) {
 		t.Fatalf("bad --set: exit %d %s", code, stderr)
 	}
-	if _, stderr, code := runCLI(t, "worker", "--nats-url", s.nats); code != 2 || !strings.Contains(stderr, "--exec is required") {
+	if _, stderr, code := runCLI(t, "worker", "--nats-url", s.nats); code != 2 || !strings.Contains(stderr, "exactly one of --exec") {
 		t.Fatalf("worker without --exec: exit %d %s", code, stderr)
 	}
 
