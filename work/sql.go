@@ -2,6 +2,8 @@ package work
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 
 	"github.com/tidemark/tidemark/events/interval"
 )
@@ -68,4 +70,27 @@ func describe(ctx context.Context, sqlOf SQLOf, item Item) (Item, error) {
 	}
 	item.Steps = steps
 	return item, nil
+}
+
+// encode is item's JSON. An item that does not fit in maxPayload bytes
+// (when > 0) with its steps' SQL is encoded with each SQL step's query
+// replaced by an error saying so (trimmed): published as it is, the
+// publish would fail again and again and hold up all later work; this way
+// the SQL workers report the steps failed, visibly.
+func encode(item Item, maxPayload int64) (b []byte, trimmed bool, err error) {
+	b, err = json.Marshal(item)
+	if err != nil || maxPayload <= 0 || int64(len(b)) <= maxPayload {
+		return b, false, err
+	}
+	steps := make([]Step, len(item.Steps))
+	for i, st := range item.Steps {
+		if st.SQL != nil {
+			st.SQL = &SQL{Error: fmt.Sprintf("work item %s is %d bytes with its steps' SQL, more than the server's max payload of %d", item.ID, len(b), maxPayload)}
+			trimmed = true
+		}
+		steps[i] = st
+	}
+	item.Steps = steps
+	b, err = json.Marshal(item)
+	return b, trimmed, err
 }

@@ -66,3 +66,33 @@ func TestDescribe(t *testing.T) {
 		t.Errorf("no hook: %+v %v", same, err)
 	}
 }
+
+// TestEncodeTooLarge: an item that would exceed the server's max payload
+// with its SQL is published with sql.error on its SQL steps instead (the
+// SQL workers then report them failed), not refused again and again.
+func TestEncodeTooLarge(t *testing.T) {
+	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	big := &SQL{Query: "SELECT " + strings.Repeat("1 + ", 1000) + "1 AS ts", TimeColumn: "ts", Table: "a__0", Unit: interval.Hour}
+	item := Item{ID: "work-3-backfill", RunKind: events.RunBackfill, Steps: []Step{
+		{Model: "a", Snapshot: "a@v1", Ranges: []interval.Range{interval.R(t0, t0.Add(time.Hour))}, SQL: big},
+		{Model: "plain", Snapshot: "plain@v1", Ranges: []interval.Range{interval.R(t0, t0.Add(time.Hour))}},
+	}}
+	full, trimmed, err := encode(item, 1<<20)
+	if err != nil || trimmed || !strings.Contains(string(full), "1 + 1") {
+		t.Fatalf("an item that fits: trimmed %v, %v", trimmed, err)
+	}
+	b, trimmed, err := encode(item, int64(len(full)-1))
+	if err != nil || !trimmed {
+		t.Fatalf("an item over the max: trimmed %v, %v", trimmed, err)
+	}
+	var back Item
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if s := back.Steps[0].SQL; s == nil || s.Query != "" || !strings.Contains(s.Error, "max payload") || back.Steps[1].SQL != nil {
+		t.Fatalf("trimmed steps: %+v %+v", back.Steps[0].SQL, back.Steps[1].SQL)
+	}
+	if len(b) >= len(full) || item.Steps[0].SQL != big {
+		t.Fatalf("trimmed %d bytes of %d; the item given changed: %v", len(b), len(full), item.Steps[0].SQL != big)
+	}
+}

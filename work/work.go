@@ -8,7 +8,6 @@ package work
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -514,7 +513,11 @@ func (p *Publisher) cursor(ctx context.Context) (uint64, error) {
 }
 
 func (p *Publisher) publish(ctx context.Context, item Item) error {
-	b, err := json.Marshal(item)
+	js := p.Log.JetStream()
+	b, trimmed, err := encode(item, js.Conn().MaxPayload())
+	if trimmed {
+		p.Log.Logger().Error("work item too large for the server with its steps' SQL; published with sql.error instead, so SQL workers report its steps failed", "item", item.ID, "run_kind", item.RunKind, "max_payload", js.Conn().MaxPayload())
+	}
 	if err != nil {
 		// It never will encode: report it and go on, or it would hold up
 		// all later work (events.Decode keeps times printable, so only a
@@ -526,7 +529,7 @@ func (p *Publisher) publish(ctx context.Context, item Item) error {
 	m.Data = b
 	m.Header.Set(jetstream.MsgIDHeader, item.ID)
 	m.Header.Set("Content-Type", "application/json")
-	if _, err := p.Log.JetStream().PublishMsg(ctx, m); err != nil {
+	if _, err := js.PublishMsg(ctx, m); err != nil {
 		return fmt.Errorf("engine: publish %s: %w", item.ID, err)
 	}
 	if p.Published != nil {
