@@ -9,6 +9,7 @@ import (
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/internal/pgtest"
 	"github.com/tidemark/tidemark/warehouse"
 	"github.com/tidemark/tidemark/work"
 	"github.com/tidemark/tidemark/work/inproc"
@@ -136,5 +137,40 @@ func TestComputerRefusesBadSteps(t *testing.T) {
 	}
 	if _, rows, err := wh.Query(t.Context(), `SELECT count(*) FROM tidemark."pv__000000000001"`); err != nil || rows[0][0] != int64(60) {
 		t.Fatalf("rows of the good step: %v %v", rows, err)
+	}
+}
+
+// BenchmarkComputer: one worker batch of a day of an hourly model (24
+// intervals of 60 rows, one transaction each), as `tidemark worker
+// --warehouse` computes it, on DuckDB and on Postgres.
+func BenchmarkComputer(b *testing.B) {
+	for _, be := range []struct {
+		name string
+		dsn  func(b *testing.B) string
+	}{
+		{"duckdb", func(b *testing.B) string { return filepath.Join(b.TempDir(), "w.duckdb") }},
+		{"postgres", func(b *testing.B) string { return pgtest.DSN(b) }},
+	} {
+		b.Run(be.name, func(b *testing.B) {
+			wh, err := warehouse.Open(b.Context(), be.dsn(b), warehouse.Options{})
+			if errors.Is(err, warehouse.ErrNoCgo) {
+				b.Skip(err)
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer wh.Close()
+			c := &sqlrun.Computer{WH: wh}
+			s := &work.SQL{Query: pv(60), TimeColumn: "ts", Table: "pv__000000000001", Unit: interval.Hour}
+			it := work.Item{ID: "work-1-backfill", Steps: []work.Step{{Model: "pv", Snapshot: "pv@v1", SQL: s}}}
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				day := interval.R(t0.AddDate(0, 0, i%30), t0.AddDate(0, 0, i%30+1))
+				if err := c.Compute(b.Context(), work.Batch{Item: it, Range: day, Attempt: 1}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/24/1000, "ms/interval")
+		})
 	}
 }
