@@ -95,7 +95,8 @@ func (s *Server) rows(snapshot string) rowsEntry {
 }
 
 // Handler returns the routes: / (dashboard), /live (SSE), /fragment,
-// /metrics, /healthz, /readyz, /assets/.
+// /decisions/{seq} (one decision's page), /metrics, /healthz, /readyz,
+// /assets/.
 func (s *Server) Handler() (http.Handler, error) {
 	if s.Logger == nil {
 		s.Logger = slog.Default()
@@ -109,7 +110,7 @@ func (s *Server) Handler() (http.Handler, error) {
 	if err := s.registerState(); err != nil {
 		return nil, err
 	}
-	t, err := template.New("").Funcs(template.FuncMap{"join": strings.Join, "stamp": stamp, "upper": strings.ToUpper}).ParseFS(templates, "templates/*.html")
+	t, err := template.New("").Funcs(template.FuncMap{"join": strings.Join, "stamp": stamp, "upper": strings.ToUpper, "ranges": ranges}).ParseFS(templates, "templates/*.html")
 	if err != nil {
 		return nil, err
 	}
@@ -122,6 +123,7 @@ func (s *Server) Handler() (http.Handler, error) {
 	mux.HandleFunc("GET /{$}", s.page)
 	mux.HandleFunc("GET /fragment", s.fragment)
 	mux.HandleFunc("GET /live", s.live)
+	mux.HandleFunc("GET /decisions/{seq}", s.decision)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", s.ready)
@@ -219,6 +221,14 @@ func (s *Server) live(w http.ResponseWriter, r *http.Request) {
 		case <-t.C:
 		}
 	}
+}
+
+// ranges writes a range list for people ("-" when empty).
+func ranges(rs []interval.Range) string {
+	if len(rs) == 0 {
+		return "-"
+	}
+	return strings.Join(interval.Set(rs).Strings(), ", ")
 }
 
 func stamp(t time.Time) string {
