@@ -84,8 +84,16 @@ func (w *Warehouse) ensureMeta(ctx context.Context) error {
 		if _, err := w.db.ExecContext(ctx, "CREATE SCHEMA IF NOT EXISTS "+quoteIdent(MetaSchema)); err != nil {
 			return err
 		}
-		_, err := w.db.ExecContext(ctx, create)
-		return err
+		if _, err := w.db.ExecContext(ctx, create); err != nil {
+			return err
+		}
+		if w.dialect.name == "postgres" {
+			// Every write looks up the records of its table's slice. DuckDB
+			// prunes the scan with its zone maps; Postgres needs an index.
+			_, err := w.db.ExecContext(ctx, "CREATE INDEX IF NOT EXISTS intervals_by_table ON "+qualified(MetaSchema, IntervalsTable)+" (table_name, holds_start)")
+			return err
+		}
+		return nil
 	}, retryableDDL)
 	if err != nil {
 		return fmt.Errorf("warehouse: create %s.%s: %w", MetaSchema, IntervalsTable, err)
@@ -108,15 +116,10 @@ type execer interface {
 func recordWrite(ctx context.Context, tx execer, wr Written) error {
 	meta := qualified(MetaSchema, IntervalsTable)
 	r := wr.Holds
-	old, err := scanWritten(ctx, tx, "SELECT table_name, query_start, query_end, holds_start, holds_end, snapshot, fingerprint, row_count, written_at FROM "+meta+
-		" WHERE table_name = $1 AND holds_start < $3 AND holds_end > $2", wr.Table, r.Start, r.End)
+	old, err := scanWritten(ctx, tx, "DELETE FROM "+meta+" WHERE table_name = $1 AND holds_start < $3 AND holds_end > $2 RETURNING "+writtenColumns,
+		wr.Table, r.Start, r.End)
 	if err != nil {
 		return err
-	}
-	if len(old) > 0 {
-		if _, err := tx.ExecContext(ctx, "DELETE FROM "+meta+" WHERE table_name = $1 AND holds_start < $3 AND holds_end > $2", wr.Table, r.Start, r.End); err != nil {
-			return err
-		}
 	}
 	keep := []Written{wr}
 	for _, o := range old {
@@ -131,14 +134,22 @@ func recordWrite(ctx context.Context, tx execer, wr Written) error {
 			keep = append(keep, right)
 		}
 	}
-	ins := "INSERT INTO " + meta + " (table_name, query_start, query_end, holds_start, holds_end, snapshot, fingerprint, row_count, written_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
-	for _, k := range keep {
-		if _, err := tx.ExecContext(ctx, ins, k.Table, k.Query.Start, k.Query.End, k.Holds.Start, k.Holds.End, k.Snapshot, k.Fingerprint, k.Rows, k.At); err != nil {
-			return err
+	ins := "INSERT INTO " + meta + " (" + writtenColumns + ") VALUES "
+	var args []any
+	for i, k := range keep {
+		if i > 0 {
+			ins += ", "
 		}
+		n := len(args)
+		ins += fmt.Sprintf("($%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5, n+6, n+7, n+8, n+9)
+		args = append(args, k.Table, k.Query.Start, k.Query.End, k.Holds.Start, k.Holds.End, k.Snapshot, k.Fingerprint, k.Rows, k.At)
 	}
-	return nil
+	_, err = tx.ExecContext(ctx, ins, args...)
+	return err
 }
+
+// writtenColumns are the intervals table's columns, in Written's order.
+const writtenColumns = "table_name, query_start, query_end, holds_start, holds_end, snapshot, fingerprint, row_count, written_at"
 
 func scanWritten(ctx context.Context, db querier, q string, args ...any) ([]Written, error) {
 	rs, err := db.QueryContext(ctx, q, args...)
@@ -166,7 +177,7 @@ func (w *Warehouse) Writers(ctx context.Context, table string) ([]Written, error
 	if err := w.ensureMeta(ctx); err != nil {
 		return nil, err
 	}
-	out, err := scanWritten(ctx, w.db, "SELECT table_name, query_start, query_end, holds_start, holds_end, snapshot, fingerprint, row_count, written_at FROM "+
+	out, err := scanWritten(ctx, w.db, "SELECT "+writtenColumns+" FROM "+
 		qualified(MetaSchema, IntervalsTable)+" WHERE table_name = $1 ORDER BY holds_start", table)
 	if err != nil {
 		return nil, fmt.Errorf("warehouse: writers of %s: %w", table, err)
@@ -180,7 +191,7 @@ func (w *Warehouse) LastWritten(ctx context.Context, table string) (wr Written, 
 	if err := w.ensureMeta(ctx); err != nil {
 		return Written{}, false, err
 	}
-	out, err := scanWritten(ctx, w.db, "SELECT table_name, query_start, query_end, holds_start, holds_end, snapshot, fingerprint, row_count, written_at FROM "+
+	out, err := scanWritten(ctx, w.db, "SELECT "+writtenColumns+" FROM "+
 		qualified(MetaSchema, IntervalsTable)+" WHERE table_name = $1 ORDER BY written_at DESC, query_end DESC LIMIT 1", table)
 	if err != nil {
 		return Written{}, false, fmt.Errorf("warehouse: last write of %s: %w", table, err)
