@@ -472,6 +472,15 @@ FROM pv WHERE ts >= @start_ts AND ts < @end_ts GROUP BY 1, 2`
 		w.exec(`UPDATE tidemark."` + table + `" SET views = views - 1 WHERE hour = TIMESTAMP '2026-11-01 05:00:00' AND user_id = 3`)
 		w.verify()
 
+		// A record whose query is not the one the log defines for its
+		// snapshot does not count: that hour falls back to the incumbent's
+		// query (v2's), and its v1 rows differ.
+		w.exec(`UPDATE tidemark_meta.intervals SET fingerprint = 'forged' WHERE table_name = '` + table + `' AND holds_start = TIMESTAMP '2026-11-01 07:00:00'`)
+		diffs, err = sqlrun.VerifyEnv(t.Context(), w.wh, w.e.Projection(), "prod", "agg")
+		if d := diffs["agg"]; err != nil || d.Unrecorded != 1 || d.Writers["agg@v1"] != 47 || d.OnlyInView != 5 || d.OnlyInRecompute != 5 {
+			t.Fatalf("verify with a forged writer record: %+v %v, want that hour unrecorded and its 5 rows differing each way", d, err)
+		}
+
 		// Without writer records (a table written before they existed),
 		// every covered hour is recomputed with the incumbent's query and
 		// counted as unrecorded: the history then differs, as before.
