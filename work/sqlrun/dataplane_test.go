@@ -461,6 +461,11 @@ FROM pv WHERE ts >= @start_ts AND ts < @end_ts GROUP BY 1, 2`
 			t.Fatalf("agg's writers: %v, unrecorded %d; want 48 hours by agg@v1, 1 by agg@v2", d.Writers, d.Unrecorded)
 		}
 
+		// The dashboard's last written interval: the hour agg@v2 computed.
+		if end, at, ok := sqlrun.LastWritten(t.Context(), w.wh, w.e.Projection(), "agg@v2"); !ok || !end.Equal(hour(49)) || at.IsZero() {
+			t.Fatalf("LastWritten of agg@v2: %s %s %v, want the hour ending at %s", end, at, ok, hour(49))
+		}
+
 		// One row of the history (an hour agg@v1 wrote) tampered with.
 		var table string
 		w.e.Projection().Read(func(st *projections.State) { table = sqlrun.TableName(st.Snapshots["agg@v2"].Table) })
