@@ -56,6 +56,10 @@ type Server struct {
 	Rows      func(ctx context.Context, snapshot string) (rows int64, newest time.Time, ok bool)
 	RowsEvery time.Duration
 	tmpl      *template.Template
+	// Written, when set (with Rows), reports the interval the warehouse
+	// wrote last into a snapshot's table: its end and when it committed
+	// (ok false: none recorded). Shown and cached with the rows.
+	Written func(ctx context.Context, snapshot string) (end, at time.Time, ok bool)
 
 	rowsMu    sync.Mutex
 	rowsCache map[string]rowsEntry
@@ -66,6 +70,9 @@ type rowsEntry struct {
 	newest time.Time
 	ok     bool
 	at     time.Time
+	// The last write: its interval's end, when it committed.
+	wEnd, wAt time.Time
+	wOK       bool
 }
 
 // rows is Rows of snapshot, cached for RowsEvery.
@@ -84,6 +91,9 @@ func (s *Server) rows(snapshot string) rowsEntry {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	e.rows, e.newest, e.ok = s.Rows(ctx, snapshot)
+	if s.Written != nil {
+		e.wEnd, e.wAt, e.wOK = s.Written(ctx, snapshot)
+	}
 	e.at = now
 	s.rowsMu.Lock()
 	if s.rowsCache == nil {
@@ -274,6 +284,10 @@ type modelView struct {
 	OpenRepairs int
 	Failures    int
 	Timeline    template.HTML
+	// HasWritten: the warehouse recorded a write (WrittenEnd: the end of
+	// its interval; WrittenAt: when it committed).
+	HasWritten            bool
+	WrittenEnd, WrittenAt time.Time
 }
 
 type repairView struct {
@@ -336,6 +350,7 @@ func (s *Server) view() view {
 				m := &v.Envs[i].Models[j]
 				e := s.rows(m.Snapshot)
 				m.HasRows, m.Rows, m.Newest = e.ok, e.rows, e.newest
+				m.HasWritten, m.WrittenEnd, m.WrittenAt = e.wOK, e.wEnd, e.wAt
 			}
 		}
 	}

@@ -137,6 +137,9 @@ func TestDashboardRows(t *testing.T) {
 		Rows: func(_ context.Context, snapshot string) (int64, time.Time, bool) {
 			asked++
 			return 660, newest, snapshot == "events@v2"
+		},
+		Written: func(_ context.Context, snapshot string) (time.Time, time.Time, bool) {
+			return newest.Add(time.Minute), newest.Add(3 * time.Minute), snapshot == "events@v2"
 		}}
 	h, err := s.Handler()
 	if err != nil {
@@ -146,7 +149,7 @@ func TestDashboardRows(t *testing.T) {
 	defer srv.Close()
 	for range 2 {
 		_, page := get(t, srv.URL+"/")
-		if !strings.Contains(page, `<td class="rows">660</td><td>2026-12-01 10:59Z</td>`) {
+		if !strings.Contains(page, `<td class="rows">660</td><td>2026-12-01 10:59Z</td><td class="written">to 2026-12-01 11:00Z at 2026-12-01 11:02Z</td>`) {
 			t.Fatalf("the page lacks the rows of events@v2:\n%s", page)
 		}
 	}
