@@ -25,6 +25,7 @@ func newStatusCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var envs []commands.EnvStatus
 			var open []commands.Repair
+			var plans []commands.PlanProgress
 			var seq uint64
 			var dmg *eventlog.Damage
 			if s.pointInTime() {
@@ -43,6 +44,7 @@ func newStatusCmd() *cobra.Command {
 					at = o.At
 				}
 				envs, open = views.Status(st, env, at)
+				plans = views.Plans(st, env)
 				seq = st.Seq
 			} else {
 				var r commands.Reply
@@ -55,12 +57,15 @@ func newStatusCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				envs, open, seq = r.Envs, r.Repairs, r.Seq
+				envs, open, plans, seq = r.Envs, r.Repairs, r.Plans, r.Seq
 			}
 			out := cmd.OutOrStdout()
 			if output == "json" {
 				envs, open = listsNotNull(envs, open)
-				res := map[string]any{"seq": seq, "envs": envs, "open_repairs": open}
+				if plans == nil {
+					plans = []commands.PlanProgress{}
+				}
+				res := map[string]any{"seq": seq, "envs": envs, "open_repairs": open, "plans": plans}
 				if dmg != nil {
 					res["damage"] = dmg
 				}
@@ -71,6 +76,7 @@ func newStatusCmd() *cobra.Command {
 			}
 			fmt.Fprintf(out, "as of seq %d\n", seq)
 			printStatus(out, envs, open)
+			printPlans(out, plans)
 			return damageExit(dmg)
 		},
 	}

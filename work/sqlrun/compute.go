@@ -109,5 +109,5 @@ func modelOfStep(st work.Step) (warehouse.Model, error) {
 			return warehouse.Model{}, bad("upstream", "%q: %q: want a model name and its table", model, table)
 		}
 	}
-	return warehouse.Model{Name: st.Model, Table: s.Table, SQL: s.Query, TimeColumn: s.TimeColumn, Upstream: s.Upstream}, nil
+	return warehouse.Model{Name: st.Model, Table: s.Table, SQL: s.Query, TimeColumn: s.TimeColumn, Upstream: s.Upstream, Snapshot: st.Snapshot}, nil
 }

@@ -138,6 +138,12 @@ func TestComputerRefusesBadSteps(t *testing.T) {
 	if _, rows, err := wh.Query(t.Context(), `SELECT count(*) FROM tidemark."pv__000000000001"`); err != nil || rows[0][0] != int64(60) {
 		t.Fatalf("rows of the good step: %v %v", rows, err)
 	}
+	// The write records the step's snapshot as the interval's writer (what
+	// verify recomputes it with).
+	recs, err := wh.Writers(t.Context(), "pv__000000000001")
+	if err != nil || len(recs) != 1 || recs[0].Snapshot != "pv@v1" {
+		t.Fatalf("writer records: %+v %v", recs, err)
+	}
 }
 
 // BenchmarkComputer: one worker batch of a day of an hourly model (24
