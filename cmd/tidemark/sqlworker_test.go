@@ -164,7 +164,7 @@ func TestSQLWorkersSharePostgres(t *testing.T) {
 	want := "n\n" + strconv.Itoa(60*hours) + "\n"
 	eventually(t, "prod's views read the tables the workers wrote", time.Minute, func() bool { return count() == want })
 	out, stderr, code := runCLI(t, "verify", "--env", "prod", "--nats-url", s.nats)
-	if code != 0 || !strings.Contains(out, "prod.page_views: ok (0 rows only in the view, 0 only in the recompute)") || !strings.Contains(out, "prod.rollup: ok (0 rows") {
+	if code != 0 || !strings.Contains(out, "prod.page_views: ok (0 rows only in the view, 0 only in the recompute") || !strings.Contains(out, "prod.rollup: ok (0 rows") {
 		t.Fatalf("verify after the backfill: exit %d %s %s", code, out, stderr)
 	}
 
