@@ -21,6 +21,7 @@ import (
 	"github.com/tidemark/tidemark/internal/pgtest"
 	"github.com/tidemark/tidemark/transport"
 	"github.com/tidemark/tidemark/warehouse"
+	"github.com/tidemark/tidemark/work"
 	"github.com/tidemark/tidemark/work/sqlrun"
 )
 
@@ -390,5 +391,29 @@ func TestBuiltinWorkerIsLive(t *testing.T) {
 		m := get(t, s.http+"/metrics")
 		return strings.Contains(m, "tidemark_workers_live 1\n") && strings.Contains(m, `tidemark_worker_last_seen_seconds{kind="builtin",worker="builtin-`) &&
 			strings.Contains(get(t, s.http+"/"), `<td>builtin</td>`)
+	})
+}
+
+// TestSilentWorkerLeaves: a worker that dies without saying so (its
+// connection gone, no last heartbeat) leaves the metrics and the panel
+// once it has missed 3 heartbeats.
+func TestSilentWorkerLeaves(t *testing.T) {
+	s := startServe(t)
+	nc, err := nats.Connect(s.nats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go work.Beat(ctx, nc, "doomed", work.KindExec, 100*time.Millisecond, &work.Stats{})
+	eventually(t, "the worker is live", time.Minute, func() bool {
+		return strings.Contains(get(t, s.http+"/metrics"), `tidemark_worker_last_seen_seconds{kind="exec",worker="doomed"}`) &&
+			strings.Contains(get(t, s.http+"/"), `data-worker="doomed"`)
+	})
+	nc.Close() // a crash: the last heartbeat never leaves
+	eventually(t, "the silent worker leaves", time.Minute, func() bool {
+		m := get(t, s.http+"/metrics")
+		return strings.Contains(m, "tidemark_workers_live 0\n") && !strings.Contains(m, `worker="doomed"`) &&
+			!strings.Contains(get(t, s.http+"/"), `data-worker="doomed"`)
 	})
 }
