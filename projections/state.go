@@ -128,6 +128,13 @@ type State struct {
 	// to, when that event was a SchedulerAdvanced: the advances of one
 	// command are one item, named after the first.
 	LastAdvance *AdvanceRef `json:"last_advance,omitempty"`
+	// Released maps a table to the accepted promotion that last ended a
+	// use of it (tables.go); Retired maps a retired table to its
+	// retirement, until a plan uses the table again.
+	Released map[string]Release    `json:"released"`
+	Retired  map[string]Retirement `json:"retired"`
+	// openPlans indexes the open plans by env and generation (tables.go).
+	openPlans map[string][]string
 	// Skipped counts events that could not be decoded or applied.
 	Skipped int `json:"skipped"`
 	// Events counts events applied.
@@ -178,6 +185,8 @@ func New() *State {
 		Runs:       map[events.RunKind]int{},
 		Failures:   map[string]*Failures{},
 		Work:       map[string]*Work{},
+		Released:   map[string]Release{},
+		Retired:    map[string]Retirement{},
 
 		DecisionCodes:    map[string]int{},
 		DecisionOutcomes: map[events.Outcome]int{},
@@ -272,7 +281,9 @@ func apply(s *State, seq uint64, ev events.Event) error {
 		}
 		s.Snapshots[p.Snapshot] = &Snapshot{SnapshotRegistered: p, Schedule: sched, Seq: seq}
 	case events.PlanBuilt:
-		s.Plans[p.Plan] = &Plan{Built: p, BuiltSeq: seq}
+		pl := &Plan{Built: p, BuiltSeq: seq}
+		s.Plans[p.Plan] = pl
+		s.planBuilt(pl)
 		for _, c := range p.Candidates {
 			s.addWork(events.WorkID(seq, events.RunBackfill), events.RunBackfill, c.Snapshot, c.Backfill)
 		}
@@ -327,6 +338,7 @@ func apply(s *State, seq uint64, ev events.Event) error {
 			s.addWork(events.WorkID(seq, events.RunRepair), events.RunRepair, r.Snapshot, r.Ranges)
 		}
 		if p.Outcome == events.Accepted {
+			s.release(p.Env, pl, seq, ev.OccurredAt)
 			pl.AcceptedSeq, pl.AcceptedGeneration = seq, p.Generation
 			env := s.ensureEnv(p.Env)
 			env.Generation = p.Generation
@@ -354,6 +366,8 @@ func apply(s *State, seq uint64, ev events.Event) error {
 				r.ClosedAt, r.ClosedSeq, r.LatencyMS = p.ClosedAt, seq, p.LatencyMS
 			}
 		}
+	case events.TableRetired:
+		s.retire(seq, p)
 	case events.EnvironmentFinalized:
 		env := s.ensureEnv(p.Env)
 		env.Finalized, env.FinalizedGeneration = p.Plan, p.Generation
@@ -603,5 +617,12 @@ func Restore(s *State) error {
 	if s.DecisionOutcomes == nil {
 		s.DecisionOutcomes = map[events.Outcome]int{}
 	}
+	if s.Released == nil {
+		s.Released = map[string]Release{}
+	}
+	if s.Retired == nil {
+		s.Retired = map[string]Retirement{}
+	}
+	s.openPlans = nil
 	return nil
 }
