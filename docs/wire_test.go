@@ -45,6 +45,8 @@ var documented = map[string]any{
 	"Finding":              events.Finding{},
 	"EnvironmentFinalized": events.EnvironmentFinalized{},
 	"RepairCompleted":      events.RepairCompleted{},
+	"TableRetired":         events.TableRetired{},
+	"retire_tables":        commands.RetireTables{},
 	"Meta":                 commands.Meta{},
 	"register_snapshot":    commands.RegisterSnapshot{},
 	"build_plan":           commands.BuildPlan{},
