@@ -72,7 +72,7 @@ func TableUsers(st *projections.State) map[string][]string {
 				}
 			}
 		}
-		for _, pl := range st.OpenPlans(name) {
+		for _, pl := range st.PlansOpen(name) {
 			for _, c := range pl.Built.Candidates {
 				who := fmt.Sprintf("plan %s (open): candidate %s", pl.Built.Plan, c.Snapshot)
 				if !slices.Contains(users[c.Table], who) {

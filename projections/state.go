@@ -133,8 +133,8 @@ type State struct {
 	// retirement, until a plan uses the table again.
 	Released map[string]Release    `json:"released"`
 	Retired  map[string]Retirement `json:"retired"`
-	// openPlans indexes the open plans by env and generation (tables.go).
-	openPlans map[string][]string
+	// OpenPlans indexes the open plans by "<env> <generation>" (tables.go).
+	OpenPlans map[string][]string `json:"open_plans"`
 	// Skipped counts events that could not be decoded or applied.
 	Skipped int `json:"skipped"`
 	// Events counts events applied.
@@ -187,6 +187,7 @@ func New() *State {
 		Work:       map[string]*Work{},
 		Released:   map[string]Release{},
 		Retired:    map[string]Retirement{},
+		OpenPlans:  map[string][]string{},
 
 		DecisionCodes:    map[string]int{},
 		DecisionOutcomes: map[events.Outcome]int{},
@@ -623,6 +624,8 @@ func Restore(s *State) error {
 	if s.Retired == nil {
 		s.Retired = map[string]Retirement{}
 	}
-	s.openPlans = nil
+	if s.OpenPlans == nil {
+		s.OpenPlans = map[string][]string{}
+	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"slices"
 	"strconv"
 	"time"
 
@@ -38,10 +39,10 @@ func (s *State) PlanOpen(pl *Plan) bool {
 	return s.Env(pl.Built.Env).Generation == pl.Built.Generation
 }
 
-// OpenPlans returns env's open plans (PlanOpen), in no particular order.
-func (s *State) OpenPlans(env string) []*Plan {
+// PlansOpen returns env's open plans, in the order they were built.
+func (s *State) PlansOpen(env string) []*Plan {
 	var out []*Plan
-	for _, name := range s.openPlanIndex()[openKey(env, s.Env(env).Generation)] {
+	for _, name := range s.OpenPlans[openKey(env, s.Env(env).Generation)] {
 		if pl, ok := s.Plans[name]; ok {
 			out = append(out, pl)
 		}
@@ -49,23 +50,7 @@ func (s *State) OpenPlans(env string) []*Plan {
 	return out
 }
 
-func openKey(env string, gen uint64) string { return env + "\x00" + strconv.FormatUint(gen, 10) }
-
-// openPlanIndex is env and generation → the plans built at it that are
-// still open. Derived from Plans and Envs (not serialised): built on
-// first use after New or Restore, then kept by apply.
-func (s *State) openPlanIndex() map[string][]string {
-	if s.openPlans == nil {
-		s.openPlans = map[string][]string{}
-		for name, pl := range s.Plans {
-			if s.PlanOpen(pl) {
-				k := openKey(pl.Built.Env, pl.Built.Generation)
-				s.openPlans[k] = append(s.openPlans[k], name)
-			}
-		}
-	}
-	return s.openPlans
-}
+func openKey(env string, gen uint64) string { return env + " " + strconv.FormatUint(gen, 10) }
 
 // tableOf is the table snapshot id writes ("" when unknown).
 func (s *State) tableOf(id string) string {
@@ -113,13 +98,12 @@ func (s *State) release(env string, accepted *Plan, seq uint64, at time.Time) {
 		}
 	}
 	k := openKey(env, s.Env(env).Generation)
-	idx := s.openPlanIndex()
-	for _, name := range idx[k] {
+	for _, name := range s.OpenPlans[k] {
 		if pl, ok := s.Plans[name]; ok {
 			s.planTables(pl, used)
 		}
 	}
-	delete(idx, k)
+	delete(s.OpenPlans, k)
 	for t := range used {
 		s.Released[t] = Release{Seq: seq, At: at}
 	}
@@ -128,10 +112,11 @@ func (s *State) release(env string, accepted *Plan, seq uint64, at time.Time) {
 // planBuilt indexes a new plan as open and takes back any retired table it
 // uses: the table is computed again (its coverage was cleared).
 func (s *State) planBuilt(pl *Plan) {
-	idx := s.openPlanIndex()
 	if s.PlanOpen(pl) {
 		k := openKey(pl.Built.Env, pl.Built.Generation)
-		idx[k] = append(idx[k], pl.Built.Plan)
+		if !slices.Contains(s.OpenPlans[k], pl.Built.Plan) {
+			s.OpenPlans[k] = append(s.OpenPlans[k], pl.Built.Plan)
+		}
 	}
 	if len(s.Retired) == 0 {
 		return
