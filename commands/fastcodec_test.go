@@ -45,6 +45,7 @@ func TestHandWrittenEncodersMatchReflective(t *testing.T) {
 		{Accepted: true, Seq: 3, Events: 2, Decision: &events.PromotionDecided{Plan: "p1", Outcome: events.Accepted, Codes: []string{"no_gaps"}},
 			Plan: &events.PlanBuilt{Plan: "p1"}, Advances: []events.SchedulerAdvanced{{Env: "prod"}}, Repairs: []Repair{{Env: "prod"}}, Envs: []EnvStatus{{Env: "prod"}}},
 		{Accepted: true, CatchUp: &events.CatchUpRequested{Plan: "p1"}, Advances: []events.SchedulerAdvanced{}},
+		{Accepted: true, Envs: []EnvStatus{{Env: "prod"}}, Retired: []RetiredTable{{Table: "m@v1", Snapshots: []string{"m@v1"}, Seq: 9, JudgedAt: t0, Reason: "unused"}}},
 	} {
 		same(t, "reply", i, rep, replyPlain(rep))
 	}

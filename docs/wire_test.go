@@ -47,6 +47,7 @@ var documented = map[string]any{
 	"RepairCompleted":      events.RepairCompleted{},
 	"TableRetired":         events.TableRetired{},
 	"retire_tables":        commands.RetireTables{},
+	"RetiredTable":         commands.RetiredTable{},
 	"Meta":                 commands.Meta{},
 	"register_snapshot":    commands.RegisterSnapshot{},
 	"build_plan":           commands.BuildPlan{},

@@ -61,6 +61,13 @@ func printStatus(w io.Writer, envs []commands.EnvStatus, open []commands.Repair)
 	}
 }
 
+// printRetired prints the retired snapshot tables, one line each.
+func printRetired(w io.Writer, retired []commands.RetiredTable) {
+	for _, r := range retired {
+		fmt.Fprintf(w, "retired table: %s (written by %s), seq %d at %s: %s\n", r.Table, strings.Join(r.Snapshots, ", "), r.Seq, stamp(r.JudgedAt), r.Reason)
+	}
+}
+
 func stamp(t time.Time) string {
 	if t.IsZero() {
 		return "-"

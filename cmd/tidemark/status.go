@@ -25,6 +25,7 @@ func newStatusCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var envs []commands.EnvStatus
 			var open []commands.Repair
+			var retired []commands.RetiredTable
 			var seq uint64
 			var dmg *eventlog.Damage
 			if s.pointInTime() {
@@ -43,6 +44,7 @@ func newStatusCmd() *cobra.Command {
 					at = o.At
 				}
 				envs, open = views.Status(st, env, at)
+				retired = views.Retired(st)
 				seq = st.Seq
 			} else {
 				var r commands.Reply
@@ -55,12 +57,12 @@ func newStatusCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				envs, open, seq = r.Envs, r.Repairs, r.Seq
+				envs, open, retired, seq = r.Envs, r.Repairs, r.Retired, r.Seq
 			}
 			out := cmd.OutOrStdout()
 			if output == "json" {
 				envs, open = listsNotNull(envs, open)
-				res := map[string]any{"seq": seq, "envs": envs, "open_repairs": open}
+				res := map[string]any{"seq": seq, "envs": envs, "open_repairs": open, "retired_tables": orEmpty(retired)}
 				if dmg != nil {
 					res["damage"] = dmg
 				}
@@ -71,6 +73,7 @@ func newStatusCmd() *cobra.Command {
 			}
 			fmt.Fprintf(out, "as of seq %d\n", seq)
 			printStatus(out, envs, open)
+			printRetired(out, retired)
 			return damageExit(dmg)
 		},
 	}

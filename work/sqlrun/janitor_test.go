@@ -179,6 +179,14 @@ func TestJanitorDropsReplacedTables(t *testing.T) {
 		if !cleared {
 			t.Fatal("pv@v1 is not retired with its coverage cleared")
 		}
+		status := w.e.Handle(t.Context(), &commands.Status{})
+		var shown []string
+		for _, r := range status.Retired {
+			shown = append(shown, r.Table)
+		}
+		if !slices.Equal(shown, []string{"agg@v1", "pv@v1"}) {
+			t.Fatalf("status shows retired tables %v", shown)
+		}
 		if again := w.sweep(); again != nil {
 			t.Fatalf("a second sweep retired %v", again)
 		}
