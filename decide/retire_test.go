@@ -111,6 +111,25 @@ func TestRetirableRule(t *testing.T) {
 			w.decided("p2", h(7))
 			return w
 		}, day(30), []string{"daily@v1"}},
+		{"what an incumbent reads, though its plan closed", func(t *testing.T) *world {
+			w := deployed(t, h(6), model{name: "events"}, model{name: "daily", deps: []string{"events"}})
+			w.hourly("daily", "v2", "events")
+			w.hourly("events", "v3")
+			// r sets daily v2 over events v1; q, built after it, sets
+			// daily v2 over events v3. r is accepted (q closes), and
+			// daily@v2 reads what its newest plan named
+			// (projections.State.UpstreamOf): events@v3's table.
+			w.plan("r", "prod", map[string]string{"daily": "v2"}, h(7))
+			w.plan("q", "prod", map[string]string{"daily": "v2", "events": "v3"}, h(7))
+			w.backfill("r", h(7))
+			if pd := w.decided("r", h(7)); pd.Outcome != events.Accepted {
+				t.Fatalf("r: %s %v", pd.Outcome, pd.Codes)
+			}
+			if up, _ := w.st.UpstreamOf("daily@v2"); up["events"] != "events@v3" {
+				t.Fatalf("daily@v2 reads %v", up)
+			}
+			return w
+		}, day(30), []string{"daily@v1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := tc.setup(t)
