@@ -135,6 +135,9 @@ type State struct {
 	Retired  map[string]Retirement `json:"retired"`
 	// OpenPlans indexes the open plans by "<env> <generation>" (tables.go).
 	OpenPlans map[string][]string `json:"open_plans"`
+	// NewestPlan maps a snapshot to the newest plan that has it as a
+	// candidate (UpstreamOf reads it).
+	NewestPlan map[string]string `json:"newest_plan"`
 	// Skipped counts events that could not be decoded or applied.
 	Skipped int `json:"skipped"`
 	// Events counts events applied.
@@ -188,6 +191,7 @@ func New() *State {
 		Released:   map[string]Release{},
 		Retired:    map[string]Retirement{},
 		OpenPlans:  map[string][]string{},
+		NewestPlan: map[string]string{},
 
 		DecisionCodes:    map[string]int{},
 		DecisionOutcomes: map[events.Outcome]int{},
@@ -495,19 +499,7 @@ func (s *State) UpstreamOf(id string) (upstream map[string]string, missing []str
 		}
 	}
 	add(sn.Upstream)
-	var newest *Plan
-	for _, pl := range s.Plans {
-		if newest != nil && pl.BuiltSeq <= newest.BuiltSeq {
-			continue
-		}
-		for _, c := range pl.Built.Candidates {
-			if c.Snapshot == id {
-				newest = pl
-				break
-			}
-		}
-	}
-	if newest != nil {
+	if newest := s.newestPlanNaming(id); newest != nil {
 		for _, c := range newest.Built.Candidates {
 			if c.Snapshot == id {
 				add(c.Upstream)
@@ -626,6 +618,9 @@ func Restore(s *State) error {
 	}
 	if s.OpenPlans == nil {
 		s.OpenPlans = map[string][]string{}
+	}
+	if s.NewestPlan == nil {
+		s.NewestPlan = map[string]string{}
 	}
 	return nil
 }

@@ -109,9 +109,39 @@ func (s *State) release(env string, accepted *Plan, seq uint64, at time.Time) {
 	}
 }
 
-// planBuilt indexes a new plan as open and takes back any retired table it
-// uses: the table is computed again (its coverage was cleared).
+// newestPlanNaming returns the newest plan (by BuiltSeq) that has
+// snapshot id as a candidate, or nil.
+func (s *State) newestPlanNaming(id string) *Plan {
+	if pl, ok := s.Plans[s.NewestPlan[id]]; ok {
+		for _, c := range pl.Built.Candidates {
+			if c.Snapshot == id {
+				return pl
+			}
+		}
+	}
+	// Not indexed (a plan id built twice, which decide refuses): scan.
+	var newest *Plan
+	for _, pl := range s.Plans {
+		if newest != nil && pl.BuiltSeq <= newest.BuiltSeq {
+			continue
+		}
+		for _, c := range pl.Built.Candidates {
+			if c.Snapshot == id {
+				newest = pl
+				break
+			}
+		}
+	}
+	return newest
+}
+
+// planBuilt indexes a new plan as open and as the newest naming each of
+// its candidates, and takes back any retired table it uses: the table is
+// computed again (its coverage was cleared).
 func (s *State) planBuilt(pl *Plan) {
+	for _, c := range pl.Built.Candidates {
+		s.NewestPlan[c.Snapshot] = pl.Built.Plan
+	}
 	if s.PlanOpen(pl) {
 		k := openKey(pl.Built.Env, pl.Built.Generation)
 		if !slices.Contains(s.OpenPlans[k], pl.Built.Plan) {
