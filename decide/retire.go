@@ -135,6 +135,18 @@ func judge(st *projections.State, table, field string, users, writers map[string
 	}, nil
 }
 
+// notRetired refuses a completion into a retired table: its rows are
+// gone and nothing uses it; recording coverage would claim rows the
+// warehouse dropped. The refusal is invalid, not a conflict, so a worker
+// gives the work up rather than retrying it (work.Transient).
+func notRetired(st *projections.State, sn *projections.Snapshot) error {
+	if r, ok := st.Retired[sn.Table]; ok {
+		return commands.Errorf(commands.CodeInvalid, "version", "the table %s of %s was retired at seq %d (TableRetired): nothing uses it, its rows are dropped; a plan that uses it again computes it",
+			sn.Table, sn.Snapshot, r.Seq)
+	}
+	return nil
+}
+
 // retire decides retire_tables: every named table must be retirable
 // (judge), or nothing is appended.
 func retire(st *projections.State, c *commands.RetireTables) (Decision, error) {

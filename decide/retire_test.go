@@ -8,6 +8,7 @@ import (
 
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/events/interval"
 )
 
 // grace is the tests' grace period.
@@ -185,6 +186,12 @@ func TestRetireTablesRefusals(t *testing.T) {
 	if !strings.Contains(ce.Message, "retired already") {
 		t.Fatalf("second retirement: %v", ce)
 	}
+	// A late completion (work of a closed plan) into the retired table
+	// is refused: the warehouse dropped its rows.
+	ce = w.refused(&commands.CompleteIntervals{Model: "events", Version: "v1", Ranges: []interval.Range{hrs(10, 11)}, RunKind: events.RunBackfill}, after, commands.CodeInvalid)
+	if ce.Field != "version" || !strings.Contains(ce.Message, "retired") {
+		t.Fatalf("completion into the retired table: %v", ce)
+	}
 	if got := w.retirable(day(60)); got != nil {
 		t.Fatalf("Retirable after the retirement: %v", got)
 	}
@@ -202,6 +209,10 @@ func TestRetiredTableBackfillsAgain(t *testing.T) {
 	}
 	if len(pb.Candidates) != 1 || len(pb.Candidates[0].Backfill) == 0 || !pb.Candidates[0].Backfill[0].Start.Equal(t0) {
 		t.Fatalf("backfill of the reused table: %+v", pb.Candidates)
+	}
+	w.backfill("p5", at) // completions into the table taken back are recorded
+	if !w.st.Table("events@v1").Covers(pb.Candidates[0].Backfill[0]) {
+		t.Fatalf("the reused table covers %v", w.st.Table("events@v1"))
 	}
 }
 
