@@ -259,37 +259,38 @@ func TestJanitorKeepsForwardOnlySharedTable(t *testing.T) {
 // view outside tidemark) is kept and retried, never forced; once the view
 // is gone the table is dropped.
 func TestJanitorKeepsTableAViewReads(t *testing.T) {
-	w := newWorld(t)
-	replaceV1(w, "")
-	w.exec("CREATE SCHEMA IF NOT EXISTS other")
-	w.exec("CREATE VIEW other.old_pv AS SELECT * FROM " + warehouse.Schema + "." + sqlrun.TableName("pv@v1"))
-	w.at(hour(48 + 25))
-	if got := w.sweep(); !slices.Equal(got, []string{"agg@v1", "pv@v1"}) {
-		t.Fatalf("retired %v", got)
-	}
-	err := sqlrun.DropRetired(t.Context(), w.wh, w.e.Projection())
-	if !errors.Is(err, warehouse.ErrInUse) {
-		t.Fatalf("dropping a table a view reads: %v, want ErrInUse", err)
-	}
-	if !w.exists("pv@v1") || w.exists("agg@v1") {
-		t.Fatalf("after the refused drop: pv@v1 %v (want kept), agg@v1 %v (want gone)", w.exists("pv@v1"), w.exists("agg@v1"))
-	}
-	if got := w.scalar("SELECT count(*) FROM other.old_pv"); got != "2880" {
-		t.Fatalf("the foreign view reads %s rows", got)
-	}
-	// The running janitor is refused too, logs it and keeps retrying.
-	rec := &recorder{msg: "retired table still read by a view: kept, retrying"}
-	w.startJanitor(slog.New(rec))
-	deadline := time.Now().Add(30 * time.Second)
-	for rec.n.Load() < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the janitor logged %d refused drops, want 2", rec.n.Load())
+	eachBackend(t, func(t *testing.T, w *world) {
+		replaceV1(w, "")
+		w.exec("CREATE SCHEMA IF NOT EXISTS other")
+		w.exec("CREATE VIEW other.old_pv AS SELECT * FROM " + warehouse.Schema + "." + sqlrun.TableName("pv@v1"))
+		w.at(hour(48 + 25))
+		if got := w.sweep(); !slices.Equal(got, []string{"agg@v1", "pv@v1"}) {
+			t.Fatalf("retired %v", got)
 		}
-		time.Sleep(10 * time.Millisecond) // the janitor retries every 50ms
-	}
-	if !w.exists("pv@v1") {
-		t.Fatal("a table a view reads was dropped")
-	}
-	w.exec("DROP VIEW other.old_pv")
-	w.gone("pv@v1")
+		err := sqlrun.DropRetired(t.Context(), w.wh, w.e.Projection())
+		if !errors.Is(err, warehouse.ErrInUse) {
+			t.Fatalf("dropping a table a view reads: %v, want ErrInUse", err)
+		}
+		if !w.exists("pv@v1") || w.exists("agg@v1") {
+			t.Fatalf("after the refused drop: pv@v1 %v (want kept), agg@v1 %v (want gone)", w.exists("pv@v1"), w.exists("agg@v1"))
+		}
+		if got := w.scalar("SELECT count(*) FROM other.old_pv"); got != "2880" {
+			t.Fatalf("the foreign view reads %s rows", got)
+		}
+		// The running janitor is refused too, logs it and keeps retrying.
+		rec := &recorder{msg: "retired table still read by a view: kept, retrying"}
+		w.startJanitor(slog.New(rec))
+		deadline := time.Now().Add(30 * time.Second)
+		for rec.n.Load() < 2 {
+			if time.Now().After(deadline) {
+				t.Fatalf("the janitor logged %d refused drops, want 2", rec.n.Load())
+			}
+			time.Sleep(10 * time.Millisecond) // the janitor retries every 50ms
+		}
+		if !w.exists("pv@v1") {
+			t.Fatal("a table a view reads was dropped")
+		}
+		w.exec("DROP VIEW other.old_pv")
+		w.gone("pv@v1")
+	})
 }
