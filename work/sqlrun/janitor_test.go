@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -206,6 +207,15 @@ func TestJanitorDropsReplacedTables(t *testing.T) {
 		}
 		if !slices.Equal(retired, []string{"agg@v1", "pv@v1"}) {
 			t.Fatalf("TableRetired events for %v", retired)
+		}
+		var audited []string
+		for _, row := range replay.Audit(recs, replay.Filter{Model: "pv"}) {
+			if row.Type == string(events.TypeTableRetired) {
+				audited = append(audited, row.Summary)
+			}
+		}
+		if len(audited) != 1 || !strings.HasPrefix(audited[0], "table pv@v1 retired (written by pv@v1;") {
+			t.Fatalf("audit rows of the retirement: %q", audited)
 		}
 		if divs := replay.Verify(recs); len(divs) != 0 {
 			t.Fatalf("replay diverges: %v", divs)
