@@ -102,6 +102,9 @@ type Reply struct {
 	Repairs []Repair `msgpack:"repairs,omitempty" json:"repairs,omitempty"`
 	// Envs is set by status.
 	Envs []EnvStatus `msgpack:"envs,omitempty" json:"envs,omitempty"`
+	// Plans is set by status: the plans in flight (built, not accepted)
+	// with their backfill progress, by plan id.
+	Plans []PlanProgress `msgpack:"plans,omitempty" json:"plans,omitempty"`
 	// Retired is set by status: the retired snapshot tables, by table.
 	Retired []RetiredTable `msgpack:"retired,omitempty" json:"retired,omitempty"`
 }
@@ -116,6 +119,19 @@ type RetiredTable struct {
 	JudgedAt time.Time `msgpack:"judged_at" json:"judged_at"`
 	Reason   string    `msgpack:"reason" json:"reason"`
 }
+
+// PlanProgress is a plan in flight and how much of its backfill set (fixed
+// at build) its candidates' tables cover, summed over candidates as time.
+type PlanProgress struct {
+	Plan string `msgpack:"plan" json:"plan"`
+	Env  string `msgpack:"env" json:"env"`
+	// BackfillMS is the backfill set's length, DoneMS the part covered.
+	BackfillMS int64 `msgpack:"backfill_ms" json:"backfill_ms"`
+	DoneMS     int64 `msgpack:"done_ms" json:"done_ms"`
+}
+
+// Complete reports whether the whole backfill set is covered.
+func (p PlanProgress) Complete() bool { return p.DoneMS >= p.BackfillMS }
 
 // EnvStatus is an environment as the projections show it.
 type EnvStatus struct {

@@ -43,7 +43,8 @@ func TestHandWrittenEncodersMatchReflective(t *testing.T) {
 		{Code: CodeInvalid, Field: "ranges[0]", Message: "no"},
 		{Accepted: true, Duplicate: true, Seq: 1 << 40, Message: "command already applied"},
 		{Accepted: true, Seq: 3, Events: 2, Decision: &events.PromotionDecided{Plan: "p1", Outcome: events.Accepted, Codes: []string{"no_gaps"}},
-			Plan: &events.PlanBuilt{Plan: "p1"}, Advances: []events.SchedulerAdvanced{{Env: "prod"}}, Repairs: []Repair{{Env: "prod"}}, Envs: []EnvStatus{{Env: "prod"}}},
+			Plan: &events.PlanBuilt{Plan: "p1"}, Advances: []events.SchedulerAdvanced{{Env: "prod"}}, Repairs: []Repair{{Env: "prod"}}, Envs: []EnvStatus{{Env: "prod"}},
+			Plans: []PlanProgress{{Plan: "p2", Env: "prod", BackfillMS: 7200000, DoneMS: 3600000}}},
 		{Accepted: true, CatchUp: &events.CatchUpRequested{Plan: "p1"}, Advances: []events.SchedulerAdvanced{}},
 		{Accepted: true, Envs: []EnvStatus{{Env: "prod"}}, Retired: []RetiredTable{{Table: "m@v1", Snapshots: []string{"m@v1"}, Seq: 9, JudgedAt: t0, Reason: "unused"}}},
 	} {

@@ -13,6 +13,7 @@ import (
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/projections"
+	"github.com/tidemark/tidemark/warehouse"
 )
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -92,6 +93,20 @@ func (r *runner) check(ctx context.Context, st Step, sr *StepResult) []Failure {
 			fail("divergences", fmt.Sprint(*e.Divergences), fmt.Sprintf("%d (%s)", n, strings.Join(parts, "; ")))
 		}
 	}
+	if e.VerifyDiffs != nil {
+		want := fmt.Sprint(*e.VerifyDiffs)
+		switch {
+		case r.wh == nil:
+			fail("verify.diffs", want, "<no warehouse: run with --warehouse>")
+		case len(sr.Verify) == 0:
+			fail("verify.diffs", want, "<nothing verified: the env serves no SQL model>")
+		default:
+			n, parts := verifyDiffs(sr.Verify)
+			if n != int64(*e.VerifyDiffs) {
+				fail("verify.diffs", want, fmt.Sprintf("%d (%s)", n, strings.Join(parts, "; ")))
+			}
+		}
+	}
 	if len(e.Incumbent) > 0 {
 		env := sr.Env
 		if env == "" {
@@ -117,6 +132,23 @@ func (r *runner) check(ctx context.Context, st Step, sr *StepResult) []Failure {
 	}
 	sort.SliceStable(fails, func(i, j int) bool { return fails[i].Key < fails[j].Key })
 	return fails
+}
+
+// verifyDiffs sums the differing rows of every model, and describes each
+// model's diff.
+func verifyDiffs(diffs map[string]warehouse.Diff) (int64, []string) {
+	var n int64
+	var parts []string
+	for _, m := range slices.Sorted(maps.Keys(diffs)) {
+		d := diffs[m]
+		n += d.OnlyInView + d.OnlyInRecompute
+		part := fmt.Sprintf("%s: %d only in the view, %d only in the recompute", m, d.OnlyInView, d.OnlyInRecompute)
+		if d.Unrecorded > 0 {
+			part += fmt.Sprintf(", %d intervals without a writer record checked against the incumbent's query", d.Unrecorded)
+		}
+		parts = append(parts, part)
+	}
+	return n, parts
 }
 
 func gotOrNone(d *events.PromotionDecided, s string) string {

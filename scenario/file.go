@@ -34,7 +34,11 @@ type Expect struct {
 	// Scheduled is per model the exact merged ranges the step asked the
 	// worker to compute.
 	Scheduled map[string][]interval.Range
-	keys      int
+	// VerifyDiffs (verify: {diffs: N}) is the number of rows, summed over
+	// the SQL models the step's env serves, that differ between the env's
+	// views and a recompute (sqlrun.VerifyEnv); it needs a warehouse.
+	VerifyDiffs *int
+	keys        int
 }
 
 // Keys is how many expectation keys the step checks.

@@ -15,7 +15,7 @@ var modelKeys = []string{"name", "cron", "interval_unit", "lookback", "kind", "a
 
 var stepKinds = []string{"deploy", "plan", "backfill", "run_scheduler", "complete", "invalidate", "promote", "replay"}
 
-var expectKeys = []string{"outcome", "codes", "missing", "advances", "repairs_open", "divergences", "incumbent", "scheduled"}
+var expectKeys = []string{"outcome", "codes", "missing", "advances", "repairs_open", "divergences", "incumbent", "scheduled", "verify"}
 
 // checker carries what validation knows while walking the steps in order.
 type checker struct {
@@ -455,6 +455,23 @@ func (p *parser) expect(raw modelfile.Node) (*Expect, error) {
 				e.Divergences = &n
 			}
 		}
+	}
+	if eo.Has("verify") {
+		vo, err := eo.Get("verify").Map()
+		if err != nil {
+			return nil, err
+		}
+		if err := vo.Only("diffs"); err != nil {
+			return nil, err
+		}
+		n, ok, err := vo.Int("diffs")
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, vo.Errorf("diffs", "is required: verify: {diffs: N}")
+		}
+		e.VerifyDiffs = &n
 	}
 	if eo.Has("incumbent") {
 		mo, err := eo.Get("incumbent").Map()

@@ -4,6 +4,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/projections"
 )
@@ -82,4 +83,16 @@ func duration(s interval.Set) time.Duration {
 		d += r.Duration()
 	}
 	return d
+}
+
+// Plans is InFlight as the status reply carries it, only env's plans when
+// env is set; never nil.
+func Plans(st *projections.State, env string) []commands.PlanProgress {
+	out := []commands.PlanProgress{}
+	for _, p := range InFlight(st) {
+		if env == "" || p.Env == env {
+			out = append(out, commands.PlanProgress{Plan: p.Plan, Env: p.Env, BackfillMS: p.Total.Milliseconds(), DoneMS: p.Done.Milliseconds()})
+		}
+	}
+	return out
 }

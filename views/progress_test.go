@@ -1,9 +1,11 @@
 package views
 
 import (
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/projections"
@@ -50,5 +52,14 @@ func TestFreshAndInFlight(t *testing.T) {
 	}
 	if fl[1].Plan != "p3" || fl[1].Fraction() != 1 {
 		t.Fatalf("a plan with nothing to backfill: %+v", fl[1])
+	}
+	// Status answers list them too, by env when one is asked for.
+	r, err := Answer(st, &commands.Status{Env: "prod"}, h(6))
+	want := []commands.PlanProgress{{Plan: "p2", Env: "prod", BackfillMS: (4 * time.Hour).Milliseconds(), DoneMS: time.Hour.Milliseconds()}}
+	if err != nil || !slices.Equal(r.Plans, want) || r.Plans[0].Complete() {
+		t.Fatalf("status plans: %+v, %v", r.Plans, err)
+	}
+	if r, _ := Answer(st, &commands.Status{}, h(6)); len(r.Plans) != 2 || r.Plans[1].Plan != "p3" || !r.Plans[1].Complete() {
+		t.Fatalf("status plans of every env: %+v", r.Plans)
 	}
 }

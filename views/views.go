@@ -122,7 +122,8 @@ func DebtTotals(debts []Debt) (open, intervals int, oldest time.Time) {
 	return len(debts), intervals, oldest
 }
 
-// Answer runs a query (Status or OpenRepairs) against st at clock at. An
+// Answer runs a query (Status or OpenRepairs) against st at clock at;
+// Status also lists the plans in flight (InFlight). An
 // unknown environment is a CodeNotFound *commands.Error, another query a
 // CodeInvalid one. The reply's Accepted and Seq are the caller's to set.
 func Answer(st *projections.State, q commands.Query, at time.Time) (commands.Reply, error) {
@@ -143,8 +144,9 @@ func Answer(st *projections.State, q commands.Query, at time.Time) (commands.Rep
 	var r commands.Reply
 	if _, ok := q.(*commands.Status); ok {
 		r.Envs, r.Repairs = Status(st, env, at)
+		r.Plans = Plans(st, env)
 		r.Retired = Retired(st)
-		r.Message = fmt.Sprintf("%d environment(s), %d open repair debt(s)", len(r.Envs), len(r.Repairs))
+		r.Message = fmt.Sprintf("%d environment(s), %d open repair debt(s), %d plan(s) in flight", len(r.Envs), len(r.Repairs), len(r.Plans))
 		if len(r.Retired) > 0 {
 			r.Message += fmt.Sprintf(", %d retired table(s)", len(r.Retired))
 		}

@@ -81,7 +81,7 @@ func TestStatusAndOpenRepairs(t *testing.T) {
 func TestAnswer(t *testing.T) {
 	st := debtState(t)
 	r, err := Answer(st, &commands.Status{Env: "prod"}, h(11))
-	if err != nil || len(r.Envs) != 1 || len(r.Repairs) != 1 || r.Message != "1 environment(s), 1 open repair debt(s)" || r.Accepted {
+	if err != nil || len(r.Envs) != 1 || len(r.Repairs) != 1 || r.Message != "1 environment(s), 1 open repair debt(s), 0 plan(s) in flight" || r.Accepted {
 		t.Errorf("status: %+v, %v", r, err)
 	}
 	r, err = Answer(st, &commands.OpenRepairs{}, h(11))

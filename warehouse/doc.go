@@ -23,6 +23,25 @@
 //     each other; on Postgres, writers of one table also take turns across
 //     processes (a transaction-scoped advisory lock), since read committed
 //     would let two DELETE+INSERT of one slice interleave into duplicates.
+//   - Every write records its writer. A forward-only version writes its
+//     incumbent's table and keeps the rows its predecessor wrote, so one
+//     table holds the rows of several queries. WriteInterval records, in
+//     the same transaction as the DELETE+INSERT, which snapshot (Model.
+//     Snapshot) and which query (Fingerprint: a digest of the rendered
+//     query, upstream tables included) wrote [start, end), in
+//     tidemark_meta.intervals (MetaSchema; schema tidemark holds snapshot
+//     tables only), replacing the records of the slice it rewrote (an
+//     earlier write that overlaps keeps its parts outside it: Written.
+//     Holds). The record is exactly as true as the rows: both commit or
+//     neither does. It lives here rather than being derived from the
+//     event log because the log records a completion after the rows
+//     commit (a crash in between leaves rows no event names, and a rerun
+//     by another version rewrites rows before its completion), and only
+//     the warehouse knows what a slice of a table holds. Verify of a
+//     table (VerifyChecks) then recomputes each part with its writer's
+//     query over that writer's bounds (Writers; sqlrun.VerifyEnv resolves
+//     the snapshot in the log and uses a record only when the fingerprint
+//     matches). DropTable deletes the table's records.
 //   - One transaction per interval, and one per promotion: every view of a
 //     promotion is swapped in the same transaction, so a reader sees the old
 //     views or the new ones, never a mix, and a failed promotion changes

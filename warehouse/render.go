@@ -23,6 +23,9 @@ type Model struct {
 	// Upstream maps each upstream model name the SQL reads to that
 	// upstream snapshot's table in schema "tidemark".
 	Upstream map[string]string
+	// Snapshot names the snapshot this model is (e.g. "agg@v2"); a write
+	// records it as the interval's writer (Writers). Optional.
+	Snapshot string
 }
 
 // Range is a half-open interval of time [Start, End).

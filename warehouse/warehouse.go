@@ -58,6 +58,8 @@ type Warehouse struct {
 	envs    map[string]*sync.Mutex // promotion lock per environment
 	writing map[string][]Range     // intervals being written, per table
 	cond    *sync.Cond             // signalled when writing shrinks
+	// metaReady: the writers' table (MetaSchema) is known to exist.
+	metaReady bool
 }
 
 // dialect is what differs between the engines.
@@ -229,7 +231,9 @@ func (w *Warehouse) EnsureTable(ctx context.Context, m Model) error {
 
 // WriteInterval recomputes m over [start, end) into its snapshot table,
 // replacing the rows already there for that interval, in one transaction.
-// It returns the rows inserted.
+// The same transaction records m (m.Snapshot and its Fingerprint) as the
+// writer of [start, end) of the table (Writers). It returns the rows
+// inserted.
 func (w *Warehouse) WriteInterval(ctx context.Context, m Model, start, end time.Time) (int64, error) {
 	start, end = start.UTC(), end.UTC()
 	if !start.Before(end) {
@@ -243,6 +247,9 @@ func (w *Warehouse) WriteInterval(ctx context.Context, m Model, start, end time.
 		return 0, fmt.Errorf("warehouse: %w", err)
 	}
 	if err := w.EnsureTable(ctx, m); err != nil {
+		return 0, err
+	}
+	if err := w.ensureMeta(ctx); err != nil {
 		return 0, err
 	}
 	release, err := w.lockInterval(ctx, m.Table, Range{start, end})
@@ -277,6 +284,11 @@ func (w *Warehouse) WriteInterval(ctx context.Context, m Model, start, end time.
 			return err
 		}
 		if rows, err = res.RowsAffected(); err != nil {
+			return err
+		}
+		wr := Written{Table: m.Table, Query: Range{start, end}, Holds: Range{start, end}, Snapshot: m.Snapshot,
+			Fingerprint: fingerprintOf(q), Rows: rows, At: time.Now().UTC()}
+		if err := recordWrite(ctx, tx, wr); err != nil {
 			return err
 		}
 		return tx.Commit()
@@ -443,77 +455,6 @@ func (w *Warehouse) Promote(ctx context.Context, env string, views map[string]st
 	return nil
 }
 
-// Diff is what Verify found: rows the environment's view shows that a
-// recompute does not give, and the reverse (counted as bags: duplicates
-// count), with a few samples of each.
-type Diff struct {
-	OnlyInView      int64     `json:"only_in_view"`
-	OnlyInRecompute int64     `json:"only_in_recompute"`
-	Columns         []string  `json:"columns"`
-	Samples         []DiffRow `json:"samples,omitempty"`
-}
-
-// DiffRow is one sample row of a Diff.
-type DiffRow struct {
-	Side   string `json:"side"` // "view" or "recompute"
-	Values []any  `json:"values"`
-}
-
-// Empty reports whether the view equals the recompute.
-func (d Diff) Empty() bool { return d.OnlyInView == 0 && d.OnlyInRecompute == 0 }
-
-// verifySamples is how many sample rows of each side a Diff keeps.
-const verifySamples = 5
-
-// Verify recomputes m over each range (from m's upstream snapshot tables)
-// and compares the result with env's view of m restricted to that range.
-func (w *Warehouse) Verify(ctx context.Context, env string, m Model, ranges []Range) (Diff, error) {
-	q, err := render(m, paramStart, paramEnd)
-	if err != nil {
-		return Diff{}, fmt.Errorf("warehouse: %w", err)
-	}
-	tc := quoteIdent(m.TimeColumn)
-	with := fmt.Sprintf("WITH r AS (SELECT * FROM (%s) q WHERE q.%s >= $1 AND q.%s < $2), v AS (SELECT * FROM %s WHERE %s >= $1 AND %s < $2)",
-		q, tc, tc, qualified(env, m.Name), tc, tc)
-	count := with + " SELECT (SELECT count(*) FROM (SELECT * FROM v EXCEPT ALL SELECT * FROM r) a), (SELECT count(*) FROM (SELECT * FROM r EXCEPT ALL SELECT * FROM v) b)"
-	var d Diff
-	for _, rg := range ranges {
-		s, e := rg.Start.UTC(), rg.End.UTC()
-		var inView, inRe int64
-		if err := w.db.QueryRowContext(ctx, count, s, e).Scan(&inView, &inRe); err != nil {
-			return Diff{}, fmt.Errorf("warehouse: verify %s.%s: %w", env, m.Name, err)
-		}
-		d.OnlyInView += inView
-		d.OnlyInRecompute += inRe
-		for _, side := range []struct {
-			name, sql string
-			n         int64
-		}{
-			{"view", "SELECT * FROM v EXCEPT ALL SELECT * FROM r", inView},
-			{"recompute", "SELECT * FROM r EXCEPT ALL SELECT * FROM v", inRe},
-		} {
-			have := 0
-			for _, r := range d.Samples {
-				if r.Side == side.name {
-					have++
-				}
-			}
-			if side.n == 0 || have >= verifySamples {
-				continue
-			}
-			cols, rows, err := queryRows(ctx, w.db, fmt.Sprintf("%s SELECT * FROM (%s) x LIMIT %d", with, side.sql, verifySamples-have), s, e)
-			if err != nil {
-				return Diff{}, fmt.Errorf("warehouse: verify %s.%s: samples: %w", env, m.Name, err)
-			}
-			d.Columns = cols
-			for _, r := range rows {
-				d.Samples = append(d.Samples, DiffRow{Side: side.name, Values: r})
-			}
-		}
-	}
-	return d, nil
-}
-
 type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
@@ -661,6 +602,9 @@ func (w *Warehouse) DropTable(ctx context.Context, table string) error {
 	}
 	if _, err := w.db.ExecContext(ctx, "DROP TABLE IF EXISTS "+qualified(Schema, table)); err != nil {
 		return fmt.Errorf("warehouse: drop %s: %w", table, err)
+	}
+	if err := w.forgetTable(ctx, table); err != nil {
+		return fmt.Errorf("warehouse: drop %s: forgetting its writers: %w", table, err)
 	}
 	w.mu.Lock()
 	delete(w.ensured, table)

@@ -56,6 +56,10 @@ type Server struct {
 	Rows      func(ctx context.Context, snapshot string) (rows int64, newest time.Time, ok bool)
 	RowsEvery time.Duration
 	tmpl      *template.Template
+	// Written, when set (with Rows), reports the interval the warehouse
+	// wrote last into a snapshot's table: its end and when it committed
+	// (ok false: none recorded). Shown and cached with the rows.
+	Written func(ctx context.Context, snapshot string) (end, at time.Time, ok bool)
 
 	rowsMu    sync.Mutex
 	rowsCache map[string]rowsEntry
@@ -66,6 +70,9 @@ type rowsEntry struct {
 	newest time.Time
 	ok     bool
 	at     time.Time
+	// The last write: its interval's end, when it committed.
+	wEnd, wAt time.Time
+	wOK       bool
 }
 
 // rows is Rows of snapshot, cached for RowsEvery.
@@ -84,6 +91,9 @@ func (s *Server) rows(snapshot string) rowsEntry {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	e.rows, e.newest, e.ok = s.Rows(ctx, snapshot)
+	if s.Written != nil {
+		e.wEnd, e.wAt, e.wOK = s.Written(ctx, snapshot)
+	}
 	e.at = now
 	s.rowsMu.Lock()
 	if s.rowsCache == nil {
@@ -95,7 +105,8 @@ func (s *Server) rows(snapshot string) rowsEntry {
 }
 
 // Handler returns the routes: / (dashboard), /live (SSE), /fragment,
-// /metrics, /healthz, /readyz, /assets/.
+// /decisions/{seq} (one decision's page), /metrics, /healthz, /readyz,
+// /assets/.
 func (s *Server) Handler() (http.Handler, error) {
 	if s.Logger == nil {
 		s.Logger = slog.Default()
@@ -109,7 +120,7 @@ func (s *Server) Handler() (http.Handler, error) {
 	if err := s.registerState(); err != nil {
 		return nil, err
 	}
-	t, err := template.New("").Funcs(template.FuncMap{"join": strings.Join, "stamp": stamp, "upper": strings.ToUpper}).ParseFS(templates, "templates/*.html")
+	t, err := template.New("").Funcs(template.FuncMap{"join": strings.Join, "stamp": stamp, "upper": strings.ToUpper, "ranges": ranges}).ParseFS(templates, "templates/*.html")
 	if err != nil {
 		return nil, err
 	}
@@ -122,6 +133,7 @@ func (s *Server) Handler() (http.Handler, error) {
 	mux.HandleFunc("GET /{$}", s.page)
 	mux.HandleFunc("GET /fragment", s.fragment)
 	mux.HandleFunc("GET /live", s.live)
+	mux.HandleFunc("GET /decisions/{seq}", s.decision)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", s.ready)
@@ -221,6 +233,14 @@ func (s *Server) live(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// ranges writes a range list for people ("-" when empty).
+func ranges(rs []interval.Range) string {
+	if len(rs) == 0 {
+		return "-"
+	}
+	return strings.Join(interval.Set(rs).Strings(), ", ")
+}
+
 func stamp(t time.Time) string {
 	if t.IsZero() {
 		return "-"
@@ -264,6 +284,10 @@ type modelView struct {
 	OpenRepairs int
 	Failures    int
 	Timeline    template.HTML
+	// HasWritten: the warehouse recorded a write (WrittenEnd: the end of
+	// its interval; WrittenAt: when it committed).
+	HasWritten            bool
+	WrittenEnd, WrittenAt time.Time
 }
 
 type repairView struct {
@@ -326,6 +350,7 @@ func (s *Server) view() view {
 				m := &v.Envs[i].Models[j]
 				e := s.rows(m.Snapshot)
 				m.HasRows, m.Rows, m.Newest = e.ok, e.rows, e.newest
+				m.HasWritten, m.WrittenEnd, m.WrittenAt = e.wOK, e.wEnd, e.wAt
 			}
 		}
 	}

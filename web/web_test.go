@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -135,6 +137,9 @@ func TestDashboardRows(t *testing.T) {
 		Rows: func(_ context.Context, snapshot string) (int64, time.Time, bool) {
 			asked++
 			return 660, newest, snapshot == "events@v2"
+		},
+		Written: func(_ context.Context, snapshot string) (time.Time, time.Time, bool) {
+			return newest.Add(time.Minute), newest.Add(3 * time.Minute), snapshot == "events@v2"
 		}}
 	h, err := s.Handler()
 	if err != nil {
@@ -144,7 +149,7 @@ func TestDashboardRows(t *testing.T) {
 	defer srv.Close()
 	for range 2 {
 		_, page := get(t, srv.URL+"/")
-		if !strings.Contains(page, `<td class="rows">660</td><td>2026-12-01 10:59Z</td>`) {
+		if !strings.Contains(page, `<td class="rows">660</td><td>2026-12-01 10:59Z</td><td class="written">to 2026-12-01 11:00Z at 2026-12-01 11:02Z</td>`) {
 			t.Fatalf("the page lacks the rows of events@v2:\n%s", page)
 		}
 	}
@@ -181,5 +186,44 @@ func TestDashboardPlansInFlight(t *testing.T) {
 	_, metrics := get(t, srv.URL+"/metrics")
 	if !strings.Contains(metrics, `tidemark_plan_backfill_progress_ratio{env="prod",plan="p1"} 0.25`) {
 		t.Fatalf("metrics lack p1's progress:\n%s", metrics)
+	}
+}
+
+// Every decision has a page, read from the log at its sequence: a
+// superseded decision of a re-promoted plan too, linking to the latest.
+func TestDecisionPage(t *testing.T) {
+	_, srv := served(t, "repromote-new-id.yaml")
+	_, page := get(t, srv.URL+"/")
+	links := regexp.MustCompile(`href="/decisions/(\d+)"`).FindAllStringSubmatch(page, -1)
+	var seqs []uint64
+	for _, l := range links {
+		n, _ := strconv.ParseUint(l[1], 10, 64)
+		seqs = append(seqs, n)
+	}
+	// Three decisions: the deploy's, p1's acceptance, p1's conflicting retry.
+	if len(seqs) != 3 {
+		t.Fatalf("dashboard links %d decisions, want 3:\n%s", len(seqs), page)
+	}
+	slices.Sort(seqs)
+	latest, first := seqs[2], seqs[1]
+	code, body := get(t, srv.URL+"/decisions/"+strconv.FormatUint(latest, 10))
+	for _, want := range []string{`data-outcome="rejected"`, `data-code="conflicting_plan"`, "p1 → prod", `events@v2`, "incumbent frontier"} {
+		if code != 200 || !strings.Contains(body, want) {
+			t.Fatalf("latest decision page (%d) lacks %q:\n%s", code, want, body)
+		}
+	}
+	if strings.Contains(body, "decided again since") {
+		t.Fatalf("the latest decision is marked superseded:\n%s", body)
+	}
+	code, body = get(t, srv.URL+"/decisions/"+strconv.FormatUint(first, 10))
+	for _, want := range []string{`data-outcome="accepted"`, `data-code="no_gaps"`, `href="/decisions/` + strconv.FormatUint(latest, 10) + `"`} {
+		if code != 200 || !strings.Contains(body, want) {
+			t.Fatalf("superseded decision page (%d) lacks %q:\n%s", code, want, body)
+		}
+	}
+	for path, want := range map[string]int{"/decisions/1": 404, "/decisions/999999": 404, "/decisions/x": 400, "/decisions/0": 400} {
+		if code, body := get(t, srv.URL+path); code != want {
+			t.Fatalf("%s: %d, want %d: %s", path, code, want, body)
+		}
 	}
 }

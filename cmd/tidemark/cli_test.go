@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -114,6 +115,23 @@ func TestExitNotFoundAndFreshStatus(t *testing.T) {
 	out, _, code = runCLI(t, "repairs", "--nats-url", s.nats, "-o", "json")
 	if code != 0 || strings.TrimSpace(out) != "[]" {
 		t.Fatalf("repairs: exit %d %q", code, out)
+	}
+
+	// With nobody computing work, plan --wait gives up (exit 1) and the
+	// plan shows in flight, none of its backfill done.
+	models := filepath.Join(t.TempDir(), "models.yaml")
+	start := time.Now().UTC().Truncate(time.Hour).Add(-2 * time.Hour)
+	os.WriteFile(models, []byte("models:\n  - name: events\n    version: v1\n    cron: \"@hourly\"\n    start: "+start.Format(time.RFC3339)+"\n"), 0o644)
+	if out, stderr, code := runCLI(t, "apply", "-f", models, "--nats-url", s.nats); code != 0 {
+		t.Fatalf("apply: exit %d %s %s", code, out, stderr)
+	}
+	if _, stderr, code := runCLI(t, "plan", "--env", "prod", "--set", "events=v1", "--id", "w1", "--nats-url", s.nats, "--wait", "300ms"); code != exitFailed ||
+		!strings.Contains(stderr, "--wait: plan w1's backfill is not computed after 300ms, backfill 0s of 2h0m0s (0%)") {
+		t.Fatalf("plan --wait with no worker: exit %d %s", code, stderr)
+	}
+	out, _, _ = runCLI(t, "status", "--nats-url", s.nats)
+	if !strings.Contains(out, "plan in flight: w1 for prod, backfill 0s of 2h0m0s (0%)") {
+		t.Fatalf("status lacks the plan in flight:\n%s", out)
 	}
 }
 

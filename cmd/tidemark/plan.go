@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/tidemark/tidemark/commands"
@@ -15,6 +16,7 @@ func newPlanCmd() *cobra.Command {
 	var id, env string
 	var set []string
 	var trailing, catchUp int
+	var wait time.Duration
 	cmd := &cobra.Command{
 		Use:   "plan --env ENV --set MODEL=VERSION...",
 		Short: "Build a plan on the server: capture incumbents and frontiers, fix the backfill set",
@@ -38,7 +40,10 @@ func newPlanCmd() *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			if f.output == "json" {
-				return json.NewEncoder(out).Encode(r.Plan)
+				if err := json.NewEncoder(out).Encode(r.Plan); err != nil {
+					return err
+				}
+				return awaitBackfill(cmd, f.natsURL, r.Plan.Plan, wait)
 			}
 			p := r.Plan
 			fmt.Fprintf(out, "plan %s for %s built at generation %d (policy %s, seq %d)\n", p.Plan, p.Env, p.Generation, p.Policy.Name(), r.Seq)
@@ -49,7 +54,7 @@ func newPlanCmd() *cobra.Command {
 				}
 				fmt.Fprintf(out, "  %s%s replaces %s (frontier %s); backfill %s\n", c.Snapshot, derived, dash(c.Incumbent), stamp(c.IncumbentFrontier), dash(strings.Join(interval.Set(c.Backfill).Strings(), ", ")))
 			}
-			return nil
+			return awaitBackfill(cmd, f.natsURL, p.Plan, wait)
 		},
 	}
 	f.register(cmd)
@@ -59,5 +64,51 @@ func newPlanCmd() *cobra.Command {
 	fl.StringSliceVar(&set, "set", nil, "MODEL=VERSION the plan sets (repeat or comma-separate)")
 	fl.IntVar(&trailing, "max-trailing-gap-advances", 0, "trailing-gap allowance bound (0: off)")
 	fl.IntVar(&catchUp, "max-catch-up-advances", 0, "bounded catch-up bound (0: off)")
+	fl.DurationVar(&wait, "wait", 0, "then wait, up to this long, until the plan's backfill set is computed (exit 1 if it is not)")
 	return cmd
+}
+
+// awaitBackfill asks the server for the status until plan's backfill set
+// is covered (or the plan is no longer in flight: accepted meanwhile), for
+// at most wait (0: does not wait). Progress goes to stderr.
+func awaitBackfill(cmd *cobra.Command, url, plan string, wait time.Duration) error {
+	if wait <= 0 {
+		return nil
+	}
+	nc, err := connect(url)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	ctx := cmd.Context()
+	deadline := time.Now().Add(wait)
+	last := ""
+	for {
+		r, err := send(ctx, nc, &commands.Status{})
+		if err != nil {
+			return err
+		}
+		var p *commands.PlanProgress
+		for i := range r.Plans {
+			if r.Plans[i].Plan == plan {
+				p = &r.Plans[i]
+			}
+		}
+		if p == nil || p.Complete() {
+			fmt.Fprintf(cmd.ErrOrStderr(), "plan %s: backfill complete\n", plan)
+			return nil
+		}
+		if s := progress(*p); s != last {
+			fmt.Fprintf(cmd.ErrOrStderr(), "plan %s: %s\n", plan, s)
+			last = s
+		}
+		if !time.Now().Before(deadline) {
+			return &exitError{kind: failed, err: fmt.Errorf("--wait: plan %s's backfill is not computed after %s, %s (is `tidemark serve` computing its work: --builtin-worker, or a `tidemark worker`?)", plan, wait, progress(*p))}
+		}
+		select {
+		case <-ctx.Done():
+			return &exitError{kind: usage, err: ctx.Err()}
+		case <-time.After(min(250*time.Millisecond, time.Until(deadline))):
+		}
+	}
 }

@@ -61,6 +61,24 @@ func printStatus(w io.Writer, envs []commands.EnvStatus, open []commands.Repair)
 	}
 }
 
+// printPlans writes one line per plan in flight with its backfill
+// progress.
+func printPlans(w io.Writer, plans []commands.PlanProgress) {
+	for _, p := range plans {
+		fmt.Fprintf(w, "plan in flight: %s for %s, %s\n", p.Plan, p.Env, progress(p))
+	}
+}
+
+// progress is a plan's backfill progress for people: "backfill 6h0m0s of
+// 48h0m0s (12%)".
+func progress(p commands.PlanProgress) string {
+	pct := 100
+	if p.BackfillMS > 0 {
+		pct = int(p.DoneMS * 100 / p.BackfillMS)
+	}
+	return fmt.Sprintf("backfill %s of %s (%d%%)", time.Duration(p.DoneMS)*time.Millisecond, time.Duration(p.BackfillMS)*time.Millisecond, pct)
+}
+
 // printRetired prints the retired snapshot tables, one line each.
 func printRetired(w io.Writer, retired []commands.RetiredTable) {
 	for _, r := range retired {

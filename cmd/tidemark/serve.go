@@ -148,6 +148,9 @@ func newServeCmd() *cobra.Command {
 					ws.Rows = func(ctx context.Context, snapshot string) (int64, time.Time, bool) {
 						return sqlrun.Rows(ctx, wh, eng.Projection(), snapshot)
 					}
+					ws.Written = func(ctx context.Context, snapshot string) (time.Time, time.Time, bool) {
+						return sqlrun.LastWritten(ctx, wh, eng.Projection(), snapshot)
+					}
 				}
 				h, err := ws.Handler()
 				if err != nil {

@@ -98,13 +98,15 @@ func TestServeBuiltinWorker(t *testing.T) {
 	if out, stderr, code := runCLI(t, "apply", "-f", models, "--nats-url", s.nats); code != 0 {
 		t.Fatalf("apply: exit %d %s %s", code, out, stderr)
 	}
-	if out, stderr, code := runCLI(t, "plan", "--env", "prod", "--set", "events=v1", "--id", "d1", "--nats-url", s.nats); code != 0 {
-		t.Fatalf("plan: exit %d %s %s", code, out, stderr)
+	// plan --wait returns once the built-in worker has computed the
+	// backfill set.
+	if out, stderr, code := runCLI(t, "plan", "--env", "prod", "--set", "events=v1", "--id", "d1", "--nats-url", s.nats, "--wait", "30s"); code != 0 ||
+		!strings.Contains(stderr, "plan d1: backfill complete") {
+		t.Fatalf("plan --wait: exit %d %s %s", code, out, stderr)
 	}
-	eventually(t, "the built-in worker backfills the plan", 30*time.Second, func() bool {
-		out, _, code := runCLI(t, "audit", "--nats-url", s.nats, "--model", "events")
-		return code == 0 && strings.Contains(out, "IntervalsCompleted") && strings.Contains(out, "(backfill)")
-	})
+	if out, _, code := runCLI(t, "audit", "--nats-url", s.nats, "--model", "events"); code != 0 || !strings.Contains(out, "(backfill)") {
+		t.Fatalf("plan --wait returned before the backfill was recorded:\n%s", out)
+	}
 	if out, stderr, code := runCLI(t, "promote", "d1", "--nats-url", s.nats); code != 0 || !strings.Contains(out, "d1: ACCEPTED [no_gaps]") {
 		t.Fatalf("promote: exit %d %s %s", code, out, stderr)
 	}

@@ -25,6 +25,7 @@ func newStatusCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var envs []commands.EnvStatus
 			var open []commands.Repair
+			var plans []commands.PlanProgress
 			var retired []commands.RetiredTable
 			var seq uint64
 			var dmg *eventlog.Damage
@@ -44,6 +45,7 @@ func newStatusCmd() *cobra.Command {
 					at = o.At
 				}
 				envs, open = views.Status(st, env, at)
+				plans = views.Plans(st, env)
 				retired = views.Retired(st)
 				seq = st.Seq
 			} else {
@@ -57,12 +59,15 @@ func newStatusCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				envs, open, retired, seq = r.Envs, r.Repairs, r.Retired, r.Seq
+				envs, open, plans, retired, seq = r.Envs, r.Repairs, r.Plans, r.Retired, r.Seq
 			}
 			out := cmd.OutOrStdout()
 			if output == "json" {
 				envs, open = listsNotNull(envs, open)
-				res := map[string]any{"seq": seq, "envs": envs, "open_repairs": open, "retired_tables": orEmpty(retired)}
+				if plans == nil {
+					plans = []commands.PlanProgress{}
+				}
+				res := map[string]any{"seq": seq, "envs": envs, "open_repairs": open, "plans": plans, "retired_tables": orEmpty(retired)}
 				if dmg != nil {
 					res["damage"] = dmg
 				}
@@ -73,6 +78,7 @@ func newStatusCmd() *cobra.Command {
 			}
 			fmt.Fprintf(out, "as of seq %d\n", seq)
 			printStatus(out, envs, open)
+			printPlans(out, plans)
 			printRetired(out, retired)
 			return damageExit(dmg)
 		},

@@ -4,10 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/tidemark/tidemark/warehouse"
 	"github.com/tidemark/tidemark/work/sqlrun"
 )
 
@@ -19,7 +23,10 @@ func newVerifyCmd() *cobra.Command {
 		Short: "Recompute an environment's SQL models and compare them row by row with what it serves",
 		Long: "verify recomputes every SQL model the environment serves (or one) over each interval its\n" +
 			"table covers and compares the rows with the environment's view, both ways (EXCEPT ALL), in\n" +
-			"the process that owns the warehouse. It exits 1 when any row differs.",
+			"the process that owns the warehouse. Each interval is recomputed with the query of the\n" +
+			"snapshot that wrote it (recorded with the rows; a forward-only version keeps its\n" +
+			"predecessor's history); an interval with no writer record is recomputed with the\n" +
+			"incumbent's query, and the line says how many. It exits 1 when any row differs.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var rep sqlrun.VerifyReply
@@ -50,7 +57,7 @@ func newVerifyCmd() *cobra.Command {
 					if d.OnlyInView+d.OnlyInRecompute > 0 {
 						state = "DIFFERS"
 					}
-					fmt.Fprintf(out, "%s.%s: %s (%d rows only in the view, %d only in the recompute)\n", env, name, state, d.OnlyInView, d.OnlyInRecompute)
+					fmt.Fprintf(out, "%s.%s: %s (%d rows only in the view, %d only in the recompute%s)\n", env, name, state, d.OnlyInView, d.OnlyInRecompute, writersNote(d))
 					for _, s := range d.Samples {
 						fmt.Fprintf(out, "  only in the %s: %v\n", s.Side, s.Values)
 					}
@@ -71,4 +78,21 @@ func newVerifyCmd() *cobra.Command {
 	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "give up after this long")
 	outputFlag(cmd, &output, "table", "json")
 	return cmd
+}
+
+// writersNote says which snapshots' queries verified a model's intervals,
+// and how many intervals had no writer record.
+func writersNote(d warehouse.Diff) string {
+	var parts []string
+	for _, id := range slices.Sorted(maps.Keys(d.Writers)) {
+		parts = append(parts, fmt.Sprintf("%s: %d", id, d.Writers[id]))
+	}
+	note := ""
+	if len(parts) > 0 {
+		note = "; intervals by writer: " + strings.Join(parts, ", ")
+	}
+	if d.Unrecorded > 0 {
+		note += fmt.Sprintf("; %d intervals without a writer record, checked against the incumbent's query", d.Unrecorded)
+	}
+	return note
 }

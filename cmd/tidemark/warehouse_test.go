@@ -93,3 +93,36 @@ func TestWarehouseForReal(t *testing.T) {
 		t.Fatalf("verify an unknown env: exit %d %s", code, stderr)
 	}
 }
+
+// scenario run --warehouse computes the file's SQL models in a new DuckDB
+// file and checks verify expectations; the same file again is refused (it
+// holds the first run's tables), and without a warehouse the verify
+// expectations fail, saying why.
+func TestScenarioRunWarehouse(t *testing.T) {
+	const file = "../../testdata/scenarios/warehouse/forward-only-logic-change.yaml"
+	db := filepath.Join(t.TempDir(), "scenario.duckdb")
+	out, stderr, code := runCLI(t, "scenario", "run", "--warehouse", db, file)
+	if code == 2 && strings.Contains(stderr, "without cgo") {
+		t.Skip(stderr)
+	}
+	if code != 0 || !strings.Contains(out, "VERIFY") || strings.Count(out, "0 diffs") != 6 || !strings.Contains(out, "6 steps, 11 expectations, 0 failed") {
+		t.Fatalf("exit %d, stderr %q, out:\n%s", code, stderr, out)
+	}
+	if _, stderr, code := runCLI(t, "scenario", "run", "--warehouse", db, file); code != 2 || !strings.Contains(stderr, "already holds") {
+		t.Fatalf("a used warehouse: exit %d, stderr %q", code, stderr)
+	}
+	// Several files: one DuckDB file each.
+	many := filepath.Join(t.TempDir(), "many.duckdb")
+	if out, stderr, code := runCLI(t, "scenario", "run", "--warehouse", many, file, file); code != 0 || strings.Count(out, "0 failed") != 2 {
+		t.Fatalf("two files: exit %d, stderr %q, out:\n%s", code, stderr, out)
+	}
+	if got, _ := filepath.Glob(filepath.Join(filepath.Dir(many), "many-0?-forward-only-logic-change.duckdb")); len(got) != 2 {
+		t.Fatalf("two files' warehouses: %v", got)
+	}
+	if _, stderr, code := runCLI(t, "scenario", "run", "--warehouse", "postgres://127.0.0.1:1/x", file, file); code != 2 || !strings.Contains(stderr, "runs one scenario file") {
+		t.Fatalf("postgres and two files: exit %d, stderr %q", code, stderr)
+	}
+	if _, stderr, code := runCLI(t, "scenario", "run", file); code != 1 || !strings.Contains(stderr, "step 1: verify.diffs: want 0, got <no warehouse: run with --warehouse>") {
+		t.Fatalf("without a warehouse: exit %d, stderr %q", code, stderr)
+	}
+}

@@ -432,11 +432,12 @@ func TestVerifyAfterLateDataInLookback(t *testing.T) {
 
 // (c') A forward-only version whose logic changes its results: the history
 // its incumbent wrote stays in the shared table by design, and only the
-// intervals computed after the promotion carry the new logic. Verify
-// should hold each interval to the logic that wrote it (or leave the kept
-// history out); it must not report the kept rows as differences.
+// intervals computed after the promotion carry the new logic. Verify holds
+// each interval to the query that wrote it (the writer recorded with the
+// rows), so the kept history verifies against v1's query and the new hour
+// against v2's; a tampered row of the history is still found, and
+// intervals with no writer record fall back to the incumbent's query.
 func TestVerifyAfterForwardOnlyLogicChange(t *testing.T) {
-	t.Skip("KNOWN: VerifyEnv recomputes a forward-only incumbent's whole shared table with the new SQL, so the history its predecessor wrote (kept by design) is reported as differing rows; the projection records coverage per table, not which snapshot wrote which interval (without the skip: 240 rows only in the view and 240 only in the recompute, on both engines)")
 	eachBackend(t, func(t *testing.T, w *world) {
 		pvAndAgg(w)
 		v2 := `SELECT date_trunc('hour', ts) AS hour, user_id, 2 * count(*) AS views, sum(amount) AS amount
@@ -452,5 +453,46 @@ FROM pv WHERE ts >= @start_ts AND ts < @end_ts GROUP BY 1, 2`
 			t.Fatalf("prod.agg: %s views, want 48*60 kept + 2*60 new", got)
 		}
 		w.verify()
+		diffs, err := sqlrun.VerifyEnv(t.Context(), w.wh, w.e.Projection(), "prod", "agg")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := diffs["agg"]; d.Writers["agg@v1"] != 48 || d.Writers["agg@v2"] != 1 || len(d.Writers) != 2 || d.Unrecorded != 0 {
+			t.Fatalf("agg's writers: %v, unrecorded %d; want 48 hours by agg@v1, 1 by agg@v2", d.Writers, d.Unrecorded)
+		}
+
+		// The dashboard's last written interval: the hour agg@v2 computed.
+		if end, at, ok := sqlrun.LastWritten(t.Context(), w.wh, w.e.Projection(), "agg@v2"); !ok || !end.Equal(hour(49)) || at.IsZero() {
+			t.Fatalf("LastWritten of agg@v2: %s %s %v, want the hour ending at %s", end, at, ok, hour(49))
+		}
+
+		// One row of the history (an hour agg@v1 wrote) tampered with.
+		var table string
+		w.e.Projection().Read(func(st *projections.State) { table = sqlrun.TableName(st.Snapshots["agg@v2"].Table) })
+		w.exec(`UPDATE tidemark."` + table + `" SET views = views + 1 WHERE hour = TIMESTAMP '2026-11-01 05:00:00' AND user_id = 3`)
+		diffs, err = sqlrun.VerifyEnv(t.Context(), w.wh, w.e.Projection(), "prod", "agg")
+		if err != nil || diffs["agg"].OnlyInView != 1 || diffs["agg"].OnlyInRecompute != 1 {
+			t.Fatalf("verify after tampering with one row of the history: %+v %v, want 1 row each way", diffs, err)
+		}
+		w.exec(`UPDATE tidemark."` + table + `" SET views = views - 1 WHERE hour = TIMESTAMP '2026-11-01 05:00:00' AND user_id = 3`)
+		w.verify()
+
+		// A record whose query is not the one the log defines for its
+		// snapshot does not count: that hour falls back to the incumbent's
+		// query (v2's), and its v1 rows differ.
+		w.exec(`UPDATE tidemark_meta.intervals SET fingerprint = 'forged' WHERE table_name = '` + table + `' AND holds_start = TIMESTAMP '2026-11-01 07:00:00'`)
+		diffs, err = sqlrun.VerifyEnv(t.Context(), w.wh, w.e.Projection(), "prod", "agg")
+		if d := diffs["agg"]; err != nil || d.Unrecorded != 1 || d.Writers["agg@v1"] != 47 || d.OnlyInView != 5 || d.OnlyInRecompute != 5 {
+			t.Fatalf("verify with a forged writer record: %+v %v, want that hour unrecorded and its 5 rows differing each way", d, err)
+		}
+
+		// Without writer records (a table written before they existed),
+		// every covered hour is recomputed with the incumbent's query and
+		// counted as unrecorded: the history then differs, as before.
+		w.exec(`DELETE FROM tidemark_meta.intervals WHERE table_name = '` + table + `'`)
+		diffs, err = sqlrun.VerifyEnv(t.Context(), w.wh, w.e.Projection(), "prod", "agg")
+		if d := diffs["agg"]; err != nil || d.Unrecorded != 49 || len(d.Writers) != 0 || d.OnlyInView != 240 || d.OnlyInRecompute != 240 {
+			t.Fatalf("verify without writer records: %+v %v, want 49 unrecorded hours and v1's 240 rows differing each way", d, err)
+		}
 	})
 }

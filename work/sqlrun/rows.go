@@ -25,3 +25,21 @@ func Rows(ctx context.Context, wh *warehouse.Warehouse, proj *live.Projection, s
 	}
 	return s.Rows, s.MaxTime, true
 }
+
+// LastWritten reports the interval wh wrote last into snapshot's table
+// (warehouse.Written, recorded with the rows): its end and when it
+// committed (ok false for a snapshot with no SQL, or no recorded write).
+// For the dashboard (web.Server.Written).
+func LastWritten(ctx context.Context, wh *warehouse.Warehouse, proj *live.Projection, snapshot string) (end, at time.Time, ok bool) {
+	var m warehouse.Model
+	var err error
+	proj.Read(func(st *projections.State) { m, ok, err = ModelOf(st, snapshot) })
+	if err != nil || !ok {
+		return time.Time{}, time.Time{}, false
+	}
+	wr, ok, err := wh.LastWritten(ctx, m.Table)
+	if err != nil || !ok {
+		return time.Time{}, time.Time{}, false
+	}
+	return wr.Query.End, wr.At, true
+}

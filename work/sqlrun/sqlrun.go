@@ -69,7 +69,7 @@ func ModelOf(st *projections.State, id string) (m warehouse.Model, ok bool, err 
 	if len(missing) > 0 {
 		return m, false, fmt.Errorf("sqlrun: %s: no planned upstream snapshot for %v", id, missing)
 	}
-	m = warehouse.Model{Name: sn.Model, Table: TableName(sn.Table), SQL: sn.SQL, TimeColumn: sn.TimeColumn, Upstream: map[string]string{}}
+	m = warehouse.Model{Name: sn.Model, Table: TableName(sn.Table), SQL: sn.SQL, TimeColumn: sn.TimeColumn, Upstream: map[string]string{}, Snapshot: id}
 	for model, up := range upstream {
 		usn, found := st.Snapshots[up]
 		if !found {
@@ -323,61 +323,4 @@ func swap(ctx context.Context, wh *warehouse.Warehouse, env string, models map[s
 		}
 	}
 	return wh.Promote(ctx, env, views)
-}
-
-// VerifyEnv recomputes every SQL model env serves (or only model, when
-// set) over each interval its table covers, and compares the rows with the
-// env's view (warehouse.Verify: EXCEPT ALL both ways). It returns a Diff
-// per model; an empty Diff everywhere means the rows tidemark promoted are
-// exactly what the models compute.
-func VerifyEnv(ctx context.Context, wh *warehouse.Warehouse, proj *live.Projection, env, model string) (map[string]warehouse.Diff, error) {
-	type job struct {
-		m      warehouse.Model
-		ranges []warehouse.Range
-	}
-	var jobs []job
-	var err error
-	proj.Read(func(st *projections.State) {
-		e := st.Envs[env]
-		if e == nil {
-			err = fmt.Errorf("sqlrun: no environment %q", env)
-			return
-		}
-		for name, id := range e.Incumbents {
-			if model != "" && name != model {
-				continue
-			}
-			m, ok, merr := ModelOf(st, id)
-			if merr != nil {
-				err = merr
-				return
-			}
-			if !ok {
-				continue
-			}
-			// Interval by interval, as the rows were written: a model's
-			// query computes one interval (its @start_ts, @end_ts).
-			sn := st.Snapshots[id]
-			var rs []warehouse.Range
-			for _, r := range Intervals(sn.Unit, st.Coverage[sn.Table]) {
-				rs = append(rs, warehouse.Range{Start: r.Start, End: r.End})
-			}
-			jobs = append(jobs, job{m, rs})
-		}
-		if model != "" && len(jobs) == 0 && err == nil {
-			err = fmt.Errorf("sqlrun: %s serves no SQL model %q", env, model)
-		}
-	})
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]warehouse.Diff{}
-	for _, j := range jobs {
-		d, err := wh.Verify(ctx, env, j.m, j.ranges)
-		if err != nil {
-			return out, err
-		}
-		out[j.m.Name] = d
-	}
-	return out, nil
 }

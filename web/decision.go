@@ -1,0 +1,102 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/projections"
+)
+
+// decisionPage is what decision.html renders: one recorded promotion
+// decision, read from the log at its sequence, with the plan's captured
+// candidates (what the check compared against).
+type decisionPage struct {
+	Seq        uint64
+	D          events.PromotionDecided
+	Models     []decisionModel
+	Candidates []events.Candidate
+	// Latest is false when the plan has been decided again since.
+	Latest bool
+	// LatestSeq is the plan's most recent decision's sequence.
+	LatestSeq uint64
+}
+
+type decisionModel struct {
+	Model, Snapshot string
+	Codes           []string
+	Missing         string
+	Advances        int
+}
+
+// errNotDecision answers a sequence that holds another event.
+var errNotDecision = errors.New("not a promotion decision")
+
+// decision serves /decisions/{seq}: the decision recorded at seq, its
+// codes per model, every finding, and the candidates as captured at plan
+// build. It reads the event from the log, so a decision superseded by a
+// later promotion of the same plan still has its page.
+func (s *Server) decision(w http.ResponseWriter, r *http.Request) {
+	seq, err := strconv.ParseUint(r.PathValue("seq"), 10, 64)
+	if err != nil || seq == 0 {
+		http.Error(w, "seq: want a positive stream sequence", http.StatusBadRequest)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	p, err := s.decisionAt(ctx, seq)
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound), errors.Is(err, errNotDecision):
+		http.Error(w, fmt.Sprintf("no decision at seq %d: %v", seq, err), http.StatusNotFound)
+		return
+	case err != nil:
+		s.Logger.Error("decision page", "seq", seq, "err", err)
+		http.Error(w, "reading the log failed", http.StatusServiceUnavailable)
+		return
+	}
+	var buf bytes.Buffer
+	if err := s.tmpl.ExecuteTemplate(&buf, "decision.html", p); err != nil {
+		s.Logger.Error("decision page", "err", err)
+		http.Error(w, "render failed", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_, _ = w.Write(buf.Bytes())
+}
+
+func (s *Server) decisionAt(ctx context.Context, seq uint64) (decisionPage, error) {
+	rec, err := s.Log.Get(ctx, seq)
+	if err != nil {
+		return decisionPage{}, err
+	}
+	if rec.Err != nil {
+		return decisionPage{}, fmt.Errorf("%w: %v", errNotDecision, rec.Err)
+	}
+	d, ok := rec.Event.Payload.(events.PromotionDecided)
+	if !ok {
+		return decisionPage{}, fmt.Errorf("%w: seq %d holds %s", errNotDecision, seq, rec.Event.Type)
+	}
+	p := decisionPage{Seq: seq, D: d, Latest: true}
+	for m, f := range d.Models {
+		p.Models = append(p.Models, decisionModel{Model: m, Snapshot: f.Snapshot, Codes: f.Codes,
+			Missing: strings.Join(interval.Set(f.Missing).Strings(), ", "), Advances: f.Advances})
+	}
+	sort.Slice(p.Models, func(i, j int) bool { return p.Models[i].Model < p.Models[j].Model })
+	s.Proj.Read(func(st *projections.State) {
+		if pl := st.Plans[d.Plan]; pl != nil {
+			p.Candidates = pl.Built.Candidates
+			p.LatestSeq = pl.DecisionSeq
+			p.Latest = pl.DecisionSeq == seq
+		}
+	})
+	return p, nil
+}

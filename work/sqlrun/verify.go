@@ -1,0 +1,140 @@
+package sqlrun
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/live"
+	"github.com/tidemark/tidemark/projections"
+	"github.com/tidemark/tidemark/warehouse"
+)
+
+// VerifyEnv recomputes every SQL model env serves (or only model, when
+// set) over each interval its table covers, and compares the rows with the
+// env's view (warehouse.VerifyChecks: EXCEPT ALL both ways). It returns a
+// Diff per model; an empty Diff everywhere means the rows tidemark promoted
+// are exactly what the models compute.
+//
+// Each interval is recomputed with the query of the snapshot that wrote
+// it (warehouse.Writers, recorded with the rows): a forward-only version
+// shares its incumbent's table and keeps the history its predecessor
+// wrote, so that history is held to its predecessor's query, and the
+// intervals the new version computed to the new one. A writer record
+// counts only when its snapshot is registered, writes this table, and its
+// query fingerprint equals the one the log defines for that snapshot. A
+// covered interval with no such record (written before writers were
+// recorded) is recomputed with the incumbent's query and counted in
+// Diff.Unrecorded.
+func VerifyEnv(ctx context.Context, wh *warehouse.Warehouse, proj *live.Projection, env, model string) (map[string]warehouse.Diff, error) {
+	type job struct {
+		inc     warehouse.Model
+		unit    interval.Unit
+		cov     interval.Set
+		writers map[string]warehouse.Model // every registered SQL snapshot that writes inc.Table
+	}
+	var jobs []job
+	var err error
+	proj.Read(func(st *projections.State) {
+		e := st.Envs[env]
+		if e == nil {
+			err = fmt.Errorf("sqlrun: no environment %q", env)
+			return
+		}
+		for name, id := range e.Incumbents {
+			if model != "" && name != model {
+				continue
+			}
+			m, ok, merr := ModelOf(st, id)
+			if merr != nil {
+				err = merr
+				return
+			}
+			if !ok {
+				continue
+			}
+			sn := st.Snapshots[id]
+			j := job{inc: m, unit: sn.Unit, cov: st.Coverage[sn.Table], writers: map[string]warehouse.Model{}}
+			for wid, w := range st.Snapshots {
+				if w.Table != sn.Table {
+					continue
+				}
+				// A writer whose definition cannot be resolved is left
+				// out: its intervals count as unrecorded.
+				if wm, ok, werr := ModelOf(st, wid); werr == nil && ok {
+					j.writers[wid] = wm
+				}
+			}
+			jobs = append(jobs, j)
+		}
+		if model != "" && len(jobs) == 0 && err == nil {
+			err = fmt.Errorf("sqlrun: %s serves no SQL model %q", env, model)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]warehouse.Diff{}
+	for _, j := range jobs {
+		recs, err := wh.Writers(ctx, j.inc.Table)
+		if err != nil {
+			return out, err
+		}
+		checks, writers, unrecorded, err := checksOf(j.inc, j.unit, j.cov, j.writers, recs)
+		if err != nil {
+			return out, err
+		}
+		d, err := wh.VerifyChecks(ctx, env, checks)
+		if err != nil {
+			return out, err
+		}
+		d.Writers, d.Unrecorded = writers, unrecorded
+		out[j.inc.Name] = d
+	}
+	return out, nil
+}
+
+// checksOf turns a table's coverage and writer records into checks: each
+// covered part of a record's interval against its writer's query, and
+// every covered interval without a usable record against the incumbent's
+// query, one unit interval at a time (unrecorded counts them).
+func checksOf(inc warehouse.Model, unit interval.Unit, cov interval.Set, writers map[string]warehouse.Model, recs []warehouse.Written) (checks []warehouse.Check, perWriter map[string]int, unrecorded int, err error) {
+	fingerprints := map[string]string{}
+	var recorded interval.Set
+	for _, rec := range recs {
+		m, ok := writers[rec.Snapshot]
+		if !ok {
+			continue
+		}
+		fp, seen := fingerprints[rec.Snapshot]
+		if !seen {
+			if fp, err = warehouse.Fingerprint(m); err != nil {
+				return nil, nil, 0, err
+			}
+			fingerprints[rec.Snapshot] = fp
+		}
+		if fp != rec.Fingerprint {
+			continue
+		}
+		holds := interval.R(rec.Holds.Start, rec.Holds.End)
+		pieces := cov.Clip(holds)
+		for _, p := range pieces {
+			checks = append(checks, warehouse.Check{Model: m, Query: rec.Query, Rows: warehouse.Range{Start: p.Start, End: p.End}})
+		}
+		if len(pieces) > 0 {
+			if perWriter == nil {
+				perWriter = map[string]int{}
+			}
+			perWriter[rec.Snapshot]++
+		}
+		recorded = recorded.Add(holds)
+	}
+	for _, r := range Intervals(unit, cov.SubtractSet(recorded)) {
+		rg := warehouse.Range{Start: r.Start, End: r.End}
+		checks = append(checks, warehouse.Check{Model: inc, Query: rg, Rows: rg})
+		unrecorded++
+	}
+	sort.SliceStable(checks, func(i, j int) bool { return checks[i].Rows.Start.Before(checks[j].Rows.Start) })
+	return checks, perWriter, unrecorded, nil
+}
