@@ -71,10 +71,11 @@ const (
 	KindStatus              = "status"
 	KindCompleteWork        = "complete_work"
 	KindFailWork            = "fail_work"
+	KindRetireTables        = "retire_tables"
 )
 
 // Kinds lists every command kind.
-var Kinds = []string{KindRegisterSnapshot, KindBuildPlan, KindCompleteIntervals, KindInvalidateIntervals, KindAdvanceScheduler, KindPromote, KindFinalize, KindOpenRepairs, KindFailRun, KindStatus, KindCompleteWork, KindFailWork}
+var Kinds = []string{KindRegisterSnapshot, KindBuildPlan, KindCompleteIntervals, KindInvalidateIntervals, KindAdvanceScheduler, KindPromote, KindFinalize, KindOpenRepairs, KindFailRun, KindStatus, KindCompleteWork, KindFailWork, KindRetireTables}
 
 // New returns an empty command of the given kind.
 func New(kind string) (Command, error) {
@@ -103,6 +104,8 @@ func New(kind string) (Command, error) {
 		return &CompleteWork{}, nil
 	case KindFailWork:
 		return &FailWork{}, nil
+	case KindRetireTables:
+		return &RetireTables{}, nil
 	}
 	return nil, Errorf(CodeInvalid, "kind", "unknown command kind %q", kind)
 }
@@ -267,6 +270,7 @@ func (*FailRun) Kind() string             { return KindFailRun }
 func (*Status) Kind() string              { return KindStatus }
 func (*CompleteWork) Kind() string        { return KindCompleteWork }
 func (*FailWork) Kind() string            { return KindFailWork }
+func (*RetireTables) Kind() string        { return KindRetireTables }
 
 // Header implements Command.
 func (c *RegisterSnapshot) Header() *Meta    { return &c.Meta }
@@ -279,6 +283,7 @@ func (c *Finalize) Header() *Meta            { return &c.Meta }
 func (c *OpenRepairs) Header() *Meta         { return &c.Meta }
 func (c *FailRun) Header() *Meta             { return &c.Meta }
 func (c *Status) Header() *Meta              { return &c.Meta }
+func (c *RetireTables) Header() *Meta        { return &c.Meta }
 
 // Limits on input.
 const (

@@ -105,6 +105,19 @@ type Reply struct {
 	// Plans is set by status: the plans in flight (built, not accepted)
 	// with their backfill progress, by plan id.
 	Plans []PlanProgress `msgpack:"plans,omitempty" json:"plans,omitempty"`
+	// Retired is set by status: the retired snapshot tables, by table.
+	Retired []RetiredTable `msgpack:"retired,omitempty" json:"retired,omitempty"`
+}
+
+// RetiredTable is a snapshot table the janitor retired (its TableRetired
+// event): its coverage is cleared and the warehouse drops it.
+type RetiredTable struct {
+	Table     string   `msgpack:"table" json:"table"`
+	Snapshots []string `msgpack:"snapshots" json:"snapshots"`
+	// Seq is the sequence of the TableRetired event; JudgedAt its clock.
+	Seq      uint64    `msgpack:"seq" json:"seq"`
+	JudgedAt time.Time `msgpack:"judged_at" json:"judged_at"`
+	Reason   string    `msgpack:"reason" json:"reason"`
 }
 
 // PlanProgress is a plan in flight and how much of its backfill set (fixed

@@ -129,7 +129,7 @@ func (c *CompleteIntervals) DecodeMsgpack(dec *msgpack.Decoder) error {
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (r Reply) EncodeMsgpack(enc *msgpack.Encoder) error {
 	n := msgp.Count(2, r.Code != "", r.Field != "", r.Message != "", r.Seq != 0, r.Duplicate, r.Decision != nil, r.CatchUp != nil,
-		r.Plan != nil, len(r.Advances) > 0, len(r.Repairs) > 0, len(r.Envs) > 0, len(r.Plans) > 0)
+		r.Plan != nil, len(r.Advances) > 0, len(r.Repairs) > 0, len(r.Envs) > 0, len(r.Plans) > 0, len(r.Retired) > 0)
 	if err := enc.EncodeMapLen(n); err != nil {
 		return err
 	}
@@ -174,6 +174,7 @@ func (r Reply) EncodeMsgpack(enc *msgpack.Encoder) error {
 		{"decision", r.Decision != nil, r.Decision}, {"catch_up", r.CatchUp != nil, r.CatchUp}, {"plan", r.Plan != nil, r.Plan},
 		{"advances", len(r.Advances) > 0, r.Advances}, {"repairs", len(r.Repairs) > 0, r.Repairs}, {"envs", len(r.Envs) > 0, r.Envs},
 		{"plans", len(r.Plans) > 0, r.Plans},
+		{"retired", len(r.Retired) > 0, r.Retired},
 	} {
 		if !f.set {
 			continue
@@ -223,6 +224,8 @@ func (r *Reply) DecodeMsgpack(dec *msgpack.Decoder) error {
 			err = dec.Decode(&r.Envs)
 		case "plans":
 			err = dec.Decode(&r.Plans)
+		case "retired":
+			err = dec.Decode(&r.Retired)
 		default:
 			err = dec.Skip()
 		}

@@ -46,6 +46,7 @@ func TestHandWrittenEncodersMatchReflective(t *testing.T) {
 			Plan: &events.PlanBuilt{Plan: "p1"}, Advances: []events.SchedulerAdvanced{{Env: "prod"}}, Repairs: []Repair{{Env: "prod"}}, Envs: []EnvStatus{{Env: "prod"}},
 			Plans: []PlanProgress{{Plan: "p2", Env: "prod", BackfillMS: 7200000, DoneMS: 3600000}}},
 		{Accepted: true, CatchUp: &events.CatchUpRequested{Plan: "p1"}, Advances: []events.SchedulerAdvanced{}},
+		{Accepted: true, Envs: []EnvStatus{{Env: "prod"}}, Retired: []RetiredTable{{Table: "m@v1", Snapshots: []string{"m@v1"}, Seq: 9, JudgedAt: t0, Reason: "unused"}}},
 	} {
 		same(t, "reply", i, rep, replyPlain(rep))
 	}

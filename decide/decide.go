@@ -81,6 +81,8 @@ func decideCommand(st *projections.State, cmd commands.Command) (Decision, error
 		return complete(st, &c.CompleteIntervals)
 	case *commands.FailWork:
 		return failRun(st, &c.FailRun)
+	case *commands.RetireTables:
+		return retire(st, c)
 	}
 	return Decision{}, commands.Errorf(commands.CodeInvalid, "kind", "unsupported command %T", cmd)
 }

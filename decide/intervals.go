@@ -99,6 +99,9 @@ func complete(st *projections.State, c *commands.CompleteIntervals) (Decision, e
 	if err != nil {
 		return Decision{}, err
 	}
+	if err := notRetired(st, sn); err != nil {
+		return Decision{}, err
+	}
 	if kind == "" {
 		kind = events.RunManual
 	}

@@ -40,6 +40,8 @@ type world struct {
 	ids *events.IDSource
 	seq uint64
 	n   int
+	// log is every event folded, in order.
+	log []events.Event
 }
 
 func newWorld(tb testing.TB) *world {
@@ -91,6 +93,7 @@ func (w *world) fold(cmd commands.Command, at time.Time, ps []events.Payload) {
 		ev := events.New(w.ids, at, p)
 		ev.Causation, ev.Digest = cmd.Header().ID, commands.Digest(cmd)
 		w.seq++
+		w.log = append(w.log, ev)
 		if err := projections.Apply(w.st, w.seq, ev); err != nil {
 			w.tb.Fatalf("fold %T: %v", p, err)
 		}

@@ -116,6 +116,10 @@ func CheckTimes(ev Event) error {
 		c.opt("data.closed_at", p.ClosedAt)
 	case RunFailed:
 		c.ranges("data.ranges", p.Ranges)
+	case TableRetired:
+		c.opt("data.judged_at", p.JudgedAt)
+		c.opt("data.released_at", p.ReleasedAt)
+		c.ranges("data.coverage", p.Coverage)
 	case EnvironmentFinalized:
 	}
 	if c.err != nil {

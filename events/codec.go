@@ -161,6 +161,8 @@ func decodePayload(t Type, data []byte) (Payload, error) {
 		p = &RepairCompleted{}
 	case TypeRunFailed:
 		p = &RunFailed{}
+	case TypeTableRetired:
+		p = &TableRetired{}
 	default:
 		return nil, &DecodeError{Kind: UnknownType, Type: t}
 	}
@@ -196,6 +198,8 @@ func deref(p Payload) Payload {
 	case *RepairCompleted:
 		return *v
 	case *RunFailed:
+		return *v
+	case *TableRetired:
 		return *v
 	}
 	return p

@@ -32,6 +32,7 @@ const (
 	TypeCatchUpRequested     Type = "CatchUpRequested"
 	TypeRepairCompleted      Type = "RepairCompleted"
 	TypeRunFailed            Type = "RunFailed"
+	TypeTableRetired         Type = "TableRetired"
 )
 
 // Envelope is the metadata every event carries.
@@ -424,6 +425,35 @@ type RunFailed struct {
 	Final   bool `msgpack:"final" json:"final"`
 }
 
+// TableRetired records that a snapshot table was retired: at the view of
+// sequence JudgedAtSeq and the clock JudgedAt, no environment's incumbent
+// and no open plan used it, and its last use ended (ReleasedAt, the
+// accepted decision at ReleasedSeq) more than the grace period before.
+// Its coverage is cleared (a later plan that uses the table backfills it
+// again) and the warehouse drops the table (work/sqlrun.Janitor). Subject:
+// the snapshot that owns the table (the table id is that snapshot's id).
+type TableRetired struct {
+	// Table is the tidemark table id (e.g. "events@v1").
+	Table string `msgpack:"table" json:"table"`
+	// Snapshots are the snapshots that wrote the table, sorted: its owner
+	// and the forward-only versions bound to it.
+	Snapshots []string `msgpack:"snapshots" json:"snapshots"`
+	// Reason says why the table was retirable, for humans.
+	Reason string `msgpack:"reason" json:"reason"`
+	// JudgedAtSeq is the stream sequence of the view the rule read;
+	// JudgedAt the clock it was judged at.
+	JudgedAtSeq uint64    `msgpack:"judged_at_seq" json:"judged_at_seq"`
+	JudgedAt    time.Time `msgpack:"judged_at" json:"judged_at"`
+	// ReleasedSeq and ReleasedAt locate the accepted promotion that ended
+	// the table's last use.
+	ReleasedSeq uint64    `msgpack:"released_seq" json:"released_seq"`
+	ReleasedAt  time.Time `msgpack:"released_at" json:"released_at"`
+	// GraceMS is the grace period applied, in milliseconds.
+	GraceMS int64 `msgpack:"grace_ms" json:"grace_ms"`
+	// Coverage is the table's coverage the event clears.
+	Coverage []interval.Range `msgpack:"coverage" json:"coverage"`
+}
+
 // EventType implements Payload.
 func (SnapshotRegistered) EventType() Type   { return TypeSnapshotRegistered }
 func (PlanBuilt) EventType() Type            { return TypePlanBuilt }
@@ -435,6 +465,7 @@ func (EnvironmentFinalized) EventType() Type { return TypeEnvironmentFinalized }
 func (CatchUpRequested) EventType() Type     { return TypeCatchUpRequested }
 func (RepairCompleted) EventType() Type      { return TypeRepairCompleted }
 func (RunFailed) EventType() Type            { return TypeRunFailed }
+func (TableRetired) EventType() Type         { return TypeTableRetired }
 
 // Subject implements Payload.
 func (p SnapshotRegistered) Subject() string { return SnapshotSubject(p.Model, p.Version) }
@@ -449,6 +480,7 @@ func (p EnvironmentFinalized) Subject() string { return EnvSubject(p.Env) }
 func (p CatchUpRequested) Subject() string     { return PlanSubject(p.Plan) }
 func (p RepairCompleted) Subject() string      { return EnvSubject(p.Env) }
 func (p RunFailed) Subject() string            { return snapSubject(p.Snapshot) }
+func (p TableRetired) Subject() string         { return snapSubject(p.Table) }
 
 func snapSubject(id string) string {
 	m, v, _ := ParseSnapshotID(id)
@@ -481,6 +513,7 @@ func (p *CatchUpRequested) normalize() {
 	}
 }
 func (p *RepairCompleted) normalize() { utc(&p.OpenedAt); utc(&p.ClosedAt) }
+func (p *TableRetired) normalize()    { utc(&p.JudgedAt); utc(&p.ReleasedAt) }
 
 // IDSource hands out ULIDs that are monotonic within the process even when
 // the clock it is given stands still or goes back.

@@ -13,7 +13,7 @@ import (
 
 // genEvents draws a plausible random history: registrations, plans,
 // completions, invalidations, advances, catch-up requests, decisions,
-// repairs, failures, finalizations — and some that contradict the state.
+// repairs, failures, finalizations, retirements — and some that contradict the state.
 func genEvents(t *rapid.T) []events.Event {
 	ids := events.NewIDSource()
 	models := []string{"a", "b", "c"}
@@ -70,10 +70,14 @@ func genEvents(t *rapid.T) []events.Event {
 				p = events.RepairCompleted{Env: "prod", Plan: plan, Model: rapid.SampledFrom(models).Draw(t, "model"), OpenSeq: uint64(rapid.IntRange(1, n).Draw(t, "open")), ClosedAt: at}
 			}
 		default:
-			if rapid.Bool().Draw(t, "failure") {
+			switch rapid.IntRange(0, 2).Draw(t, "other") {
+			case 0:
 				p = events.RunFailed{Snapshot: snap(t), Ranges: ranges(t), RunKind: events.RunScheduled, ExitStatus: 1, Error: "exit status 1", Attempt: 1, Final: rapid.Bool().Draw(t, "final")}
-			} else {
+			case 1:
 				p = events.EnvironmentFinalized{Env: "prod", Plan: rapid.SampledFrom(plans).Draw(t, "plan"), Generation: 1}
+			default:
+				id := snap(t)
+				p = events.TableRetired{Table: id, Snapshots: []string{id}, Reason: "unused", JudgedAt: at, ReleasedAt: at, Coverage: ranges(t)}
 			}
 		}
 		ev := events.New(ids, at, p)

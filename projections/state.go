@@ -128,6 +128,16 @@ type State struct {
 	// to, when that event was a SchedulerAdvanced: the advances of one
 	// command are one item, named after the first.
 	LastAdvance *AdvanceRef `json:"last_advance,omitempty"`
+	// Released maps a table to the accepted promotion that last ended a
+	// use of it (tables.go); Retired maps a retired table to its
+	// retirement, until a plan uses the table again.
+	Released map[string]Release    `json:"released"`
+	Retired  map[string]Retirement `json:"retired"`
+	// OpenPlans indexes the open plans by "<env> <generation>" (tables.go).
+	OpenPlans map[string][]string `json:"open_plans"`
+	// NewestPlan maps a snapshot to the newest plan that has it as a
+	// candidate (UpstreamOf reads it).
+	NewestPlan map[string]string `json:"newest_plan"`
 	// Skipped counts events that could not be decoded or applied.
 	Skipped int `json:"skipped"`
 	// Events counts events applied.
@@ -178,6 +188,10 @@ func New() *State {
 		Runs:       map[events.RunKind]int{},
 		Failures:   map[string]*Failures{},
 		Work:       map[string]*Work{},
+		Released:   map[string]Release{},
+		Retired:    map[string]Retirement{},
+		OpenPlans:  map[string][]string{},
+		NewestPlan: map[string]string{},
 
 		DecisionCodes:    map[string]int{},
 		DecisionOutcomes: map[events.Outcome]int{},
@@ -272,7 +286,9 @@ func apply(s *State, seq uint64, ev events.Event) error {
 		}
 		s.Snapshots[p.Snapshot] = &Snapshot{SnapshotRegistered: p, Schedule: sched, Seq: seq}
 	case events.PlanBuilt:
-		s.Plans[p.Plan] = &Plan{Built: p, BuiltSeq: seq}
+		pl := &Plan{Built: p, BuiltSeq: seq}
+		s.Plans[p.Plan] = pl
+		s.planBuilt(pl)
 		for _, c := range p.Candidates {
 			s.addWork(events.WorkID(seq, events.RunBackfill), events.RunBackfill, c.Snapshot, c.Backfill)
 		}
@@ -327,6 +343,7 @@ func apply(s *State, seq uint64, ev events.Event) error {
 			s.addWork(events.WorkID(seq, events.RunRepair), events.RunRepair, r.Snapshot, r.Ranges)
 		}
 		if p.Outcome == events.Accepted {
+			s.release(p.Env, pl, seq, ev.OccurredAt)
 			pl.AcceptedSeq, pl.AcceptedGeneration = seq, p.Generation
 			env := s.ensureEnv(p.Env)
 			env.Generation = p.Generation
@@ -354,6 +371,8 @@ func apply(s *State, seq uint64, ev events.Event) error {
 				r.ClosedAt, r.ClosedSeq, r.LatencyMS = p.ClosedAt, seq, p.LatencyMS
 			}
 		}
+	case events.TableRetired:
+		s.retire(seq, p)
 	case events.EnvironmentFinalized:
 		env := s.ensureEnv(p.Env)
 		env.Finalized, env.FinalizedGeneration = p.Plan, p.Generation
@@ -480,19 +499,7 @@ func (s *State) UpstreamOf(id string) (upstream map[string]string, missing []str
 		}
 	}
 	add(sn.Upstream)
-	var newest *Plan
-	for _, pl := range s.Plans {
-		if newest != nil && pl.BuiltSeq <= newest.BuiltSeq {
-			continue
-		}
-		for _, c := range pl.Built.Candidates {
-			if c.Snapshot == id {
-				newest = pl
-				break
-			}
-		}
-	}
-	if newest != nil {
+	if newest := s.newestPlanNaming(id); newest != nil {
 		for _, c := range newest.Built.Candidates {
 			if c.Snapshot == id {
 				add(c.Upstream)
@@ -602,6 +609,18 @@ func Restore(s *State) error {
 	}
 	if s.DecisionOutcomes == nil {
 		s.DecisionOutcomes = map[events.Outcome]int{}
+	}
+	if s.Released == nil {
+		s.Released = map[string]Release{}
+	}
+	if s.Retired == nil {
+		s.Retired = map[string]Retirement{}
+	}
+	if s.OpenPlans == nil {
+		s.OpenPlans = map[string][]string{}
+	}
+	if s.NewestPlan == nil {
+		s.NewestPlan = map[string]string{}
 	}
 	return nil
 }

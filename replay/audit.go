@@ -59,7 +59,7 @@ func (f Filter) match(r Row) bool {
 
 // Audit lists the records f selects as audit rows, in stream order.
 // Plan builds, completions, invalidations, scheduler advances, catch-up
-// requests, decisions, finalizations and repairs all appear; events that
+// requests, decisions, finalizations, repairs and table retirements all appear; events that
 // could not be decoded appear as "undecodable", well-formed events on a
 // subject not their own as "foreign".
 func Audit(recs []events.Record, f Filter) []Row {
@@ -130,6 +130,9 @@ func describe(r events.Record) Row {
 	case events.EnvironmentFinalized:
 		row.Env, row.Plan = p.Env, p.Plan
 		row.Summary = fmt.Sprintf("%s finalized by %s at generation %d", p.Env, p.Plan, p.Generation)
+	case events.TableRetired:
+		row.Models = []string{modelOf(p.Table)}
+		row.Summary = fmt.Sprintf("table %s retired (written by %s; view at seq %d): %s", p.Table, strings.Join(p.Snapshots, ", "), p.JudgedAtSeq, p.Reason)
 	case events.RepairCompleted:
 		row.Env, row.Plan, row.Models = p.Env, p.Plan, []string{p.Model}
 		row.Summary = fmt.Sprintf("repair of %s %s closed after %s (opened at seq %d)", p.Snapshot, interval.Set(p.Ranges), time.Duration(p.LatencyMS)*time.Millisecond, p.OpenSeq)

@@ -1,7 +1,8 @@
 // Package scheduler holds the loops that issue commands on their own: the
-// Scheduler, which records the advances of every cron tick, and CatchUps,
-// which records the strict retry of every open catch-up request.
-// Both run on the writer only. Importers: cmd/tidemark, scenario.
+// Scheduler, which records the advances of every cron tick, CatchUps,
+// which records the strict retry of every open catch-up request, and the
+// Janitor, which retires the snapshot tables nothing uses any more.
+// They run on the writer only. Importers: cmd/tidemark, scenario.
 package scheduler
 
 import (

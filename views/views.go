@@ -145,12 +145,27 @@ func Answer(st *projections.State, q commands.Query, at time.Time) (commands.Rep
 	if _, ok := q.(*commands.Status); ok {
 		r.Envs, r.Repairs = Status(st, env, at)
 		r.Plans = Plans(st, env)
+		r.Retired = Retired(st)
 		r.Message = fmt.Sprintf("%d environment(s), %d open repair debt(s), %d plan(s) in flight", len(r.Envs), len(r.Repairs), len(r.Plans))
+		if len(r.Retired) > 0 {
+			r.Message += fmt.Sprintf(", %d retired table(s)", len(r.Retired))
+		}
 		return r, nil
 	}
 	r.Repairs = OpenRepairs(st, env, at)
 	r.Message = fmt.Sprintf("%d open repair debt(s)", len(r.Repairs))
 	return r, nil
+}
+
+// Retired lists the retired snapshot tables (TableRetired, not taken back
+// by a later plan), by table.
+func Retired(st *projections.State) []commands.RetiredTable {
+	out := make([]commands.RetiredTable, 0, len(st.Retired))
+	for t, r := range st.Retired {
+		out = append(out, commands.RetiredTable{Table: t, Snapshots: r.Event.Snapshots, Seq: r.Seq, JudgedAt: r.Event.JudgedAt, Reason: r.Event.Reason})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Table < out[j].Table })
+	return out
 }
 
 func nonNilRanges(s interval.Set) []interval.Range {

@@ -65,6 +65,7 @@ func TestExitCodes(t *testing.T) {
 		{"bad output", []string{"repairs", "-o", "yaml"}, exitUsage, `"yaml" for "-o, --output" flag: want table or json`},
 		{"bad output nested", []string{"events", "tail", "-o", "csv"}, exitUsage, "--output"},
 		{"missing arg", []string{"promote"}, exitUsage, "accepts 1 arg"},
+		{"janitor grace too short", []string{"serve", "--data-dir", "never-created", "--janitor-grace", "10m"}, exitUsage, "--janitor-grace 10m0s: at least 1h0m0s"},
 		{"status unreachable", []string{"status", "--nats-url", closed}, exitUnreachable, "cannot reach the tidemark server at " + closed},
 		{"plan unreachable", []string{"plan", "--env", "prod", "--set", "a=v1", "--nats-url", closed}, exitUnreachable, "cannot reach"},
 		{"replay unreachable", []string{"replay", "--nats-url", closed}, exitUnreachable, "cannot reach NATS"},

@@ -79,6 +79,13 @@ func progress(p commands.PlanProgress) string {
 	return fmt.Sprintf("backfill %s of %s (%d%%)", time.Duration(p.DoneMS)*time.Millisecond, time.Duration(p.BackfillMS)*time.Millisecond, pct)
 }
 
+// printRetired prints the retired snapshot tables, one line each.
+func printRetired(w io.Writer, retired []commands.RetiredTable) {
+	for _, r := range retired {
+		fmt.Fprintf(w, "retired table: %s (written by %s), seq %d at %s: %s\n", r.Table, strings.Join(r.Snapshots, ", "), r.Seq, stamp(r.JudgedAt), r.Reason)
+	}
+}
+
 func stamp(t time.Time) string {
 	if t.IsZero() {
 		return "-"

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/tidemark/tidemark/cluster"
+	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/natsnode"
 	"github.com/tidemark/tidemark/scheduler"
@@ -38,6 +39,7 @@ func newServeCmd() *cobra.Command {
 		clusterName, clusterListen, serverName        string
 		authFile, user, password, tlsCert, tlsKey     string
 		routes                                        []string
+		janitorEvery, janitorGrace                    time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -65,7 +67,11 @@ func newServeCmd() *cobra.Command {
 				ncfg.Listen = listen
 			}
 			cfg := engine.Config{Replicas: replicas, Logger: log}
-			if err := errors.Join(ncfg.Validate(), cfg.Validate()); err != nil {
+			var janitorErr error
+			if janitorEvery > 0 && janitorGrace < commands.MinRetireGrace {
+				janitorErr = fmt.Errorf("--janitor-grace %s: at least %s", janitorGrace, commands.MinRetireGrace)
+			}
+			if err := errors.Join(ncfg.Validate(), cfg.Validate(), janitorErr); err != nil {
 				return &exitError{kind: usage, err: err}
 			}
 			if noSync {
@@ -87,6 +93,7 @@ func newServeCmd() *cobra.Command {
 			// --builtin-worker.
 			pub := &work.Publisher{Log: eng, AckWait: workAckWait, MaxDeliver: workMaxAttempts}
 			var syncer *sqlrun.Syncer
+			var dropper *sqlrun.Janitor
 			var wh *warehouse.Warehouse
 			// Worker liveness: every worker's heartbeat (the built-in
 			// one's too) feeds the roster the dashboard shows.
@@ -127,6 +134,7 @@ func newServeCmd() *cobra.Command {
 					pub.Runner = builtinStats.Counting(&sqlrun.Runner{WH: wh, Proj: eng.Projection(), Done: &inproc.Worker{Handler: eng, Actor: "worker:builtin"}, Log: log.With("subsystem", "sqlrun")})
 				}
 				syncer = &sqlrun.Syncer{WH: wh, Proj: eng.Projection(), Log: log.With("subsystem", "views")}
+				dropper = &sqlrun.Janitor{WH: wh, Proj: eng.Projection(), Log: log.With("subsystem", "janitor")}
 				stopWH, err := sqlrun.Serve(node.Conn(), wh, eng.Projection(), 0, log.With("subsystem", "warehouse"))
 				if err != nil {
 					eng.Close(context.WithoutCancel(ctx))
@@ -192,6 +200,9 @@ func newServeCmd() *cobra.Command {
 			// The catch-up driver records each strict retry once the
 			// request's work is done (by the publisher's sink).
 			catchUps := &scheduler.CatchUps{Engine: eng}
+			// The janitor retires the snapshot tables nothing uses any
+			// more (TableRetired); the warehouse drops them (dropper).
+			janitor := &scheduler.Janitor{Engine: eng, Every: janitorEvery, Grace: janitorGrace}
 			// The loops that issue commands on their own, and the one work
 			// publisher, run on the writer only (a cluster's other nodes
 			// start them when their engine takes the writer lease).
@@ -203,6 +214,7 @@ func newServeCmd() *cobra.Command {
 				whileWriting(schedCtx, member, log,
 					func(ctx context.Context) { _ = sched.Run(ctx) },
 					func(ctx context.Context) { _ = catchUps.Run(ctx) },
+					func(ctx context.Context) { _ = janitor.Run(ctx) },
 					func(ctx context.Context) {
 						if err := pub.Run(ctx); err != nil && ctx.Err() == nil {
 							log.Error("work publisher stopped", "err", err)
@@ -218,6 +230,13 @@ func newServeCmd() *cobra.Command {
 						if syncer != nil {
 							if err := syncer.Run(ctx); err != nil && ctx.Err() == nil {
 								log.Error("views syncer stopped", "err", err)
+							}
+						}
+					},
+					func(ctx context.Context) {
+						if dropper != nil {
+							if err := dropper.Run(ctx); err != nil && ctx.Err() == nil {
+								log.Error("warehouse janitor stopped", "err", err)
 							}
 						}
 					})
@@ -282,6 +301,8 @@ func newServeCmd() *cobra.Command {
 	f.DurationVar(&workAckWait, "work-ack-wait", work.DefaultAckWait, "redeliver a work item when its worker is silent this long (the work consumer the engine provisions; workers heartbeat every third of it)")
 	f.IntVar(&workMaxAttempts, "work-max-attempts", work.DefaultMaxDeliver, "deliveries of a work item before it is given up (the work consumer's max deliver)")
 	f.Float64Var(&rateLimit, "rate-limit", 1000, "commands per second one user may send, all its connections together (bursts of twice that; unauthenticated commands: per connection); 0: no limit")
+	f.DurationVar(&janitorEvery, "janitor-every", time.Hour, "how often the janitor retires the snapshot tables no environment's incumbent and no open plan uses (TableRetired; the warehouse drops them); 0: never")
+	f.DurationVar(&janitorGrace, "janitor-grace", 24*time.Hour, "retire a table only when its last use ended more than this long ago (at least 1h)")
 	f.StringVar(&httpAddr, "http", "127.0.0.1:8090", "dashboard, /metrics, /healthz and /readyz address (empty: no HTTP)")
 	return cmd
 }
@@ -315,7 +336,7 @@ func whileWriting(ctx context.Context, eng *cluster.Member, log *slog.Logger, lo
 		if err := eng.AwaitWriting(ctx); err != nil {
 			return
 		}
-		log.Info("this engine is the writer: starting the scheduler, the catch-up driver and the work publisher")
+		log.Info("this engine is the writer: starting the scheduler, the catch-up driver, the janitor and the work publisher")
 		lctx, stop := context.WithCancel(ctx)
 		var wg sync.WaitGroup
 		for _, loop := range loops {

@@ -26,6 +26,7 @@ func newStatusCmd() *cobra.Command {
 			var envs []commands.EnvStatus
 			var open []commands.Repair
 			var plans []commands.PlanProgress
+			var retired []commands.RetiredTable
 			var seq uint64
 			var dmg *eventlog.Damage
 			if s.pointInTime() {
@@ -45,6 +46,7 @@ func newStatusCmd() *cobra.Command {
 				}
 				envs, open = views.Status(st, env, at)
 				plans = views.Plans(st, env)
+				retired = views.Retired(st)
 				seq = st.Seq
 			} else {
 				var r commands.Reply
@@ -57,7 +59,7 @@ func newStatusCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				envs, open, plans, seq = r.Envs, r.Repairs, r.Plans, r.Seq
+				envs, open, plans, retired, seq = r.Envs, r.Repairs, r.Plans, r.Retired, r.Seq
 			}
 			out := cmd.OutOrStdout()
 			if output == "json" {
@@ -65,7 +67,7 @@ func newStatusCmd() *cobra.Command {
 				if plans == nil {
 					plans = []commands.PlanProgress{}
 				}
-				res := map[string]any{"seq": seq, "envs": envs, "open_repairs": open, "plans": plans}
+				res := map[string]any{"seq": seq, "envs": envs, "open_repairs": open, "plans": plans, "retired_tables": orEmpty(retired)}
 				if dmg != nil {
 					res["damage"] = dmg
 				}
@@ -77,6 +79,7 @@ func newStatusCmd() *cobra.Command {
 			fmt.Fprintf(out, "as of seq %d\n", seq)
 			printStatus(out, envs, open)
 			printPlans(out, plans)
+			printRetired(out, retired)
 			return damageExit(dmg)
 		},
 	}

@@ -1,0 +1,101 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/decide"
+	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/projections"
+)
+
+// JanitorID is the command id of the janitor's retirement judged on the
+// view at seq, in the engine's reserved namespace: "$janitor:<seq>".
+// Replicas sweeping the same view send the same command.
+func JanitorID(seq uint64) string {
+	return commands.InternalID("janitor", strconv.FormatUint(seq, 10))
+}
+
+// maxSweepAttempts bounds how often one sweep judges again after its
+// command was refused because the state moved under it.
+const maxSweepAttempts = 3
+
+// Sweep retires every table retirable now (decide.Retirable at the live
+// view, the engine's clock and grace) with one retire_tables command, and
+// returns what it appended (nothing when no table is retirable). A
+// command refused because the state changed since the view (a plan used
+// a table again) is judged again on a fresh view.
+func Sweep(ctx context.Context, e Engine, grace time.Duration) ([]events.TableRetired, error) {
+	for attempt := 1; ; attempt++ {
+		now := e.Now()
+		var due []events.TableRetired
+		var seq uint64
+		e.View(func(st *projections.State) { due, seq = decide.Retirable(st, now, grace), st.Seq })
+		if len(due) == 0 {
+			return nil, nil
+		}
+		if len(due) > commands.MaxRetireTables {
+			due = due[:commands.MaxRetireTables]
+		}
+		cmd := &commands.RetireTables{Meta: commands.Meta{ID: JanitorID(seq), Actor: "janitor", At: now}, GraceMS: grace.Milliseconds()}
+		for _, ev := range due {
+			cmd.Tables = append(cmd.Tables, ev.Table)
+		}
+		r := e.Handle(ctx, cmd)
+		switch {
+		case r.Code == commands.CodeIdempotencyConflict:
+			// Another replica judged this view (at another clock).
+			return nil, nil
+		case r.Code == commands.CodeConflict && attempt < maxSweepAttempts:
+			continue
+		case r.Err() != nil:
+			return nil, fmt.Errorf("scheduler: janitor: %w", r.Err())
+		case r.Duplicate:
+			return nil, nil
+		}
+		return due, nil
+	}
+}
+
+// Janitor retires unused snapshot tables on the wall clock: every Every it
+// runs Sweep with Grace. It drops nothing itself: the warehouse drops a
+// table once its TableRetired is in the stream (work/sqlrun.Janitor).
+// It runs on the writer only.
+type Janitor struct {
+	Engine Engine
+	// Every is how often it sweeps; 0 or less: never (Run returns).
+	Every time.Duration
+	// Grace is the grace period (commands.MinRetireGrace at least).
+	Grace time.Duration
+}
+
+// Run sweeps every j.Every until ctx ends.
+func (j *Janitor) Run(ctx context.Context) error {
+	if j.Every <= 0 {
+		return nil
+	}
+	log := j.Engine.Logger().With("subsystem", "janitor")
+	ticker := time.NewTicker(j.Every)
+	defer ticker.Stop()
+	for {
+		retired, err := Sweep(ctx, j.Engine, j.Grace)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Warn("janitor sweep failed", "err", err)
+		case len(retired) > 0:
+			tables := make([]string, len(retired))
+			for i, ev := range retired {
+				tables[i] = ev.Table
+			}
+			log.Info("janitor retired tables", "tables", tables, "grace", j.Grace)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+		}
+	}
+}

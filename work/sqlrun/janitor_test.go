@@ -1,0 +1,306 @@
+package sqlrun_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/projections"
+	"github.com/tidemark/tidemark/replay"
+	"github.com/tidemark/tidemark/scheduler"
+	"github.com/tidemark/tidemark/warehouse"
+	"github.com/tidemark/tidemark/work/sqlrun"
+)
+
+// janitorGrace is the grace period of these tests.
+const janitorGrace = 24 * time.Hour
+
+// exists reports whether the warehouse holds the table of tidemark table
+// id.
+func (w *world) exists(id string) bool {
+	w.t.Helper()
+	n := w.scalar("SELECT count(*) FROM information_schema.tables WHERE table_schema = '" + warehouse.Schema + "' AND table_name = '" + sqlrun.TableName(id) + "'")
+	return n != "0"
+}
+
+// sweep runs the janitor's sweep at the world's clock.
+func (w *world) sweep() []string {
+	w.t.Helper()
+	evs, err := scheduler.Sweep(w.t.Context(), w.e, janitorGrace)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	var out []string
+	for _, ev := range evs {
+		out = append(out, ev.Table)
+	}
+	return out
+}
+
+// records reads the whole log back.
+func (w *world) records() []events.Record {
+	w.t.Helper()
+	last, err := w.e.Reader().LastSeq(w.t.Context())
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	var recs []events.Record
+	for seq := uint64(1); seq <= last; seq++ {
+		rec, err := w.e.Reader().Get(w.t.Context(), seq)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		recs = append(recs, rec)
+	}
+	return recs
+}
+
+// startJanitor runs a sqlrun.Janitor until the test ends, logging to log
+// (nil: nowhere).
+func (w *world) startJanitor(log ...*slog.Logger) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	j := &sqlrun.Janitor{WH: w.wh, Proj: w.e.Projection(), Retry: 50 * time.Millisecond}
+	if len(log) > 0 {
+		j.Log = log[0]
+	}
+	go func() {
+		defer close(done)
+		_ = j.Run(ctx)
+	}()
+	w.t.Cleanup(func() { cancel(); <-done })
+}
+
+// recorder is a slog handler that counts the records whose message is
+// msg.
+type recorder struct {
+	msg string
+	n   atomic.Int64
+}
+
+func (r *recorder) Enabled(context.Context, slog.Level) bool { return true }
+func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
+	if rec.Message == r.msg {
+		r.n.Add(1)
+	}
+	return nil
+}
+func (r *recorder) WithAttrs([]slog.Attr) slog.Handler { return r }
+func (r *recorder) WithGroup(string) slog.Handler      { return r }
+
+// gone waits (bounded) until the janitor has dropped the tables of ids.
+func (w *world) gone(ids ...string) {
+	w.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		left := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return !w.exists(id) })
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			w.t.Fatalf("the warehouse still holds %v", left)
+		}
+		time.Sleep(10 * time.Millisecond) // the janitor drops after the projection applies the event
+	}
+}
+
+// replaceV1 deploys pv@v1 and agg@v1, then promotes pv@v2 (plan p2, with
+// agg's derived version) at 48h05: v1's tables were last used until then.
+func replaceV1(w *world, kind events.Kind) events.PlanBuilt {
+	w.t.Helper()
+	pvAndAgg(w)
+	w.registerAt(&commands.RegisterSnapshot{Model: "pv", Version: "v2", Cron: "@hourly", SQL: pv(30), TimeColumn: "ts", SnapshotKind: kind})
+	p := w.plan(&commands.BuildPlan{Plan: "p2", Versions: map[string]string{"pv": "v2"}})
+	w.at(hour(48).Add(5 * time.Minute))
+	if d := w.do(&commands.Promote{Plan: "p2"}).Decision; d == nil || d.Outcome != events.Accepted {
+		w.t.Fatalf("promote p2: %+v", d)
+	}
+	if kind == events.ForwardOnly {
+		w.synced() // a forward-only version keeps v1's rows: nothing to verify
+	} else {
+		w.clean()
+	}
+	return p
+}
+
+// TestJanitorDropsReplacedTables: after the grace period the janitor
+// retires v1's tables (never before), the warehouse drops them, prod's
+// views still answer and verify, the events are in the log, and replay
+// reproduces the state with 0 divergences. A live table is never retired,
+// whoever asks.
+func TestJanitorDropsReplacedTables(t *testing.T) {
+	eachBackend(t, func(t *testing.T, w *world) {
+		p := replaceV1(w, "")
+		aggV2 := candidate(p, "agg")
+		w.startJanitor()
+		w.at(hour(48 + 24)) // 23h55 after the release
+		if got := w.sweep(); got != nil {
+			t.Fatalf("retired within the grace period: %v", got)
+		}
+		// A hostile client cannot retire a released table early, nor a
+		// live one ever.
+		hostile := func(tables ...string) {
+			t.Helper()
+			seq := w.e.Projection().Seq()
+			r := w.e.Handle(t.Context(), &commands.RetireTables{Meta: commands.Meta{ID: commands.NewID(), At: w.now}, Tables: tables, GraceMS: janitorGrace.Milliseconds()})
+			if r.Code != commands.CodeConflict || r.Field != "tables[0]" || w.e.Projection().Seq() != seq {
+				t.Fatalf("retire %s: %+v (seq %d -> %d)", tables, r, seq, w.e.Projection().Seq())
+			}
+		}
+		hostile("pv@v1")
+		w.at(hour(48 + 25))
+		hostile("pv@v2")
+		hostile(aggV2, "pv@v1")
+		got := w.sweep()
+		if want := []string{"agg@v1", "pv@v1"}; !slices.Equal(got, want) {
+			t.Fatalf("retired %v, want %v", got, want)
+		}
+		w.gone("agg@v1", "pv@v1")
+		for _, id := range []string{"pv@v2", aggV2} {
+			if !w.exists(id) {
+				t.Fatalf("the incumbent's table %s was dropped", id)
+			}
+		}
+		w.clean()
+		if got := w.scalar("SELECT count(*) FROM prod.pv"); got != "1440" {
+			t.Fatalf("prod.pv after the janitor: %s rows", got)
+		}
+		var cleared bool
+		w.e.Projection().Read(func(st *projections.State) {
+			_, retired := st.Retired["pv@v1"]
+			cleared = retired && st.Table("pv@v1").Empty()
+		})
+		if !cleared {
+			t.Fatal("pv@v1 is not retired with its coverage cleared")
+		}
+		status := w.e.Handle(t.Context(), &commands.Status{})
+		var shown []string
+		for _, r := range status.Retired {
+			shown = append(shown, r.Table)
+		}
+		if !slices.Equal(shown, []string{"agg@v1", "pv@v1"}) {
+			t.Fatalf("status shows retired tables %v", shown)
+		}
+		if again := w.sweep(); again != nil {
+			t.Fatalf("a second sweep retired %v", again)
+		}
+		// A restart drops again: idempotent.
+		if err := sqlrun.DropRetired(t.Context(), w.wh, w.e.Projection()); err != nil {
+			t.Fatal(err)
+		}
+		recs := w.records()
+		var retired []string
+		for _, r := range recs {
+			if p, ok := r.Event.Payload.(events.TableRetired); ok {
+				retired = append(retired, p.Table)
+				if r.Event.Actor != "janitor" || p.GraceMS != janitorGrace.Milliseconds() || !p.JudgedAt.Equal(hour(48+25)) {
+					t.Fatalf("the TableRetired event: %+v %+v", r.Event.Envelope, p)
+				}
+			}
+		}
+		if !slices.Equal(retired, []string{"agg@v1", "pv@v1"}) {
+			t.Fatalf("TableRetired events for %v", retired)
+		}
+		var audited []string
+		for _, row := range replay.Audit(recs, replay.Filter{Model: "pv"}) {
+			if row.Type == string(events.TypeTableRetired) {
+				audited = append(audited, row.Summary)
+			}
+		}
+		if len(audited) != 1 || !strings.HasPrefix(audited[0], "table pv@v1 retired (written by pv@v1;") {
+			t.Fatalf("audit rows of the retirement: %q", audited)
+		}
+		if divs := replay.Verify(recs); len(divs) != 0 {
+			t.Fatalf("replay diverges: %v", divs)
+		}
+		folded := replay.Fold(recs)
+		w.e.Projection().Read(func(st *projections.State) {
+			if len(folded.Retired) != len(st.Retired) || !folded.Table("pv@v1").Empty() || folded.Released["pv@v1"] != st.Released["pv@v1"] {
+				t.Fatalf("replay folds retired %v, the live state has %v", folded.Retired, st.Retired)
+			}
+		})
+	})
+}
+
+// TestJanitorKeepsForwardOnlySharedTable: pv@v2 is forward-only, so it
+// writes pv@v1's table: while it is the incumbent, that table is never
+// retired (agg's old table is, by serve's janitor loop).
+func TestJanitorKeepsForwardOnlySharedTable(t *testing.T) {
+	w := newWorld(t)
+	replaceV1(w, events.ForwardOnly)
+	w.startJanitor()
+	// serve's loop (scheduler.Janitor), sweeping every 20ms of wall time
+	// on the simulated clock.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = (&scheduler.Janitor{Engine: w.e, Every: 20 * time.Millisecond, Grace: janitorGrace}).Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	w.at(hour(48 + 24*30))
+	w.gone("agg@v1")
+	var retired []string
+	w.e.Projection().Read(func(st *projections.State) {
+		for table := range st.Retired {
+			retired = append(retired, table)
+		}
+	})
+	if !slices.Equal(retired, []string{"agg@v1"}) {
+		t.Fatalf("retired %v, want only agg@v1", retired)
+	}
+	if !w.exists("pv@v1") {
+		t.Fatal("the table pv@v2 shares was dropped")
+	}
+	w.synced()
+	if got := w.scalar("SELECT count(*) FROM prod.pv"); got != "2880" {
+		t.Fatalf("prod.pv: %s rows", got)
+	}
+}
+
+// TestJanitorKeepsTableAViewReads: a drop that a view refuses (here a
+// view outside tidemark) is kept and retried, never forced; once the view
+// is gone the table is dropped.
+func TestJanitorKeepsTableAViewReads(t *testing.T) {
+	eachBackend(t, func(t *testing.T, w *world) {
+		replaceV1(w, "")
+		w.exec("CREATE SCHEMA IF NOT EXISTS other")
+		w.exec("CREATE VIEW other.old_pv AS SELECT * FROM " + warehouse.Schema + "." + sqlrun.TableName("pv@v1"))
+		w.at(hour(48 + 25))
+		if got := w.sweep(); !slices.Equal(got, []string{"agg@v1", "pv@v1"}) {
+			t.Fatalf("retired %v", got)
+		}
+		err := sqlrun.DropRetired(t.Context(), w.wh, w.e.Projection())
+		if !errors.Is(err, warehouse.ErrInUse) {
+			t.Fatalf("dropping a table a view reads: %v, want ErrInUse", err)
+		}
+		if !w.exists("pv@v1") || w.exists("agg@v1") {
+			t.Fatalf("after the refused drop: pv@v1 %v (want kept), agg@v1 %v (want gone)", w.exists("pv@v1"), w.exists("agg@v1"))
+		}
+		if got := w.scalar("SELECT count(*) FROM other.old_pv"); got != "2880" {
+			t.Fatalf("the foreign view reads %s rows", got)
+		}
+		// The running janitor is refused too, logs it and keeps retrying.
+		rec := &recorder{msg: "retired table still read by a view: kept, retrying"}
+		w.startJanitor(slog.New(rec))
+		deadline := time.Now().Add(30 * time.Second)
+		for rec.n.Load() < 2 {
+			if time.Now().After(deadline) {
+				t.Fatalf("the janitor logged %d refused drops, want 2", rec.n.Load())
+			}
+			time.Sleep(10 * time.Millisecond) // the janitor retries every 50ms
+		}
+		if !w.exists("pv@v1") {
+			t.Fatal("a table a view reads was dropped")
+		}
+		w.exec("DROP VIEW other.old_pv")
+		w.gone("pv@v1")
+	})
+}
