@@ -143,6 +143,9 @@ func verifyDiffs(diffs map[string]warehouse.Diff) (int64, []string) {
 		d := diffs[m]
 		n += d.OnlyInView + d.OnlyInRecompute
 		part := fmt.Sprintf("%s: %d only in the view, %d only in the recompute", m, d.OnlyInView, d.OnlyInRecompute)
+		if d.Unverifiable > 0 {
+			part += fmt.Sprintf(", %d recorded intervals not recomputed (their writer read a retired table)", d.Unverifiable)
+		}
 		if d.Unrecorded > 0 {
 			part += fmt.Sprintf(", %d intervals without a writer record checked against the incumbent's query", d.Unrecorded)
 		}

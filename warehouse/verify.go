@@ -22,6 +22,10 @@ type Diff struct {
 	// snapshot or query the caller does not know): sqlrun.VerifyEnv
 	// recomputes them with the incumbent's query.
 	Unrecorded int `json:"unrecorded,omitempty"`
+	// Unverifiable counts the recorded intervals sqlrun.VerifyEnv could
+	// not recompute: their writer read an upstream table the janitor has
+	// retired since. They are not compared.
+	Unverifiable int `json:"unverifiable,omitempty"`
 }
 
 // DiffRow is one sample row of a Diff.

@@ -91,6 +91,9 @@ func writersNote(d warehouse.Diff) string {
 	if len(parts) > 0 {
 		note = "; intervals by writer: " + strings.Join(parts, ", ")
 	}
+	if d.Unverifiable > 0 {
+		note += fmt.Sprintf("; %d recorded intervals not recomputed: their writer read a table the janitor retired", d.Unverifiable)
+	}
 	if d.Unrecorded > 0 {
 		note += fmt.Sprintf("; %d intervals without a writer record, checked against the incumbent's query", d.Unrecorded)
 	}

@@ -304,3 +304,38 @@ func TestJanitorKeepsTableAViewReads(t *testing.T) {
 		w.gone("pv@v1")
 	})
 }
+
+// TestVerifyAfterUpstreamRetired: agg is forward-only, so its derived
+// version keeps the history agg@v1 computed from pv@v1's table. Once the
+// janitor retires pv@v1's table that history cannot be recomputed: verify
+// skips it and says how much (Unverifiable), instead of failing, and still
+// checks what the new version wrote.
+func TestVerifyAfterUpstreamRetired(t *testing.T) {
+	w := newWorld(t)
+	w.registerAt(&commands.RegisterSnapshot{Model: "pv", Version: "v1", Cron: "@hourly", SQL: pv(60), TimeColumn: "ts"})
+	w.registerAt(&commands.RegisterSnapshot{Model: "agg", Version: "v1", Cron: "@hourly", SQL: aggOf("pv"), TimeColumn: "hour", DependsOn: []string{"pv"}, SnapshotKind: events.ForwardOnly})
+	w.deploy("p1", map[string]string{"pv": "v1", "agg": "v1"})
+	w.clean()
+	w.registerAt(&commands.RegisterSnapshot{Model: "pv", Version: "v2", Cron: "@hourly", SQL: pv(30), TimeColumn: "ts"})
+	w.plan(&commands.BuildPlan{Plan: "p2", Versions: map[string]string{"pv": "v2"}})
+	w.at(hour(48).Add(5 * time.Minute))
+	if d := w.do(&commands.Promote{Plan: "p2"}).Decision; d == nil || d.Outcome != events.Accepted {
+		t.Fatalf("promote p2: %+v", d)
+	}
+	w.tick(hour(49)) // agg's derived version computes 48h-49h from pv@v2
+	w.synced()
+	w.startJanitor()
+	w.at(hour(48 + 25))
+	if got := w.sweep(); !slices.Equal(got, []string{"pv@v1"}) {
+		t.Fatalf("retired %v, want pv@v1 (agg@v1's table is shared by the incumbent)", got)
+	}
+	w.gone("pv@v1")
+	diffs, err := sqlrun.VerifyEnv(t.Context(), w.wh, w.e.Projection(), "prod", "agg")
+	if err != nil {
+		t.Fatalf("verify after the upstream's retirement: %v", err)
+	}
+	d := diffs["agg"]
+	if !d.Empty() || d.Unverifiable == 0 || d.Writers["agg@v1+p2"] == 0 || d.Writers["agg@v1"] != 0 {
+		t.Fatalf("agg: %+v, want no diffs, agg@v1's history unverifiable and agg@v1+p2's checked", d)
+	}
+}

@@ -26,13 +26,18 @@ import (
 // query fingerprint equals the one the log defines for that snapshot. A
 // covered interval with no such record (written before writers were
 // recorded) is recomputed with the incumbent's query and counted in
-// Diff.Unrecorded.
+// Diff.Unrecorded. A recorded interval whose writer read an upstream table
+// the janitor has since retired cannot be recomputed: it is skipped and
+// counted in Diff.Unverifiable (its rows stay in place, like any
+// forward-only history; the tables it was computed from are gone).
 func VerifyEnv(ctx context.Context, wh *warehouse.Warehouse, proj *live.Projection, env, model string) (map[string]warehouse.Diff, error) {
 	type job struct {
 		inc     warehouse.Model
 		unit    interval.Unit
 		cov     interval.Set
 		writers map[string]warehouse.Model // every registered SQL snapshot that writes inc.Table
+		// gone lists the writers that read a retired table.
+		gone map[string]bool
 	}
 	var jobs []job
 	var err error
@@ -55,7 +60,7 @@ func VerifyEnv(ctx context.Context, wh *warehouse.Warehouse, proj *live.Projecti
 				continue
 			}
 			sn := st.Snapshots[id]
-			j := job{inc: m, unit: sn.Unit, cov: st.Coverage[sn.Table], writers: map[string]warehouse.Model{}}
+			j := job{inc: m, unit: sn.Unit, cov: st.Coverage[sn.Table], writers: map[string]warehouse.Model{}, gone: map[string]bool{}}
 			for wid, w := range st.Snapshots {
 				if w.Table != sn.Table {
 					continue
@@ -64,6 +69,14 @@ func VerifyEnv(ctx context.Context, wh *warehouse.Warehouse, proj *live.Projecti
 				// out: its intervals count as unrecorded.
 				if wm, ok, werr := ModelOf(st, wid); werr == nil && ok {
 					j.writers[wid] = wm
+					up, _ := st.UpstreamOf(wid)
+					for _, u := range up {
+						if us, ok := st.Snapshots[u]; ok {
+							if _, retired := st.Retired[us.Table]; retired {
+								j.gone[wid] = true
+							}
+						}
+					}
 				}
 			}
 			jobs = append(jobs, j)
@@ -81,7 +94,7 @@ func VerifyEnv(ctx context.Context, wh *warehouse.Warehouse, proj *live.Projecti
 		if err != nil {
 			return out, err
 		}
-		checks, writers, unrecorded, err := checksOf(j.inc, j.unit, j.cov, j.writers, recs)
+		checks, writers, unrecorded, unverifiable, err := checksOf(j.inc, j.unit, j.cov, j.writers, j.gone, recs)
 		if err != nil {
 			return out, err
 		}
@@ -89,7 +102,7 @@ func VerifyEnv(ctx context.Context, wh *warehouse.Warehouse, proj *live.Projecti
 		if err != nil {
 			return out, err
 		}
-		d.Writers, d.Unrecorded = writers, unrecorded
+		d.Writers, d.Unrecorded, d.Unverifiable = writers, unrecorded, unverifiable
 		out[j.inc.Name] = d
 	}
 	return out, nil
@@ -98,8 +111,10 @@ func VerifyEnv(ctx context.Context, wh *warehouse.Warehouse, proj *live.Projecti
 // checksOf turns a table's coverage and writer records into checks: each
 // covered part of a record's interval against its writer's query, and
 // every covered interval without a usable record against the incumbent's
-// query, one unit interval at a time (unrecorded counts them).
-func checksOf(inc warehouse.Model, unit interval.Unit, cov interval.Set, writers map[string]warehouse.Model, recs []warehouse.Written) (checks []warehouse.Check, perWriter map[string]int, unrecorded int, err error) {
+// query, one unit interval at a time (unrecorded counts them). The covered
+// parts of the records of a gone writer (one that read a retired table)
+// make no check; unverifiable counts those records.
+func checksOf(inc warehouse.Model, unit interval.Unit, cov interval.Set, writers map[string]warehouse.Model, gone map[string]bool, recs []warehouse.Written) (checks []warehouse.Check, perWriter map[string]int, unrecorded, unverifiable int, err error) {
 	fingerprints := map[string]string{}
 	var recorded interval.Set
 	for _, rec := range recs {
@@ -110,7 +125,7 @@ func checksOf(inc warehouse.Model, unit interval.Unit, cov interval.Set, writers
 		fp, seen := fingerprints[rec.Snapshot]
 		if !seen {
 			if fp, err = warehouse.Fingerprint(m); err != nil {
-				return nil, nil, 0, err
+				return nil, nil, 0, 0, err
 			}
 			fingerprints[rec.Snapshot] = fp
 		}
@@ -119,6 +134,13 @@ func checksOf(inc warehouse.Model, unit interval.Unit, cov interval.Set, writers
 		}
 		holds := interval.R(rec.Holds.Start, rec.Holds.End)
 		pieces := cov.Clip(holds)
+		if gone[rec.Snapshot] {
+			if len(pieces) > 0 {
+				unverifiable++
+			}
+			recorded = recorded.Add(holds)
+			continue
+		}
 		for _, p := range pieces {
 			checks = append(checks, warehouse.Check{Model: m, Query: rec.Query, Rows: warehouse.Range{Start: p.Start, End: p.End}})
 		}
@@ -136,5 +158,5 @@ func checksOf(inc warehouse.Model, unit interval.Unit, cov interval.Set, writers
 		unrecorded++
 	}
 	sort.SliceStable(checks, func(i, j int) bool { return checks[i].Rows.Start.Before(checks[j].Rows.Start) })
-	return checks, perWriter, unrecorded, nil
+	return checks, perWriter, unrecorded, unverifiable, nil
 }
