@@ -26,3 +26,25 @@ func BenchmarkDiskLimit(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDurableTidemark is the durable row's tidemark side alone (for
+// -cpuprofile): 16 clients, SyncAlways, coalesced group commit.
+func BenchmarkDurableTidemark(b *testing.B) {
+	ctx := context.Background()
+	e, done, err := coalescing(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer done()
+	cs, stop, err := serveClients(e, benchClients)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer stop()
+	b.ResetTimer()
+	rate, err := throughput(ctx, cs, max(b.N, benchClients), benchSnapshots, "dur")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(rate, "ops/s")
+}

@@ -64,7 +64,9 @@ func newServeCmd() *cobra.Command {
 			if natsURL == "" {
 				ncfg.Listen = listen
 			}
-			cfg := engine.Config{Replicas: replicas, Logger: log}
+			// Under fsync, concurrent completions share one: a group of them is
+			// stored as one group message (engine.Config.Coalesce).
+			cfg := engine.Config{Replicas: replicas, Logger: log, Coalesce: !noSync}
 			if err := errors.Join(ncfg.Validate(), cfg.Validate()); err != nil {
 				return &exitError{kind: usage, err: err}
 			}
