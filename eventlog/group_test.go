@@ -108,7 +108,9 @@ func TestGroupStaleCondition(t *testing.T) {
 	ctx := t.Context()
 	l, _ := memLog(t)
 	ids := events.NewIDSource()
-	ev := func(c string) []events.Event { return []events.Event{finalized(ids, "prod", "p-"+c, c), finalized(ids, "qa", "p-"+c, c+"b")} }
+	ev := func(c string) []events.Event {
+		return []events.Event{finalized(ids, "prod", "p-"+c, c), finalized(ids, "qa", "p-"+c, c+"b")}
+	}
 	if _, err := l.AppendGroup(ctx, ev("c1"), GroupCondition{LastSeq: 0, MsgID: "g:1"}); err != nil {
 		t.Fatal(err)
 	}
