@@ -100,7 +100,6 @@ func (p *pendingGroup) publishGroup() {
 // was not stored (or may not have been: that path re-reads first).
 func (p *pendingGroup) waitGroup(ctx context.Context) []*waiter {
 	e := p.e
-	defer e.land(p)
 	var seq uint64
 	timeout := time.NewTimer(eventlog.AppendTimeout)
 	defer timeout.Stop()
@@ -114,10 +113,16 @@ func (p *pendingGroup) waitGroup(ctx context.Context) []*waiter {
 	}
 	e.metrics.appendS.Observe(time.Since(p.started).Seconds())
 	if seq == 0 {
+		e.land(p)
 		return p.batch
 	}
 	e.proj.ApplyOwnGroup(seq, p.evs, true)
 	perr := e.waitFor(ctx, seq)
+	// The view holds the group now: the next group may be decided while
+	// this one's replies go out.
+	e.land(p)
+	e.unslot()
+	p.unslotted = true
 	for k, w := range p.batch {
 		if perr != nil {
 			w.finish(commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "appended at seq %d but the projection did not catch up: %v", seq, perr)))

@@ -36,7 +36,8 @@ import (
 // be one fsync for the group: on a single-replica file store the server
 // stages every atomic batch in a file store of its own, which costs more
 // than the fsyncs it saves at the group sizes concurrent clients form
-// (measured: docs/performance.md).
+// (measured: docs/performance.md). Under Config.Coalesce the group is one
+// group message instead (coalesce.go).
 
 // MaxGroup bounds the commands appended in one group.
 const MaxGroup = 100
@@ -129,7 +130,9 @@ func (e *Engine) combine(ctx context.Context, cmd commands.Command) commands.Rep
 		if pending != nil {
 			alone = append(pending.wait(ctx), alone...)
 		}
-		e.unslot()
+		if pending == nil || !pending.unslotted {
+			e.unslot()
+		}
 		e.oneByOne(ctx, alone)
 	}
 }
@@ -167,6 +170,8 @@ type pendingGroup struct {
 	// with message id id, conditional on the group message chain.
 	coalesce  bool
 	id, chain string
+	// unslotted: wait gave the group's slot back itself (coalesce.go).
+	unslotted bool
 }
 
 // startGroup decides a queue of commands, answers the rejected and the
