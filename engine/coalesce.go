@@ -66,17 +66,6 @@ func (e *Engine) fence(st *projections.State, d *decide.Decision) {
 	d.Expect = events.ExpectStream(st.Seq)
 }
 
-// coalescing reports whether groups are stored as group messages: when
-// configured, or once the stream holds one (fence).
-func (e *Engine) coalescing() bool {
-	if e.cfg.Coalesce {
-		return true
-	}
-	var g int
-	e.proj.Read(func(st *projections.State) { g = st.Groups })
-	return g > 0
-}
-
 // publishGroup publishes the group's events as one group message under
 // the view's sequence. The caller holds cmdMu.
 func (p *pendingGroup) publishGroup() {
