@@ -209,7 +209,7 @@ func (e *Engine) startGroup(group []*waiter) (*pendingGroup, []*waiter) {
 				w.finish(commands.Rejection(err))
 				continue
 			}
-			coalesced := len(d.Expect.Subjects) > 0
+			aggregate := len(d.Expect.Subjects) > 0 // before fence replaces the condition
 			e.fence(st, &d)
 			if len(d.Events) == 0 {
 				d.Reply.Accepted = true // a duplicate: what it got the first time
@@ -217,7 +217,7 @@ func (e *Engine) startGroup(group []*waiter) (*pendingGroup, []*waiter) {
 				continue
 			}
 			c, single := d.Events[0].(events.IntervalsCompleted)
-			if len(d.Events) != 1 || !single || !coalesced {
+			if len(d.Events) != 1 || !single || !aggregate {
 				alone = append(alone, w)
 				continue
 			}
