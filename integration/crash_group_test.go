@@ -173,5 +173,16 @@ func TestCrashSafetyGroups(t *testing.T) {
 	if live := stateJSON(t, e); live != string(rebuilt) {
 		t.Fatal("restored projections differ from a fold from scratch")
 	}
+	// An engine that does not coalesce, on a stream with group messages:
+	// the server's per-subject sequences miss the grouped events, so its
+	// appends must go under the stream condition, or they never land.
+	for _, c := range []commands.Command{
+		&commands.InvalidateIntervals{Meta: commands.Meta{ID: "after-1", At: at(hours + 2)}, Model: "cg", Version: "v0", Ranges: []interval.Range{rng(0, 1)}},
+		&commands.CompleteIntervals{Meta: commands.Meta{ID: "after-2", At: at(hours + 2)}, Model: "cg", Version: "v0", Ranges: []interval.Range{rng(0, 1)}},
+	} {
+		if r := e.Handle(ctx, c); r.Err() != nil || !r.Accepted {
+			t.Fatalf("%s on a grouped snapshot, by an engine that does not coalesce: %+v %v", c.Kind(), r, r.Err())
+		}
+	}
 	t.Logf("%d completions acknowledged across %d SIGKILLs in %d group messages; each stored once", snaps*hours, kills.Load(), groups)
 }
