@@ -363,40 +363,6 @@ func echoRate(e *instance, total int) (float64, error) {
 	})
 }
 
-func durableFigure(ctx context.Context, sz sizes) ([]Figure, error) {
-	const snaps = benchSnapshots
-	_, cs, done, err := served(ctx, true)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	tm, err := throughput(ctx, cs, sz.durable, snaps, "dur")
-	if err != nil {
-		return nil, err
-	}
-	raw, doneRaw, err := server(ctx, true)
-	if err != nil {
-		return nil, err
-	}
-	defer doneRaw()
-	rawTP, err := parallel(benchClients, sz.durable, func(_, i int) error {
-		subj, b := eventBytes(i, snaps)
-		_, err := raw.JetStream().Publish(ctx, subj, b)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	cost, err := atomicBatchCost(ctx, raw, benchClients, 30)
-	if err != nil {
-		return nil, err
-	}
-	return []Figure{{Name: "durable throughput (SyncAlways, 16 clients)", Tidemark: tm, Raw: rawTP, Unit: "ops/s", Ratio: tm / rawTP,
-		Goal: ">= 3.0 (group commit)", Pass: tm/rawTP >= 3,
-		Note: fmt.Sprintf("an atomic batch of 16 (one fsync for 16 commands) costs %.1f ms on this R1 file store: at most %.0f ops/s, %.2f of raw, so groups are pipelined publishes, one fsync each",
-			float64(cost)/float64(time.Millisecond), benchClients/cost.Seconds(), benchClients/cost.Seconds()/rawTP)}}, nil
-}
-
 // replayFigures fills a stream with n events, then times a full rebuild
 // against a raw ordered-consumer read, and a restart from a checkpoint
 // against a restart that folds everything.

@@ -47,6 +47,13 @@ type Config struct {
 	// Close). 0: checkpoint.DefaultEvery; negative: no checkpoints, and none
 	// is loaded either.
 	CheckpointEvery int
+	// Coalesce stores each group of concurrent completions as one group
+	// message (eventlog.AppendGroup): one fsync for the group under
+	// SyncAlways, where it pays (docs/performance.md). One group is in
+	// flight at a time, and every append is conditional on the stream's
+	// last sequence. serve turns it on with fsync. Readers understand
+	// both forms whatever this says.
+	Coalesce bool
 }
 
 // Validate reports configuration errors.
@@ -81,6 +88,7 @@ type Engine struct {
 	queueMu sync.Mutex
 	queue   []*waiter     // completions waiting for group commit
 	lead    chan struct{} // capacity 1: held by the goroutine leading a group
+	slots   chan struct{} // capacity MaxGroupsInFlight: coalesced groups in flight
 	// flightMu guards flight, the groups published and not yet applied.
 	// Lock order: cmdMu, flightMu, the live projection's mu.
 	flightMu sync.Mutex
@@ -110,7 +118,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Engine, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	e := &Engine{cfg: cfg, log: cfg.Logger.With("subsystem", "engine"), ids: events.NewIDSource(), lead: make(chan struct{}, 1)}
+	e := &Engine{cfg: cfg, log: cfg.Logger.With("subsystem", "engine"), ids: events.NewIDSource(), lead: make(chan struct{}, 1), slots: make(chan struct{}, MaxGroupsInFlight)}
 	e.metrics = newMetrics()
 	e.nc = nc
 	var err error
@@ -274,7 +282,11 @@ func (e *Engine) decideAndAppend(ctx context.Context, cmd commands.Command) comm
 	for attempt := 0; attempt <= e.cfg.MaxRetries; attempt++ {
 		var d decide.Decision
 		var err error
-		e.proj.Read(func(st *projections.State) { d, err = decide.Decide(st, cmd) })
+		e.proj.Read(func(st *projections.State) {
+			if d, err = decide.Decide(st, cmd); err == nil {
+				e.fence(st, &d)
+			}
+		})
 		if err != nil {
 			return commands.Rejection(err)
 		}

@@ -36,7 +36,8 @@ import (
 // be one fsync for the group: on a single-replica file store the server
 // stages every atomic batch in a file store of its own, which costs more
 // than the fsyncs it saves at the group sizes concurrent clients form
-// (measured: docs/performance.md).
+// (measured: docs/performance.md). Under Config.Coalesce the group is one
+// group message instead (coalesce.go).
 
 // MaxGroup bounds the commands appended in one group.
 const MaxGroup = 100
@@ -58,6 +59,10 @@ type flight struct {
 	keys map[flightKey]int // → groups holding it
 	n    int               // groups in flight
 	idle chan struct{}     // closed when n drops to 0; nil while n is 0
+	// chain is the message id of the last group message published while
+	// groups are in flight ("": none, or the last group published was not
+	// one): the next group message is conditional on it (coalesce.go).
+	chain string
 }
 
 // flightKey is a subject, table or command id a group touches.
@@ -90,6 +95,10 @@ func (e *Engine) combine(ctx context.Context, cmd commands.Command) commands.Rep
 			return w.reply
 		case e.lead <- struct{}{}:
 		}
+		if !e.slot(w) {
+			<-e.lead
+			return w.reply
+		}
 		e.queueMu.Lock()
 		group := e.queue
 		if len(group) > MaxGroup {
@@ -100,6 +109,7 @@ func (e *Engine) combine(ctx context.Context, cmd commands.Command) commands.Rep
 		e.queueMu.Unlock()
 		if len(group) == 0 {
 			// w was taken by another leader and is in flight.
+			e.unslot()
 			<-e.lead
 			<-w.done
 			return w.reply
@@ -107,6 +117,7 @@ func (e *Engine) combine(ctx context.Context, cmd commands.Command) commands.Rep
 		e.cmdMu.Lock()
 		if e.closed {
 			e.cmdMu.Unlock()
+			e.unslot()
 			<-e.lead
 			for _, g := range group {
 				g.finish(commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "%v", ErrStopped)))
@@ -118,6 +129,9 @@ func (e *Engine) combine(ctx context.Context, cmd commands.Command) commands.Rep
 		<-e.lead
 		if pending != nil {
 			alone = append(pending.wait(ctx), alone...)
+		}
+		if pending == nil || !pending.unslotted {
+			e.unslot()
 		}
 		e.oneByOne(ctx, alone)
 	}
@@ -150,7 +164,14 @@ type pendingGroup struct {
 	futures []jetstream.PubAckFuture // one per waiter; nil: not published
 	evs     []events.Event           // the event each waiter's message stores
 	started time.Time
-	base    uint64 // the stream's last sequence before the group's first append
+	base    uint64                 // the stream's last sequence before the group's first append
+	group   jetstream.PubAckFuture // the group message (Config.Coalesce); nil: one message each
+	// coalesce: the group is stored as one group message (coalesce.go),
+	// with message id id, conditional on the group message chain.
+	coalesce  bool
+	id, chain string
+	// unslotted: wait gave the group's slot back itself (coalesce.go).
+	unslotted bool
 }
 
 // startGroup decides a queue of commands, answers the rejected and the
@@ -170,6 +191,12 @@ func (e *Engine) startGroup(group []*waiter) (*pendingGroup, []*waiter) {
 		if e.flight.n > 0 {
 			p.base = e.tail
 		}
+		if p.coalesce = e.cfg.Coalesce || st.Groups > 0; p.coalesce && e.flight.n > 0 && e.flight.chain == "" {
+			// A group message follows only group messages in flight (it
+			// is conditional on the last one's id): go alone.
+			alone = append(alone, group...)
+			return
+		}
 		for _, w := range group {
 			m := w.cmd.Header()
 			idKey := flightKey{'i', m.ID}
@@ -182,13 +209,15 @@ func (e *Engine) startGroup(group []*waiter) (*pendingGroup, []*waiter) {
 				w.finish(commands.Rejection(err))
 				continue
 			}
+			aggregate := len(d.Expect.Subjects) > 0 // before fence replaces the condition
+			e.fence(st, &d)
 			if len(d.Events) == 0 {
 				d.Reply.Accepted = true // a duplicate: what it got the first time
 				w.finish(d.Reply)
 				continue
 			}
 			c, single := d.Events[0].(events.IntervalsCompleted)
-			if len(d.Events) != 1 || !single || len(d.Expect.Subjects) == 0 {
+			if len(d.Events) != 1 || !single || !aggregate {
 				alone = append(alone, w)
 				continue
 			}
@@ -213,6 +242,11 @@ func (e *Engine) startGroup(group []*waiter) (*pendingGroup, []*waiter) {
 		}
 		for _, k := range p.keys {
 			e.flight.keys[k]++
+		}
+		p.chain, e.flight.chain = e.flight.chain, ""
+		if p.coalesce {
+			p.id = "g:" + e.ids.New(time.Now())
+			e.flight.chain = p.id
 		}
 	}
 	e.flightMu.Unlock()
@@ -249,6 +283,7 @@ func (e *Engine) land(p *pendingGroup) {
 	if e.flight.n--; e.flight.n == 0 {
 		close(e.flight.idle)
 		e.flight.idle = nil
+		e.flight.chain = ""
 	}
 }
 
@@ -264,6 +299,10 @@ func (e *Engine) land(p *pendingGroup) {
 func (p *pendingGroup) publish() {
 	e := p.e
 	p.started = time.Now()
+	if p.coalesce {
+		p.publishGroup()
+		return
+	}
 	p.futures = make([]jetstream.PubAckFuture, len(p.batch))
 	p.evs = make([]events.Event, len(p.batch))
 	next := p.base
@@ -286,6 +325,9 @@ func (p *pendingGroup) publish() {
 // the stored commands, and returns the rest for the one-at-a-time path.
 func (p *pendingGroup) wait(ctx context.Context) []*waiter {
 	e := p.e
+	if p.group != nil {
+		return p.waitGroup(ctx)
+	}
 	seqs := make([]uint64, len(p.batch))
 	var last uint64
 	var fresh []int // acknowledged and not duplicates

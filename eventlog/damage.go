@@ -36,14 +36,21 @@ func (s Span) String() string {
 // something else, or by a newer build), or a well-formed event on a
 // subject it does not belong to (foreign).
 type Bad struct {
-	Seq     uint64 `json:"seq"`
+	Seq uint64 `json:"seq"`
+	// Index is the event's place in a group message (GroupSubject).
+	Index   int    `json:"index,omitempty"`
 	Subject string `json:"subject"`
 	Err     error  `json:"-"`
 	// Reason is Err's text (for JSON).
 	Reason string `json:"reason"`
 }
 
-func (b Bad) String() string { return fmt.Sprintf("seq %d on %s (%v)", b.Seq, b.Subject, b.Err) }
+func (b Bad) String() string {
+	if b.Index > 0 {
+		return fmt.Sprintf("seq %d.%d on %s (%v)", b.Seq, b.Index, b.Subject, b.Err)
+	}
+	return fmt.Sprintf("seq %d on %s (%v)", b.Seq, b.Subject, b.Err)
+}
 
 // Damage is an event stream that lost events or holds messages that are
 // not tidemark events. Readers return it with everything they could read:

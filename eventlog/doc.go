@@ -8,7 +8,11 @@
 // go in as one message or one atomic batch, never half, each under the
 // events.Expect the decision was made with; a lost condition is
 // ErrConflict, a lost acknowledgement ErrAmbiguous. AppendAsync is the same
-// for a single event, acknowledged later (the engine's group commit).
+// for a single event, acknowledged later (the engine's group commit), and
+// AppendGroup / AppendGroupAsync store several commands' events as one
+// group message on GroupSubject under the stream's last sequence (one
+// fsync: group.go); every reader expands a group message into its events,
+// each addressed by (Seq, Index) (Expand).
 //
 // Readers get a *Reader from OpenReader, which creates and writes nothing
 // (it opens a damaged store too). Read loads a prefix of the stream with

@@ -267,6 +267,10 @@ func (l *Log) sameCommand(ctx context.Context, seq uint64, id, digest string) er
 	return nil
 }
 
+// errCodeWrongLastMsgID is JetStream's error code for a failed
+// expected-last-message-id condition (a group message's chain, group.go).
+const errCodeWrongLastMsgID jetstream.ErrorCode = 10070
+
 // mapErr turns JetStream publish errors into ErrConflict / ErrAmbiguous.
 func mapErr(err error) error {
 	if err == nil {
@@ -282,7 +286,7 @@ func mapErr(err error) error {
 		code = jsErr.APIError().ErrorCode
 	}
 	switch code {
-	case jetstream.JSErrCodeStreamWrongLastSequence, jetstream.JSErrCodeStreamWrongLastSequenceConstant:
+	case jetstream.JSErrCodeStreamWrongLastSequence, jetstream.JSErrCodeStreamWrongLastSequenceConstant, errCodeWrongLastMsgID:
 		return fmt.Errorf("%w: %v", ErrConflict, err)
 	case jetstreamext.JSErrCodeBatchPublishDuplicateMsgID:
 		// A retried batch whose ids are already stored: treat like a

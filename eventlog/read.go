@@ -212,15 +212,23 @@ func (r *reader) add(seq uint64, subject string, data []byte) bool {
 	if r.opts.CheckOnly {
 		return seq >= r.upTo
 	}
-	ev, derr := events.DecodeAt(subject, data)
-	if derr == nil && !r.opts.At.IsZero() && ev.OccurredAt.After(r.opts.At) {
-		r.stopped = seq
-		return true
+	recs := Expand(seq, subject, data)
+	if !r.opts.At.IsZero() {
+		// A group message is stored whole or not at all: it stops the
+		// read when any of its events occurred after At.
+		for _, rec := range recs {
+			if rec.Err == nil && rec.Event.OccurredAt.After(r.opts.At) {
+				r.stopped = seq
+				return true
+			}
+		}
 	}
-	if derr != nil {
-		r.d.Bad = append(r.d.Bad, Bad{Seq: seq, Subject: subject, Err: derr, Reason: derr.Error()})
+	for _, rec := range recs {
+		if rec.Err != nil {
+			r.d.Bad = append(r.d.Bad, Bad{Seq: seq, Index: rec.Index, Subject: rec.Subject, Err: rec.Err, Reason: rec.Err.Error()})
+		}
 	}
-	r.out = append(r.out, events.Record{Seq: seq, Subject: subject, Event: ev, Err: derr})
+	r.out = append(r.out, recs...)
 	if r.opts.Progress != nil {
 		r.opts.Progress(seq, r.upTo)
 	}

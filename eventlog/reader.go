@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -49,16 +50,26 @@ func (r *Reader) LastSeq(ctx context.Context) (uint64, error) {
 	return info.State.LastSeq, nil
 }
 
-// Get reads the event stored at seq. A message that is not a tidemark
-// event is a record with Err (events.DecodeAt); a sequence the stream does
-// not hold is an error wrapping jetstream.ErrMsgNotFound.
+// Get reads the event stored at seq: for a group message (GroupSubject),
+// the last of its events (GetAll has them all). A message that is not a
+// tidemark event is a record with Err (events.DecodeAt); a sequence the
+// stream does not hold is an error wrapping jetstream.ErrMsgNotFound.
 func (r *Reader) Get(ctx context.Context, seq uint64) (events.Record, error) {
+	recs, err := r.GetAll(ctx, seq)
+	if err != nil {
+		return events.Record{}, err
+	}
+	return recs[len(recs)-1], nil
+}
+
+// GetAll reads every event stored at seq: one, or a group message's
+// events in order (Expand).
+func (r *Reader) GetAll(ctx context.Context, seq uint64) ([]events.Record, error) {
 	m, err := r.stream.GetMsg(ctx, seq)
 	if err != nil {
-		return events.Record{}, fmt.Errorf("eventlog: reading seq %d: %w", seq, err)
+		return nil, fmt.Errorf("eventlog: reading seq %d: %w", seq, err)
 	}
-	ev, derr := events.DecodeAt(m.Subject, m.Data)
-	return events.Record{Seq: seq, Subject: m.Subject, Event: ev, Err: derr}, nil
+	return Expand(seq, m.Subject, m.Data), nil
 }
 
 // Check returns the stream's last sequence and the sequences up to upTo
@@ -111,8 +122,9 @@ func (r *Reader) Probe(ctx context.Context, from, to uint64) error {
 }
 
 // Entry is one event Tail delivers: the record, its place in its command's
-// atomic batch (Batch of BatchLen, 1-based; 0 of 0 for a single event,
-// BatchHeader), and how many events the stream held after it at delivery.
+// atomic batch or in its group message (Batch of BatchLen, 1-based; 0 of 0
+// for a single event, BatchHeader), and how many messages the stream held
+// after its message at delivery.
 type Entry struct {
 	events.Record
 	Batch, BatchLen int
@@ -124,16 +136,22 @@ func (e Entry) Last() bool { return e.Batch >= e.BatchLen }
 
 // Tail calls fn with every event from sequence from on (1 or 0: from the
 // start), in stream order, each once, waiting for new ones as they are
-// appended; with subjects, only the events on those subjects. It is the
-// log's only ordered consumer. A message that is not a tidemark event is
-// delivered as a record with Err (events.DecodeAt). Tail returns fn's
-// error as soon as fn returns one, or ctx's when ctx ends.
+// appended; with subjects, only the events on those subjects (an event in a
+// group message by its own subject). It is the log's only ordered
+// consumer. A message that is not a tidemark event is delivered as a
+// record with Err (Expand); a group message's events are delivered one by
+// one, Batch i of BatchLen n. Tail returns fn's error as soon as fn
+// returns one, or ctx's when ctx ends.
 //
 // A sequence the stream cannot deliver is skipped by the consumer: a
 // caller that needs every event checks that Seq follows the previous one
 // (the stream denies deletes, so a gap is lost events).
 func (r *Reader) Tail(ctx context.Context, from uint64, fn func(Entry) error, subjects ...string) error {
-	it, err := r.consume(ctx, from, false, subjects, jetstream.PullExpiry(5*time.Second), jetstream.PullHeartbeat(time.Second))
+	filter := subjects
+	if len(subjects) > 0 && !matchAny(subjects, GroupSubject) {
+		filter = append(slices.Clone(subjects), GroupSubject)
+	}
+	it, err := r.consume(ctx, from, false, filter, jetstream.PullExpiry(5*time.Second), jetstream.PullHeartbeat(time.Second))
 	if err != nil {
 		return err
 	}
@@ -155,6 +173,21 @@ func (r *Reader) Tail(ctx context.Context, from uint64, fn func(Entry) error, su
 		md, err := msg.Metadata()
 		if err != nil {
 			r.log.Warn("eventlog: tail: no metadata", "err", err)
+			continue
+		}
+		if msg.Subject() == GroupSubject {
+			for _, rec := range Expand(md.Sequence.Stream, msg.Subject(), msg.Data()) {
+				e := Entry{Record: rec, Pending: md.NumPending}
+				if rec.Count > 0 {
+					e.Batch, e.BatchLen = rec.Index+1, rec.Count
+				}
+				if rec.Err == nil && !matchAny(subjects, rec.Subject) {
+					continue
+				}
+				if err := fn(e); err != nil {
+					return err
+				}
+			}
 			continue
 		}
 		ev, derr := events.DecodeAt(msg.Subject(), msg.Data())

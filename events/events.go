@@ -566,6 +566,12 @@ type Record struct {
 	Event   Event
 	// Err is set when the bytes could not be decoded.
 	Err error
+	// Index and Count place an event stored in a group message (several
+	// commands' events coalesced into one stored message, one fsync:
+	// docs/events.md): it is event Index (0-based) of Count stored at
+	// Seq. Both are 0 for an event stored in a message of its own. An
+	// event's address is (Seq, Index).
+	Index, Count int
 }
 
 // ErrForeign marks a well-formed event stored on a subject other than its

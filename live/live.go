@@ -80,8 +80,22 @@ func New(r *eventlog.Reader, from *projections.State, log *slog.Logger) *Project
 // (then it returns nil) or the log cannot be followed (then the projection
 // fails with the error, which Run returns).
 func (p *Projection) Run(ctx context.Context) error {
+	var held []eventlog.Entry // a group message's events, until its last
 	err := p.r.WithLogger(p.log).Tail(ctx, p.Seq()+1, func(e eventlog.Entry) error {
-		p.apply(e)
+		if e.Count > 0 {
+			// A group message is applied whole, under one lock: no reader
+			// sees its sequence with some of its events missing.
+			if len(held) > 0 && held[0].Seq != e.Seq {
+				held = held[:0]
+			}
+			if held = append(held, e); e.Index < e.Count-1 {
+				return nil
+			}
+			p.apply(held)
+			held = held[:0]
+		} else {
+			p.apply([]eventlog.Entry{e})
+		}
 		p.mu.Lock()
 		p.pending = e.Pending
 		p.mu.Unlock()
@@ -237,8 +251,10 @@ func (p *Projection) Await(ctx context.Context, cond func(st *projections.State)
 }
 
 // apply folds one delivered event.
-func (p *Projection) apply(e eventlog.Entry) {
-	seq, subject, pending, ev, derr := e.Seq, e.Subject, e.Pending, e.Event, e.Err
+// apply folds the events of one stored message (one, or a group
+// message's, in order).
+func (p *Projection) apply(es []eventlog.Entry) {
+	seq, pending := es[0].Seq, es[0].Pending
 	p.mu.RLock()
 	applied := seq <= p.st.Seq
 	p.mu.RUnlock()
@@ -265,17 +281,21 @@ func (p *Projection) apply(e eventlog.Entry) {
 		p.Fail(d)
 		return
 	}
-	p.folded++
-	p.lastID = ev.ID
-	if derr != nil {
-		projections.Skip(p.st, seq, subject)
-	} else if err := projections.Apply(p.st, seq, ev); err != nil {
-		p.log.Warn("event not applied", "seq", seq, "err", err)
+	var bad []eventlog.Entry
+	for _, e := range es {
+		p.folded++
+		p.lastID = e.Event.ID
+		if e.Err != nil {
+			bad = append(bad, e)
+		}
+		if err := projections.ApplyRecord(p.st, e.Record); err != nil {
+			p.log.Warn("event not applied", "seq", seq, "index", e.Index, "err", err)
+		}
 	}
 	p.notify()
 	p.mu.Unlock()
-	if derr != nil {
-		p.log.Warn("event skipped", "seq", seq, "subject", subject, "err", derr)
+	for _, e := range bad {
+		p.log.Warn("event skipped", "seq", seq, "index", e.Index, "subject", e.Subject, "err", e.Err)
 	}
 }
 
@@ -286,15 +306,28 @@ func (p *Projection) apply(e eventlog.Entry) {
 // stored (not a duplicate's ack, whose stored event is the first
 // attempt's).
 func (p *Projection) ApplyOwn(seq uint64, ev events.Event) bool {
+	return p.ApplyOwnGroup(seq, []events.Event{ev}, false)
+}
+
+// ApplyOwnGroup is ApplyOwn for the events of one message: a group
+// message (eventlog.AppendGroup) when group, else one event. They are
+// applied together, under one lock.
+func (p *Projection) ApplyOwnGroup(seq uint64, evs []events.Event, group bool) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.err != nil || seq != p.st.Seq+1 {
+	if p.err != nil || seq != p.st.Seq+1 || len(evs) == 0 {
 		return false
 	}
-	p.folded++
-	p.lastID = ev.ID
-	if err := projections.Apply(p.st, seq, ev); err != nil {
-		p.log.Warn("event not applied", "seq", seq, "err", err)
+	for i, ev := range evs {
+		p.folded++
+		p.lastID = ev.ID
+		r := events.Record{Seq: seq, Subject: ev.Payload.Subject(), Event: ev}
+		if group {
+			r.Index, r.Count = i, len(evs)
+		}
+		if err := projections.ApplyRecord(p.st, r); err != nil {
+			p.log.Warn("event not applied", "seq", seq, "index", i, "err", err)
+		}
 	}
 	p.notify()
 	return true

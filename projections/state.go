@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -95,6 +96,15 @@ type DecisionRef struct {
 type State struct {
 	// Seq is the stream sequence of the last event applied.
 	Seq uint64 `json:"seq"`
+	// Index is the place of the last event applied in its group message
+	// (events.Record.Index; 0 for a message of its own): with Seq, the
+	// last event's address.
+	Index int `json:"index,omitempty"`
+	// Groups counts the group messages folded (several commands' events
+	// stored as one message). Once there is one, stored subjects no longer
+	// name every event's aggregate, and writers append under the stream's
+	// last sequence rather than per-subject conditions.
+	Groups int `json:"groups,omitempty"`
 	// SubjectSeq is the stream sequence of the last event on each subject:
 	// the expected-sequence value for the next append to that aggregate.
 	SubjectSeq map[string]uint64    `json:"subject_seq"`
@@ -519,16 +529,35 @@ func (s *State) UpstreamOf(id string) (upstream map[string]string, missing []str
 	return upstream, missing
 }
 
-// Apply folds one event, stored at stream sequence seq, into s. Events at or
-// below s.Seq are ignored. An event that contradicts the state (it names an
-// unknown plan, say) is counted in Skipped and otherwise ignored, so a fold
-// never stops half-way; the engine validates before it appends, so this
-// only happens to a stream written by something else.
+// Apply folds one event, stored at stream sequence seq in a message of
+// its own, into s (ApplyRecord for any record). Events at or below s.Seq
+// are ignored. An event that contradicts the state (it names an unknown
+// plan, say) is counted in Skipped and otherwise ignored, so a fold never
+// stops half-way; the engine validates before it appends, so this only
+// happens to a stream written by something else.
 func Apply(s *State, seq uint64, ev events.Event) error {
-	if seq <= s.Seq {
+	return ApplyRecord(s, events.Record{Seq: seq, Event: ev})
+}
+
+// ApplyRecord folds one record into s: its event (Apply), or, for a record
+// with Err, only the advance of its address (Skip). A record at or before
+// the address of the last one applied (Seq, Index) is ignored, so a group
+// message's events fold one by one, each once.
+func ApplyRecord(s *State, r events.Record) error {
+	if r.Seq < s.Seq || (r.Seq == s.Seq && (r.Count == 0 || r.Index <= s.Index)) {
 		return nil
 	}
-	s.Seq = seq
+	if r.Count > 0 && r.Index == 0 {
+		s.Groups++
+	}
+	s.Seq, s.Index = r.Seq, r.Index
+	if r.Err != nil {
+		s.SubjectSeq[r.Subject] = r.Seq
+		s.Skipped++
+		s.LastAdvance = nil
+		return nil
+	}
+	seq, ev := r.Seq, r.Event
 	s.SubjectSeq[ev.Payload.Subject()] = seq
 	if ev.Causation != "" {
 		s.Commands[ev.Causation] = Applied{Seq: seq, Digest: ev.Digest}
@@ -544,17 +573,13 @@ func Apply(s *State, seq uint64, ev events.Event) error {
 	return nil
 }
 
-// Skip records that the event at seq on subject could not be decoded: the
-// sequence still advances so expected-sequence values stay right.
+// Skip records that the message at seq on subject could not be decoded:
+// the sequence still advances so expected-sequence values stay right.
 func Skip(s *State, seq uint64, subject string) {
-	if seq <= s.Seq {
-		return
-	}
-	s.Seq = seq
-	s.SubjectSeq[subject] = seq
-	s.Skipped++
-	s.LastAdvance = nil
+	_ = ApplyRecord(s, events.Record{Seq: seq, Subject: subject, Err: errSkipped})
 }
+
+var errSkipped = errors.New("projections: undecodable")
 
 // Restore completes a State decoded from a checkpoint: it parses the
 // snapshots' schedules (not serialised) and makes every map writable.

@@ -16,7 +16,10 @@ import (
 
 // Row is one line of the audit trail.
 type Row struct {
-	Seq         uint64    `json:"seq"`
+	Seq uint64 `json:"seq"`
+	// Index is the event's place in a group message (events.Record):
+	// (Seq, Index) is its address.
+	Index       int       `json:"index,omitempty"`
 	At          time.Time `json:"at"`
 	Type        string    `json:"type"`
 	Env         string    `json:"env,omitempty"`
@@ -76,7 +79,7 @@ func Audit(recs []events.Record, f Filter) []Row {
 func modelOf(snapshot string) string { m, _, _ := events.ParseSnapshotID(snapshot); return m }
 
 func describe(r events.Record) Row {
-	row := Row{Seq: r.Seq, At: r.Event.OccurredAt, Type: string(r.Event.Type), Actor: r.Event.Actor,
+	row := Row{Seq: r.Seq, Index: r.Index, At: r.Event.OccurredAt, Type: string(r.Event.Type), Actor: r.Event.Actor,
 		Causation: r.Event.Causation, Correlation: r.Event.Correlation}
 	if r.Err != nil {
 		row.Type = "undecodable"

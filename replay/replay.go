@@ -29,11 +29,7 @@ func Fold(recs []events.Record) *projections.State {
 }
 
 func foldOne(st *projections.State, r events.Record) {
-	if r.Err != nil {
-		projections.Skip(st, r.Seq, r.Subject)
-		return
-	}
-	_ = projections.Apply(st, r.Seq, r.Event)
+	_ = projections.ApplyRecord(st, r)
 }
 
 // Divergence is one field where a recomputed decision differs from the

@@ -64,7 +64,9 @@ func (t *tail) readTo(ctx context.Context, to uint64) ([]events.Record, error) {
 		select {
 		case rec := <-t.recs:
 			out = append(out, rec)
-			t.next = rec.Seq + 1
+			if rec.Index == rec.Count-1 || rec.Count == 0 {
+				t.next = rec.Seq + 1 // past a group message at its last event
+			}
 		case <-t.done:
 			return out, fmt.Errorf("scenario: reading the stream at seq %d: %w", t.next, t.err)
 		case <-timer.C:

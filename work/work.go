@@ -371,12 +371,19 @@ func (p *Publisher) Run(ctx context.Context) error {
 			return nil
 		}
 		items := Of(group)
-		last := group[len(group)-1].Seq
+		end := group[len(group)-1]
+		last := end.Seq
 		group = group[:0]
+		// Within a group message (eventlog.GroupSubject) the cursor moves
+		// past it only at its last event: one before it is not all of seq.
+		midGroup := end.Count > 0 && end.Index < end.Count-1
 		for _, item := range items {
 			if err := p.deliver(ctx, item); err != nil {
 				return err
 			}
+		}
+		if midGroup {
+			return nil
 		}
 		return p.retry(ctx, "saving the work cursor", func() error {
 			_, err := e.Bucket().Put(ctx, cursorKey, []byte(strconv.FormatUint(last, 10)))

@@ -122,7 +122,7 @@ func newEventsGetCmd() *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
 		Use:   "get SEQ",
-		Short: "Print the event stored at a stream sequence (exit 3 when the stream does not hold it)",
+		Short: "Print the event stored at a stream sequence, or every event of a group message (exit 3 when the stream does not hold it)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			seq, err := strconv.ParseUint(args[0], 10, 64)
@@ -134,14 +134,19 @@ func newEventsGetCmd() *cobra.Command {
 				return err
 			}
 			defer closeStore()
-			rec, err := r.Get(cmd.Context(), seq)
+			recs, err := r.GetAll(cmd.Context(), seq)
 			if errors.Is(err, jetstream.ErrMsgNotFound) {
 				return &exitError{kind: notFound, err: fmt.Errorf("no event at seq %d", seq)}
 			}
 			if err != nil {
 				return &exitError{kind: usage, err: err}
 			}
-			return printEvent(cmd.OutOrStdout(), rec, output)
+			for _, rec := range recs {
+				if err := printEvent(cmd.OutOrStdout(), rec, output); err != nil {
+					return err
+				}
+			}
+			return nil
 		},
 	}
 	s.register(cmd, false)
@@ -151,7 +156,10 @@ func newEventsGetCmd() *cobra.Command {
 
 // eventLine is an event as events tail and get print it with -o json.
 type eventLine struct {
-	Seq         uint64    `json:"seq"`
+	Seq uint64 `json:"seq"`
+	// Index is the event's place in a group message (seq:index in the
+	// table).
+	Index       int       `json:"index,omitempty"`
 	At          time.Time `json:"at,omitzero"`
 	Subject     string    `json:"subject"`
 	Type        string    `json:"type,omitempty"`
@@ -165,7 +173,7 @@ type eventLine struct {
 }
 
 func toLine(rec events.Record) eventLine {
-	l := eventLine{Seq: rec.Seq, Subject: rec.Subject}
+	l := eventLine{Seq: rec.Seq, Index: rec.Index, Subject: rec.Subject}
 	if rec.Err != nil {
 		l.Error = rec.Err.Error()
 		return l
@@ -183,15 +191,24 @@ func printEvent(w io.Writer, rec events.Record, output string) error {
 		return json.NewEncoder(w).Encode(l)
 	}
 	if l.Error != "" {
-		_, err := fmt.Fprintf(w, "%d\t-\t%s\t(not a tidemark event)\t%s\n", l.Seq, l.Subject, l.Error)
+		_, err := fmt.Fprintf(w, "%s\t-\t%s\t(not a tidemark event)\t%s\n", address(rec), l.Subject, l.Error)
 		return err
 	}
 	payload, err := json.Marshal(l.Payload)
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\n", l.Seq, l.At.Format(time.RFC3339), l.Subject, l.Type, payload)
+	_, err = fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", address(rec), l.At.Format(time.RFC3339), l.Subject, l.Type, payload)
 	return err
+}
+
+// address is an event's address as the table prints it: its sequence, and
+// for an event in a group message, ":" and its index.
+func address(rec events.Record) string {
+	if rec.Count > 0 {
+		return fmt.Sprintf("%d:%d", rec.Seq, rec.Index)
+	}
+	return strconv.FormatUint(rec.Seq, 10)
 }
 
 // fullSubject puts a short subject (plan.p1) under the event prefix.

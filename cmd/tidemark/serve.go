@@ -66,7 +66,9 @@ func newServeCmd() *cobra.Command {
 			if natsURL == "" {
 				ncfg.Listen = listen
 			}
-			cfg := engine.Config{Replicas: replicas, Logger: log}
+			// Under fsync, concurrent completions share one: a group of them is
+			// stored as one group message (engine.Config.Coalesce).
+			cfg := engine.Config{Replicas: replicas, Logger: log, Coalesce: !noSync}
 			var janitorErr error
 			if janitorEvery > 0 && janitorGrace < commands.MinRetireGrace {
 				janitorErr = fmt.Errorf("--janitor-grace %s: at least %s", janitorGrace, commands.MinRetireGrace)

@@ -1,0 +1,207 @@
+package eventlog
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tidemark/tidemark/events"
+)
+
+// Group messages. Under SyncAlways every stored message costs an fsync,
+// and nats-server 2.15.3 coalesces the fsyncs of several messages only for
+// an atomic batch, which on a single-replica file store costs milliseconds
+// (docs/performance.md). So a group commit can store the events of many
+// commands as ONE message on GroupSubject: one fsync for the group. The
+// body is the events' encodings in order (groupBody); the message is
+// conditional on the stream's last sequence only (AppendGroup), which
+// implies every per-subject condition its commands' decisions carried.
+//
+// Every reader expands a group message into its events, each with its own
+// address: (Seq, Index) in events.Record, Count events at Seq. Stored
+// subjects no longer name every event's aggregate, so per-subject
+// conditions (events.Expect.Subjects) are only right on a stream that
+// holds no group message: a writer that finds one (projections.State
+// Groups) appends under the stream's last sequence instead.
+
+// GroupSubject is the subject group messages are stored on.
+const GroupSubject = events.SubjectPrefix + "group"
+
+// GroupHeader is set on every group message to the number of events it
+// carries (informative: readers go by the body).
+const GroupHeader = "Tidemark-Group"
+
+// MaxGroupEvents bounds the events of one group message.
+const MaxGroupEvents = 1024
+
+// ErrGroup marks a group message whose body is not a well-formed group.
+var ErrGroup = errors.New("eventlog: malformed group message")
+
+// groupBody encodes evs as a group message body: the uvarint count, then
+// each event as a uvarint length and its encoding (events.Encode).
+func groupBody(evs []events.Event) ([]byte, error) {
+	if len(evs) == 0 || len(evs) > MaxGroupEvents {
+		return nil, fmt.Errorf("eventlog: a group of %d events: want 1..%d", len(evs), MaxGroupEvents)
+	}
+	out := binary.AppendUvarint(nil, uint64(len(evs)))
+	for _, ev := range evs {
+		if ev.Payload != nil && ev.Payload.Subject() == GroupSubject {
+			return nil, fmt.Errorf("eventlog: event %s belongs on the group subject", ev.ID)
+		}
+		b, err := events.Encode(ev)
+		if err != nil {
+			return nil, err
+		}
+		out = binary.AppendUvarint(out, uint64(len(b)))
+		out = append(out, b...)
+	}
+	return out, nil
+}
+
+// splitGroup returns the encodings a group body carries. It refuses a
+// count or a length longer than the bytes that follow, and trailing bytes.
+func splitGroup(body []byte) ([][]byte, error) {
+	n, k := binary.Uvarint(body)
+	if k <= 0 || n == 0 || n > MaxGroupEvents || n > uint64(len(body)-k) {
+		return nil, fmt.Errorf("%w: bad event count", ErrGroup)
+	}
+	body = body[k:]
+	parts := make([][]byte, 0, n)
+	for i := uint64(0); i < n; i++ {
+		l, k := binary.Uvarint(body)
+		if k <= 0 || l > uint64(len(body)-k) {
+			return nil, fmt.Errorf("%w: event %d: bad length", ErrGroup, i)
+		}
+		parts = append(parts, body[k:k+int(l)])
+		body = body[k+int(l):]
+	}
+	if len(body) > 0 {
+		return nil, fmt.Errorf("%w: %d bytes after the last event", ErrGroup, len(body))
+	}
+	return parts, nil
+}
+
+// Expand turns the message stored at seq on subject into records: one for
+// a message of its own (events.DecodeAt), one per event for a group
+// message (Index, Count set; Subject the event's own), or one record with
+// Err for a group body that is malformed. An event in a group that is not
+// a tidemark event is a record with Err on GroupSubject.
+func Expand(seq uint64, subject string, data []byte) []events.Record {
+	if subject != GroupSubject {
+		ev, err := events.DecodeAt(subject, data)
+		return []events.Record{{Seq: seq, Subject: subject, Event: ev, Err: err}}
+	}
+	parts, err := splitGroup(data)
+	if err != nil {
+		return []events.Record{{Seq: seq, Subject: subject, Err: err}}
+	}
+	recs := make([]events.Record, len(parts))
+	for i, b := range parts {
+		r := events.Record{Seq: seq, Subject: GroupSubject, Index: i, Count: len(parts)}
+		r.Event, r.Err = events.Decode(b)
+		if r.Err == nil {
+			r.Subject = r.Event.Payload.Subject()
+			if r.Subject == GroupSubject {
+				r.Err = fmt.Errorf("%w: a group in a group", ErrGroup)
+			}
+		}
+		recs[i] = r
+	}
+	return recs
+}
+
+// GroupCondition is what a group message is stored under.
+type GroupCondition struct {
+	// LastSeq is the stream's last sequence the append requires.
+	LastSeq uint64
+	// MsgID is the group message's own message id (empty: none); a
+	// later group message may require it as LastMsgID.
+	MsgID string
+	// LastMsgID, when set, requires the last message stored to carry
+	// this message id: the group message then follows that one directly.
+	LastMsgID string
+}
+
+// groupMsg is the group message storing evs under cond.
+func groupMsg(evs []events.Event, cond GroupCondition) (*nats.Msg, error) {
+	body, err := groupBody(evs)
+	if err != nil {
+		return nil, err
+	}
+	m := nats.NewMsg(GroupSubject)
+	m.Data = body
+	m.Header.Set(GroupHeader, strconv.Itoa(len(evs)))
+	m.Header.Set(jetstream.ExpectedLastSeqHeader, strconv.FormatUint(cond.LastSeq, 10))
+	if cond.MsgID != "" {
+		m.Header.Set(jetstream.MsgIDHeader, cond.MsgID)
+	}
+	if cond.LastMsgID != "" {
+		m.Header.Set(jetstream.ExpectedLastMsgIDHeader, cond.LastMsgID)
+	}
+	return m, nil
+}
+
+// AppendGroup stores evs, the events of one or more commands, as one group
+// message under cond (the stream's last sequence as the view every one of
+// their decisions was made on saw it). All are stored, at one sequence,
+// which it returns, or none: ErrConflict when the condition failed,
+// ErrAmbiguous when the ack was lost (re-read: each event carries its
+// command's id). A retry is stopped by its condition.
+func (l *Log) AppendGroup(ctx context.Context, evs []events.Event, cond GroupCondition) (uint64, error) {
+	m, err := groupMsg(evs, cond)
+	if err != nil {
+		return 0, err
+	}
+	ack, err := l.js.PublishMsg(ctx, m)
+	if err != nil {
+		return 0, mapErr(err)
+	}
+	return ack.Sequence, nil
+}
+
+// AppendGroupAsync is AppendGroup without waiting for the ack: the future
+// carries it (its error unmapped: MapErr).
+func (l *Log) AppendGroupAsync(evs []events.Event, cond GroupCondition) (jetstream.PubAckFuture, error) {
+	m, err := groupMsg(evs, cond)
+	if err != nil {
+		return nil, err
+	}
+	return l.js.PublishMsgAsync(m)
+}
+
+// MapErr maps a publish error (an AppendAsync or AppendGroupAsync
+// future's) to ErrConflict or ErrAmbiguous where it is one.
+func MapErr(err error) error { return mapErr(err) }
+
+// subjectMatch reports whether subject matches the NATS filter (tokens,
+// "*" for one, ">" for the rest).
+func subjectMatch(filter, subject string) bool {
+	f, s := strings.Split(filter, "."), strings.Split(subject, ".")
+	for i, t := range f {
+		if t == ">" {
+			return len(s) > i
+		}
+		if i >= len(s) || (t != "*" && t != s[i]) {
+			return false
+		}
+	}
+	return len(f) == len(s)
+}
+
+// matchAny reports whether subject matches one of filters (none: all).
+func matchAny(filters []string, subject string) bool {
+	if len(filters) == 0 {
+		return true
+	}
+	for _, f := range filters {
+		if subjectMatch(f, subject) {
+			return true
+		}
+	}
+	return false
+}
