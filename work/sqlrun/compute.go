@@ -24,9 +24,15 @@ func StepSQL(proj *live.Projection) work.SQLOf {
 		var out *work.SQL
 		proj.Read(func(st *projections.State) {
 			m, ok, err := ModelOf(st, snapshot)
+			var retired bool
+			if sn := st.Snapshots[snapshot]; sn != nil {
+				_, retired = st.Retired[sn.Table]
+			}
 			switch {
 			case err != nil:
 				out = &work.SQL{Error: err.Error()}
+			case ok && retired:
+				out = &work.SQL{Error: fmt.Sprintf("table %s of %s was retired by the janitor: plan the version again to recompute it", st.Snapshots[snapshot].Table, snapshot)}
 			case ok:
 				out = &work.SQL{Query: m.SQL, TimeColumn: m.TimeColumn, Table: m.Table, Upstream: m.Upstream, Unit: st.Snapshots[snapshot].Unit}
 				if len(out.Upstream) == 0 {

@@ -12,10 +12,12 @@ import (
 
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/projections"
 	"github.com/tidemark/tidemark/replay"
 	"github.com/tidemark/tidemark/scheduler"
 	"github.com/tidemark/tidemark/warehouse"
+	"github.com/tidemark/tidemark/work"
 	"github.com/tidemark/tidemark/work/sqlrun"
 )
 
@@ -337,5 +339,33 @@ func TestVerifyAfterUpstreamRetired(t *testing.T) {
 	d := diffs["agg"]
 	if !d.Empty() || d.Unverifiable == 0 || d.Writers["agg@v1+p2"] == 0 || d.Writers["agg@v1"] != 0 {
 		t.Fatalf("agg: %+v, want no diffs, agg@v1's history unverifiable and agg@v1+p2's checked", d)
+	}
+}
+
+// TestRetiredTableNotWrittenAgain: work for a snapshot whose table the
+// janitor retired (late, or redelivered) writes nothing: the built-in
+// runner skips it (the engine then refuses the completion) and the SQL a
+// published step carries says why, so the table is not recreated.
+func TestRetiredTableNotWrittenAgain(t *testing.T) {
+	w := newWorld(t)
+	replaceV1(w, "")
+	w.startJanitor()
+	w.at(hour(48 + 25))
+	if got := w.sweep(); !slices.Equal(got, []string{"agg@v1", "pv@v1"}) {
+		t.Fatalf("retired %v", got)
+	}
+	w.gone("pv@v1")
+	late := work.Item{ID: "late", RunKind: events.RunScheduled, Steps: []work.Step{{Model: "pv", Version: "v1", Snapshot: "pv@v1",
+		Ranges: []interval.Range{interval.R(hour(47), hour(48))}, RunID: "late"}}}
+	err := w.run.Run(t.Context(), late, w.now)
+	if w.exists("pv@v1") {
+		t.Fatal("the late work recreated the retired table")
+	}
+	if err == nil {
+		t.Fatal("the completion into a retired table was accepted")
+	}
+	s, err := sqlrun.StepSQL(w.e.Projection())(t.Context(), 0, "pv@v1")
+	if err != nil || s == nil || !strings.Contains(s.Error, "retired") {
+		t.Fatalf("the SQL of a step of a retired table: %+v %v", s, err)
 	}
 }

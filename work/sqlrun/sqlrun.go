@@ -117,16 +117,21 @@ func (r *Runner) Run(ctx context.Context, item work.Item, at time.Time) error {
 		var ok bool
 		var err error
 		var unit interval.Unit
+		var gone bool
 		r.Proj.Read(func(s *projections.State) {
 			m, ok, err = ModelOf(s, st.Snapshot)
 			if sn := s.Snapshots[st.Snapshot]; sn != nil {
 				unit = sn.Unit
+				_, gone = s.Retired[sn.Table]
 			}
 		})
 		if err != nil {
 			return err
 		}
-		if !ok {
+		if !ok || gone {
+			// A retired table is not written again (the janitor dropped
+			// it); the engine refuses the completion, which gives the
+			// work up.
 			continue
 		}
 		var rows int64
