@@ -50,7 +50,15 @@ type Projection struct {
 	lastID  string        // id of the last decoded event applied
 	folded  uint64        // events applied since the projection started
 	pending uint64        // events in the stream after the last one delivered
+	// held are the owner's events acknowledged ahead of the state
+	// (HoldOwn), by sequence: each is applied once the events before it
+	// are.
+	held map[uint64]events.Event
 }
+
+// MaxHeld bounds the events HoldOwn holds at once; beyond it, Run applies
+// them as it delivers them.
+const MaxHeld = 4096
 
 // Stats describes a projection.
 type Stats struct {
@@ -265,12 +273,14 @@ func (p *Projection) apply(e eventlog.Entry) {
 		p.Fail(d)
 		return
 	}
-	p.folded++
-	p.lastID = ev.ID
 	if derr != nil {
+		delete(p.held, seq)
+		p.folded++
+		p.lastID = ev.ID
 		projections.Skip(p.st, seq, subject)
-	} else if err := projections.Apply(p.st, seq, ev); err != nil {
-		p.log.Warn("event not applied", "seq", seq, "err", err)
+		p.drainHeld()
+	} else {
+		p.applyNext(seq, ev)
 	}
 	p.notify()
 	p.mu.Unlock()
@@ -291,13 +301,68 @@ func (p *Projection) ApplyOwn(seq uint64, ev events.Event) bool {
 	if p.err != nil || seq != p.st.Seq+1 {
 		return false
 	}
+	p.applyNext(seq, ev)
+	p.notify()
+	return true
+}
+
+// HoldOwn is ApplyOwn for a writer whose appends are acknowledged out of
+// the order they were stored in (several groups in flight, each collecting
+// its own acks): an event that is not the very next is held, and applied
+// as soon as the events before it are (by ApplyOwn, HoldOwn or Run), unless
+// Run delivers it first; an event already applied is ignored. ev must be
+// the event exactly as stored at seq (never a duplicate's ack). It reports
+// whether ev was applied now; either way WaitFor(seq) then returns as soon
+// as the events before it are applied, without waiting for Tail to
+// deliver ev.
+func (p *Projection) HoldOwn(seq uint64, ev events.Event) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.err != nil || seq <= p.st.Seq:
+		return false
+	case seq == p.st.Seq+1:
+		p.applyNext(seq, ev)
+		p.notify()
+		return true
+	}
+	if p.held == nil {
+		p.held = map[uint64]events.Event{}
+	}
+	if len(p.held) < MaxHeld {
+		p.held[seq] = ev
+	}
+	return false
+}
+
+// applyNext applies ev at seq, the state's next sequence, then every held
+// event that follows it. The caller holds mu for writing and notifies.
+func (p *Projection) applyNext(seq uint64, ev events.Event) {
+	delete(p.held, seq)
 	p.folded++
 	p.lastID = ev.ID
 	if err := projections.Apply(p.st, seq, ev); err != nil {
 		p.log.Warn("event not applied", "seq", seq, "err", err)
 	}
-	p.notify()
-	return true
+	p.drainHeld()
+}
+
+// drainHeld applies the held events that are next, in turn. The caller
+// holds mu for writing.
+func (p *Projection) drainHeld() {
+	for len(p.held) > 0 {
+		seq := p.st.Seq + 1
+		ev, ok := p.held[seq]
+		if !ok {
+			return
+		}
+		delete(p.held, seq)
+		p.folded++
+		p.lastID = ev.ID
+		if err := projections.Apply(p.st, seq, ev); err != nil {
+			p.log.Warn("event not applied", "seq", seq, "err", err)
+		}
+	}
 }
 
 // notify wakes whoever watches for the next change. The caller holds mu.
