@@ -88,7 +88,9 @@ func New(r *eventlog.Reader, from *projections.State, log *slog.Logger) *Project
 // (then it returns nil) or the log cannot be followed (then the projection
 // fails with the error, which Run returns).
 func (p *Projection) Run(ctx context.Context) error {
-	err := p.r.WithLogger(p.log).Tail(ctx, p.Seq()+1, func(e eventlog.Entry) error {
+	// The owner's events applied on their acks are not decoded again.
+	have := func(seq uint64) bool { return seq <= p.Seq() }
+	err := p.r.WithLogger(p.log).WithHave(have).Tail(ctx, p.Seq()+1, func(e eventlog.Entry) error {
 		p.apply(e)
 		p.mu.Lock()
 		p.pending = e.Pending
