@@ -459,32 +459,39 @@ func replayAt(ctx context.Context, n int) ([]Figure, error) {
 
 // promotionFigure evaluates a plan of many candidates whose coverage is
 // 100 fragments spanning 10 years of hourly intervals, against 1 year.
+// promotionPlan is a state and a plan of candidates whose coverage is
+// 100 fragments spanning years of hourly intervals.
+func promotionPlan(years, candidates int) (*projections.State, events.PlanBuilt) {
+	st := projections.New()
+	plan := events.PlanBuilt{Plan: "p", Env: "prod", Generation: 1, Policy: events.Policy{Version: policy.Version}}
+	env := &projections.Env{Name: "prod", Generation: 1, Incumbents: map[string]string{}}
+	st.Envs["prod"] = env
+	span := time.Duration(years) * 365 * 24 * time.Hour
+	step := span / 100
+	var cov interval.Set
+	for f := 0; f < 100; f++ {
+		a := t0.Add(time.Duration(f) * step).Truncate(time.Hour)
+		cov = cov.Add(interval.R(a, a.Add(step-time.Hour).Truncate(time.Hour)))
+	}
+	sched := interval.MustSchedule("@hourly", "", false)
+	for c := 0; c < candidates; c++ {
+		inc, cand := fmt.Sprintf("m%d@v1", c), fmt.Sprintf("m%d@v2", c)
+		for _, id := range []string{inc, cand} {
+			m, v, _ := events.ParseSnapshotID(id)
+			st.Snapshots[id] = &projections.Snapshot{Schedule: sched, SnapshotRegistered: events.SnapshotRegistered{Snapshot: id, Model: m, Version: v,
+				Cron: sched.Cron(), Unit: sched.Unit(), Start: t0, Kind: events.Incremental, Table: id}}
+			st.Coverage[id] = cov
+		}
+		env.Incumbents[fmt.Sprintf("m%d", c)] = inc
+		plan.Candidates = append(plan.Candidates, events.Candidate{Model: fmt.Sprintf("m%d", c), Snapshot: cand, Table: cand, Upstream: []string{},
+			Incumbent: inc, IncumbentFrontier: cov.Frontier(), IncumbentCron: sched.Cron(), IncumbentUnit: sched.Unit()})
+	}
+	return st, plan
+}
+
 func promotionFigure(ctx context.Context, sz sizes) ([]Figure, error) {
 	measure := func(years, candidates int) (time.Duration, time.Duration) {
-		st := projections.New()
-		plan := events.PlanBuilt{Plan: "p", Env: "prod", Generation: 1, Policy: events.Policy{Version: policy.Version}}
-		env := &projections.Env{Name: "prod", Generation: 1, Incumbents: map[string]string{}}
-		st.Envs["prod"] = env
-		span := time.Duration(years) * 365 * 24 * time.Hour
-		step := span / 100
-		var cov interval.Set
-		for f := 0; f < 100; f++ {
-			a := t0.Add(time.Duration(f) * step).Truncate(time.Hour)
-			cov = cov.Add(interval.R(a, a.Add(step-time.Hour).Truncate(time.Hour)))
-		}
-		sched := interval.MustSchedule("@hourly", "", false)
-		for c := 0; c < candidates; c++ {
-			inc, cand := fmt.Sprintf("m%d@v1", c), fmt.Sprintf("m%d@v2", c)
-			for _, id := range []string{inc, cand} {
-				m, v, _ := events.ParseSnapshotID(id)
-				st.Snapshots[id] = &projections.Snapshot{Schedule: sched, SnapshotRegistered: events.SnapshotRegistered{Snapshot: id, Model: m, Version: v,
-					Cron: sched.Cron(), Unit: sched.Unit(), Start: t0, Kind: events.Incremental, Table: id}}
-				st.Coverage[id] = cov
-			}
-			env.Incumbents[fmt.Sprintf("m%d", c)] = inc
-			plan.Candidates = append(plan.Candidates, events.Candidate{Model: fmt.Sprintf("m%d", c), Snapshot: cand, Table: cand, Upstream: []string{},
-				Incumbent: inc, IncumbentFrontier: cov.Frontier(), IncumbentCron: sched.Cron(), IncumbentUnit: sched.Unit()})
-		}
+		st, plan := promotionPlan(years, candidates)
 		var ds []time.Duration
 		for i := 0; i < 30; i++ {
 			s := time.Now()

@@ -3,8 +3,11 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"testing"
+
+	"github.com/tidemark/tidemark/policy"
 )
 
 // The figures are benchmarks too (each row has one): go test -bench . ./bench
@@ -139,5 +142,19 @@ func BenchmarkClusterCrash(b *testing.B) {
 		}
 		b.ReportMetric(float64(res.Failover)/1e6, "failover-ms")
 		b.Logf("%+v", *res)
+	}
+}
+
+// BenchmarkPromotionScale is the promotion row's cost growth: one plan
+// evaluation at 1,000 and 10,000 candidates (per candidate: ns/op ÷ n).
+func BenchmarkPromotionScale(b *testing.B) {
+	for _, n := range []int{1_000, 10_000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			st, plan := promotionPlan(10, n)
+			for b.Loop() {
+				policy.Evaluate(st, plan)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/candidate")
+		})
 	}
 }
