@@ -70,8 +70,9 @@ type limitService struct {
 	sub *nats.Subscription
 	wg  sync.WaitGroup
 
-	mu   sync.Mutex
-	last map[string]uint64 // subject → its last stored sequence
+	mu    sync.Mutex
+	last  map[string]uint64      // subject → its last stored sequence
+	locks map[string]*sync.Mutex // subject → held from reading last to its ack
 }
 
 func startLimitService(nc *nats.Conn) (*limitService, error) {
@@ -79,7 +80,7 @@ func startLimitService(nc *nats.Conn) (*limitService, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &limitService{js: js, last: map[string]uint64{}}
+	s := &limitService{js: js, last: map[string]uint64{}, locks: map[string]*sync.Mutex{}}
 	s.sub, err = nc.QueueSubscribe(limitSubject, "limit", func(m *nats.Msg) {
 		s.wg.Add(1)
 		go func() { defer s.wg.Done(); s.serve(m) }()
@@ -118,6 +119,17 @@ func (s *limitService) handle(body []byte) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	// One append per subject at a time, so that each carries the right
+	// expected sequence (as tidemark keeps a subject in flight once).
+	s.mu.Lock()
+	lock := s.locks[subj]
+	if lock == nil {
+		lock = &sync.Mutex{}
+		s.locks[subj] = lock
+	}
+	s.mu.Unlock()
+	lock.Lock()
+	defer lock.Unlock()
 	s.mu.Lock()
 	last := s.last[subj]
 	s.mu.Unlock()
@@ -133,6 +145,8 @@ func (s *limitService) handle(body []byte) (uint64, error) {
 	case ack = <-f.Ok():
 	case err := <-f.Err():
 		return 0, err
+	case <-time.After(eventlog.AppendTimeout):
+		return 0, errors.New("limit: no ack")
 	}
 	s.mu.Lock()
 	s.last[subj] = max(s.last[subj], ack.Sequence)
