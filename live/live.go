@@ -8,7 +8,7 @@
 // checkpoint at its Seq and the events after it): an event is applied
 // once, in stream order, and never one out of turn. A writer may apply
 // the events it appended itself (ApplyOwn) only when each is the very
-// next. The stream denies deletes, so a sequence the log skips or does not
+// next, or have them held until they are (HoldOwn). The stream denies deletes, so a sequence the log skips or does not
 // hold is lost: the projection then fails for good (Failed, Err, an error
 // wrapping the *eventlog.Damage) rather than fold a state that is wrong.
 // A wait never hangs on an event that is not there.
