@@ -2,7 +2,12 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"math"
 	"testing"
+
+	"github.com/tidemark/tidemark/policy"
 )
 
 // The figures are benchmarks too (each row has one): go test -bench . ./bench
@@ -23,17 +28,58 @@ func BenchmarkMemory(b *testing.B) {
 }
 
 // TestQuickFigures runs the cheap pure figures at tiny sizes: each must
-// produce a finite, positive measurement.
+// produce a finite, positive measurement and limit, and its cost growth
+// at ten times the size.
 func TestQuickFigures(t *testing.T) {
 	for _, fn := range []func(context.Context, sizes) ([]Figure, error){promotionFigure, memoryFigure} {
-		figs, err := fn(t.Context(), sizes{candidates: 20, memSnapshots: 100})
+		figs, err := fn(t.Context(), sizes{candidates: 20, memSnapshots: 100, tenfold: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, f := range figs {
-			if !(f.Tidemark > 0) || f.Ratio <= 0 || f.Name == "" || f.Goal == "" {
+			if !(f.Tidemark > 0) || !(f.Limit > 0) || f.Ratio <= 0 || f.Name == "" || f.Goal == "" {
 				t.Fatalf("figure %+v", f)
 			}
+			if s := f.Scale; s == nil || s.ScaledSize != 10*s.Size || !(s.ScaledTidemark > 0) || math.IsNaN(s.Slope) || math.IsInf(s.Slope, 0) {
+				t.Fatalf("figure %s: scale %+v", f.Name, s)
+			}
+		}
+	}
+}
+
+// The slope is the change of the cost per unit of work per tenfold size.
+func TestScaled(t *testing.T) {
+	for _, c := range []struct {
+		size, big     int
+		cost, bigCost float64
+		slope         float64
+		flat          bool
+	}{
+		{1000, 10_000, 10, 10, 0, true},
+		{1000, 10_000, 10, 12, 0.2, true},
+		{1000, 10_000, 10, 20, 1, false},
+		{1000, 100_000, 10, 40, 1, false}, // twice as dear per decade
+	} {
+		s := scaled(c.size, c.big, 1, 2, 0, c.cost, c.bigCost)
+		if math.Abs(s.Slope-c.slope) > 1e-9 || s.Flat != c.flat || s.Size != c.size || s.ScaledSize != c.big || s.ScaledTidemark != 2 {
+			t.Errorf("%+v: got %+v", c, *s)
+		}
+	}
+}
+
+// A figure's JSON carries the fields scripts read.
+func TestFigureJSON(t *testing.T) {
+	b, err := json.Marshal(Figure{Name: "x", Tidemark: 1, Limit: 2, Ratio: .5, Goal: "g", Pass: true, Scale: &Scale{Size: 1, ScaledSize: 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"name", "tidemark", "limit", "unit", "ratio", "goal", "pass", "scale"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("no %q in %s", k, b)
 		}
 	}
 }
@@ -96,5 +142,19 @@ func BenchmarkClusterCrash(b *testing.B) {
 		}
 		b.ReportMetric(float64(res.Failover)/1e6, "failover-ms")
 		b.Logf("%+v", *res)
+	}
+}
+
+// BenchmarkPromotionScale is the promotion row's cost growth: one plan
+// evaluation at 1,000 and 10,000 candidates (per candidate: ns/op ÷ n).
+func BenchmarkPromotionScale(b *testing.B) {
+	for _, n := range []int{1_000, 10_000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			st, plan := promotionPlan(10, n)
+			for b.Loop() {
+				policy.Evaluate(st, plan)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/candidate")
+		})
 	}
 }

@@ -59,3 +59,45 @@ func BenchmarkRestart(b *testing.B) {
 		b.StartTimer()
 	}
 }
+
+// BenchmarkTransportLimit is the command-throughput figure: tidemark and
+// the transport limit (limit.go) in alternating rounds.
+func BenchmarkTransportLimit(b *testing.B) {
+	ctx := context.Background()
+	_, cs, done, err := served(ctx, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer done()
+	lim, err := startLimit(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer lim.close()
+	b.ResetTimer()
+	s, err := sideBySide(ctx, cs, lim, b.N, 4, benchSnapshots, "tl")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(s.tidemark, "tidemark-ops/s")
+	b.ReportMetric(s.limit, "limit-ops/s")
+	b.ReportMetric(s.tidemark/s.limit, "ratio")
+	b.ReportMetric(float64(s.tidemarkCPU.Microseconds()), "tidemark-cpu-µs/op")
+	b.ReportMetric(float64(s.limitCPU.Microseconds()), "limit-cpu-µs/op")
+}
+
+// BenchmarkLimitAlone is the transport limit's side alone (for
+// -cpuprofile beside BenchmarkThroughput's).
+func BenchmarkLimitAlone(b *testing.B) {
+	lim, err := startLimit(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer lim.close()
+	b.ResetTimer()
+	rate, err := lim.run(0, b.N, benchSnapshots)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(rate, "ops/s")
+}

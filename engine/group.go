@@ -355,13 +355,13 @@ func (p *pendingGroup) wait(ctx context.Context) []*waiter {
 		}
 	}
 	e.metrics.appendS.Observe(time.Since(p.started).Seconds())
-	// Apply the group's own events in stream order, as long as each is the
-	// projection's next: the replies need not wait for the consumer.
+	// Apply the group's own events in stream order; one acknowledged ahead
+	// of an earlier group still collecting its acks is held until that
+	// group applies its own (live.HoldOwn): the replies need not wait for
+	// the consumer.
 	slices.SortFunc(fresh, func(a, b int) int { return cmp.Compare(seqs[a], seqs[b]) })
 	for _, k := range fresh {
-		if !e.proj.ApplyOwn(seqs[k], p.evs[k]) {
-			break
-		}
+		e.proj.HoldOwn(seqs[k], p.evs[k])
 	}
 	var perr error
 	if last > 0 {

@@ -19,6 +19,7 @@ type Reader struct {
 	js     jetstream.JetStream
 	stream jetstream.Stream
 	log    *slog.Logger
+	have   func(seq uint64) bool // WithHave
 }
 
 // OpenReader opens the event stream for reading. It creates and changes
@@ -38,6 +39,16 @@ func OpenReader(ctx context.Context, js jetstream.JetStream) (*Reader, error) {
 func (r *Reader) WithLogger(log *slog.Logger) *Reader {
 	c := *r
 	c.log = log
+	return &c
+}
+
+// WithHave returns a copy of the reader whose Tail does not decode the
+// events have reports the caller holds already (the projection's own,
+// applied when their appends were acknowledged): their entries carry the
+// sequence, subject and pending count, and a zero Event.
+func (r *Reader) WithHave(have func(seq uint64) bool) *Reader {
+	c := *r
+	c.have = have
 	return &c
 }
 
@@ -190,8 +201,10 @@ func (r *Reader) Tail(ctx context.Context, from uint64, fn func(Entry) error, su
 			}
 			continue
 		}
-		ev, derr := events.DecodeAt(msg.Subject(), msg.Data())
-		e := Entry{Record: events.Record{Seq: md.Sequence.Stream, Subject: msg.Subject(), Event: ev, Err: derr}, Pending: md.NumPending}
+		e := Entry{Record: events.Record{Seq: md.Sequence.Stream, Subject: msg.Subject()}, Pending: md.NumPending}
+		if r.have == nil || !r.have(e.Seq) {
+			e.Event, e.Err = events.DecodeAt(msg.Subject(), msg.Data())
+		}
 		if h := msg.Headers().Get(BatchHeader); h != "" {
 			if _, err := fmt.Sscanf(h, "%d/%d", &e.Batch, &e.BatchLen); err != nil {
 				e.Batch, e.BatchLen = 0, 0

@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -97,11 +96,23 @@ func EnvSubject(env string) string { return SubjectPrefix + "env." + env }
 // SnapshotID is the identity of a model version: "model@version".
 func SnapshotID(model, version string) string { return model + "@" + version }
 
-var nameRe = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,127}$`)
-
 // ValidName reports whether s can name a model, plan or environment: letters,
-// digits, '_' and '-', at most 128 characters (it becomes a subject token).
-func ValidName(s string) bool { return nameRe.MatchString(s) }
+// digits, '_' and '-', at most 128 characters, not starting with '-' (it
+// becomes a subject token): `^[A-Za-z0-9_][A-Za-z0-9_-]{0,127}$`, checked
+// byte by byte (the regexp cost every command 2 µs; TestValidName compares
+// both).
+func ValidName(s string) bool {
+	if len(s) == 0 || len(s) > 128 || s[0] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // ValidUserVersion reports whether a user may define a version named s: a
 // plain name, as ValidName. '+' is reserved for derived versions.

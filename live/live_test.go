@@ -78,3 +78,62 @@ func TestProjection(t *testing.T) {
 		t.Fatalf("run: %v, err %v", err, p.Err())
 	}
 }
+
+// Own events acknowledged out of order are held and applied in stream
+// order as soon as the events before them are; an event already applied
+// is not applied again; Run skips what was applied.
+func TestHoldOwn(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	l := memLog(t)
+	ids := events.NewIDSource()
+	var evs []events.Event
+	for i, env := range []string{"a", "b", "c", "d"} {
+		ev := events.New(ids, time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), events.EnvironmentFinalized{Env: env, Plan: "p1", Generation: 1})
+		ev.Causation = env
+		if seq, err := l.Append(ctx, eventlog.MsgID("finalize", env, false), []events.Event{ev}, events.Expect{}); err != nil || seq != uint64(i+1) {
+			t.Fatalf("append %s: seq %d, %v", env, seq, err)
+		}
+		evs = append(evs, ev)
+	}
+	p := New(l.Reader(), nil, nil) // not running: only the owner applies
+	if p.HoldOwn(4, evs[3]) || p.HoldOwn(3, evs[2]) || p.Seq() != 0 {
+		t.Fatalf("applied out of turn: seq %d", p.Seq())
+	}
+	if !p.HoldOwn(1, evs[0]) || p.Seq() != 1 {
+		t.Fatalf("the next event not applied at once: seq %d", p.Seq())
+	}
+	if !p.ApplyOwn(2, evs[1]) {
+		t.Fatal("ApplyOwn of the next event refused")
+	}
+	if p.Seq() != 4 {
+		t.Fatalf("the held events were not applied after the one before them: seq %d", p.Seq())
+	}
+	if p.HoldOwn(3, evs[2]) {
+		t.Fatal("an applied event applied again")
+	}
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- p.Run(rctx) }()
+	fifth := events.New(ids, time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), events.EnvironmentFinalized{Env: "e", Plan: "p1", Generation: 1})
+	if _, err := l.Append(ctx, eventlog.MsgID("finalize", "e", false), []events.Event{fifth}, events.Expect{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WaitFor(ctx, 5); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	p.Read(func(st *projections.State) {
+		for _, env := range []string{"a", "b", "c", "d", "e"} {
+			if st.Env(env).Finalized != "p1" {
+				t.Errorf("env %s not folded", env)
+			}
+		}
+	})
+	if st := p.Stats(); st.Seq != 5 || st.Folded != 5 {
+		t.Fatalf("stats %+v, want seq 5, 5 folded (each event once)", st)
+	}
+}

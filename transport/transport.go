@@ -52,6 +52,7 @@ type Service struct {
 	mu       sync.Mutex // orders inFlight.Add before Stop's Wait
 	stopped  bool
 	inFlight sync.WaitGroup
+	workers  *pool
 }
 
 // ServiceConfig configures Serve.
@@ -70,8 +71,9 @@ type ServiceConfig struct {
 	RateLimit float64
 	RateBurst int
 	// Concurrency bounds the commands handled at once (micro calls an
-	// endpoint's handler from one goroutine; each command then runs on its
-	// own, up to this many). Default 64.
+	// endpoint's handler from one goroutine; each command then runs on one
+	// of up to this many goroutines, which live on between commands).
+	// Default 64.
 	Concurrency int
 	Logger      *slog.Logger
 }
@@ -104,8 +106,7 @@ func Serve(nc *nats.Conn, h commands.Handler, cfg ServiceConfig) (*Service, erro
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 64
 	}
-	service := &Service{svc: svc}
-	slots := make(chan struct{}, cfg.Concurrency)
+	service := &Service{svc: svc, workers: newPool(cfg.Concurrency)}
 	g := svc.AddGroup(commands.SubjectPrefix)
 	limiter := newLimiter(cfg.RateLimit, cfg.RateBurst)
 	refusals := newLimiter(1, 10) // log lines about refused requests, per sender
@@ -167,11 +168,12 @@ func Serve(nc *nats.Conn, h commands.Handler, cfg ServiceConfig) (*Service, erro
 				}
 				service.inFlight.Add(1)
 				service.mu.Unlock()
-				slots <- struct{}{} // back-pressure: at most Concurrency at once
-				go func() {
-					defer func() { <-slots; service.inFlight.Done() }()
+				// At most Concurrency at once (back-pressure), on goroutines
+				// that live on between commands.
+				service.workers.run(func() {
+					defer service.inFlight.Done()
 					serve(r, key, es, started)
-				}()
+				})
 			})
 		}
 		if err := g.AddEndpoint(kind, handler(stats.endpoint(kind)), micro.WithEndpointQueueGroup(cfg.QueueGroup)); err != nil {
@@ -206,6 +208,7 @@ func (s *Service) Stop() error {
 	s.stopped = true
 	s.mu.Unlock()
 	s.inFlight.Wait()
+	s.workers.stop()
 	return err
 }
 

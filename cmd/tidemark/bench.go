@@ -15,8 +15,10 @@ func newBenchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench [--quick]",
 		Short: "Measure tidemark side by side with raw JetStream on embedded servers in a temp dir",
-		Long: "bench starts its own embedded servers and prints, per figure, tidemark's value, the raw\n" +
-			"JetStream value measured in the same run, the ratio, the goal and whether it passes.\n" +
+		Long: "bench starts its own embedded servers and prints, per figure, tidemark's value, its limit\n" +
+			"measured in the same run with the same client concurrency (the transport limit, raw\n" +
+			"JetStream...), the ratio, the goal, whether it passes, and how the cost per unit of work\n" +
+			"grows at ten times the size.\n" +
 			"--quick finishes in about two minutes. Exit status is 0 whether goals pass or not.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -30,17 +32,17 @@ func newBenchCmd() *cobra.Command {
 				return json.NewEncoder(out).Encode(figs)
 			}
 			tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "FIGURE\tTIDEMARK\tRAW\tUNIT\tRATIO\tGOAL\tPASS\tNOTE")
+			fmt.Fprintln(tw, "FIGURE\tTIDEMARK\tLIMIT\tUNIT\tRATIO\tGOAL\tPASS\tAT 10×\tNOTE")
 			for _, f := range figs {
-				raw := "-"
-				if f.Raw != 0 {
-					raw = fmt.Sprintf("%.0f", f.Raw)
+				limit := "-"
+				if f.Limit != 0 {
+					limit = fmt.Sprintf("%.0f", f.Limit)
 				}
 				pass := "FAIL"
 				if f.Pass {
 					pass = "pass"
 				}
-				fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\t%.3f\t%s\t%s\t%s\n", f.Name, f.Tidemark, raw, f.Unit, f.Ratio, f.Goal, pass, f.Note)
+				fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\t%.3f\t%s\t%s\t%s\t%s\n", f.Name, f.Tidemark, limit, f.Unit, f.Ratio, f.Goal, pass, slope(f.Scale), f.Note)
 			}
 			return tw.Flush()
 		},
@@ -48,4 +50,17 @@ func newBenchCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&quick, "quick", false, "small sizes: about two minutes")
 	outputFlag(cmd, &output, "table", "json")
 	return cmd
+}
+
+// slope is a row's cost growth for the table: the change per tenfold
+// size, and the size it was measured at.
+func slope(s *bench.Scale) string {
+	if s == nil {
+		return "-"
+	}
+	flat := "flat"
+	if !s.Flat {
+		flat = "STEEP"
+	}
+	return fmt.Sprintf("%+.0f%% per 10× (%s, at %d)", 100*s.Slope, flat, s.ScaledSize)
 }
