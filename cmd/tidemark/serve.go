@@ -30,7 +30,7 @@ import (
 func newServeCmd() *cobra.Command {
 	var (
 		dataDir, natsURL, listen, logFormat, httpAddr string
-		noSync, builtinWorker                         bool
+		noSync, builtinWorker, noCoalesce             bool
 		warehouseDSN                                  string
 		replicas                                      int
 		rateLimit                                     float64
@@ -68,7 +68,7 @@ func newServeCmd() *cobra.Command {
 			}
 			// Under fsync, concurrent completions share one: a group of them is
 			// stored as one group message (engine.Config.Coalesce).
-			cfg := engine.Config{Replicas: replicas, Logger: log, Coalesce: !noSync}
+			cfg := engine.Config{Replicas: replicas, Logger: log, Coalesce: !noSync && !noCoalesce}
 			var janitorErr error
 			if janitorEvery > 0 && janitorGrace < commands.MinRetireGrace {
 				janitorErr = fmt.Errorf("--janitor-grace %s: at least %s", janitorGrace, commands.MinRetireGrace)
@@ -247,7 +247,7 @@ func newServeCmd() *cobra.Command {
 			if where == "" {
 				where = "in-process only"
 			}
-			log.Info("tidemark serving", "nats", where, "http", dashboard, "data_dir", dataDir, "fsync_every_append", !noSync, "builtin_worker", builtinWorker)
+			log.Info("tidemark serving", "nats", where, "http", dashboard, "data_dir", dataDir, "fsync_every_append", !noSync, "coalesce", cfg.Coalesce, "builtin_worker", builtinWorker)
 			fmt.Fprintf(cmd.OutOrStdout(), "tidemark serving on %s (Ctrl-C to stop)\n", where)
 			if dashboard != "" {
 				fmt.Fprintf(cmd.OutOrStdout(), "dashboard on %s (metrics %s/metrics)\n", dashboard, dashboard)
@@ -287,6 +287,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&natsURL, "nats-url", "", "connect to this NATS server instead of embedding one")
 	f.StringVar(&listen, "listen", "127.0.0.1:4222", "client address of the embedded NATS server")
 	f.BoolVar(&noSync, "no-sync", false, "do not fsync every append (faster; risks losing acknowledged events on a machine crash)")
+	f.BoolVar(&noCoalesce, "no-coalesce", false, "under fsync, store each event as its own message on its own subject instead of a group of concurrent completions as one group message (one fsync per event: slower; for consumers that filter the stream by subject on the server)")
 	f.StringVar(&warehouseDSN, "warehouse", "", "where SQL models are computed and environments' views live: a DuckDB file (default with --builtin-worker: DATA-DIR/warehouse.duckdb; one process owns it), postgres://… for a Postgres shared with tidemark worker --warehouse processes (serve then swaps the views and answers query and verify), or none")
 	f.BoolVar(&builtinWorker, "builtin-worker", false, "run all work (backfill, scheduled, catch-up, repair) in-process, recording it as done at once, instead of publishing it to tidemark worker processes (demos and tests)")
 	f.IntVar(&replicas, "replicas", 1, "stream replicas (3 on a cluster)")
