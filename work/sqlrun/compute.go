@@ -76,17 +76,23 @@ func (c *Computer) Compute(ctx context.Context, b work.Batch) error {
 	if err != nil {
 		return err
 	}
+	return writeStep(ctx, c.WH, c.Log, b.Item.ID, st.Snapshot, m, s.Unit, []interval.Range{b.Range})
+}
+
+// writeStep writes ranges of snapshot's model one interval of unit at a
+// time (warehouse.WriteInterval: one transaction each) and logs the rows.
+func writeStep(ctx context.Context, wh *warehouse.Warehouse, log *slog.Logger, item, snapshot string, m warehouse.Model, unit interval.Unit, ranges []interval.Range) error {
 	var rows int64
-	ivs := Intervals(s.Unit, []interval.Range{b.Range})
+	ivs := Intervals(unit, ranges)
 	for _, iv := range ivs {
-		n, err := c.WH.WriteInterval(ctx, m, iv.Start, iv.End)
+		n, err := wh.WriteInterval(ctx, m, iv.Start, iv.End)
 		if err != nil {
-			return fmt.Errorf("sqlrun: %s %s: %w", st.Snapshot, iv, err)
+			return fmt.Errorf("sqlrun: %s %s: %w", snapshot, iv, err)
 		}
 		rows += n
 	}
-	if c.Log != nil {
-		c.Log.Debug("computed", "snapshot", st.Snapshot, "intervals", len(ivs), "rows", rows, "item", b.Item.ID)
+	if log != nil {
+		log.Debug("computed", "snapshot", snapshot, "intervals", len(ivs), "rows", rows, "item", item)
 	}
 	return nil
 }

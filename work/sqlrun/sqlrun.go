@@ -134,17 +134,8 @@ func (r *Runner) Run(ctx context.Context, item work.Item, at time.Time) error {
 			// work up.
 			continue
 		}
-		var rows int64
-		ivs := Intervals(unit, st.Ranges)
-		for _, iv := range ivs {
-			n, err := r.WH.WriteInterval(ctx, m, iv.Start, iv.End)
-			if err != nil {
-				return fmt.Errorf("sqlrun: %s %s: %w", st.Snapshot, iv, err)
-			}
-			rows += n
-		}
-		if r.Log != nil {
-			r.Log.Debug("computed", "snapshot", st.Snapshot, "intervals", len(ivs), "rows", rows, "item", item.ID)
+		if err := writeStep(ctx, r.WH, r.Log, item.ID, st.Snapshot, m, unit, st.Ranges); err != nil {
+			return err
 		}
 	}
 	return r.Done.Run(ctx, item, at)
