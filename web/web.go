@@ -21,6 +21,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
@@ -297,6 +298,8 @@ type view struct {
 	// Workers is nil when the server has no roster (Workers unset).
 	Workers []workerView
 	Roster  bool
+	// Retired are the snapshot tables the janitor retired, by table.
+	Retired []commands.RetiredTable
 }
 
 type workerView struct {
@@ -369,6 +372,7 @@ func (s *Server) view() view {
 			v.Repairs = append(v.Repairs, repairView{Env: r.Env, Plan: r.Plan, Snapshot: r.Snapshot,
 				Missing: strings.Join(interval.Set(r.Missing).Strings(), ", "), Age: (time.Duration(r.OpenForMS) * time.Millisecond).Round(time.Second).String()})
 		}
+		v.Retired = views.Retired(st)
 		for _, p := range views.InFlight(st) {
 			v.InFlight = append(v.InFlight, flightView{Plan: p.Plan, Env: p.Env, Percent: int(p.Fraction()*100 + 0.5),
 				Done: fmt.Sprintf("%s of %s", p.Done, p.Total)})

@@ -321,3 +321,23 @@ func TestDecisionPage(t *testing.T) {
 		}
 	}
 }
+
+// The dashboard lists the tables the janitor retired.
+func TestDashboardRetiredTables(t *testing.T) {
+	e, srv := served(t, "stale-scheduler-after-promotion.yaml")
+	if _, page := get(t, srv.URL+"/"); strings.Contains(page, "Retired tables") {
+		t.Fatalf("retired tables listed before any retirement:\n%s", page)
+	}
+	at := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
+	r := e.Handle(t.Context(), &commands.RetireTables{Meta: commands.Meta{ID: commands.NewID(), At: at}, Tables: []string{"events@v1"}, GraceMS: time.Hour.Milliseconds()})
+	if err := r.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Projection().WaitFor(t.Context(), r.Seq); err != nil {
+		t.Fatal(err)
+	}
+	_, page := get(t, srv.URL+"/")
+	if !strings.Contains(page, `data-retired="events@v1"`) || !strings.Contains(page, "written by events@v1") {
+		t.Fatalf("dashboard lacks the retired table:\n%s", page)
+	}
+}
