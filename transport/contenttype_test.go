@@ -55,3 +55,43 @@ func TestClientContentType(t *testing.T) {
 		}
 	}
 }
+
+// The service's reply names its encoding as the request did: none for a
+// request without Content-Type (msgpack), msgpack or JSON when the request
+// said so.
+func TestReplyContentType(t *testing.T) {
+	nc, err := nats.Connect("", nats.InProcessServer(jstest.Node(t).Server()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	svc, err := Serve(nc, slowHandler{}, ServiceConfig{Logger: jstest.Quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Stop()
+	user := NewClient(nc).User
+	cmd := &commands.RegisterSnapshot{Meta: commands.Meta{ID: "ct"}, Model: "m", Version: "v1", Cron: "@hourly", Start: time.Unix(0, 0).UTC()}
+	for _, ct := range []string{"", commands.ContentMsgpack, commands.ContentJSON} {
+		asJSON := ct == commands.ContentJSON
+		body, err := commands.Encode(cmd, asJSON)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := nats.NewMsg(CommandSubject(user, cmd.Kind()))
+		m.Data = body
+		if ct != "" {
+			m.Header.Set(commands.HeaderContentType, ct)
+		}
+		resp, err := nc.RequestMsgWithContext(t.Context(), m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := resp.Header.Get(commands.HeaderContentType); got != ct || (ct == "" && len(resp.Header) != 0) {
+			t.Fatalf("request Content-Type %q: reply headers %v", ct, resp.Header)
+		}
+		if r, err := commands.DecodeReply(resp.Data, asJSON); err != nil || !r.Accepted {
+			t.Fatalf("request Content-Type %q: %v %+v", ct, err, r)
+		}
+	}
+}
