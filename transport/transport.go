@@ -133,17 +133,11 @@ func Serve(nc *nats.Conn, h commands.Handler, cfg ServiceConfig) (*Service, erro
 				_ = r.Error("500", "cannot encode reply", nil)
 				return
 			}
-			// The reply names its encoding as the request did: a request
-			// without Content-Type (msgpack, the Go client's) gets a reply
-			// without headers, which costs both connections less.
-			var opts []micro.RespondOpt
-			switch {
-			case asJSON:
-				opts = append(opts, micro.WithHeaders(jsonReplyHeaders))
-			case ct != "":
-				opts = append(opts, micro.WithHeaders(msgpackReplyHeaders))
+			hdr := msgpackReplyHeaders
+			if asJSON {
+				hdr = jsonReplyHeaders
 			}
-			if err := r.Respond(body, opts...); err != nil {
+			if err := r.Respond(body, micro.WithHeaders(hdr)); err != nil {
 				cfg.Logger.Warn("respond", "kind", kind, "err", err)
 			}
 		}
