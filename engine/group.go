@@ -19,7 +19,8 @@ import (
 // (holder of the lead token, then of cmdMu) takes the whole queue,
 // decides every command in it against the same view, publishes the
 // independent ones together (all in flight at once, each under its own
-// fencing token and message id: see publish), and lets go of leadership
+// fencing token and per-subject condition, without a message id: see
+// publish), and lets go of leadership
 // before it waits for their acks, so the next group is decided while this
 // one is being stored.
 //
@@ -313,7 +314,10 @@ func (p *pendingGroup) publish() {
 		token := next
 		exp.LastSeq = &token
 		p.evs[k] = evs[0]
-		if f, err := e.elog.AppendAsync(msgID(w.cmd.Kind(), m.ID), evs[0], exp); err == nil {
+		// No message id: the token alone stops a second copy (a retry
+		// finds the stream past it), and the server keeps no dedupe
+		// entry per append.
+		if f, err := e.elog.AppendAsync("", evs[0], exp); err == nil {
 			p.futures[k] = f
 			next++
 		}

@@ -26,6 +26,11 @@ var ErrConflict = errors.New("eventlog: concurrent change (expected sequence mis
 // lost). Re-read the tail before deciding again.
 var ErrAmbiguous = errors.New("eventlog: append outcome unknown")
 
+// ErrUnfenced refuses an append with neither a message id nor a
+// whole-stream condition (AppendAsync): nothing would stop a retry from
+// storing it twice.
+var ErrUnfenced = errors.New("eventlog: an append without a message id needs a whole-stream condition (events.Expect.LastSeq)")
+
 // EventDuplicateWindow is the event stream's Nats-Msg-Id deduplication
 // window. It is short on purpose. A retried append cannot be stored twice
 // anyway: every append is conditional on the last sequence of each subject
@@ -244,7 +249,16 @@ func (l *Log) Append(ctx context.Context, msgID string, evs []events.Event, exp 
 // msgID (MsgID), without waiting for its acknowledgement: the future carries it. A
 // duplicate ack stored nothing (the stream holds a message with this id);
 // the caller must not take it for success without checking (Append does).
+//
+// An empty msgID publishes without one (the stream keeps no dedupe entry
+// for it, which costs the server on every append): only under a
+// whole-stream condition (exp.LastSeq), which alone stops a second copy
+// (the first moved the stream past it). Without one it is refused with
+// ErrUnfenced.
 func (l *Log) AppendAsync(msgID string, ev events.Event, exp events.Expect) (jetstream.PubAckFuture, error) {
+	if msgID == "" && exp.LastSeq == nil {
+		return nil, ErrUnfenced
+	}
 	msgs, err := commandMsgs(msgID, []events.Event{ev}, exp)
 	if err != nil {
 		return nil, err
@@ -332,10 +346,12 @@ func commandMsgs(msgID string, evs []events.Event, exp events.Expect) ([]*nats.M
 		m := nats.NewMsg(subj)
 		m.Data = b
 		id := msgID
-		if len(evs) > 1 {
+		if len(evs) > 1 && msgID != "" {
 			id = msgID + "#" + strconv.Itoa(i)
 		}
-		m.Header.Set(jetstream.MsgIDHeader, id)
+		if id != "" {
+			m.Header.Set(jetstream.MsgIDHeader, id)
+		}
 		if len(evs) > 1 {
 			m.Header.Set(BatchHeader, fmt.Sprintf("%d/%d", i+1, len(evs)))
 		}
