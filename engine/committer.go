@@ -68,18 +68,25 @@ func (e *Engine) commitLoop(ctx context.Context) {
 				alone = append(alone, p.batch...)
 			}
 		}
-		// Nothing is in flight now.
-		e.oneByOne(ctx, alone)
-		alone = nil
-		next := e.take()
 		stored := p
+		answer := func() {
+			if stored != nil && seq != 0 {
+				stored.answer(seq, perr)
+			}
+			stored = nil
+		}
 		p = nil
-		if len(next) > 0 {
-			p, alone = e.publishNext(next)
+		if len(alone) > 0 {
+			// Nothing is in flight now. The stored group is answered
+			// first: the one-at-a-time path takes an fsync a command.
+			answer()
+			e.oneByOne(ctx, alone)
+			alone = nil
 		}
-		if stored != nil && seq != 0 {
-			stored.answer(seq, perr)
+		if next := e.take(); len(next) > 0 {
+			p, alone = e.publishNext(next, answer)
 		}
+		answer()
 		if p != nil || len(alone) > 0 {
 			continue
 		}
@@ -114,9 +121,14 @@ func (e *Engine) take() []*waiter {
 
 // publishNext decides group and publishes its independent commands as
 // one group message (startGroup); it returns that group (nil: none) and
-// the commands for the one-at-a-time path.
-func (e *Engine) publishNext(group []*waiter) (*pendingGroup, []*waiter) {
-	e.cmdMu.Lock()
+// the commands for the one-at-a-time path. When another command holds
+// cmdMu (its own append may take an fsync), it calls answer first, so
+// that the group just stored is not answered behind that command.
+func (e *Engine) publishNext(group []*waiter, answer func()) (*pendingGroup, []*waiter) {
+	if !e.cmdMu.TryLock() {
+		answer()
+		e.cmdMu.Lock()
+	}
 	defer e.cmdMu.Unlock()
 	if e.closed {
 		for _, w := range group {
