@@ -9,11 +9,12 @@ import (
 // The committer: a coalescing engine's completions (Config.Coalesce) are
 // stored by one goroutine, which holds the one group in flight
 // (MaxGroupsInFlight). Once a group's ack arrives it applies the group,
-// decides and publishes the next group from the queue, and only then
-// answers the group just stored: the next fsync starts as soon as the
-// view holds the previous group, with no hand-off to another goroutine on
-// the way (docs/performance.md measured the hand-offs: a group cycle was
-// mostly goroutine wake-ups, the fsync a quarter of it). A command that
+// decides and publishes the next group from the queue, and then answers
+// the group just stored (first, when another command holds cmdMu or
+// commands wait for the one-at-a-time path): the next fsync starts as
+// soon as the view holds the previous group, with no hand-off to another
+// goroutine on the way (docs/performance.md measured the hand-offs: a
+// group cycle was mostly goroutine wake-ups, the fsync a quarter of it). A command that
 // cannot go in a group (group.go) goes the one-at-a-time way on the
 // committer, once nothing is in flight.
 
