@@ -25,33 +25,20 @@ import (
 // every later one in the chain; all of them go the one-at-a-time way. A
 // group message never follows plain messages in flight.
 
-// MaxGroupsInFlight bounds the groups a coalescing engine has in flight:
-// with fewer groups, each is larger (the commands that arrive while the
-// others are stored), and under SyncAlways a stored message costs the
-// same fsync whatever it carries.
+// MaxGroupsInFlight is how many coalesced groups a coalescing engine has
+// in flight: one. With fewer groups, each is larger (the commands that
+// arrive while the others are stored), and under SyncAlways a stored
+// message costs the same fsync whatever it carries (docs/performance.md
+// measured two: smaller groups, no gain).
 const MaxGroupsInFlight = 1
 
-// slot takes one of the MaxGroupsInFlight slots for the group the caller
-// leads (always true when not coalescing), or reports false when w was
-// answered meanwhile (another leader took it).
-func (e *Engine) slot(w *waiter) bool {
-	if !e.cfg.Coalesce {
-		return true
-	}
-	select {
-	case e.slots <- struct{}{}:
-		return true
-	case <-w.done:
-		return false
-	}
-}
+// slot and unslot were the coalesced groups' in-flight slots, taken by
+// the goroutine leading a group in combine; a coalescing engine now runs
+// its groups on the committer instead (committer.go), so they are no-ops
+// that combine still calls.
+func (e *Engine) slot(*waiter) bool { return true }
 
-// unslot gives back the slot slot took.
-func (e *Engine) unslot() {
-	if e.cfg.Coalesce {
-		<-e.slots
-	}
-}
+func (e *Engine) unslot() {}
 
 // fence replaces d's per-subject conditions with the stream's last
 // sequence st.Seq when per-subject conditions cannot be used: when this
@@ -75,7 +62,8 @@ func (p *pendingGroup) publishGroup() {
 		m := w.cmd.Header()
 		p.evs[k] = e.commandEvents(m, commands.Digest(w.cmd), p.decided[k].Events)[0]
 	}
-	f, err := e.elog.AppendGroupAsync(p.evs, eventlog.GroupCondition{LastSeq: p.base, MsgID: p.id, LastMsgID: p.chain})
+	cond := eventlog.GroupCondition{LastSeq: p.base, MsgID: p.id, LastMsgID: p.chain}
+	f, err := e.elog.AppendGroupAsync(p.evs, cond)
 	if err != nil {
 		e.log.Debug("group append failed; the commands go alone", "err", err)
 		return
@@ -88,30 +76,48 @@ func (p *pendingGroup) publishGroup() {
 // its commands, and returns them all for the one-at-a-time path when it
 // was not stored (or may not have been: that path re-reads first).
 func (p *pendingGroup) waitGroup(ctx context.Context) []*waiter {
+	seq, perr := p.collect(ctx)
+	if seq == 0 {
+		return p.batch
+	}
+	p.answer(seq, perr)
+	return nil
+}
+
+// collect waits for the group message's ack, applies its events to the
+// live projection and lands the group. It returns the sequence the group
+// was stored at (0: not stored, or not known to be: its commands go the
+// one-at-a-time way, which re-reads first) and the projection's error.
+func (p *pendingGroup) collect(ctx context.Context) (uint64, error) {
 	e := p.e
 	var seq uint64
 	timeout := time.NewTimer(eventlog.AppendTimeout)
 	defer timeout.Stop()
-	select {
-	case ack := <-p.group.Ok():
-		seq = ack.Sequence
-	case err := <-p.group.Err():
-		e.log.Debug("group append: the commands go alone", "n", len(p.batch), "err", eventlog.MapErr(err))
-	case <-timeout.C:
-	case <-ctx.Done():
+	if p.group != nil { // nil: the publish failed
+		select {
+		case ack := <-p.group.Ok():
+			if !ack.Duplicate { // a duplicate stored nothing
+				seq = ack.Sequence
+			}
+		case err := <-p.group.Err():
+			e.log.Debug("group append: the commands go alone", "n", len(p.batch), "err", eventlog.MapErr(err))
+		case <-timeout.C:
+		case <-ctx.Done():
+		}
 	}
 	e.metrics.appendS.Observe(time.Since(p.started).Seconds())
-	if seq == 0 {
-		e.land(p)
-		return p.batch
+	var perr error
+	if seq != 0 {
+		e.proj.ApplyOwnGroup(seq, p.evs, true)
+		perr = e.waitFor(ctx, seq)
 	}
-	e.proj.ApplyOwnGroup(seq, p.evs, true)
-	perr := e.waitFor(ctx, seq)
-	// The view holds the group now: the next group may be decided while
-	// this one's replies go out.
 	e.land(p)
-	e.unslot()
-	p.unslotted = true
+	return seq, perr
+}
+
+// answer replies to the commands of a group stored at seq (perr: the
+// projection did not catch up with it).
+func (p *pendingGroup) answer(seq uint64, perr error) {
 	for k, w := range p.batch {
 		if perr != nil {
 			w.finish(commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "appended at seq %d but the projection did not catch up: %v", seq, perr)))
@@ -121,6 +127,5 @@ func (p *pendingGroup) waitGroup(ctx context.Context) []*waiter {
 		r.Accepted, r.Seq, r.Events = true, seq, 1
 		w.finish(r)
 	}
-	e.metrics.groups.Observe(float64(len(p.batch)))
-	return nil
+	p.e.metrics.groups.Observe(float64(len(p.batch)))
 }

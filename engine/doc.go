@@ -19,6 +19,8 @@
 // Completions are group-committed (group.go): several groups may be in
 // flight at once, but never two touching the same subject, table or
 // command id, and every other command waits until none is in flight.
+// Under Config.Coalesce one committer goroutine stores them instead, one
+// group message in flight (committer.go).
 //
 // Lock order: cmdMu, flightMu, then the live projection's mu (held only
 // while deciding).

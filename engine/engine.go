@@ -88,7 +88,7 @@ type Engine struct {
 	queueMu sync.Mutex
 	queue   []*waiter     // completions waiting for group commit
 	lead    chan struct{} // capacity 1: held by the goroutine leading a group
-	slots   chan struct{} // capacity MaxGroupsInFlight: coalesced groups in flight
+	co      committer     // Config.Coalesce: the goroutine storing the groups (committer.go)
 	// flightMu guards flight, the groups published and not yet applied.
 	// Lock order: cmdMu, flightMu, the live projection's mu.
 	flightMu sync.Mutex
@@ -118,7 +118,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Engine, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	e := &Engine{cfg: cfg, log: cfg.Logger.With("subsystem", "engine"), ids: events.NewIDSource(), lead: make(chan struct{}, 1), slots: make(chan struct{}, MaxGroupsInFlight)}
+	e := &Engine{cfg: cfg, log: cfg.Logger.With("subsystem", "engine"), ids: events.NewIDSource(), lead: make(chan struct{}, 1)}
 	e.metrics = newMetrics()
 	e.nc = nc
 	var err error
@@ -180,6 +180,9 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Engine, error) {
 	if e.keeper != nil {
 		e.wg.Add(1)
 		go func() { defer e.wg.Done(); e.keeper.Run(e.ctx) }()
+	}
+	if cfg.Coalesce {
+		e.startCommitter()
 	}
 	return e, nil
 }
@@ -262,6 +265,9 @@ func (e *Engine) handle(ctx context.Context, cmd commands.Command) commands.Repl
 	}
 	switch cmd.(type) {
 	case *commands.CompleteIntervals, *commands.CompleteWork:
+		if e.cfg.Coalesce {
+			return e.commit(ctx, cmd)
+		}
 		return e.combine(ctx, cmd)
 	}
 	e.cmdMu.Lock()

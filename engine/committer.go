@@ -1,0 +1,141 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/tidemark/tidemark/commands"
+)
+
+// The committer: a coalescing engine's completions (Config.Coalesce) are
+// stored by one goroutine, which holds the one group in flight
+// (MaxGroupsInFlight). Once a group's ack arrives it applies the group,
+// decides and publishes the next group from the queue, and then answers
+// the group just stored (first, when another command holds cmdMu or
+// commands wait for the one-at-a-time path): the next fsync starts as
+// soon as the view holds the previous group, with no hand-off to another
+// goroutine on the way (docs/performance.md measured the hand-offs: a
+// group cycle was mostly goroutine wake-ups, the fsync a quarter of it). A command that
+// cannot go in a group (group.go) goes the one-at-a-time way on the
+// committer, once nothing is in flight.
+
+// committer is the state of a coalescing engine's committer goroutine.
+type committer struct {
+	kick chan struct{} // capacity 1: the queue has grown
+	// stopped is set, under Engine.queueMu, once the committer has exited:
+	// nothing is queued any more.
+	stopped bool
+}
+
+// startCommitter starts the committer of a coalescing engine; it exits
+// when e.ctx ends.
+func (e *Engine) startCommitter() {
+	e.co.kick = make(chan struct{}, 1)
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		e.commitLoop(e.ctx)
+	}()
+}
+
+// commit queues a completion for the committer and returns its reply.
+func (e *Engine) commit(ctx context.Context, cmd commands.Command) commands.Reply {
+	w := &waiter{ctx: ctx, cmd: cmd, done: make(chan struct{})}
+	e.queueMu.Lock()
+	if e.co.stopped {
+		e.queueMu.Unlock()
+		return commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "%v", ErrStopped))
+	}
+	e.queue = append(e.queue, w)
+	e.queueMu.Unlock()
+	select {
+	case e.co.kick <- struct{}{}:
+	default: // already kicked
+	}
+	<-w.done
+	return w.reply
+}
+
+// commitLoop stores the queued completions, one group in flight at a
+// time, until ctx ends; then it answers whatever is queued with
+// ErrStopped.
+func (e *Engine) commitLoop(ctx context.Context) {
+	var p *pendingGroup // published, its ack not yet collected
+	var alone []*waiter // for the one-at-a-time path
+	for {
+		var seq uint64
+		var perr error
+		if p != nil {
+			if seq, perr = p.collect(ctx); seq == 0 {
+				alone = append(alone, p.batch...)
+			}
+		}
+		stored := p
+		answer := func() {
+			if stored != nil && seq != 0 {
+				stored.answer(seq, perr)
+			}
+			stored = nil
+		}
+		p = nil
+		if len(alone) > 0 {
+			// Nothing is in flight now. The stored group is answered
+			// first: the one-at-a-time path takes an fsync a command.
+			answer()
+			e.oneByOne(ctx, alone)
+			alone = nil
+		}
+		if next := e.take(); len(next) > 0 {
+			p, alone = e.publishNext(next, answer)
+		}
+		answer()
+		if p != nil || len(alone) > 0 {
+			continue
+		}
+		select {
+		case <-e.co.kick:
+		case <-ctx.Done():
+			e.queueMu.Lock()
+			e.co.stopped = true
+			rest := e.queue
+			e.queue = nil
+			e.queueMu.Unlock()
+			for _, w := range rest {
+				w.finish(commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "%v", ErrStopped)))
+			}
+			return
+		}
+	}
+}
+
+// take takes up to MaxGroup commands from the queue.
+func (e *Engine) take() []*waiter {
+	e.queueMu.Lock()
+	defer e.queueMu.Unlock()
+	group := e.queue
+	if len(group) > MaxGroup {
+		group, e.queue = group[:MaxGroup:MaxGroup], group[MaxGroup:]
+	} else {
+		e.queue = nil
+	}
+	return group
+}
+
+// publishNext decides group and publishes its independent commands as
+// one group message (startGroup); it returns that group (nil: none) and
+// the commands for the one-at-a-time path. When another command holds
+// cmdMu (its own append may take an fsync), it calls answer first, so
+// that the group just stored is not answered behind that command.
+func (e *Engine) publishNext(group []*waiter, answer func()) (*pendingGroup, []*waiter) {
+	if !e.cmdMu.TryLock() {
+		answer()
+		e.cmdMu.Lock()
+	}
+	defer e.cmdMu.Unlock()
+	if e.closed {
+		for _, w := range group {
+			w.finish(commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "%v", ErrStopped)))
+		}
+		return nil, nil
+	}
+	return e.startGroup(group)
+}
