@@ -32,14 +32,6 @@ import (
 // measured two: smaller groups, no gain).
 const MaxGroupsInFlight = 1
 
-// slot and unslot were the coalesced groups' in-flight slots, taken by
-// the goroutine leading a group in combine; a coalescing engine now runs
-// its groups on the committer instead (committer.go), so they are no-ops
-// that combine still calls.
-func (e *Engine) slot(*waiter) bool { return true }
-
-func (e *Engine) unslot() {}
-
 // fence replaces d's per-subject conditions with the stream's last
 // sequence st.Seq when per-subject conditions cannot be used: when this
 // engine coalesces (a group message's events are not stored on their own

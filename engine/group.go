@@ -96,10 +96,6 @@ func (e *Engine) combine(ctx context.Context, cmd commands.Command) commands.Rep
 			return w.reply
 		case e.lead <- struct{}{}:
 		}
-		if !e.slot(w) {
-			<-e.lead
-			return w.reply
-		}
 		e.queueMu.Lock()
 		group := e.queue
 		if len(group) > MaxGroup {
@@ -110,7 +106,6 @@ func (e *Engine) combine(ctx context.Context, cmd commands.Command) commands.Rep
 		e.queueMu.Unlock()
 		if len(group) == 0 {
 			// w was taken by another leader and is in flight.
-			e.unslot()
 			<-e.lead
 			<-w.done
 			return w.reply
@@ -118,7 +113,6 @@ func (e *Engine) combine(ctx context.Context, cmd commands.Command) commands.Rep
 		e.cmdMu.Lock()
 		if e.closed {
 			e.cmdMu.Unlock()
-			e.unslot()
 			<-e.lead
 			for _, g := range group {
 				g.finish(commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "%v", ErrStopped)))
@@ -130,9 +124,6 @@ func (e *Engine) combine(ctx context.Context, cmd commands.Command) commands.Rep
 		<-e.lead
 		if pending != nil {
 			alone = append(pending.wait(ctx), alone...)
-		}
-		if pending == nil || !pending.unslotted {
-			e.unslot()
 		}
 		e.oneByOne(ctx, alone)
 	}
@@ -171,8 +162,6 @@ type pendingGroup struct {
 	// with message id id, conditional on the group message chain.
 	coalesce  bool
 	id, chain string
-	// unslotted: wait gave the group's slot back itself (coalesce.go).
-	unslotted bool
 }
 
 // startGroup decides a queue of commands, answers the rejected and the
