@@ -57,3 +57,16 @@ func (f *clientFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.natsURL, "nats-url", defaultNatsURL, natsURLUsage)
 	outputFlag(cmd, &f.output, "table", "json")
 }
+
+// pause waits every (less when deadline comes first) between two asks of
+// a polling verb; a cancelled ctx is a usage exitError.
+func pause(ctx context.Context, every time.Duration, deadline time.Time) error {
+	t := time.NewTimer(min(every, time.Until(deadline)))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return &exitError{kind: usage, err: ctx.Err()}
+	case <-t.C:
+		return nil
+	}
+}

@@ -105,10 +105,8 @@ func awaitBackfill(cmd *cobra.Command, url, plan string, wait time.Duration) err
 		if !time.Now().Before(deadline) {
 			return &exitError{kind: failed, err: fmt.Errorf("--wait: plan %s's backfill is not computed after %s, %s (is `tidemark serve` computing its work: --builtin-worker, or a `tidemark worker`?)", plan, wait, progress(*p))}
 		}
-		select {
-		case <-ctx.Done():
-			return &exitError{kind: usage, err: ctx.Err()}
-		case <-time.After(min(250*time.Millisecond, time.Until(deadline))):
+		if err := pause(ctx, 250*time.Millisecond, deadline); err != nil {
+			return err
 		}
 	}
 }

@@ -22,7 +22,7 @@ func newQueryCmd() *cobra.Command {
 		Use:   "query SQL",
 		Short: "Run read-only SQL against the warehouse, through the process that owns it",
 		Long: "query sends one read-only statement (SELECT, WITH, SHOW, DESCRIBE, EXPLAIN, VALUES, TABLE) to the\n" +
-			"process that owns the warehouse (serve --builtin-worker) and prints its rows. Environments are\n" +
+			"process that owns the warehouse (serve with a warehouse) and prints its rows. Environments are\n" +
 			"schemas of views: SELECT * FROM prod.events reads what prod serves.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

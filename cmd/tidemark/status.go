@@ -137,10 +137,8 @@ func awaitAdvance(cmd *cobra.Command, url, env string, wait time.Duration) (comm
 		if !time.Now().Before(deadline) {
 			return r, &exitError{kind: failed, err: fmt.Errorf("--wait-advance: the scheduler did not advance every incumbent within %s (is `tidemark serve` computing its work: --builtin-worker, or a `tidemark worker`?)", wait)}
 		}
-		select {
-		case <-ctx.Done():
-			return r, &exitError{kind: usage, err: ctx.Err()}
-		case <-time.After(min(time.Second, time.Until(deadline))):
+		if err := pause(ctx, time.Second, deadline); err != nil {
+			return r, err
 		}
 	}
 }
