@@ -184,7 +184,7 @@ func server(ctx context.Context, sync bool) (*instance, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	e, err := open(ctx, dir, sync, engine.Config{Logger: quiet(), CheckpointEvery: -1, TrustCommandTime: true})
+	e, err := open(ctx, dir, sync, engine.Config{Logger: quiet(), CheckpointEvery: -1, TrustCommandTime: true, Coalesce: true})
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, nil, err

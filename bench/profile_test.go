@@ -64,11 +64,13 @@ func BenchmarkRestart(b *testing.B) {
 // the transport limit (limit.go) in alternating rounds.
 func BenchmarkTransportLimit(b *testing.B) {
 	ctx := context.Background()
-	_, cs, done, err := served(ctx, false)
+	e, cs, done, err := served(ctx, false)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer done()
+	before, _ := e.LastSeq(ctx)
+	defer func() { after, _ := e.LastSeq(ctx); b.ReportMetric(float64(b.N)/float64(after-before), "cmds/msg") }()
 	lim, err := startLimit(ctx)
 	if err != nil {
 		b.Fatal(err)

@@ -169,9 +169,9 @@ type pendingGroup struct {
 // It returns the published group (nil if none), which must be waited for,
 // and the commands for the one-at-a-time path.
 func (e *Engine) startGroup(group []*waiter) (*pendingGroup, []*waiter) {
-	p := &pendingGroup{e: e}
+	p := &pendingGroup{e: e, batch: make([]*waiter, 0, len(group)), decided: make([]decide.Decision, 0, len(group)), keys: make([]flightKey, 0, 3*len(group))}
 	var alone []*waiter
-	seen := map[flightKey]bool{}
+	seen := make(map[flightKey]bool, 3*len(group))
 	e.flightMu.Lock()
 	e.proj.Read(func(st *projections.State) {
 		// The fencing token of the group's first append: the view's

@@ -48,7 +48,7 @@ func groupBody(evs []events.Event) ([]byte, error) {
 	if len(evs) == 0 || len(evs) > MaxGroupEvents {
 		return nil, fmt.Errorf("eventlog: a group of %d events: want 1..%d", len(evs), MaxGroupEvents)
 	}
-	out := binary.AppendUvarint(nil, uint64(len(evs)))
+	out := binary.AppendUvarint(make([]byte, 0, 256*len(evs)), uint64(len(evs)))
 	for _, ev := range evs {
 		if ev.Payload != nil && ev.Payload.Subject() == GroupSubject {
 			return nil, fmt.Errorf("eventlog: event %s belongs on the group subject", ev.ID)

@@ -45,7 +45,9 @@ func (r *Reader) WithLogger(log *slog.Logger) *Reader {
 // WithHave returns a copy of the reader whose Tail does not decode the
 // events have reports the caller holds already (the projection's own,
 // applied when their appends were acknowledged): their entries carry the
-// sequence, subject and pending count, and a zero Event.
+// sequence, subject and pending count, and a zero Event. A group message
+// the caller holds is one such entry (subject GroupSubject, no Index or
+// Count), not one per event.
 func (r *Reader) WithHave(have func(seq uint64) bool) *Reader {
 	c := *r
 	c.have = have
@@ -187,6 +189,14 @@ func (r *Reader) Tail(ctx context.Context, from uint64, fn func(Entry) error, su
 			continue
 		}
 		if msg.Subject() == GroupSubject {
+			if r.have != nil && r.have(md.Sequence.Stream) {
+				// Held already: one entry for the whole message, nothing
+				// split or decoded.
+				if err := fn(Entry{Record: events.Record{Seq: md.Sequence.Stream, Subject: GroupSubject}, Pending: md.NumPending}); err != nil {
+					return err
+				}
+				continue
+			}
 			for _, rec := range Expand(md.Sequence.Stream, msg.Subject(), msg.Data()) {
 				e := Entry{Record: rec, Pending: md.NumPending}
 				if rec.Count > 0 {

@@ -16,16 +16,16 @@ import (
 	"github.com/tidemark/tidemark/transport"
 )
 
-// Under fsync serve coalesces concurrent completions into group messages;
-// --no-coalesce keeps every event on its own subject (for consumers that
-// filter the stream on the server).
+// serve coalesces concurrent completions into group messages, with fsync
+// or without; --no-coalesce keeps every event on its own subject (for
+// consumers that filter the stream on the server).
 func TestServeCoalesceFlag(t *testing.T) {
 	for _, tc := range []struct {
-		flag   string
-		groups bool
-	}{{"--no-coalesce=false", true}, {"--no-coalesce", false}} {
-		t.Run(tc.flag, func(t *testing.T) {
-			s := startServe(t, "--no-sync=false", tc.flag)
+		sync, flag string
+		groups     bool
+	}{{"--no-sync=false", "--no-coalesce=false", true}, {"--no-sync", "--no-coalesce=false", true}, {"--no-sync=false", "--no-coalesce", false}} {
+		t.Run(tc.sync+tc.flag, func(t *testing.T) {
+			s := startServe(t, tc.sync, tc.flag)
 			nc, err := nats.Connect(s.nats)
 			if err != nil {
 				t.Fatal(err)

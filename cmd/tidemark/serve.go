@@ -66,9 +66,10 @@ func newServeCmd() *cobra.Command {
 			if natsURL == "" {
 				ncfg.Listen = listen
 			}
-			// Under fsync, concurrent completions share one: a group of them is
-			// stored as one group message (engine.Config.Coalesce).
-			cfg := engine.Config{Replicas: replicas, Logger: log, Coalesce: !noSync && !noCoalesce}
+			// Concurrent completions are stored together: a group of them is
+			// one group message (engine.Config.Coalesce), one fsync and one
+			// store for the group (docs/performance.md).
+			cfg := engine.Config{Replicas: replicas, Logger: log, Coalesce: !noCoalesce}
 			var janitorErr error
 			if janitorEvery > 0 && janitorGrace < commands.MinRetireGrace {
 				janitorErr = fmt.Errorf("--janitor-grace %s: at least %s", janitorGrace, commands.MinRetireGrace)
@@ -287,7 +288,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&natsURL, "nats-url", "", "connect to this NATS server instead of embedding one")
 	f.StringVar(&listen, "listen", "127.0.0.1:4222", "client address of the embedded NATS server")
 	f.BoolVar(&noSync, "no-sync", false, "do not fsync every append (faster; risks losing acknowledged events on a machine crash)")
-	f.BoolVar(&noCoalesce, "no-coalesce", false, "under fsync, store each event as its own message on its own subject instead of a group of concurrent completions as one group message (one fsync per event: slower; for consumers that filter the stream by subject on the server)")
+	f.BoolVar(&noCoalesce, "no-coalesce", false, "store each event as its own message on its own subject instead of a group of concurrent completions as one group message (one store and, under fsync, one fsync per event: slower; for consumers that filter the stream by subject on the server)")
 	f.StringVar(&warehouseDSN, "warehouse", "", "where SQL models are computed and environments' views live: a DuckDB file (default with --builtin-worker: DATA-DIR/warehouse.duckdb; one process owns it), postgres://… for a Postgres shared with tidemark worker --warehouse processes (serve then swaps the views and answers query and verify), or none")
 	f.BoolVar(&builtinWorker, "builtin-worker", false, "run all work (backfill, scheduled, catch-up, repair) in-process, recording it as done at once, instead of publishing it to tidemark worker processes (demos and tests)")
 	f.IntVar(&replicas, "replicas", 1, "stream replicas (3 on a cluster)")
