@@ -49,16 +49,17 @@ func groupBody(evs []events.Event) ([]byte, error) {
 		return nil, fmt.Errorf("eventlog: a group of %d events: want 1..%d", len(evs), MaxGroupEvents)
 	}
 	out := binary.AppendUvarint(make([]byte, 0, 256*len(evs)), uint64(len(evs)))
+	var scratch []byte // one event's encoding
 	for _, ev := range evs {
 		if ev.Payload != nil && ev.Payload.Subject() == GroupSubject {
 			return nil, fmt.Errorf("eventlog: event %s belongs on the group subject", ev.ID)
 		}
-		b, err := events.Encode(ev)
-		if err != nil {
+		var err error
+		if scratch, err = events.AppendEncode(scratch[:0], ev); err != nil {
 			return nil, err
 		}
-		out = binary.AppendUvarint(out, uint64(len(b)))
-		out = append(out, b...)
+		out = binary.AppendUvarint(out, uint64(len(scratch)))
+		out = append(out, scratch...)
 	}
 	return out, nil
 }

@@ -62,27 +62,40 @@ func (e *DecodeError) Is(target error) bool { return target == ErrDecode }
 type wire struct {
 	Envelope `msgpack:",inline"`
 	Data     msgpack.RawMessage `msgpack:"data"`
+	// payload, when set, is encoded as the data in place of Data.
+	payload Payload
 }
 
 // Encode serialises an event with msgpack. An event with a time outside
 // [MinTime, MaxTime] is refused (a *TimeRangeError): Decode would refuse it.
 func Encode(e Event) ([]byte, error) {
+	return AppendEncode(nil, e)
+}
+
+// AppendEncode appends Encode's bytes for e to dst, in one pass: the
+// payload is written in place as the envelope's data, not encoded apart
+// and copied in.
+func AppendEncode(dst []byte, e Event) ([]byte, error) {
 	if e.Payload == nil {
 		return nil, errors.New("events: encode: nil payload")
 	}
 	if err := CheckTimes(e); err != nil {
 		return nil, fmt.Errorf("events: encode %s: %w", e.Payload.EventType(), err)
 	}
-	data, err := msgpack.Marshal(e.Payload)
-	if err != nil {
-		return nil, fmt.Errorf("events: encode %s: %w", e.Type, err)
-	}
-	w := wire{Envelope: e.Envelope, Data: data}
+	w := wire{Envelope: e.Envelope, payload: e.Payload}
 	w.Type = e.Payload.EventType()
 	if w.Schema == 0 {
 		w.Schema = SchemaVersion
 	}
-	return msgpack.Marshal(&w)
+	buf := bytes.NewBuffer(dst)
+	enc := msgpack.GetEncoder()
+	enc.Reset(buf)
+	err := w.EncodeMsgpack(enc)
+	msgpack.PutEncoder(enc)
+	if err != nil {
+		return nil, fmt.Errorf("events: encode %s: %w", w.Type, err)
+	}
+	return buf.Bytes(), nil
 }
 
 // Decode parses bytes written by Encode (or by any client following

@@ -206,3 +206,27 @@ func TestHostileLengths(t *testing.T) {
 		}
 	}
 }
+
+// AppendEncode writes the payload in place as the envelope's data: the
+// bytes are those of the payload encoded apart and carried as raw data,
+// for every event type, and they follow what dst held.
+func TestAppendEncodeOnePass(t *testing.T) {
+	ids := NewIDSource()
+	for _, p := range samplePayloads() {
+		ev := New(ids, t0, p)
+		ev.Causation, ev.Actor, ev.Digest = "cmd-1", "tester", "d"
+		data, err := msgpack.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := wire{Envelope: ev.Envelope, Data: data}
+		want, err := msgpack.Marshal(&w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := AppendEncode([]byte("prefix"), ev)
+		if err != nil || !bytes.Equal(got, append([]byte("prefix"), want...)) {
+			t.Fatalf("%s: one pass %x (%v), two passes %x", p.EventType(), got, err, want)
+		}
+	}
+}

@@ -48,6 +48,9 @@ func (w *wire) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if err := enc.EncodeString("data"); err != nil {
 		return err
 	}
+	if w.payload != nil {
+		return enc.Encode(w.payload)
+	}
 	return w.Data.EncodeMsgpack(enc)
 }
 
