@@ -48,3 +48,16 @@ func BenchmarkDurableTidemark(b *testing.B) {
 	}
 	b.ReportMetric(rate, "ops/s")
 }
+
+// BenchmarkDurablePair is the durable row: tidemark and raw sync publishes
+// in alternating rounds, b.N commands a side.
+func BenchmarkDurablePair(b *testing.B) {
+	tm, raw, group, err := durablePair(context.Background(), max(b.N, 4*benchClients))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(tm, "tidemark-ops/s")
+	b.ReportMetric(raw, "raw-ops/s")
+	b.ReportMetric(tm/raw, "ratio")
+	b.ReportMetric(group, "cmds/msg")
+}
