@@ -379,15 +379,15 @@ func replayAt(ctx context.Context, n int) ([]Figure, error) {
 	}
 	js := e.JetStream()
 	start := time.Now()
-	recs, err := e.Reader().Read(ctx, eventlog.ReadOptions{})
-	if err != nil {
+	// A rebuild folds as it reads (replay.Folder): it holds the state,
+	// not the stream.
+	st, fold := replay.Folder()
+	n = 0
+	if _, err := e.Reader().Read(ctx, eventlog.ReadOptions{Each: func(r events.Record) { n++; fold(r) }}); err != nil {
 		e.Close(ctx)
 		return nil, err
 	}
-	st := replay.Fold(recs)
 	tmReplay := time.Since(start)
-	n = len(recs)
-	recs = nil
 	start = time.Now()
 	if err := rawRead(ctx, js, n); err != nil {
 		e.Close(ctx)

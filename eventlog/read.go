@@ -35,6 +35,10 @@ type ReadOptions struct {
 	// projection checkpoint was taken there): a shorter stream lost its
 	// tail, and the read reports it missing.
 	MinLastSeq uint64
+	// Each, when set, is handed every record in stream order as it is
+	// read, and Read returns none: a fold over the whole stream then holds
+	// its state, not the stream.
+	Each func(events.Record)
 }
 
 // DefaultStall is ReadOptions.Stall's default.
@@ -89,9 +93,8 @@ func (rd *Reader) Read(ctx context.Context, opts ReadOptions) ([]events.Record, 
 				}
 				direct = true
 			case errors.Is(err, errNoDirect):
-				// Start again with a consumer.
-				d = &Damage{LastSeq: d.LastSeq, Missing: append([]Span(nil), d.Missing...)}
-				r = &reader{opts: r.opts, d: d, upTo: upTo, next: 1}
+				// Go on with a consumer: it starts at the stream's start,
+				// and add skips what the direct gets brought already.
 			default:
 				return nil, err
 			}
@@ -228,7 +231,13 @@ func (r *reader) add(seq uint64, subject string, data []byte) bool {
 			r.d.Bad = append(r.d.Bad, Bad{Seq: seq, Index: rec.Index, Subject: rec.Subject, Err: rec.Err, Reason: rec.Err.Error()})
 		}
 	}
-	r.out = append(r.out, recs...)
+	if r.opts.Each != nil {
+		for _, rec := range recs {
+			r.opts.Each(rec)
+		}
+	} else {
+		r.out = append(r.out, recs...)
+	}
 	if r.opts.Progress != nil {
 		r.opts.Progress(seq, r.upTo)
 	}

@@ -28,6 +28,15 @@ func Fold(recs []events.Record) *projections.State {
 	return st
 }
 
+// Folder returns a fresh state and the function that folds one record
+// into it, as Fold does: for a reader that hands records one by one as it
+// reads (eventlog.ReadOptions.Each), so that a rebuild holds the state,
+// not the history.
+func Folder() (*projections.State, func(events.Record)) {
+	st := projections.New()
+	return st, func(r events.Record) { foldOne(st, r) }
+}
+
 func foldOne(st *projections.State, r events.Record) {
 	_ = projections.ApplyRecord(st, r)
 }
