@@ -168,7 +168,7 @@ func startCluster(ctx context.Context, dir string, log *slog.Logger) ([]*cluster
 		ms[i] = &clusterMember{name: name,
 			nodeCfg: natsnode.Config{DataDir: fmt.Sprintf("%s/%s", dir, name), Listen: fmt.Sprintf("127.0.0.1:%d", ports[i]), Name: "tidemark-engine",
 				ServerName: name, ClusterName: "tidemark-bench", ClusterListen: fmt.Sprintf("127.0.0.1:%d", ports[3+i]), Routes: routes},
-			cfg: engine.Config{Replicas: 3, TrustCommandTime: true, CheckpointEvery: -1, Logger: log.With("node", name)},
+			cfg: engine.Config{Replicas: 3, TrustCommandTime: true, CheckpointEvery: -1, Coalesce: true, Logger: log.With("node", name)},
 		}
 	}
 	errs := make([]error, 3)
