@@ -158,3 +158,19 @@ func BenchmarkPromotionScale(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkClusterThroughput is the cluster's command throughput row:
+// tidemark on a three-member R3 cluster and the transport limit on one of
+// its own, in alternating rounds, b.N commands a side.
+func BenchmarkClusterThroughput(b *testing.B) {
+	s, where, err := clusterThroughput(b.Context(), max(b.N, 4*benchClients))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(s.tidemark, "tidemark-ops/s")
+	b.ReportMetric(s.limit, "limit-ops/s")
+	b.ReportMetric(s.tidemark/s.limit, "ratio")
+	b.ReportMetric(float64(s.tidemarkCPU.Microseconds()), "tidemark-cpu-µs/op")
+	b.ReportMetric(float64(s.limitCPU.Microseconds()), "limit-cpu-µs/op")
+	b.Log(where)
+}

@@ -150,25 +150,38 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-// startCluster starts three members with an R3 stream under dir.
-func startCluster(ctx context.Context, dir string, log *slog.Logger) ([]*clusterMember, error) {
+// clusterNodes are the server configurations of a three-node cluster on
+// loopback under dir, named prefix0…prefix2.
+func clusterNodes(dir, prefix, clusterName string) ([]natsnode.Config, error) {
 	ports, err := freePorts(6)
 	if err != nil {
 		return nil, err
 	}
-	ms := make([]*clusterMember, 3)
-	for i := range ms {
+	cfgs := make([]natsnode.Config, 3)
+	for i := range cfgs {
 		var routes []string
 		for j := 0; j < 3; j++ {
 			if j != i {
 				routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[3+j]))
 			}
 		}
-		name := fmt.Sprintf("n%d", i)
-		ms[i] = &clusterMember{name: name,
-			nodeCfg: natsnode.Config{DataDir: fmt.Sprintf("%s/%s", dir, name), Listen: fmt.Sprintf("127.0.0.1:%d", ports[i]), Name: "tidemark-engine",
-				ServerName: name, ClusterName: "tidemark-bench", ClusterListen: fmt.Sprintf("127.0.0.1:%d", ports[3+i]), Routes: routes},
-			cfg: engine.Config{Replicas: 3, TrustCommandTime: true, CheckpointEvery: -1, Coalesce: true, Logger: log.With("node", name)},
+		name := fmt.Sprintf("%s%d", prefix, i)
+		cfgs[i] = natsnode.Config{DataDir: fmt.Sprintf("%s/%s", dir, name), Listen: fmt.Sprintf("127.0.0.1:%d", ports[i]), Name: "tidemark-engine",
+			ServerName: name, ClusterName: clusterName, ClusterListen: fmt.Sprintf("127.0.0.1:%d", ports[3+i]), Routes: routes}
+	}
+	return cfgs, nil
+}
+
+// startCluster starts three members with an R3 stream under dir.
+func startCluster(ctx context.Context, dir string, log *slog.Logger) ([]*clusterMember, error) {
+	cfgs, err := clusterNodes(dir, "n", "tidemark-bench")
+	if err != nil {
+		return nil, err
+	}
+	ms := make([]*clusterMember, 3)
+	for i, nc := range cfgs {
+		ms[i] = &clusterMember{name: nc.ServerName, nodeCfg: nc,
+			cfg: engine.Config{Replicas: 3, TrustCommandTime: true, CheckpointEvery: -1, Coalesce: true, Logger: log.With("node", nc.ServerName)},
 		}
 	}
 	errs := make([]error, 3)

@@ -190,6 +190,12 @@ func startLimit(ctx context.Context) (*limitSide, error) {
 	if err != nil {
 		return nil, err
 	}
+	return limitOn(node, done)
+}
+
+// limitOn starts the limit service and its clients on node's server; its
+// close stops them, then calls done.
+func limitOn(node *natsnode.Node, done func()) (*limitSide, error) {
 	svc, err := startLimitService(node.Conn())
 	if err != nil {
 		done()
