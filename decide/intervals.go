@@ -102,6 +102,9 @@ func complete(st *projections.State, c *commands.CompleteIntervals) (Decision, e
 	if err := notRetired(st, sn); err != nil {
 		return Decision{}, err
 	}
+	if err := notForeign(st, kind, c.RunID, sn); err != nil {
+		return Decision{}, err
+	}
 	if kind == "" {
 		kind = events.RunManual
 	}

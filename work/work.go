@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/decide"
 	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
@@ -123,15 +124,23 @@ func Backfill(plan events.PlanBuilt) Item {
 	return item
 }
 
-// BackfillThrough is Backfill stopped early: each candidate's set is
-// cut at through floored to that candidate's unit (read from st), so a
-// worker is only ever sent whole intervals. A zero through cuts nothing.
+// BackfillThrough is Backfill as st sees it now, stopped early: each
+// candidate's set is cut at through floored to that candidate's unit, so
+// a worker is only ever sent whole intervals (a zero through cuts
+// nothing); a candidate whose table an incumbent of the plan's env serves
+// meanwhile gets no step (decide.ForeignTable).
 func BackfillThrough(st *projections.State, plan events.PlanBuilt, through time.Time) Item {
-	if through.IsZero() {
-		return Backfill(plan)
-	}
 	cands := make([]events.Candidate, len(plan.Candidates))
 	for i, c := range plan.Candidates {
+		if decide.ForeignTable(st, plan.Plan, c.Snapshot) != "" {
+			c.Backfill = nil
+			cands[i] = c
+			continue
+		}
+		if through.IsZero() {
+			cands[i] = c
+			continue
+		}
 		end := through
 		if sn, ok := st.Snapshots[c.Snapshot]; ok {
 			end = sn.Schedule.Unit().Floor(through)

@@ -1,0 +1,63 @@
+package decide
+
+import (
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/projections"
+)
+
+// ForeignTable names the incumbent of plan's environment, other than
+// snapshot, that serves the table snapshot writes, while plan is not
+// accepted; "" when there is none. Plan work (backfill, catch-up) for
+// snapshot must not run then: a candidate of a plan not yet promoted never
+// writes a table production serves. At build that holds by the rules (a
+// forward-only candidate that writes its incumbent's table has no backfill
+// and no catch-up), but the environment can move while the plan waits: a
+// later plan promotes the same version and a forward-only successor takes
+// its table over, and the old plan's backfill would then rewrite
+// production's rows with the superseded logic.
+func ForeignTable(st *projections.State, plan, snapshot string) string {
+	pl, ok := st.Plans[plan]
+	sn := st.Snapshots[snapshot]
+	if !ok || pl.Accepted() || sn == nil {
+		return ""
+	}
+	incs := st.Env(pl.Built.Env).Incumbents
+	for _, model := range slices.Sorted(maps.Keys(incs)) {
+		id := incs[model]
+		if other := st.Snapshots[id]; id != snapshot && other != nil && other.Table == sn.Table {
+			return id
+		}
+	}
+	return ""
+}
+
+// planOfRun is the plan whose work a run id names (the run ids of package
+// work's plan steps: "backfill:PLAN", "catch_up:PLAN"), or "".
+func planOfRun(kind events.RunKind, runID string) string {
+	switch kind {
+	case events.RunBackfill, events.RunCatchUp:
+		if plan, ok := strings.CutPrefix(runID, string(kind)+":"); ok {
+			return plan
+		}
+	}
+	return ""
+}
+
+// notForeign refuses plan work that would write a table production serves
+// (ForeignTable).
+func notForeign(st *projections.State, kind events.RunKind, runID string, sn *projections.Snapshot) error {
+	plan := planOfRun(kind, runID)
+	if plan == "" {
+		return nil
+	}
+	if inc := ForeignTable(st, plan, sn.Snapshot); inc != "" {
+		return commands.Errorf(commands.CodeConflict, "run_id", "%s work of plan %s for %s would write table %s, which incumbent %s serves in env %s; the plan was not promoted and can no longer be (the environment moved on)",
+			kind, plan, sn.Snapshot, sn.Table, inc, st.Plans[plan].Built.Env)
+	}
+	return nil
+}
