@@ -8,7 +8,6 @@ import (
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/decide"
 	"github.com/tidemark/tidemark/eventlog"
-	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/projections"
 )
 
@@ -33,7 +32,7 @@ func (e *Engine) decideAndAppend(ctx context.Context, cmd commands.Command) comm
 			d.Reply.Accepted = true
 			return d.Reply
 		}
-		evs := e.commandEvents(m, digest, d.Events)
+		evs := m.Events(e.ids, digest, d.Events)
 		started := time.Now()
 		actx, cancel := context.WithTimeout(ctx, eventlog.AppendTimeout)
 		seq, err := e.elog.Append(actx, msgID(cmd.Kind(), m.ID), evs, d.Expect)
@@ -79,15 +78,3 @@ func (e *Engine) decideAndAppend(ctx context.Context, cmd commands.Command) comm
 // msgID is the message id of the events of command kind with id
 // (eventlog.MsgID).
 func msgID(kind, id string) string { return eventlog.MsgID(kind, id, commands.IsInternalID(id)) }
-
-// commandEvents wraps a command's payloads in events caused by it, each
-// carrying the command's digest.
-func (e *Engine) commandEvents(m *commands.Meta, digest string, payloads []events.Payload) []events.Event {
-	evs := make([]events.Event, len(payloads))
-	for i, p := range payloads {
-		ev := events.New(e.ids, m.At, p)
-		ev.Causation, ev.Actor, ev.Correlation, ev.Digest = m.ID, m.Actor, m.Correlation, digest
-		evs[i] = ev
-	}
-	return evs
-}

@@ -6,33 +6,19 @@ import (
 	"github.com/tidemark/tidemark/commands"
 )
 
-// The committer: every engine's completions are stored by one goroutine,
-// which holds the one group in flight (group.go). Once a group's acks are
-// in, it applies the group, decides and publishes the next group from the
-// queue, and then answers the group just stored (first, when another
-// command holds cmdMu or commands wait for the one-at-a-time path): the
-// next append starts as soon as the view holds the previous group, with
-// no hand-off to another goroutine on the way (docs/performance.md
-// measured the hand-offs: a group cycle was mostly goroutine wake-ups,
-// the fsync a quarter of it). A command that cannot go in a group goes
-// the one-at-a-time way on the committer, once nothing is in flight.
+// The committer stores every completion, one group in flight (group.go).
+// Once a group's acks are in, it applies the group, decides and publishes
+// the next, and only then answers the group just stored (first, when
+// another command holds cmdMu or commands wait for the one-at-a-time
+// path): the next append starts as soon as the view holds the previous
+// group, with no hand-off between goroutines (docs/performance.md: a
+// group cycle was mostly goroutine wake-ups). A command that cannot go in
+// a group goes the one-at-a-time way on the committer.
 
-// committer is the state of the committer goroutine.
+// committer is the committer goroutine's state.
 type committer struct {
-	kick chan struct{} // capacity 1: the queue has grown
-	// stopped is set, under Engine.queueMu, once the committer has exited:
-	// nothing is queued any more.
-	stopped bool
-}
-
-// startCommitter starts the committer; it exits when e.ctx ends.
-func (e *Engine) startCommitter() {
-	e.co.kick = make(chan struct{}, 1)
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
-		e.commitLoop(e.ctx)
-	}()
+	kick    chan struct{} // capacity 1: the queue has grown
+	stopped bool          // under Engine.queueMu: the committer exited; nothing is queued any more
 }
 
 // commit queues a completion for the committer and returns its reply.
@@ -110,10 +96,9 @@ func (e *Engine) commitLoop(ctx context.Context) {
 func (e *Engine) take() []*waiter {
 	e.queueMu.Lock()
 	defer e.queueMu.Unlock()
-	group := e.queue
-	if len(group) > MaxGroup {
-		group, e.queue = group[:MaxGroup:MaxGroup], group[MaxGroup:]
-	} else {
+	n := min(len(e.queue), MaxGroup)
+	group := e.queue[:n:n]
+	if e.queue = e.queue[n:]; len(e.queue) == 0 {
 		e.queue = nil
 	}
 	return group

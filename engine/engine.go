@@ -82,9 +82,7 @@ type Engine struct {
 	loadedSeq uint64             // the checkpoint the projection started from (0: none)
 	cpReject  string             // why a stored checkpoint was not used
 
-	// cmdMu serialises deciding and appending; it guards idle, closed
-	// and the view a decision reads until its append is published.
-	cmdMu   sync.Mutex
+	cmdMu   sync.Mutex    // serialises deciding and publishing; guards idle and closed
 	idle    chan struct{} // closed once the group last published is applied (nil: none yet)
 	queueMu sync.Mutex
 	queue   []*waiter // completions waiting for the committer (group.go)
@@ -148,7 +146,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Engine, error) {
 			e.log.Info("projections loaded from checkpoint", "seq", st.Seq)
 		}
 	}
-	if err := e.checkStore(ctx, seen); err != nil {
+	if _, err := e.checkStore(ctx, seen); err != nil {
 		e.Close(ctx)
 		return nil, err
 	}
@@ -156,13 +154,11 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Engine, error) {
 	if cfg.CheckpointEvery >= 0 {
 		e.keeper = &checkpoint.Keeper{Proj: e.proj, KV: e.elog.Bucket(), Every: e.cfg.CheckpointEvery, Seq: e.loadedSeq, Logger: e.log}
 	}
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
+	e.spawn(func() {
 		if err := e.proj.Run(e.ctx); err != nil {
 			e.log.Error("projection stopped", "err", err)
 		}
-	}()
+	})
 	if err := e.CatchUp(ctx); err != nil {
 		e.Close(ctx)
 		return nil, err
@@ -170,15 +166,20 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Engine, error) {
 	if e.loadedSeq > 0 {
 		// The events under the checkpoint are not folded: check that the
 		// stream still holds them all, in the background.
-		e.wg.Add(1)
-		go func() { defer e.wg.Done(); e.verifyPrefix(e.ctx, e.loadedSeq) }()
+		e.spawn(func() { e.verifyPrefix(e.ctx, e.loadedSeq) })
 	}
 	if e.keeper != nil {
-		e.wg.Add(1)
-		go func() { defer e.wg.Done(); e.keeper.Run(e.ctx) }()
+		e.spawn(func() { e.keeper.Run(e.ctx) })
 	}
-	e.startCommitter()
+	e.co.kick = make(chan struct{}, 1)
+	e.spawn(func() { e.commitLoop(e.ctx) })
 	return e, nil
+}
+
+// spawn runs fn on a goroutine of its own, which Close waits for.
+func (e *Engine) spawn(fn func()) {
+	e.wg.Add(1)
+	go func() { defer e.wg.Done(); fn() }()
 }
 
 // Bucket is the state bucket, which also holds the work publisher's
@@ -252,9 +253,7 @@ func (e *Engine) handle(ctx context.Context, cmd commands.Command) commands.Repl
 		r.Accepted, r.Seq = true, e.proj.Seq()
 		return r
 	}
-	if err := e.Err(); err != nil {
-		// The projection stopped for good (a damaged store): decide and
-		// append nothing.
+	if err := e.Err(); err != nil { // the projection stopped for good: append nothing
 		return commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "%v", err))
 	}
 	switch cmd.(type) {

@@ -15,30 +15,28 @@ import (
 // Group commit. Completions are the hot path: workers report them from
 // many connections at once. Each waits in a queue for the committer
 // (committer.go), which decides the queued commands against one view,
-// publishes the independent ones as one group, collects the acks, applies
-// what was stored to the live projection and answers. One group is in
-// flight at a time; every other command waits until none is.
+// publishes the independent ones as one group, collects its acks, applies
+// what was stored to the live projection and answers.
 //
-// Independent means one event each, on distinct snapshot subjects,
-// distinct tables and distinct command ids, with no repair debt closing:
-// no decision reads what another in the group writes, so deciding them
-// against one view is the same as deciding them in turn. Every other
-// command (other kinds, a completion closing debt, one sharing a subject,
-// table or id with the group) goes the one-at-a-time way, which re-reads
-// and re-decides; so does every command whose append failed or may have.
+// Independent means one event each, on distinct snapshot subjects, tables
+// and command ids, with no repair debt closing: no decision reads what
+// another in the group writes, so deciding them against one view is the
+// same as deciding them in turn. Every other command goes the
+// one-at-a-time way, which re-reads and re-decides; so does every command
+// whose append failed or may have.
 //
 // The group's form. Under Config.Coalesce, or once the stream holds a
-// group message, the group is one group message (eventlog.AppendGroup)
-// conditional on the view's sequence: one fsync for the group under
-// SyncAlways. Otherwise each command is a message of its own, all
-// pipelined, each under its per-subject condition and the fencing token
-// it meets if every message before it is stored: the view's sequence
-// plus the messages sent before it (the stream stores one writer's
-// publishes in order). What lies between is the group's own completions,
-// which write none of its subjects. If one append fails, every later one
-// fails its token too. Not one atomic batch: on a single-replica file
-// store the server stages every atomic batch in a file store of its own,
-// which costs more than the fsyncs it saves (docs/performance.md).
+// group message, it is one group message (eventlog.AppendGroup)
+// conditional on the view's sequence: one fsync under SyncAlways.
+// Otherwise each command is a message of its own, all pipelined, each
+// under its per-subject condition and the fencing token it meets if every
+// message before it is stored: the view's sequence plus the messages sent
+// before it (the stream stores one writer's publishes in order). What
+// lies between is the group's own completions, which write none of its
+// subjects; if one append fails, every later one fails its token too. Not
+// an atomic batch: on a single-replica file store the server stages each
+// in a file store of its own, which costs more than the fsyncs it saves
+// (docs/performance.md).
 
 // MaxGroup bounds the commands appended in one group.
 const MaxGroup = 100
@@ -151,7 +149,7 @@ func (p *pendingGroup) publish() {
 	p.started = time.Now()
 	p.evs = make([]events.Event, len(p.batch))
 	for k, w := range p.batch {
-		p.evs[k] = e.commandEvents(w.cmd.Header(), commands.Digest(w.cmd), p.decided[k].Events)[0]
+		p.evs[k] = w.cmd.Header().Events(e.ids, commands.Digest(w.cmd), p.decided[k].Events)[0]
 	}
 	if p.group {
 		f, err := e.elog.AppendGroupAsync(p.evs, eventlog.GroupCondition{LastSeq: p.base})
