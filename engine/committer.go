@@ -6,35 +6,19 @@ import (
 	"github.com/tidemark/tidemark/commands"
 )
 
-// The committer: a coalescing engine's completions (Config.Coalesce) are
-// stored by one goroutine, which holds the one group in flight
-// (MaxGroupsInFlight). Once a group's ack arrives it applies the group,
-// decides and publishes the next group from the queue, and then answers
-// the group just stored (first, when another command holds cmdMu or
-// commands wait for the one-at-a-time path): the next fsync starts as
-// soon as the view holds the previous group, with no hand-off to another
-// goroutine on the way (docs/performance.md measured the hand-offs: a
-// group cycle was mostly goroutine wake-ups, the fsync a quarter of it). A command that
-// cannot go in a group (group.go) goes the one-at-a-time way on the
-// committer, once nothing is in flight.
+// The committer stores every completion, one group in flight (group.go).
+// Once a group's acks are in, it applies the group, decides and publishes
+// the next, and only then answers the group just stored (first, when
+// another command holds cmdMu or commands wait for the one-at-a-time
+// path): the next append starts as soon as the view holds the previous
+// group, with no hand-off between goroutines (docs/performance.md: a
+// group cycle was mostly goroutine wake-ups). A command that cannot go in
+// a group goes the one-at-a-time way on the committer.
 
-// committer is the state of a coalescing engine's committer goroutine.
+// committer is the committer goroutine's state.
 type committer struct {
-	kick chan struct{} // capacity 1: the queue has grown
-	// stopped is set, under Engine.queueMu, once the committer has exited:
-	// nothing is queued any more.
-	stopped bool
-}
-
-// startCommitter starts the committer of a coalescing engine; it exits
-// when e.ctx ends.
-func (e *Engine) startCommitter() {
-	e.co.kick = make(chan struct{}, 1)
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
-		e.commitLoop(e.ctx)
-	}()
+	kick    chan struct{} // capacity 1: the queue has grown
+	stopped bool          // under Engine.queueMu: the committer exited; nothing is queued any more
 }
 
 // commit queues a completion for the committer and returns its reply.
@@ -43,7 +27,7 @@ func (e *Engine) commit(ctx context.Context, cmd commands.Command) commands.Repl
 	e.queueMu.Lock()
 	if e.co.stopped {
 		e.queueMu.Unlock()
-		return commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "%v", ErrStopped))
+		return stopped()
 	}
 	e.queue = append(e.queue, w)
 	e.queueMu.Unlock()
@@ -55,31 +39,32 @@ func (e *Engine) commit(ctx context.Context, cmd commands.Command) commands.Repl
 	return w.reply
 }
 
+// stopped is the reply of an engine that is closing or closed.
+func stopped() commands.Reply {
+	return commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "%v", ErrStopped))
+}
+
 // commitLoop stores the queued completions, one group in flight at a
 // time, until ctx ends; then it answers whatever is queued with
 // ErrStopped.
 func (e *Engine) commitLoop(ctx context.Context) {
-	var p *pendingGroup // published, its ack not yet collected
+	var p *pendingGroup // published, its acks not yet collected
 	var alone []*waiter // for the one-at-a-time path
 	for {
-		var seq uint64
-		var perr error
 		if p != nil {
-			if seq, perr = p.collect(ctx); seq == 0 {
-				alone = append(alone, p.batch...)
-			}
+			alone = append(alone, p.collect(ctx)...)
 		}
 		stored := p
 		answer := func() {
-			if stored != nil && seq != 0 {
-				stored.answer(seq, perr)
+			if stored != nil {
+				stored.answer()
 			}
 			stored = nil
 		}
 		p = nil
 		if len(alone) > 0 {
 			// Nothing is in flight now. The stored group is answered
-			// first: the one-at-a-time path takes an fsync a command.
+			// first: the one-at-a-time path takes an append a command.
 			answer()
 			e.oneByOne(ctx, alone)
 			alone = nil
@@ -100,7 +85,7 @@ func (e *Engine) commitLoop(ctx context.Context) {
 			e.queue = nil
 			e.queueMu.Unlock()
 			for _, w := range rest {
-				w.finish(commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "%v", ErrStopped)))
+				w.finish(stopped())
 			}
 			return
 		}
@@ -111,20 +96,19 @@ func (e *Engine) commitLoop(ctx context.Context) {
 func (e *Engine) take() []*waiter {
 	e.queueMu.Lock()
 	defer e.queueMu.Unlock()
-	group := e.queue
-	if len(group) > MaxGroup {
-		group, e.queue = group[:MaxGroup:MaxGroup], group[MaxGroup:]
-	} else {
+	n := min(len(e.queue), MaxGroup)
+	group := e.queue[:n:n]
+	if e.queue = e.queue[n:]; len(e.queue) == 0 {
 		e.queue = nil
 	}
 	return group
 }
 
-// publishNext decides group and publishes its independent commands as
-// one group message (startGroup); it returns that group (nil: none) and
-// the commands for the one-at-a-time path. When another command holds
-// cmdMu (its own append may take an fsync), it calls answer first, so
-// that the group just stored is not answered behind that command.
+// publishNext decides group and publishes its independent commands
+// (startGroup); it returns that group (nil: none) and the commands for
+// the one-at-a-time path. When another command holds cmdMu (its own
+// append may take an fsync), it calls answer first, so that the group
+// just stored is not answered behind that command.
 func (e *Engine) publishNext(group []*waiter, answer func()) (*pendingGroup, []*waiter) {
 	if !e.cmdMu.TryLock() {
 		answer()
@@ -133,9 +117,36 @@ func (e *Engine) publishNext(group []*waiter, answer func()) (*pendingGroup, []*
 	defer e.cmdMu.Unlock()
 	if e.closed {
 		for _, w := range group {
-			w.finish(commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "%v", ErrStopped)))
+			w.finish(stopped())
 		}
 		return nil, nil
 	}
 	return e.startGroup(group)
+}
+
+// oneByOne sends commands through the one-at-a-time path once nothing is
+// in flight.
+func (e *Engine) oneByOne(ctx context.Context, ws []*waiter) {
+	e.cmdMu.Lock()
+	defer e.cmdMu.Unlock()
+	e.waitIdle(ctx)
+	for _, w := range ws {
+		if e.closed {
+			w.finish(stopped())
+			continue
+		}
+		w.finish(e.decideAndAppend(w.ctx, w.cmd))
+	}
+}
+
+// waitIdle blocks until no group is in flight (or ctx ends). The caller
+// holds cmdMu, which guards e.idle.
+func (e *Engine) waitIdle(ctx context.Context) {
+	if e.idle == nil {
+		return
+	}
+	select {
+	case <-e.idle:
+	case <-ctx.Done():
+	}
 }

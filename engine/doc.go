@@ -16,12 +16,14 @@
 // appends: the other re-reads and re-decides. Package cluster makes one
 // engine of those sharing a stream the writer, the others forwarding to it.
 //
-// Completions are group-committed (group.go): several groups may be in
-// flight at once, but never two touching the same subject, table or
-// command id, and every other command waits until none is in flight.
-// Under Config.Coalesce one committer goroutine stores them instead, one
-// group message in flight (committer.go).
+// Completions are group-committed: one committer goroutine
+// (committer.go) decides a group of independent completions against one
+// view under cmdMu, publishes it (one group message under
+// Config.Coalesce, else pipelined messages, group.go), collects its acks
+// without cmdMu, applies it to the projection in stream order and then
+// answers. One group is in flight at a time; every other command, and
+// every completion that cannot go in a group, waits for it to land.
 //
-// Lock order: cmdMu, flightMu, then the live projection's mu (held only
-// while deciding).
+// Lock order: cmdMu, then the live projection's mu (held only while
+// deciding or applying); queueMu is taken alone.
 package engine

@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tidemark/tidemark/checkpoint"
 	"github.com/tidemark/tidemark/commands"
-	"github.com/tidemark/tidemark/decide"
 	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/live"
@@ -49,10 +48,10 @@ type Config struct {
 	CheckpointEvery int
 	// Coalesce stores each group of concurrent completions as one group
 	// message (eventlog.AppendGroup): one fsync for the group under
-	// SyncAlways, where it pays (docs/performance.md). One group is in
-	// flight at a time, and every append is conditional on the stream's
-	// last sequence. serve turns it on with fsync. Readers understand
-	// both forms whatever this says.
+	// SyncAlways (docs/performance.md), every append conditional on the
+	// stream's last sequence. Off, a group's commands are pipelined
+	// messages of their own. serve turns it on unless --no-coalesce.
+	// Readers understand both forms whatever this says.
 	Coalesce bool
 }
 
@@ -83,20 +82,15 @@ type Engine struct {
 	loadedSeq uint64             // the checkpoint the projection started from (0: none)
 	cpReject  string             // why a stored checkpoint was not used
 
-	cmdMu   sync.Mutex
-	tail    uint64 // where the appends in flight end (guarded by cmdMu)
+	cmdMu   sync.Mutex    // serialises deciding and publishing; guards idle and closed
+	idle    chan struct{} // closed once the group last published is applied (nil: none yet)
 	queueMu sync.Mutex
-	queue   []*waiter     // completions waiting for group commit
-	lead    chan struct{} // capacity 1: held by the goroutine leading a group
-	co      committer     // Config.Coalesce: the goroutine storing the groups (committer.go)
-	// flightMu guards flight, the groups published and not yet applied.
-	// Lock order: cmdMu, flightMu, the live projection's mu.
-	flightMu sync.Mutex
-	flight   flight
-	ctx      context.Context
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	closed   bool
+	queue   []*waiter // completions waiting for the committer (group.go)
+	co      committer // the goroutine storing the groups (committer.go)
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	closed  bool
 }
 
 // Open starts the engine on nc (a natsnode.Node's connection, which the
@@ -118,7 +112,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Engine, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	e := &Engine{cfg: cfg, log: cfg.Logger.With("subsystem", "engine"), ids: events.NewIDSource(), lead: make(chan struct{}, 1)}
+	e := &Engine{cfg: cfg, log: cfg.Logger.With("subsystem", "engine"), ids: events.NewIDSource()}
 	e.metrics = newMetrics()
 	e.nc = nc
 	var err error
@@ -152,7 +146,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Engine, error) {
 			e.log.Info("projections loaded from checkpoint", "seq", st.Seq)
 		}
 	}
-	if err := e.checkStore(ctx, seen); err != nil {
+	if _, err := e.checkStore(ctx, seen); err != nil {
 		e.Close(ctx)
 		return nil, err
 	}
@@ -160,13 +154,11 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Engine, error) {
 	if cfg.CheckpointEvery >= 0 {
 		e.keeper = &checkpoint.Keeper{Proj: e.proj, KV: e.elog.Bucket(), Every: e.cfg.CheckpointEvery, Seq: e.loadedSeq, Logger: e.log}
 	}
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
+	e.spawn(func() {
 		if err := e.proj.Run(e.ctx); err != nil {
 			e.log.Error("projection stopped", "err", err)
 		}
-	}()
+	})
 	if err := e.CatchUp(ctx); err != nil {
 		e.Close(ctx)
 		return nil, err
@@ -174,17 +166,20 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Engine, error) {
 	if e.loadedSeq > 0 {
 		// The events under the checkpoint are not folded: check that the
 		// stream still holds them all, in the background.
-		e.wg.Add(1)
-		go func() { defer e.wg.Done(); e.verifyPrefix(e.ctx, e.loadedSeq) }()
+		e.spawn(func() { e.verifyPrefix(e.ctx, e.loadedSeq) })
 	}
 	if e.keeper != nil {
-		e.wg.Add(1)
-		go func() { defer e.wg.Done(); e.keeper.Run(e.ctx) }()
+		e.spawn(func() { e.keeper.Run(e.ctx) })
 	}
-	if cfg.Coalesce {
-		e.startCommitter()
-	}
+	e.co.kick = make(chan struct{}, 1)
+	e.spawn(func() { e.commitLoop(e.ctx) })
 	return e, nil
+}
+
+// spawn runs fn on a goroutine of its own, which Close waits for.
+func (e *Engine) spawn(fn func()) {
+	e.wg.Add(1)
+	go func() { defer e.wg.Done(); fn() }()
 }
 
 // Bucket is the state bucket, which also holds the work publisher's
@@ -258,103 +253,18 @@ func (e *Engine) handle(ctx context.Context, cmd commands.Command) commands.Repl
 		r.Accepted, r.Seq = true, e.proj.Seq()
 		return r
 	}
-	if err := e.Err(); err != nil {
-		// The projection stopped for good (a damaged store): decide and
-		// append nothing.
+	if err := e.Err(); err != nil { // the projection stopped for good: append nothing
 		return commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "%v", err))
 	}
 	switch cmd.(type) {
 	case *commands.CompleteIntervals, *commands.CompleteWork:
-		if e.cfg.Coalesce {
-			return e.commit(ctx, cmd)
-		}
-		return e.combine(ctx, cmd)
+		return e.commit(ctx, cmd)
 	}
 	e.cmdMu.Lock()
 	defer e.cmdMu.Unlock()
 	if e.closed {
-		return commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "%v", ErrStopped))
+		return stopped()
 	}
 	e.waitIdle(ctx)
 	return e.decideAndAppend(ctx, cmd)
-}
-
-// decideAndAppend decides one command and appends its events, re-deciding
-// after a conflict. The caller holds cmdMu.
-func (e *Engine) decideAndAppend(ctx context.Context, cmd commands.Command) commands.Reply {
-	m := cmd.Header()
-	digest := commands.Digest(cmd)
-	var lastErr error
-	for attempt := 0; attempt <= e.cfg.MaxRetries; attempt++ {
-		var d decide.Decision
-		var err error
-		e.proj.Read(func(st *projections.State) {
-			if d, err = decide.Decide(st, cmd); err == nil {
-				e.fence(st, &d)
-			}
-		})
-		if err != nil {
-			return commands.Rejection(err)
-		}
-		if len(d.Events) == 0 {
-			d.Reply.Accepted = true
-			return d.Reply
-		}
-		evs := e.commandEvents(m, digest, d.Events)
-		started := time.Now()
-		actx, cancel := context.WithTimeout(ctx, eventlog.AppendTimeout)
-		seq, err := e.elog.Append(actx, msgID(cmd.Kind(), m.ID), evs, d.Expect)
-		cancel()
-		e.metrics.appendS.Observe(time.Since(started).Seconds())
-		switch {
-		case err == nil:
-			// The writer's own events are the stream's next ones: apply
-			// them now, so the reply need not wait for the consumer (which
-			// stalls for seconds when its server stops).
-			first := seq + 1 - uint64(len(evs))
-			for i, ev := range evs {
-				if !e.proj.ApplyOwn(first+uint64(i), ev) {
-					break
-				}
-			}
-			if err := e.waitFor(ctx, seq); err != nil {
-				return commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "appended at seq %d but the projection did not catch up: %v", seq, err))
-			}
-			d.Reply.Accepted, d.Reply.Seq, d.Reply.Events = true, seq, len(evs)
-			return d.Reply
-		case errors.Is(err, eventlog.ErrConflict), errors.Is(err, eventlog.ErrAmbiguous):
-			lastErr = err
-			e.log.Debug("re-deciding", "kind", cmd.Kind(), "id", m.ID, "attempt", attempt, "err", err)
-			cctx, cancel := context.WithTimeout(ctx, eventlog.AppendTimeout)
-			cerr := e.CatchUp(cctx)
-			cancel()
-			if cerr != nil && ctx.Err() == nil && attempt < e.cfg.MaxRetries {
-				// The stream may be electing a leader: try again.
-				e.log.Debug("re-reading the stream failed; retrying", "err", cerr)
-				continue
-			}
-			if cerr != nil {
-				return commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "re-reading the stream: %v", cerr))
-			}
-		default:
-			return commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "append: %v", err))
-		}
-	}
-	return commands.Rejection(commands.Errorf(commands.CodeConflict, "", "the state kept changing: gave up after %d attempts (nothing was appended; the last: %v)", e.cfg.MaxRetries+1, lastErr))
-}
-
-// msgID is the message id of the events of command kind with id
-// (eventlog.MsgID).
-func msgID(kind, id string) string { return eventlog.MsgID(kind, id, commands.IsInternalID(id)) }
-
-// commandEvents wraps a command's payloads in events caused by it, each
-// carrying the command's digest.
-func (e *Engine) commandEvents(m *commands.Meta, digest string, payloads []events.Payload) []events.Event {
-	evs := make([]events.Event, len(payloads))
-	for i, p := range payloads {
-		ev := events.New(e.ids, m.At, p)
-		ev.Causation, ev.Actor, ev.Correlation, ev.Digest = m.ID, m.Actor, m.Correlation, digest
-		evs[i] = ev
-	}
-	return evs
 }

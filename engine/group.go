@@ -1,9 +1,7 @@
 package engine
 
 import (
-	"cmp"
 	"context"
-	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -15,30 +13,30 @@ import (
 )
 
 // Group commit. Completions are the hot path: workers report them from
-// many connections at once. A completion waits in a queue; the leader
-// (holder of the lead token, then of cmdMu) takes the whole queue,
-// decides every command in it against the same view, publishes the
-// independent ones together (all in flight at once, each under its own
-// fencing token and per-subject condition, without a message id: see
-// publish), and lets go of leadership
-// before it waits for their acks, so the next group is decided while this
-// one is being stored.
+// many connections at once. Each waits in a queue for the committer
+// (committer.go), which decides the queued commands against one view,
+// publishes the independent ones as one group, collects its acks, applies
+// what was stored to the live projection and answers.
 //
-// Independent means one event each, on distinct snapshot subjects and
-// distinct tables, with no repair debt closing, and touching no subject,
-// table or command id of a group still in flight: no decision reads what
-// another in flight writes, so deciding them against one view is the
-// same as deciding them in turn. Every other command (other kinds, a
-// completion closing debt, one whose subject is in flight) waits until
-// nothing is in flight and goes through the one-at-a-time path, which
-// re-reads and re-decides; so does any append that fails.
+// Independent means one event each, on distinct snapshot subjects, tables
+// and command ids, with no repair debt closing: no decision reads what
+// another in the group writes, so deciding them against one view is the
+// same as deciding them in turn. Every other command goes the
+// one-at-a-time way, which re-reads and re-decides; so does every command
+// whose append failed or may have.
 //
-// The group is not one atomic batch, although under SyncAlways that would
-// be one fsync for the group: on a single-replica file store the server
-// stages every atomic batch in a file store of its own, which costs more
-// than the fsyncs it saves at the group sizes concurrent clients form
-// (measured: docs/performance.md). Under Config.Coalesce the group is one
-// group message instead (coalesce.go).
+// The group's form. Under Config.Coalesce, or once the stream holds a
+// group message, it is one group message (eventlog.AppendGroup)
+// conditional on the view's sequence: one fsync under SyncAlways.
+// Otherwise each command is a message of its own, all pipelined, each
+// under its per-subject condition and the fencing token it meets if every
+// message before it is stored: the view's sequence plus the messages sent
+// before it (the stream stores one writer's publishes in order). What
+// lies between is the group's own completions, which write none of its
+// subjects; if one append fails, every later one fails its token too. Not
+// an atomic batch: on a single-replica file store the server stages each
+// in a file store of its own, which costs more than the fsyncs it saves
+// (docs/performance.md).
 
 // MaxGroup bounds the commands appended in one group.
 const MaxGroup = 100
@@ -55,142 +53,55 @@ func (w *waiter) finish(r commands.Reply) {
 	close(w.done)
 }
 
-// flight is what the groups being stored touch. Guarded by Engine.flightMu.
-type flight struct {
-	keys map[flightKey]int // → groups holding it
-	n    int               // groups in flight
-	idle chan struct{}     // closed when n drops to 0; nil while n is 0
-	// chain is the message id of the last group message published while
-	// groups are in flight ("": none, or the last group published was not
-	// one): the next group message is conditional on it (coalesce.go).
-	chain string
-}
-
-// flightKey is a subject, table or command id a group touches.
-type flightKey struct {
+// groupKey is a subject, table or command id a group's command touches.
+type groupKey struct {
 	kind byte // 's'ubject, 't'able, 'i'd
 	name string
 }
 
-func (f *flight) busy(keys ...flightKey) bool {
-	for _, k := range keys {
-		if f.keys[k] > 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// combine queues a completion and returns its reply once some leader
-// (possibly this goroutine) has handled it. Leadership is a token, not
-// cmdMu itself, so a waiter whose command is done returns at once instead
-// of queueing for the lock only to find nothing left to do.
-func (e *Engine) combine(ctx context.Context, cmd commands.Command) commands.Reply {
-	w := &waiter{ctx: ctx, cmd: cmd, done: make(chan struct{})}
-	e.queueMu.Lock()
-	e.queue = append(e.queue, w)
-	e.queueMu.Unlock()
-	for {
-		select {
-		case <-w.done:
-			return w.reply
-		case e.lead <- struct{}{}:
-		}
-		e.queueMu.Lock()
-		group := e.queue
-		if len(group) > MaxGroup {
-			group, e.queue = group[:MaxGroup:MaxGroup], group[MaxGroup:]
-		} else {
-			e.queue = nil
-		}
-		e.queueMu.Unlock()
-		if len(group) == 0 {
-			// w was taken by another leader and is in flight.
-			<-e.lead
-			<-w.done
-			return w.reply
-		}
-		e.cmdMu.Lock()
-		if e.closed {
-			e.cmdMu.Unlock()
-			<-e.lead
-			for _, g := range group {
-				g.finish(commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "%v", ErrStopped)))
-			}
-			continue
-		}
-		pending, alone := e.startGroup(group)
-		e.cmdMu.Unlock()
-		<-e.lead
-		if pending != nil {
-			alone = append(pending.wait(ctx), alone...)
-		}
-		e.oneByOne(ctx, alone)
-	}
-}
-
-// oneByOne sends commands through the one-at-a-time path once nothing is
-// in flight.
-func (e *Engine) oneByOne(ctx context.Context, ws []*waiter) {
-	if len(ws) == 0 {
-		return
-	}
-	e.cmdMu.Lock()
-	defer e.cmdMu.Unlock()
-	e.waitIdle(ctx)
-	for _, w := range ws {
-		if e.closed {
-			w.finish(commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "%v", ErrStopped)))
-			continue
-		}
-		w.finish(e.decideAndAppend(w.ctx, w.cmd))
-	}
-}
-
-// pendingGroup is a group published and not yet acknowledged.
+// pendingGroup is a group published and not yet answered.
 type pendingGroup struct {
 	e       *Engine
 	batch   []*waiter
 	decided []decide.Decision
-	keys    []flightKey
-	futures []jetstream.PubAckFuture // one per waiter; nil: not published
-	evs     []events.Event           // the event each waiter's message stores
+	evs     []events.Event           // the event each command stores
+	futures []jetstream.PubAckFuture // one per message; nil: not published
+	seqs    []uint64                 // where each command's event is stored (0: not, or not known)
+	perr    error                    // the projection did not catch up with the group
+	base    uint64                   // the view's sequence, the first message's fencing token
+	group   bool                     // one group message
 	started time.Time
-	base    uint64                 // the stream's last sequence before the group's first append
-	group   jetstream.PubAckFuture // the group message (Config.Coalesce); nil: one message each
-	// coalesce: the group is stored as one group message (coalesce.go),
-	// with message id id, conditional on the group message chain.
-	coalesce  bool
-	id, chain string
+	idle    chan struct{} // closed once the group is applied (or failed)
 }
 
-// startGroup decides a queue of commands, answers the rejected and the
-// duplicates, and publishes the independent ones. The caller holds cmdMu.
-// It returns the published group (nil if none), which must be waited for,
-// and the commands for the one-at-a-time path.
-func (e *Engine) startGroup(group []*waiter) (*pendingGroup, []*waiter) {
-	p := &pendingGroup{e: e, batch: make([]*waiter, 0, len(group)), decided: make([]decide.Decision, 0, len(group)), keys: make([]flightKey, 0, 3*len(group))}
+// fence replaces d's per-subject conditions with the stream's last
+// sequence st.Seq when per-subject conditions cannot be used: when this
+// engine coalesces (a group message's events are not stored on their own
+// subjects), or when the stream already holds a group message (the
+// server's per-subject last sequences then miss its events). The stream
+// condition implies every per-subject one. The caller holds the view.
+func (e *Engine) fence(st *projections.State, d *decide.Decision) {
+	if len(d.Expect.Subjects) == 0 || (!e.cfg.Coalesce && st.Groups == 0) {
+		return
+	}
+	d.Expect = events.ExpectStream(st.Seq)
+}
+
+// startGroup decides queued commands against one view, answers the
+// rejected and the duplicates, and publishes the independent ones. It
+// returns the published group (nil if none), whose acks collect waits
+// for, and the commands for the one-at-a-time path. The caller holds
+// cmdMu, with nothing in flight.
+func (e *Engine) startGroup(queue []*waiter) (*pendingGroup, []*waiter) {
+	n := len(queue)
+	p := &pendingGroup{e: e, batch: make([]*waiter, 0, n), decided: make([]decide.Decision, 0, n)}
 	var alone []*waiter
-	seen := make(map[flightKey]bool, 3*len(group))
-	e.flightMu.Lock()
+	seen := make(map[groupKey]bool, 3*n)
 	e.proj.Read(func(st *projections.State) {
-		// The fencing token of the group's first append: the view's
-		// sequence, or, behind groups still in flight, the sequence their
-		// appends end at.
-		p.base = st.Seq
-		if e.flight.n > 0 {
-			p.base = e.tail
-		}
-		if p.coalesce = e.cfg.Coalesce || st.Groups > 0; p.coalesce && e.flight.n > 0 && e.flight.chain == "" {
-			// A group message follows only group messages in flight (it
-			// is conditional on the last one's id): go alone.
-			alone = append(alone, group...)
-			return
-		}
-		for _, w := range group {
-			m := w.cmd.Header()
-			idKey := flightKey{'i', m.ID}
-			if e.flight.busy(idKey) || seen[idKey] {
+		p.base, p.group = st.Seq, e.cfg.Coalesce || st.Groups > 0
+		for _, w := range queue {
+			idKey := groupKey{'i', w.cmd.Header().ID}
+			if seen[idKey] {
 				alone = append(alone, w)
 				continue
 			}
@@ -211,173 +122,135 @@ func (e *Engine) startGroup(group []*waiter) (*pendingGroup, []*waiter) {
 				alone = append(alone, w)
 				continue
 			}
-			keys := [...]flightKey{idKey, {'s', c.Subject()}, {'t', c.Table}}
-			if e.flight.busy(keys[:]...) || seen[keys[1]] || seen[keys[2]] {
+			keys := [...]groupKey{idKey, {'s', c.Subject()}, {'t', c.Table}}
+			if seen[keys[1]] || seen[keys[2]] {
 				alone = append(alone, w)
 				continue
 			}
 			for _, k := range keys {
 				seen[k] = true
 			}
-			p.batch, p.decided, p.keys = append(p.batch, w), append(p.decided, d), append(p.keys, keys[:]...)
+			p.batch, p.decided = append(p.batch, w), append(p.decided, d)
 		}
 	})
-	if len(p.batch) > 0 {
-		if e.flight.keys == nil {
-			e.flight.keys = map[flightKey]int{}
-		}
-		e.flight.n++
-		if e.flight.idle == nil {
-			e.flight.idle = make(chan struct{})
-		}
-		for _, k := range p.keys {
-			e.flight.keys[k]++
-		}
-		p.chain, e.flight.chain = e.flight.chain, ""
-		if p.coalesce {
-			p.id = "g:" + e.ids.New(time.Now())
-			e.flight.chain = p.id
-		}
-	}
-	e.flightMu.Unlock()
 	if len(p.batch) == 0 {
 		return nil, alone
 	}
+	p.idle = make(chan struct{})
+	e.idle = p.idle
 	p.publish()
 	return p, alone
 }
 
-// waitIdle blocks until no group is in flight (or ctx ends).
-func (e *Engine) waitIdle(ctx context.Context) {
-	e.flightMu.Lock()
-	idle := e.flight.idle
-	e.flightMu.Unlock()
-	if idle == nil {
-		return
-	}
-	select {
-	case <-idle:
-	case <-ctx.Done():
-	}
-}
-
-// land removes a finished group from the flight.
-func (e *Engine) land(p *pendingGroup) {
-	e.flightMu.Lock()
-	defer e.flightMu.Unlock()
-	for _, k := range p.keys {
-		if e.flight.keys[k]--; e.flight.keys[k] == 0 {
-			delete(e.flight.keys, k)
-		}
-	}
-	if e.flight.n--; e.flight.n == 0 {
-		close(e.flight.idle)
-		e.flight.idle = nil
-		e.flight.chain = ""
-	}
-}
-
-// publish sends the group's messages, one publish each, all in flight at
-// once. Each carries the fencing token it will meet if every append before
-// it is stored: the group's base plus the messages sent before it (the
-// stream stores one writer's publishes in order). Its decision was made on
-// the view at the group's base; what lies between is the group's (and
-// earlier groups') own completions, which write none of its subjects
-// (decide.Decision). If one append fails, every later one fails its token
-// too, and all of them go the one-at-a-time way. The caller holds cmdMu,
-// which orders the groups and guards tail.
+// publish sends the group's messages in its form (see the top of this
+// file) without waiting for their acks. The caller holds cmdMu.
 func (p *pendingGroup) publish() {
 	e := p.e
 	p.started = time.Now()
-	if p.coalesce {
-		p.publishGroup()
+	p.evs = make([]events.Event, len(p.batch))
+	for k, w := range p.batch {
+		p.evs[k] = w.cmd.Header().Events(e.ids, commands.Digest(w.cmd), p.decided[k].Events)[0]
+	}
+	if p.group {
+		f, err := e.elog.AppendGroupAsync(p.evs, eventlog.GroupCondition{LastSeq: p.base})
+		if err != nil {
+			e.log.Debug("group append failed; the commands go alone", "err", err)
+			return
+		}
+		p.futures = []jetstream.PubAckFuture{f}
 		return
 	}
 	p.futures = make([]jetstream.PubAckFuture, len(p.batch))
-	p.evs = make([]events.Event, len(p.batch))
 	next := p.base
-	for k, w := range p.batch {
-		m := w.cmd.Header()
-		evs := e.commandEvents(m, commands.Digest(w.cmd), p.decided[k].Events)
+	for k, ev := range p.evs {
 		exp := p.decided[k].Expect
 		token := next
 		exp.LastSeq = &token
-		p.evs[k] = evs[0]
 		// No message id: the token alone stops a second copy (a retry
-		// finds the stream past it), and the server keeps no dedupe
-		// entry per append.
-		if f, err := e.elog.AppendAsync("", evs[0], exp); err == nil {
+		// finds the stream past it), and the server keeps no dedupe entry
+		// per append.
+		if f, err := e.elog.AppendAsync("", ev, exp); err == nil {
 			p.futures[k] = f
 			next++
 		}
 	}
-	e.tail = next
 }
 
-// wait collects the acks, waits for the projection to apply them, answers
-// the stored commands, and returns the rest for the one-at-a-time path.
-func (p *pendingGroup) wait(ctx context.Context) []*waiter {
+// collect waits for every ack of the group, applies the events stored to
+// the live projection in stream order, waits until it holds them, and
+// marks the group landed. It returns the commands not stored (or not
+// known to be), for the one-at-a-time path, which re-reads first.
+func (p *pendingGroup) collect(ctx context.Context) []*waiter {
 	e := p.e
-	if p.group != nil {
-		return p.waitGroup(ctx)
-	}
-	seqs := make([]uint64, len(p.batch))
-	var last uint64
-	var fresh []int // acknowledged and not duplicates
-	timeout := time.NewTimer(eventlog.AppendTimeout)
-	defer timeout.Stop()
+	p.seqs = make([]uint64, len(p.batch))
+	actx, cancel := context.WithTimeout(ctx, eventlog.AppendTimeout)
+	defer cancel()
 	for k, f := range p.futures {
 		if f == nil {
 			continue
 		}
 		select {
 		case ack := <-f.Ok():
-			if ack.Duplicate {
-				// Nothing was stored: the stream holds a message with this
-				// id. The one-at-a-time path re-decides and proves it.
-				e.log.Debug("group append: a duplicate ack; the command goes alone", "id", p.batch[k].cmd.Header().ID, "seq", ack.Sequence)
+			if ack.Duplicate { // nothing was stored
+				e.log.Debug("group append: a duplicate ack; the command goes alone", "seq", ack.Sequence)
 				continue
 			}
-			seqs[k] = ack.Sequence
-			last = max(last, ack.Sequence)
-			fresh = append(fresh, k)
+			p.seqs[k] = ack.Sequence
 		case err := <-f.Err():
-			e.log.Debug("group append: one command goes alone", "id", p.batch[k].cmd.Header().ID, "err", err)
-		case <-timeout.C:
-		case <-ctx.Done():
+			e.log.Debug("group append: the command goes alone", "err", eventlog.MapErr(err))
+		case <-actx.Done():
 		}
 	}
 	e.metrics.appendS.Observe(time.Since(p.started).Seconds())
-	// Apply the group's own events in stream order; one acknowledged ahead
-	// of an earlier group still collecting its acks is held until that
-	// group applies its own (live.HoldOwn): the replies need not wait for
-	// the consumer.
-	slices.SortFunc(fresh, func(a, b int) int { return cmp.Compare(seqs[a], seqs[b]) })
-	for _, k := range fresh {
-		e.proj.HoldOwn(seqs[k], p.evs[k])
+	var last uint64
+	if p.group {
+		if last = p.seqs[0]; last != 0 {
+			for k := range p.seqs {
+				p.seqs[k] = last
+			}
+			e.proj.ApplyOwnGroup(last, p.evs, true)
+		}
+	} else {
+		// Each message's token puts it right after the one before it: the
+		// stored ones come in stream order. One the projection cannot
+		// apply now (its predecessor's ack was lost) the consumer applies.
+		for k, seq := range p.seqs {
+			if seq != 0 {
+				e.proj.ApplyOwn(seq, p.evs[k])
+				last = max(last, seq)
+			}
+		}
 	}
-	var perr error
-	if last > 0 {
-		perr = e.waitFor(ctx, last)
+	if last != 0 {
+		p.perr = e.waitFor(ctx, last)
 	}
-	var failed []*waiter
+	close(p.idle)
+	var alone []*waiter
+	for k, w := range p.batch {
+		if p.seqs[k] == 0 {
+			alone = append(alone, w)
+		}
+	}
+	return alone
+}
+
+// answer replies to the group's stored commands (collect returned the
+// others).
+func (p *pendingGroup) answer() {
 	n := 0
 	for k, w := range p.batch {
-		switch {
-		case seqs[k] == 0:
-			failed = append(failed, w)
-		case perr != nil:
-			w.finish(commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "appended at seq %d but the projection did not catch up: %v", seqs[k], perr)))
+		switch seq := p.seqs[k]; {
+		case seq == 0:
+		case p.perr != nil:
+			w.finish(commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "appended at seq %d but the projection did not catch up: %v", seq, p.perr)))
 		default:
 			r := p.decided[k].Reply
-			r.Accepted, r.Seq, r.Events = true, seqs[k], 1
+			r.Accepted, r.Seq, r.Events = true, seq, 1
 			w.finish(r)
 			n++
 		}
 	}
 	if n > 0 {
-		e.metrics.groups.Observe(float64(n))
+		p.e.metrics.groups.Observe(float64(n))
 	}
-	e.land(p)
-	return failed
 }

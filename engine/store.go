@@ -23,25 +23,32 @@ import (
 var ErrDamaged = errors.New("engine: refusing to open a damaged store")
 
 // checkStore reports the events the stream lost, judged by its state and
-// by the checkpoint taken at seen (0: none).
-func (e *Engine) checkStore(ctx context.Context, seen uint64) error {
+// by the checkpoint taken at seen (0: none); else it returns the stream's
+// last sequence.
+func (e *Engine) checkStore(ctx context.Context, seen uint64) (uint64, error) {
+	var last uint64
 	var d *eventlog.Damage
 	err := e.elog.Retry(ctx, func(ctx context.Context) error {
 		var err error
-		_, d, err = e.reader.Check(ctx, 0, seen)
+		last, d, err = e.reader.Check(ctx, 0, seen)
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("engine: %w", err)
+		return 0, fmt.Errorf("engine: %w", err)
 	}
 	if d != nil {
-		return damaged(d)
+		return 0, fmt.Errorf("%w: %w", ErrDamaged, d)
 	}
-	return nil
+	return last, nil
 }
 
-func damaged(d *eventlog.Damage) error {
-	return fmt.Errorf("%w: %w", ErrDamaged, d)
+// damaged marks err ErrDamaged when it is an *eventlog.Damage not yet
+// marked.
+func damaged(err error) error {
+	if d, ok := eventlog.IsDamage(err); ok && !errors.Is(err, ErrDamaged) {
+		return fmt.Errorf("%w: %w", ErrDamaged, d)
+	}
+	return err
 }
 
 // Failed is closed when the projection has stopped for good (Err says
@@ -49,13 +56,7 @@ func damaged(d *eventlog.Damage) error {
 func (e *Engine) Failed() <-chan struct{} { return e.proj.Failed() }
 
 // Err is why the projection stopped for good (nil while it runs).
-func (e *Engine) Err() error {
-	err := e.proj.Err()
-	if d, ok := eventlog.IsDamage(err); ok && !errors.Is(err, ErrDamaged) {
-		return damaged(d)
-	}
-	return err
-}
+func (e *Engine) Err() error { return damaged(e.proj.Err()) }
 
 // verifyPrefix reads the stream up to seq, the checkpoint the projection
 // started from, to find events lost before it (the projection never
@@ -90,27 +91,21 @@ func (e *Engine) Retry(ctx context.Context, call func(context.Context) error) er
 	return e.elog.Retry(ctx, call)
 }
 
-// Stats describes the live projection.
+// Stats describes the live projection (live.Stats: Seq, Folded counts
+// the events folded since the engine opened, not those a checkpoint
+// brought in, Lag).
 type Stats struct {
-	// Seq is the last sequence applied.
-	Seq uint64 `json:"seq"`
-	// Folded counts the events this engine folded since it opened (not
-	// those a checkpoint brought in).
-	Folded uint64 `json:"folded"`
+	live.Stats
 	// CheckpointSeq is the checkpoint the projection started from (0: it
 	// folded the stream from the start).
 	CheckpointSeq uint64 `json:"checkpoint_seq"`
 	// CheckpointRejected says why a stored checkpoint was not used.
 	CheckpointRejected string `json:"checkpoint_rejected,omitempty"`
-	// Lag is how many stored events were not applied yet at the last
-	// delivery.
-	Lag uint64 `json:"lag"`
 }
 
 // Stats returns the projection's statistics.
 func (e *Engine) Stats() Stats {
-	st := e.proj.Stats()
-	return Stats{Seq: st.Seq, Folded: st.Folded, CheckpointSeq: e.loadedSeq, CheckpointRejected: e.cpReject, Lag: st.Lag}
+	return Stats{Stats: e.proj.Stats(), CheckpointSeq: e.loadedSeq, CheckpointRejected: e.cpReject}
 }
 
 // Checkpoint writes the live projection to the checkpoint bucket now
@@ -133,18 +128,9 @@ func (e *Engine) Reader() *eventlog.Reader { return e.reader }
 // when it was called. It fails at once, with ErrDamaged, when the stream
 // lost events the projection would otherwise wait for (see store.go).
 func (e *Engine) CatchUp(ctx context.Context) error {
-	var last uint64
-	var d *eventlog.Damage
-	err := e.elog.Retry(ctx, func(ctx context.Context) error {
-		var err error
-		last, d, err = e.reader.Check(ctx, 0, 0)
-		return err
-	})
+	last, err := e.checkStore(ctx, 0)
 	if err != nil {
-		return fmt.Errorf("engine: %w", err)
-	}
-	if d != nil {
-		return damaged(d)
+		return err
 	}
 	return e.waitFor(ctx, last)
 }
@@ -152,11 +138,7 @@ func (e *Engine) CatchUp(ctx context.Context) error {
 // waitFor waits until the projection has applied seq (live.WaitFor); a
 // projection that found the stream damaged fails it with ErrDamaged.
 func (e *Engine) waitFor(ctx context.Context, seq uint64) error {
-	err := e.proj.WaitFor(ctx, seq)
-	if d, ok := eventlog.IsDamage(err); ok && !errors.Is(err, ErrDamaged) {
-		return damaged(d)
-	}
-	return err
+	return damaged(e.proj.WaitFor(ctx, seq))
 }
 
 // Projection is the engine's live projection.

@@ -120,12 +120,6 @@ func Expand(seq uint64, subject string, data []byte) []events.Record {
 type GroupCondition struct {
 	// LastSeq is the stream's last sequence the append requires.
 	LastSeq uint64
-	// MsgID is the group message's own message id (empty: none); a
-	// later group message may require it as LastMsgID.
-	MsgID string
-	// LastMsgID, when set, requires the last message stored to carry
-	// this message id: the group message then follows that one directly.
-	LastMsgID string
 }
 
 // groupMsg is the group message storing evs under cond.
@@ -138,12 +132,6 @@ func groupMsg(evs []events.Event, cond GroupCondition) (*nats.Msg, error) {
 	m.Data = body
 	m.Header.Set(GroupHeader, strconv.Itoa(len(evs)))
 	m.Header.Set(jetstream.ExpectedLastSeqHeader, strconv.FormatUint(cond.LastSeq, 10))
-	if cond.MsgID != "" {
-		m.Header.Set(jetstream.MsgIDHeader, cond.MsgID)
-	}
-	if cond.LastMsgID != "" {
-		m.Header.Set(jetstream.ExpectedLastMsgIDHeader, cond.LastMsgID)
-	}
 	return m, nil
 }
 

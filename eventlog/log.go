@@ -281,10 +281,6 @@ func (l *Log) sameCommand(ctx context.Context, seq uint64, id, digest string) er
 	return nil
 }
 
-// errCodeWrongLastMsgID is JetStream's error code for a failed
-// expected-last-message-id condition (a group message's chain, group.go).
-const errCodeWrongLastMsgID jetstream.ErrorCode = 10070
-
 // mapErr turns JetStream publish errors into ErrConflict / ErrAmbiguous.
 func mapErr(err error) error {
 	if err == nil {
@@ -300,7 +296,7 @@ func mapErr(err error) error {
 		code = jsErr.APIError().ErrorCode
 	}
 	switch code {
-	case jetstream.JSErrCodeStreamWrongLastSequence, jetstream.JSErrCodeStreamWrongLastSequenceConstant, errCodeWrongLastMsgID:
+	case jetstream.JSErrCodeStreamWrongLastSequence, jetstream.JSErrCodeStreamWrongLastSequenceConstant:
 		return fmt.Errorf("%w: %v", ErrConflict, err)
 	case jetstreamext.JSErrCodeBatchPublishDuplicateMsgID:
 		// A retried batch whose ids are already stored: treat like a

@@ -8,8 +8,8 @@
 // checkpoint at its Seq and the events after it): an event is applied
 // once, in stream order, and never one out of turn. A writer may apply
 // the events it appended itself (ApplyOwn) only when each is the very
-// next, or have them held until they are (HoldOwn). A message is applied
-// whole: a group message's events under one lock. The stream denies deletes, so a sequence the log skips or does not
+// next. A message is applied whole: a group message's events under one
+// lock. The stream denies deletes, so a sequence the log skips or does not
 // hold is lost: the projection then fails for good (Failed, Err, an error
 // wrapping the *eventlog.Damage) rather than fold a state that is wrong.
 // A wait never hangs on an event that is not there.
@@ -51,21 +51,7 @@ type Projection struct {
 	lastID  string        // id of the last decoded event applied
 	folded  uint64        // events applied since the projection started
 	pending uint64        // events in the stream after the last one delivered
-	// held are the owner's messages acknowledged ahead of the state
-	// (HoldOwn), by sequence: each is applied once the messages before it
-	// are.
-	held map[uint64]heldMsg
 }
-
-// heldMsg is one stored message's events, held by HoldOwn.
-type heldMsg struct {
-	evs   []events.Event
-	group bool
-}
-
-// MaxHeld bounds the messages HoldOwn holds at once; beyond it, Run
-// applies them as it delivers them.
-const MaxHeld = 4096
 
 // Stats describes a projection.
 type Stats struct {
@@ -297,7 +283,6 @@ func (p *Projection) apply(es []eventlog.Entry) {
 		p.Fail(d)
 		return
 	}
-	delete(p.held, seq)
 	var bad []eventlog.Entry
 	for _, e := range es {
 		p.folded++
@@ -309,7 +294,6 @@ func (p *Projection) apply(es []eventlog.Entry) {
 			p.log.Warn("event not applied", "seq", seq, "index", e.Index, "err", err)
 		}
 	}
-	p.drainHeld()
 	p.notify()
 	p.mu.Unlock()
 	for _, e := range bad {
@@ -341,40 +325,10 @@ func (p *Projection) ApplyOwnGroup(seq uint64, evs []events.Event, group bool) b
 	return true
 }
 
-// HoldOwn is ApplyOwn for a writer whose appends are acknowledged out of
-// the order they were stored in (several groups in flight, each collecting
-// its own acks): an event that is not the very next is held, and applied
-// as soon as the events before it are (by ApplyOwn, HoldOwn or Run), unless
-// Run delivers it first; an event already applied is ignored. ev must be
-// the event exactly as stored at seq (never a duplicate's ack). It reports
-// whether ev was applied now; either way WaitFor(seq) then returns as soon
-// as the events before it are applied, without waiting for Tail to
-// deliver ev.
-func (p *Projection) HoldOwn(seq uint64, ev events.Event) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	switch {
-	case p.err != nil || seq <= p.st.Seq:
-		return false
-	case seq == p.st.Seq+1:
-		p.applyNext(seq, []events.Event{ev}, false)
-		p.notify()
-		return true
-	}
-	if p.held == nil {
-		p.held = map[uint64]heldMsg{}
-	}
-	if len(p.held) < MaxHeld {
-		p.held[seq] = heldMsg{evs: []events.Event{ev}}
-	}
-	return false
-}
-
 // applyNext applies the events of the message at seq, the state's next
-// sequence (a group message's when group), then every held message that
-// follows it. The caller holds mu for writing and notifies.
+// sequence (a group message's when group). The caller holds mu for
+// writing and notifies.
 func (p *Projection) applyNext(seq uint64, evs []events.Event, group bool) {
-	delete(p.held, seq)
 	for i, ev := range evs {
 		p.folded++
 		p.lastID = ev.ID
@@ -385,19 +339,6 @@ func (p *Projection) applyNext(seq uint64, evs []events.Event, group bool) {
 		if err := projections.ApplyRecord(p.st, r); err != nil {
 			p.log.Warn("event not applied", "seq", seq, "index", i, "err", err)
 		}
-	}
-	p.drainHeld()
-}
-
-// drainHeld applies the held messages that are next, in turn. The caller
-// holds mu for writing.
-func (p *Projection) drainHeld() {
-	for len(p.held) > 0 {
-		m, ok := p.held[p.st.Seq+1]
-		if !ok {
-			return
-		}
-		p.applyNext(p.st.Seq+1, m.evs, m.group)
 	}
 }
 

@@ -79,10 +79,10 @@ func TestProjection(t *testing.T) {
 	}
 }
 
-// Own events acknowledged out of order are held and applied in stream
-// order as soon as the events before them are; an event already applied
-// is not applied again; Run skips what was applied.
-func TestHoldOwn(t *testing.T) {
+// Own events are applied only in stream order, each when it is the very
+// next; an event already applied is not applied again; Run skips what was
+// applied.
+func TestApplyOwn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	l := memLog(t)
@@ -97,19 +97,15 @@ func TestHoldOwn(t *testing.T) {
 		evs = append(evs, ev)
 	}
 	p := New(l.Reader(), nil, nil) // not running: only the owner applies
-	if p.HoldOwn(4, evs[3]) || p.HoldOwn(3, evs[2]) || p.Seq() != 0 {
+	if p.ApplyOwn(2, evs[1]) || p.Seq() != 0 {
 		t.Fatalf("applied out of turn: seq %d", p.Seq())
 	}
-	if !p.HoldOwn(1, evs[0]) || p.Seq() != 1 {
-		t.Fatalf("the next event not applied at once: seq %d", p.Seq())
+	for i, ev := range evs {
+		if !p.ApplyOwn(uint64(i+1), ev) || p.Seq() != uint64(i+1) {
+			t.Fatalf("the next event %d not applied at once: seq %d", i+1, p.Seq())
+		}
 	}
-	if !p.ApplyOwn(2, evs[1]) {
-		t.Fatal("ApplyOwn of the next event refused")
-	}
-	if p.Seq() != 4 {
-		t.Fatalf("the held events were not applied after the one before them: seq %d", p.Seq())
-	}
-	if p.HoldOwn(3, evs[2]) {
+	if p.ApplyOwn(3, evs[2]) || p.ApplyOwn(4, evs[3]) {
 		t.Fatal("an applied event applied again")
 	}
 	rctx, stop := context.WithCancel(ctx)
