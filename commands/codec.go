@@ -184,16 +184,17 @@ func decodeStrict(body []byte, cmd Command) (err error) {
 			err = fmt.Errorf("%v", r)
 		}
 	}()
-	r := bytes.NewReader(body)
-	dec := msgpack.NewDecoder(r)
-	dec.DisallowUnknownFields(true)
-	if err := dec.Decode(cmd); err != nil {
-		return err
-	}
-	if r.Len() > 0 {
-		return errors.New("trailing bytes")
-	}
-	return nil
+	// The caller checked body (msgp.Check): a pooled decoder is safe.
+	return msgp.Decoder(body, func(dec *msgpack.Decoder, r *bytes.Reader) error {
+		dec.DisallowUnknownFields(true)
+		if err := dec.Decode(cmd); err != nil {
+			return err
+		}
+		if r.Len() > 0 {
+			return errors.New("trailing bytes")
+		}
+		return nil
+	})
 }
 
 // fieldNameCache holds fieldNames results by type and tag.

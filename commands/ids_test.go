@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 )
 
@@ -135,6 +136,31 @@ func TestTimeBounds(t *testing.T) {
 			if !errors.As(err, &ce) || ce.Code != CodeInvalid || ce.Field != c.field {
 				t.Errorf("%s: want invalid on %s, got %v", c.cmd.Kind(), c.field, err)
 			}
+		}
+	}
+}
+
+// The digests of the hot path's commands, taken without reflection, are
+// the reflective digests, byte for byte.
+func TestDigestFastPath(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	r := interval.R(t0, t0.Add(time.Hour))
+	meta := Meta{ID: "c-1", Actor: "w", At: t0, Correlation: "p", AfterSeq: 9}
+	for i, c := range []CompleteIntervals{
+		{Meta: meta, Model: "m", Version: "v1", Ranges: []interval.Range{r}},
+		{Model: "m", Version: "v1", Ranges: []interval.Range{}, RunKind: events.RunBackfill, RunID: "backfill:p1", Work: "work-3-backfill"},
+		{Meta: meta, Model: "m", Version: "v2"},
+	} {
+		c := c
+		if got, want := Digest(&c), digestReflect(&c); got != want {
+			t.Errorf("complete_intervals %d: %s, reflective %s", i, got, want)
+		}
+		w := &CompleteWork{CompleteIntervals: c}
+		if got, want := Digest(w), digestReflect(w); got != want {
+			t.Errorf("complete_work %d: %s, reflective %s", i, got, want)
+		}
+		if i != 1 && c.Meta != meta {
+			t.Errorf("complete_intervals %d: Digest changed the command's meta: %+v", i, c.Meta)
 		}
 	}
 }

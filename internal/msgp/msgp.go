@@ -207,6 +207,21 @@ func Unmarshal(data []byte, v any) error {
 
 // UnmarshalChecked is Unmarshal for bytes Check has already accepted, as
 // part of a larger value (an event's payload inside its checked envelope).
+// It takes a pooled decoder (Decoder): Check bounds every length by the
+// bytes that follow, so no decode grows the pool's buffers beyond the
+// largest message decoded.
 func UnmarshalChecked(data []byte, v any) error {
-	return msgpack.NewDecoder(bytes.NewReader(data)).Decode(v)
+	return Decoder(data, func(dec *msgpack.Decoder, _ *bytes.Reader) error { return dec.Decode(v) })
+}
+
+// Decoder runs fn with a pooled decoder reading data through r, with
+// default settings (no preallocation from the lengths a value claims),
+// and gives it back to the pool. Call it only on bytes Check accepted.
+func Decoder(data []byte, fn func(dec *msgpack.Decoder, r *bytes.Reader) error) error {
+	dec := msgpack.GetDecoder()
+	r := bytes.NewReader(data)
+	dec.Reset(r)
+	err := fn(dec, r)
+	msgpack.PutDecoder(dec)
+	return err
 }
