@@ -167,10 +167,6 @@ func BenchmarkClusterThroughput(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.ReportMetric(s.tidemark, "tidemark-ops/s")
-	b.ReportMetric(s.limit, "limit-ops/s")
-	b.ReportMetric(s.tidemark/s.limit, "ratio")
-	b.ReportMetric(float64(s.tidemarkCPU.Microseconds()), "tidemark-cpu-µs/op")
-	b.ReportMetric(float64(s.limitCPU.Microseconds()), "limit-cpu-µs/op")
+	s.report(b)
 	b.Log(where)
 }
