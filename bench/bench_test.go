@@ -163,10 +163,12 @@ func BenchmarkPromotionScale(b *testing.B) {
 // tidemark on a three-member R3 cluster and the transport limit on one of
 // its own, in alternating rounds, b.N commands a side.
 func BenchmarkClusterThroughput(b *testing.B) {
-	s, where, err := clusterThroughput(b.Context(), max(b.N, 4*benchClients))
+	res, err := clusterThroughput(b.Context(), max(b.N, 4*benchClients))
 	if err != nil {
 		b.Fatal(err)
 	}
-	s.report(b)
-	b.Log(where)
+	res.bare.report(b)
+	b.ReportMetric(res.readers.limit, "limit-with-readers-ops/s")
+	b.ReportMetric(res.readers.tidemark/res.readers.limit, "ratio-with-readers")
+	b.Log(res.where)
 }

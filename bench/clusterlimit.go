@@ -26,18 +26,27 @@ import (
 // stream, else another node), so that both pay the same hops to the
 // stream leader and its replicas.
 
-// clusterThroughput measures total commands a side.
-func clusterThroughput(ctx context.Context, total int) (sides, string, error) {
+// clusterTP is what clusterThroughput measured: tidemark against the
+// bare limit, and again against the limit with a reader on each node
+// decoding every event (what each tidemark member does for its live
+// projection).
+type clusterTP struct {
+	bare, readers sides
+	where         string
+}
+
+// clusterThroughput measures total commands a side, twice.
+func clusterThroughput(ctx context.Context, total int) (clusterTP, error) {
 	dir, err := os.MkdirTemp("", "tidemark-cluster-tp-*")
 	if err != nil {
-		return sides{}, "", err
+		return clusterTP{}, err
 	}
 	defer os.RemoveAll(dir)
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	ms, err := startCluster(sctx, dir, quiet())
 	if err != nil {
-		return sides{}, "", err
+		return clusterTP{}, err
 	}
 	defer func() {
 		for _, m := range ms {
@@ -46,32 +55,40 @@ func clusterThroughput(ctx context.Context, total int) (sides, string, error) {
 	}()
 	w, err := awaitWriter(sctx, ms)
 	if err != nil {
-		return sides{}, "", err
+		return clusterTP{}, err
 	}
 	if err := snapshots(sctx, w.m, benchSnapshots); err != nil {
-		return sides{}, "", err
+		return clusterTP{}, err
 	}
 	leader, err := streamLeader(sctx, w.e.JetStream())
 	if err != nil {
-		return sides{}, "", err
+		return clusterTP{}, err
 	}
 	var cs []*transport.Client
 	for range benchClients {
 		nc, err := nats.Connect("", nats.InProcessServer(w.node.Server()))
 		if err != nil {
-			return sides{}, "", err
+			return clusterTP{}, err
 		}
 		defer nc.Close()
 		cs = append(cs, transport.NewClient(nc))
 	}
 	lim, limLeader, err := limitCluster(sctx, dir, leader == w.name)
 	if err != nil {
-		return sides{}, "", err
+		return clusterTP{}, err
 	}
 	defer lim.close()
-	s, err := sideBySide(ctx, cs, lim, total, 4, benchSnapshots, "ctp")
-	where := fmt.Sprintf("tidemark's writer %s, its stream's leader %s; the limit's service on %s", w.name, leader, limLeader)
-	return s, where, err
+	res := clusterTP{where: fmt.Sprintf("tidemark's writer %s, its stream's leader %s; the limit's service on %s", w.name, leader, limLeader)}
+	if res.bare, err = sideBySide(ctx, cs, lim, total, 4, benchSnapshots, "ctp"); err != nil {
+		return res, err
+	}
+	stop, err := limitReaders(sctx, lim.nodes)
+	if err != nil {
+		return res, err
+	}
+	defer stop()
+	res.readers, err = sideBySide(ctx, cs, lim, total, 4, benchSnapshots, "ctr")
+	return res, err
 }
 
 // streamLeader names the server leading the event stream.
@@ -152,6 +169,9 @@ func limitCluster(ctx context.Context, dir string, onLeader bool) (*limitSide, s
 	lim, err := limitOn(at, stop)
 	if err != nil {
 		return nil, "", err
+	}
+	for _, n := range nodes {
+		lim.nodes = append(lim.nodes, n.Conn())
 	}
 	return lim, at.Server().Name(), nil
 }

@@ -183,6 +183,9 @@ func limitServer(ctx context.Context, sync bool) (*natsnode.Node, func(), error)
 type limitSide struct {
 	conns []*nats.Conn
 	close func()
+	// nodes are the connections of a limit cluster's nodes (none for a
+	// single server).
+	nodes []*nats.Conn
 }
 
 func startLimit(ctx context.Context) (*limitSide, error) {

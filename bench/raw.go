@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/synadia-io/orbit.go/jetstreamext"
 	"github.com/tidemark/tidemark/events"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // The raw baselines: what JetStream does without tidemark, published and
@@ -78,4 +79,39 @@ func rawRead(ctx context.Context, js jetstream.JetStream, n int) error {
 		}
 	}
 	return nil
+}
+
+// limitReaders starts on each of conns an ordered consumer of the event
+// stream, from its next message, that decodes every event the limit
+// service appends, as each member of a tidemark cluster folds every event
+// into its live projection; stop ends them.
+func limitReaders(ctx context.Context, conns []*nats.Conn) (stop func(), err error) {
+	var ccs []jetstream.ConsumeContext
+	stop = func() {
+		for _, cc := range ccs {
+			cc.Stop()
+		}
+	}
+	for _, nc := range conns {
+		js, err := jetstream.New(nc)
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		cons, err := js.OrderedConsumer(ctx, events.StreamName, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverNewPolicy})
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		cc, err := cons.Consume(func(m jetstream.Msg) {
+			var ev limitEvent
+			_ = msgpack.Unmarshal(m.Data(), &ev)
+		})
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		ccs = append(ccs, cc)
+	}
+	return stop, nil
 }
