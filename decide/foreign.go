@@ -3,7 +3,6 @@ package decide
 import (
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events"
@@ -36,23 +35,11 @@ func ForeignTable(st *projections.State, plan, snapshot string) string {
 	return ""
 }
 
-// planOfRun is the plan whose work a run id names (the run ids of package
-// work's plan steps: "backfill:PLAN", "catch_up:PLAN"), or "".
-func planOfRun(kind events.RunKind, runID string) string {
-	switch kind {
-	case events.RunBackfill, events.RunCatchUp:
-		if plan, ok := strings.CutPrefix(runID, string(kind)+":"); ok {
-			return plan
-		}
-	}
-	return ""
-}
-
 // notForeign refuses plan work that would write a table production serves
 // (ForeignTable).
 func notForeign(st *projections.State, kind events.RunKind, runID string, sn *projections.Snapshot) error {
-	plan := planOfRun(kind, runID)
-	if plan == "" {
+	k, plan, ok := events.PlanOfRunID(runID)
+	if !ok || k != kind {
 		return nil
 	}
 	if inc := ForeignTable(st, plan, sn.Snapshot); inc != "" {

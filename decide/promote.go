@@ -42,7 +42,7 @@ func promote(st *projections.State, c *commands.Promote) (Decision, error) {
 		payloads := []events.Payload{req}
 		for _, w := range req.Work {
 			if len(w.Recompute) > 0 {
-				payloads = append(payloads, events.IntervalsInvalidated{Snapshot: w.Snapshot, Table: w.Table, Ranges: w.Recompute, Reason: "catch_up:" + c.Plan})
+				payloads = append(payloads, events.IntervalsInvalidated{Snapshot: w.Snapshot, Table: w.Table, Ranges: w.Recompute, Reason: events.PlanRunID(events.RunCatchUp, c.Plan)})
 			}
 		}
 		return Decision{Events: payloads, Expect: events.ExpectStream(st.Seq), Reply: commands.Reply{CatchUp: &req}}, nil

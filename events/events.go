@@ -154,6 +154,21 @@ const (
 	RunManual RunKind = "manual"
 )
 
+// PlanRunID is the run id of a plan's work of kind k (backfill, catch_up,
+// repair): "<kind>:<plan>".
+func PlanRunID(k RunKind, plan string) string { return string(k) + ":" + plan }
+
+// PlanOfRunID is the plan a backfill or catch-up run id names (PlanRunID)
+// and that run's kind; ok is false for any other id.
+func PlanOfRunID(id string) (k RunKind, plan string, ok bool) {
+	for _, k := range []RunKind{RunBackfill, RunCatchUp} {
+		if plan, ok := strings.CutPrefix(id, string(k)+":"); ok {
+			return k, plan, true
+		}
+	}
+	return "", "", false
+}
+
 // Valid reports whether k is a defined run kind.
 func (k RunKind) Valid() bool {
 	switch k {

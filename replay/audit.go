@@ -146,14 +146,10 @@ func describe(r events.Record) Row {
 }
 
 // planOfRun returns the plan a backfill or catch-up run id names
-// ("backfill:<plan>", "catch_up:<plan>").
+// (events.PlanRunID), or "".
 func planOfRun(id string) string {
-	for _, prefix := range []string{"backfill:", "catch_up:"} {
-		if strings.HasPrefix(id, prefix) {
-			return strings.TrimPrefix(id, prefix)
-		}
-	}
-	return ""
+	_, plan, _ := events.PlanOfRunID(id)
+	return plan
 }
 
 func ts(t time.Time) string {

@@ -118,7 +118,7 @@ func Backfill(plan events.PlanBuilt) Item {
 	item := Item{RunKind: events.RunBackfill, Env: plan.Env, Plan: plan.Plan}
 	for _, c := range plan.Candidates {
 		if set := interval.Set(c.Backfill); !set.Empty() {
-			item.Steps = append(item.Steps, step(c.Snapshot, set, "backfill:"+plan.Plan))
+			item.Steps = append(item.Steps, step(c.Snapshot, set, events.PlanRunID(events.RunBackfill, plan.Plan)))
 		}
 	}
 	return item
@@ -159,7 +159,7 @@ func CatchUp(req events.CatchUpRequested) Item {
 	item := Item{RunKind: events.RunCatchUp, Env: req.Env, Plan: req.Plan}
 	for _, w := range req.Work {
 		if set := interval.NewSet(w.Ranges...).AddSet(w.Recompute); !set.Empty() {
-			item.Steps = append(item.Steps, step(w.Snapshot, set, "catch_up:"+req.Plan))
+			item.Steps = append(item.Steps, step(w.Snapshot, set, events.PlanRunID(events.RunCatchUp, req.Plan)))
 		}
 	}
 	return item
@@ -172,7 +172,7 @@ func RepairItem(d events.PromotionDecided) Item {
 	item := Item{RunKind: events.RunRepair, Env: d.Env, Plan: d.Plan}
 	for _, w := range d.Repairs {
 		if len(w.Ranges) > 0 {
-			item.Steps = append(item.Steps, step(w.Snapshot, w.Ranges, "repair:"+d.Plan))
+			item.Steps = append(item.Steps, step(w.Snapshot, w.Ranges, events.PlanRunID(events.RunRepair, d.Plan)))
 		}
 	}
 	return item
