@@ -361,22 +361,41 @@ func (s Set) Missing(w Range) Set {
 	if w.Empty() {
 		return nil
 	}
-	// One pass over the ranges inside w: the gaps between them.
-	var out Set
-	cur := w.Start
+	// The gaps between the ranges inside w, counted first so that the
+	// result is allocated once: a promotion check keeps one per candidate,
+	// and the copies of a growing slice were most of its garbage.
 	i := sort.Search(len(s), func(i int) bool { return s[i].End.After(w.Start) })
+	n := s.gaps(i, w, nil)
+	if n == 0 {
+		return nil
+	}
+	out := make(Set, 0, n)
+	s.gaps(i, w, &out)
+	return out
+}
+
+// gaps counts the gaps in w between s's ranges from index i on, and
+// appends them to out unless out is nil.
+func (s Set) gaps(i int, w Range, out *Set) int {
+	n, cur := 0, w.Start
 	for ; i < len(s) && s[i].Start.Before(w.End); i++ {
 		if s[i].Start.After(cur) {
-			out = append(out, R(cur, s[i].Start))
+			n++
+			if out != nil {
+				*out = append(*out, R(cur, s[i].Start))
+			}
 		}
 		if s[i].End.After(cur) {
 			cur = s[i].End
 		}
 	}
 	if cur.Before(w.End) {
-		out = append(out, R(cur, w.End))
+		n++
+		if out != nil {
+			*out = append(*out, R(cur, w.End))
+		}
 	}
-	return out
+	return n
 }
 
 // Covers reports whether s covers all of r.

@@ -90,3 +90,23 @@ func TestSetMatchesBitmap(t *testing.T) {
 		}
 	})
 }
+
+// TestMissingAllocatesOnce: a promotion check keeps one Missing per
+// candidate, so Missing allocates its result once, at its size, however
+// many gaps it finds (growing it by appends was most of the check's
+// garbage: docs/performance.md).
+func TestMissingAllocatesOnce(t *testing.T) {
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var s Set
+	for i := 0; i < 100; i++ {
+		a := base.Add(time.Duration(2*i) * time.Hour)
+		s = s.Add(R(a, a.Add(time.Hour)))
+	}
+	w := R(base, base.Add(300*time.Hour))
+	if got := len(s.Missing(w)); got != 100 {
+		t.Fatalf("%d gaps, want 100", got)
+	}
+	if n := testing.AllocsPerRun(20, func() { s.Missing(w) }); n != 1 {
+		t.Fatalf("Missing allocated %v times, want 1", n)
+	}
+}
