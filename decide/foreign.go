@@ -35,14 +35,24 @@ func ForeignTable(st *projections.State, plan, snapshot string) string {
 	return ""
 }
 
-// notForeign refuses plan work that would write a table production serves
-// (ForeignTable).
-func notForeign(st *projections.State, kind events.RunKind, runID string, sn *projections.Snapshot) error {
+// ForeignWork is ForeignTable for a run: the incumbent serving the table
+// that plan work for snapshot (kind and runID naming a plan's backfill or
+// catch-up: events.PlanRunID) would write; "" for any other run. A worker
+// checks it before writing (sqlrun.Runner), the engine before recording
+// the completion.
+func ForeignWork(st *projections.State, kind events.RunKind, runID, snapshot string) string {
 	k, plan, ok := events.PlanOfRunID(runID)
 	if !ok || k != kind {
-		return nil
+		return ""
 	}
-	if inc := ForeignTable(st, plan, sn.Snapshot); inc != "" {
+	return ForeignTable(st, plan, snapshot)
+}
+
+// notForeign refuses plan work that would write a table production serves
+// (ForeignWork).
+func notForeign(st *projections.State, kind events.RunKind, runID string, sn *projections.Snapshot) error {
+	if inc := ForeignWork(st, kind, runID, sn.Snapshot); inc != "" {
+		_, plan, _ := events.PlanOfRunID(runID)
 		return commands.Errorf(commands.CodeConflict, "run_id", "%s work of plan %s for %s would write table %s, which incumbent %s serves in env %s; the plan was not promoted and can no longer be (the environment moved on)",
 			kind, plan, sn.Snapshot, sn.Table, inc, st.Plans[plan].Built.Env)
 	}

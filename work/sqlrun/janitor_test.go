@@ -369,3 +369,36 @@ func TestRetiredTableNotWrittenAgain(t *testing.T) {
 		t.Fatalf("the SQL of a step of a retired table: %+v %v", s, err)
 	}
 }
+
+// TestStalePlanWorkNotComputed: a plan's backfill still queued after the
+// environment moved past the plan (its version promoted by another plan,
+// then a forward-only successor serving that table) writes nothing: the
+// built-in runner skips it (decide.ForeignWork), so production's rows
+// stay as production computed them, and the engine refuses the
+// completion.
+func TestStalePlanWorkNotComputed(t *testing.T) {
+	w := newWorld(t)
+	pvAndAgg(w)
+	w.registerAt(&commands.RegisterSnapshot{Model: "pv", Version: "v2", Cron: "@hourly", SQL: pv(30), TimeColumn: "ts"})
+	r := w.do(&commands.BuildPlan{Plan: "p-old", Env: "prod", Versions: map[string]string{"pv": "v2"}})
+	stale := work.Backfill(*r.Plan) // queued, not run
+	w.deploy("p-new", map[string]string{"pv": "v2"})
+	w.registerAt(&commands.RegisterSnapshot{Model: "pv", Version: "v3", Cron: "@hourly", SQL: pv(40), TimeColumn: "ts", SnapshotKind: events.ForwardOnly})
+	w.deploy("p-fo", map[string]string{"pv": "v3"})
+	var table string
+	w.e.Projection().Read(func(st *projections.State) { table = st.Snapshots["pv@v3"].Table })
+	if table != "pv@v2" {
+		t.Fatalf("forward-only pv@v3 writes %s, want pv@v2's table", table)
+	}
+	// Production's rows, marked: a stale write would rewrite them.
+	q := warehouse.Schema + `."` + sqlrun.TableName(table) + `"`
+	w.exec("UPDATE " + q + " SET amount = 999")
+	total := w.scalar("SELECT count(*) FROM " + q)
+	err := w.run.Run(t.Context(), stale, w.now)
+	if got := w.scalar("SELECT count(*) FROM " + q + " WHERE amount = 999"); got != total {
+		t.Fatalf("stale plan work rewrote production's table: %s of %s rows kept", got, total)
+	}
+	if ce := new(commands.Error); !errors.As(err, &ce) || ce.Code != commands.CodeConflict {
+		t.Fatalf("the stale completion: %v, want a conflict", err)
+	}
+}

@@ -31,6 +31,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/tidemark/tidemark/decide"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/live"
 	"github.com/tidemark/tidemark/projections"
@@ -118,20 +119,26 @@ func (r *Runner) Run(ctx context.Context, item work.Item, at time.Time) error {
 		var err error
 		var unit interval.Unit
 		var gone bool
+		var foreign string
 		r.Proj.Read(func(s *projections.State) {
 			m, ok, err = ModelOf(s, st.Snapshot)
 			if sn := s.Snapshots[st.Snapshot]; sn != nil {
 				unit = sn.Unit
 				_, gone = s.Retired[sn.Table]
 			}
+			foreign = decide.ForeignWork(s, item.RunKind, st.RunID, st.Snapshot)
 		})
 		if err != nil {
 			return err
 		}
-		if !ok || gone {
+		if !ok || gone || foreign != "" {
 			// A retired table is not written again (the janitor dropped
-			// it); the engine refuses the completion, which gives the
-			// work up.
+			// it), nor a table production serves by plan work of a plan
+			// the environment has moved past (decide.ForeignWork): the
+			// engine refuses the completion, which gives the work up.
+			if foreign != "" && r.Log != nil {
+				r.Log.Warn("stale plan work not computed: its table is production's", "item", item.ID, "snapshot", st.Snapshot, "incumbent", foreign)
+			}
 			continue
 		}
 		if err := writeStep(ctx, r.WH, r.Log, item.ID, st.Snapshot, m, unit, st.Ranges); err != nil {
