@@ -111,7 +111,7 @@ func complete(st *projections.State, c *commands.CompleteIntervals) (Decision, e
 	p := events.IntervalsCompleted{Snapshot: sn.Snapshot, Table: sn.Table, Ranges: set, RunKind: kind, RunID: c.RunID}
 	payloads := []events.Payload{p}
 	subjects := []string{p.Subject()}
-	for _, r := range st.RepairsClosedBy(sn.Table, st.Table(sn.Table).AddSet(set)) {
+	for _, r := range st.RepairsClosedBy(sn.Table, set) {
 		rc := r.Completed(c.At)
 		payloads = append(payloads, rc)
 		if !slices.Contains(subjects, rc.Subject()) {

@@ -260,13 +260,19 @@ func (s *State) OpenRepairs() []*Repair {
 	return out
 }
 
-// RepairsClosedBy returns the open debts on table that coverage cov (the
-// table's coverage after a completion) would close.
-func (s *State) RepairsClosedBy(table string, cov interval.Set) []*Repair {
+// RepairsClosedBy returns the open debts on table that completing added
+// into it would close. The table's coverage with added is computed only
+// when the table has open debt: most completions close none, and the
+// union copies the table's whole coverage.
+func (s *State) RepairsClosedBy(table string, added interval.Set) []*Repair {
 	var out []*Repair
+	var cov interval.Set
 	for _, r := range s.Repairs {
 		if !r.Open() || r.Table != table {
 			continue
+		}
+		if cov == nil {
+			cov = s.Table(table).AddSet(added)
 		}
 		covered := true
 		for _, g := range r.Ranges {
