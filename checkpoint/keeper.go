@@ -24,6 +24,11 @@ type Keeper struct {
 	Seq uint64
 	// Logger receives Run's failures. Default slog.Default().
 	Logger *slog.Logger
+	// When, if set, is asked before each checkpoint Run finds due: Run
+	// writes only while it says true (in a cluster, while this member is
+	// the writer: one member writes the checkpoints all of them load).
+	// Save, on demand and on the engine's Close, does not ask.
+	When func() bool
 
 	mu sync.Mutex // guards Seq while Run and Save share the keeper
 }
@@ -75,7 +80,7 @@ func (k *Keeper) Run(ctx context.Context) {
 		k.mu.Lock()
 		due := k.Proj.Seq() >= k.Seq+uint64(every)
 		k.mu.Unlock()
-		if due {
+		if due && (k.When == nil || k.When()) {
 			if err := k.Save(ctx); err != nil && ctx.Err() == nil {
 				log.Warn("checkpoint", "err", err)
 			}

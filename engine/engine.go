@@ -44,8 +44,9 @@ type Config struct {
 	// CheckpointEvery is how many newly folded events make the engine
 	// write a projection checkpoint to the KV bucket (and it writes one on
 	// Close). 0: checkpoint.DefaultEvery; negative: no checkpoints, and none
-	// is loaded either.
+	// is loaded either. CheckpointWhen, if set, gates the due ones (Keeper.When).
 	CheckpointEvery int
+	CheckpointWhen  func() bool
 	// Coalesce stores each group of concurrent completions as one group
 	// message (eventlog.AppendGroup): one fsync for the group under
 	// SyncAlways (docs/performance.md), every append conditional on the
@@ -152,7 +153,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Engine, error) {
 	}
 	e.proj = live.New(e.reader, from, e.log.With("subsystem", "projection"))
 	if cfg.CheckpointEvery >= 0 {
-		e.keeper = &checkpoint.Keeper{Proj: e.proj, KV: e.elog.Bucket(), Every: e.cfg.CheckpointEvery, Seq: e.loadedSeq, Logger: e.log}
+		e.keeper = &checkpoint.Keeper{Proj: e.proj, KV: e.elog.Bucket(), Every: e.cfg.CheckpointEvery, Seq: e.loadedSeq, Logger: e.log, When: cfg.CheckpointWhen}
 	}
 	e.spawn(func() {
 		if err := e.proj.Run(e.ctx); err != nil {

@@ -1,7 +1,10 @@
 package integration
 
 import (
+	"errors"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -117,5 +120,49 @@ func TestCheckpoints(t *testing.T) {
 	again := open(t, engine.Config{}, dial(t, url))
 	if st := again.Stats(); st.CheckpointRejected == "" || st.CheckpointSeq != 0 || st.Folded != st.Seq {
 		t.Fatalf("foreign checkpoint used: %+v", st)
+	}
+}
+
+// TestCheckpointWhen: while engine.Config.CheckpointWhen says no (a
+// cluster member that is not the writer), the engine writes no checkpoint
+// as it folds events; once it says yes, the next one due is written. One
+// asked for (and Close's) is written either way.
+func TestCheckpointWhen(t *testing.T) {
+	url := jstest.Node(t).ClientURL()
+	ctx := t.Context()
+	var writer atomic.Bool
+	e := open(t, engine.Config{CheckpointEvery: 2, CheckpointWhen: writer.Load}, dial(t, url))
+	deploy(t, e, "prod", "d1", "v1", at(6))
+	kv, err := e.JetStream().KeyValue(ctx, eventlog.BucketName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Get(ctx, "projections"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("a checkpoint was written while CheckpointWhen said no: %v", err)
+	}
+	writer.Store(true)
+	for h := 7; h <= 9; h++ {
+		must(t, e.Handle(ctx, &commands.CompleteIntervals{Meta: meta(at(h)), Model: "events", Version: "v1", Ranges: []interval.Range{rng(h-1, h)}}))
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := kv.Get(ctx, "projections"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no checkpoint written once CheckpointWhen said yes")
+		}
+		time.Sleep(10 * time.Millisecond) // the keeper writes after the fold
+	}
+	if err := kv.Purge(ctx, "projections"); err != nil {
+		t.Fatal(err)
+	}
+	writer.Store(false)
+	must(t, e.Handle(ctx, &commands.CompleteIntervals{Meta: meta(at(10)), Model: "events", Version: "v1", Ranges: []interval.Range{rng(9, 10)}}))
+	if err := e.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Get(ctx, "projections"); err != nil {
+		t.Fatalf("the checkpoint asked for was not written: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -70,6 +71,18 @@ func newServeCmd() *cobra.Command {
 			// one group message (engine.Config.Coalesce), one fsync and one
 			// store for the group (docs/performance.md).
 			cfg := engine.Config{Replicas: replicas, Logger: log, Coalesce: !noCoalesce}
+			// Only the writer writes checkpoints as it folds: every member
+			// folds the same stream, and one writing is enough for all to
+			// load. Each still writes one when it stops (engine.Close).
+			var joined atomic.Pointer[cluster.Member]
+			cfg.CheckpointWhen = func() bool {
+				m := joined.Load()
+				on := false
+				if m != nil {
+					on, _ = m.Writing()
+				}
+				return on
+			}
 			var janitorErr error
 			if janitorEvery > 0 && janitorGrace < commands.MinRetireGrace {
 				janitorErr = fmt.Errorf("--janitor-grace %s: at least %s", janitorGrace, commands.MinRetireGrace)
@@ -157,6 +170,7 @@ func newServeCmd() *cobra.Command {
 				eng.Close(context.WithoutCancel(ctx))
 				return &exitError{kind: usage, err: err}
 			}
+			joined.Store(member)
 			stop := func() {
 				member.Leave(context.WithoutCancel(ctx))
 				eng.Close(context.WithoutCancel(ctx))
