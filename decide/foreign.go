@@ -49,11 +49,13 @@ func ForeignWork(st *projections.State, kind events.RunKind, runID, snapshot str
 }
 
 // notForeign refuses plan work that would write a table production serves
-// (ForeignWork).
+// (ForeignWork). The refusal is invalid, not a conflict: the plan can
+// never be promoted now, so a worker gives the work up rather than
+// retrying it (work.Transient), as for a retired table.
 func notForeign(st *projections.State, kind events.RunKind, runID string, sn *projections.Snapshot) error {
 	if inc := ForeignWork(st, kind, runID, sn.Snapshot); inc != "" {
 		_, plan, _ := events.PlanOfRunID(runID)
-		return commands.Errorf(commands.CodeConflict, "run_id", "%s work of plan %s for %s would write table %s, which incumbent %s serves in env %s; the plan was not promoted and can no longer be (the environment moved on)",
+		return commands.Errorf(commands.CodeInvalid, "run_id", "%s work of plan %s for %s would write table %s, which incumbent %s serves in env %s; the plan was not promoted and can no longer be (the environment moved on)",
 			kind, plan, sn.Snapshot, sn.Table, inc, st.Plans[plan].Built.Env)
 	}
 	return nil

@@ -38,7 +38,7 @@ func TestStalePlanWorkNeverWritesProduction(t *testing.T) {
 		t.Fatalf("accepted plan: ForeignTable %q", inc)
 	}
 	ce := w.refused(&commands.CompleteIntervals{Model: "events", Version: "v2", Ranges: w.st.Plans["p-old"].Built.Candidates[0].Backfill,
-		RunKind: events.RunBackfill, RunID: "backfill:p-old"}, h(4), commands.CodeConflict)
+		RunKind: events.RunBackfill, RunID: "backfill:p-old"}, h(4), commands.CodeInvalid)
 	if ce.Field != "run_id" {
 		t.Fatalf("refused on %q: %s", ce.Field, ce.Message)
 	}

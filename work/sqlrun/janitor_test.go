@@ -375,7 +375,7 @@ func TestRetiredTableNotWrittenAgain(t *testing.T) {
 // then a forward-only successor serving that table) writes nothing: the
 // built-in runner skips it (decide.ForeignWork), so production's rows
 // stay as production computed them, and the engine refuses the
-// completion.
+// completion for good.
 func TestStalePlanWorkNotComputed(t *testing.T) {
 	w := newWorld(t)
 	pvAndAgg(w)
@@ -394,11 +394,16 @@ func TestStalePlanWorkNotComputed(t *testing.T) {
 	q := warehouse.Schema + `."` + sqlrun.TableName(table) + `"`
 	w.exec("UPDATE " + q + " SET amount = 999")
 	total := w.scalar("SELECT count(*) FROM " + q)
+	if total == "0" {
+		t.Fatalf("production's table %s is empty", q)
+	}
 	err := w.run.Run(t.Context(), stale, w.now)
 	if got := w.scalar("SELECT count(*) FROM " + q + " WHERE amount = 999"); got != total {
 		t.Fatalf("stale plan work rewrote production's table: %s of %s rows kept", got, total)
 	}
-	if ce := new(commands.Error); !errors.As(err, &ce) || ce.Code != commands.CodeConflict {
-		t.Fatalf("the stale completion: %v, want a conflict", err)
+	// Refused for good: a worker (the publisher's retry, `tidemark
+	// worker`'s redelivery) gives the work up instead of running it again.
+	if ce := new(commands.Error); !errors.As(err, &ce) || ce.Code != commands.CodeInvalid || work.Transient(err) {
+		t.Fatalf("the stale completion: %v, want a refusal no worker retries", err)
 	}
 }
