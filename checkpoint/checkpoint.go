@@ -140,12 +140,19 @@ func Decode(b []byte) (Header, *projections.State, error) {
 // when its header is intact (0 otherwise): the stream held at least that
 // many events.
 func checkpointSeq(b []byte) uint64 {
+	h, _ := header(b)
+	return h.Seq
+}
+
+// header is the header of a stored checkpoint value, when it is intact
+// (its fingerprint matches; the state after it is not checked).
+func header(b []byte) (Header, bool) {
 	var h Header
 	i := bytes.IndexByte(b, '\n')
 	if i < 0 || json.Unmarshal(b[:i], &h) != nil || h.Format != Format || h.Fingerprint != h.fingerprint() {
-		return 0
+		return Header{}, false
 	}
-	return h.Seq
+	return h, true
 }
 
 // StoredSeq is the sequence of the checkpoint stored in js's state bucket

@@ -2,20 +2,32 @@ package checkpoint
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/live"
 	"github.com/tidemark/tidemark/projections"
 )
 
 // Keeper writes checkpoints of Proj to KV: Run whenever Every events were
 // folded since the last one, Save on demand (the engine's Close).
+//
+// Several keepers may share one KV (the members of a cluster). A keeper
+// never replaces a newer checkpoint of the same stream with an older one:
+// each write is conditional on the revision it read, and a stored
+// checkpoint past the projection's sequence whose event Reader confirms
+// is left in place.
 type Keeper struct {
 	Proj *live.Projection
 	KV   jetstream.KeyValue
+	// Reader confirms that a stored checkpoint newer than the projection
+	// is one of this stream (the event at its sequence has the id it
+	// names). Nil: nothing is confirmed, and a newer one is replaced.
+	Reader *eventlog.Reader
 	// Every is how many newly folded events make a checkpoint due.
 	// Default DefaultEvery.
 	Every int
@@ -54,11 +66,51 @@ func (k *Keeper) Save(ctx context.Context) error {
 	if err != nil || value == nil {
 		return err
 	}
-	if _, err := k.KV.Put(ctx, Key, value); err != nil {
-		return fmt.Errorf("checkpoint: at seq %d: %w", seq, err)
+	// Read, decide, write under the revision read; another keeper's write
+	// in between makes the write fail, and the decision is taken again.
+	for attempt := 1; ; attempt++ {
+		entry, err := k.KV.Get(ctx, Key)
+		var rev uint64
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
+			return fmt.Errorf("checkpoint: at seq %d: read the stored one: %w", seq, err)
+		default:
+			rev = entry.Revision()
+			if stored := k.newer(ctx, entry.Value(), seq); stored != 0 {
+				k.Seq = stored
+				return nil
+			}
+		}
+		if rev == 0 {
+			_, err = k.KV.Create(ctx, Key, value)
+		} else {
+			_, err = k.KV.Update(ctx, Key, value, rev)
+		}
+		if err == nil {
+			k.Seq = seq
+			return nil
+		}
+		lost := errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)
+		if !lost || attempt == 3 {
+			return fmt.Errorf("checkpoint: at seq %d: %w", seq, err)
+		}
 	}
-	k.Seq = seq
-	return nil
+}
+
+// newer is the sequence of the stored checkpoint b when it is intact, at
+// or past seq and of this stream (Reader finds the event it names at its
+// sequence); 0 otherwise: b may be replaced.
+func (k *Keeper) newer(ctx context.Context, b []byte, seq uint64) uint64 {
+	h, ok := header(b)
+	if !ok || h.Seq < seq || k.Reader == nil {
+		return 0
+	}
+	rec, err := k.Reader.Get(ctx, h.Seq)
+	if err != nil || rec.Event.ID != h.LastEventID {
+		return 0
+	}
+	return h.Seq
 }
 
 // Run writes a checkpoint whenever Every events were folded since the

@@ -153,7 +153,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Engine, error) {
 	}
 	e.proj = live.New(e.reader, from, e.log.With("subsystem", "projection"))
 	if cfg.CheckpointEvery >= 0 {
-		e.keeper = &checkpoint.Keeper{Proj: e.proj, KV: e.elog.Bucket(), Every: e.cfg.CheckpointEvery, Seq: e.loadedSeq, Logger: e.log, When: cfg.CheckpointWhen}
+		e.keeper = &checkpoint.Keeper{Proj: e.proj, KV: e.elog.Bucket(), Reader: e.reader, Every: e.cfg.CheckpointEvery, Seq: e.loadedSeq, Logger: e.log, When: cfg.CheckpointWhen}
 	}
 	e.spawn(func() {
 		if err := e.proj.Run(e.ctx); err != nil {

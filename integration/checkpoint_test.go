@@ -8,11 +8,14 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tidemark/tidemark/checkpoint"
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/internal/jstest"
+	"github.com/tidemark/tidemark/live"
+	"github.com/tidemark/tidemark/replay"
 )
 
 func putCheckpoint(t *testing.T, e *engine.Engine, value []byte) {
@@ -164,5 +167,76 @@ func TestCheckpointWhen(t *testing.T) {
 	}
 	if _, err := kv.Get(ctx, "projections"); err != nil {
 		t.Fatalf("the checkpoint asked for was not written: %v", err)
+	}
+}
+
+// TestCheckpointKeepsNewer: members share one checkpoint key, and a
+// member that is behind (one stopping, or not the writer) never replaces
+// a newer checkpoint of the stream with its older state; a stored one it
+// cannot confirm (another stream's: the event at its sequence is not the
+// one it names) it does replace.
+func TestCheckpointKeepsNewer(t *testing.T) {
+	url := jstest.Node(t).ClientURL()
+	ctx := t.Context()
+	writer := open(t, engine.Config{CheckpointEvery: 1_000_000}, dial(t, url))
+	deploy(t, writer, "prod", "d1", "v1", at(6))
+	for h := 7; h <= 9; h++ {
+		must(t, writer.Handle(ctx, &commands.CompleteIntervals{Meta: meta(at(h)), Model: "events", Version: "v1", Ranges: []interval.Range{rng(h-1, h)}}))
+	}
+	if err := writer.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	js := writer.JetStream()
+	newest, err := checkpoint.StoredSeq(ctx, js)
+	if err != nil || newest != writer.Stats().Seq {
+		t.Fatalf("the writer's checkpoint: seq %d (%v), want %d", newest, err, writer.Stats().Seq)
+	}
+	kv, err := js.KeyValue(ctx, eventlog.BucketName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := eventlog.OpenReader(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A member two events behind: its state folded to newest-3, then the
+	// event at newest-2 applied as it would be.
+	behind := newest - 2
+	recs, err := r.Read(ctx, eventlog.ReadOptions{AtSeq: behind})
+	if err != nil || len(recs) == 0 || recs[len(recs)-1].Seq != behind {
+		t.Fatalf("read to %d: %d records, %v", behind, len(recs), err)
+	}
+	p := live.New(r, replay.Fold(recs[:len(recs)-1]), quiet())
+	if !p.ApplyOwn(behind, recs[len(recs)-1].Event) {
+		t.Fatal("the event at the member's sequence was not applied")
+	}
+	k := &checkpoint.Keeper{Proj: p, KV: kv, Reader: r}
+	if err := k.Save(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := checkpoint.StoredSeq(ctx, js); got != newest {
+		t.Fatalf("a member at seq %d replaced the checkpoint at %d: stored %d", behind, newest, got)
+	}
+	if k.Seq != newest {
+		t.Fatalf("keeper.Seq %d, want the stored %d (nothing more to write until then)", k.Seq, newest)
+	}
+
+	// The stored one names another event at its sequence: replaced.
+	st := replay.Fold(recs)
+	st.Seq = newest
+	foreign, err := checkpoint.Encode(st, "01J0000000000000000000FORE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, checkpoint.Key, foreign); err != nil {
+		t.Fatal(err)
+	}
+	k.Seq = 0
+	if err := k.Save(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := checkpoint.StoredSeq(ctx, js); got != behind {
+		t.Fatalf("an unconfirmed checkpoint at %d was kept over the member's at %d: stored %d", newest, behind, got)
 	}
 }
