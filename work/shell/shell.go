@@ -243,6 +243,12 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	case errors.Is(err, errFailed) && (attempt >= w.MaxAttempts || errors.Is(err, work.ErrPermanent)):
 		w.Logger.Error("worker: giving up on item", "item", item.ID, "attempts", attempt)
 		_ = msg.Term()
+	case !errors.Is(err, errFailed) && !work.Transient(err):
+		// The engine refused a report for good (stale plan work: the
+		// environment moved past its plan, say). Delivered again, the
+		// item would be computed again and refused again.
+		w.Logger.Error("worker: the engine refused the item's report; giving it up", "item", item.ID, "err", err)
+		_ = msg.Term()
 	default:
 		delay := w.Backoff[min(attempt-1, len(w.Backoff)-1)]
 		w.Logger.Warn("worker: item failed; redelivering", "item", item.ID, "attempt", attempt, "in", delay, "err", err)

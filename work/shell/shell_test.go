@@ -368,8 +368,9 @@ var _ jetstream.Msg = (*fakeMsg)(nil)
 
 // TestHandleSettles pins how an item is settled: acked when done, handed
 // back after the attempt's backoff when it failed, terminated at the last
-// attempt, and redelivered (never terminated) when the engine could not
-// take the report.
+// attempt, redelivered (never terminated) when the engine could not take
+// the report, and terminated at once when the engine refused the report
+// for good (it would compute the batch again to be refused again).
 func TestHandleSettles(t *testing.T) {
 	data, err := json.Marshal(item())
 	if err != nil {
@@ -377,6 +378,9 @@ func TestHandleSettles(t *testing.T) {
 	}
 	notNow := func(c commands.Command) error {
 		return commands.Errorf(commands.CodeUnavailable, "", "engine unavailable")
+	}
+	stale := func(c commands.Command) error {
+		return commands.Errorf(commands.CodeInvalid, "run_id", "plan work of p1: the environment moved past it")
 	}
 	tests := []struct {
 		name      string
@@ -393,6 +397,7 @@ func TestHandleSettles(t *testing.T) {
 		{"failed after the last attempt", "false", 7, nil, "term", true},
 		{"completion not taken at the last attempt", "true", 3, notNow, "nak 1m0s", true},
 		{"failure not taken at the last attempt", "false", 3, notNow, "nak 1m0s", true},
+		{"completion refused for good at the first attempt", "true", 1, stale, "term", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
