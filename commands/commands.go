@@ -72,10 +72,11 @@ const (
 	KindCompleteWork        = "complete_work"
 	KindFailWork            = "fail_work"
 	KindRetireTables        = "retire_tables"
+	KindCheckWork           = "check_work"
 )
 
 // Kinds lists every command kind.
-var Kinds = []string{KindRegisterSnapshot, KindBuildPlan, KindCompleteIntervals, KindInvalidateIntervals, KindAdvanceScheduler, KindPromote, KindFinalize, KindOpenRepairs, KindFailRun, KindStatus, KindCompleteWork, KindFailWork, KindRetireTables}
+var Kinds = []string{KindRegisterSnapshot, KindBuildPlan, KindCompleteIntervals, KindInvalidateIntervals, KindAdvanceScheduler, KindPromote, KindFinalize, KindOpenRepairs, KindFailRun, KindStatus, KindCompleteWork, KindFailWork, KindRetireTables, KindCheckWork}
 
 // New returns an empty command of the given kind.
 func New(kind string) (Command, error) {
@@ -106,6 +107,8 @@ func New(kind string) (Command, error) {
 		return &FailWork{}, nil
 	case KindRetireTables:
 		return &RetireTables{}, nil
+	case KindCheckWork:
+		return &CheckWork{}, nil
 	}
 	return nil, Errorf(CodeInvalid, "kind", "unknown command kind %q", kind)
 }
@@ -171,6 +174,18 @@ type CompleteWork struct {
 // FailWork is fail_run as a worker sends it: Work is required and checked.
 type FailWork struct {
 	FailRun `msgpack:",inline"`
+}
+
+// CheckWork asks, before a worker computes a step, whether complete_work
+// with the same fields would be recorded now. It appends nothing: it is
+// accepted, or refused as that complete_work would be (stale plan work,
+// whose plan the environment has moved past, is invalid on run_id: the
+// step's table is production's now; a retired table; a snapshot or range
+// the item does not ask for). A worker asks first so that a step it may
+// no longer compute is given up unwritten. Decided on the writer, like a
+// command; its id is not recorded.
+type CheckWork struct {
+	CompleteWork `msgpack:",inline"`
 }
 
 // InvalidateIntervals removes intervals from a snapshot's coverage.
@@ -269,6 +284,7 @@ func (*OpenRepairs) Kind() string         { return KindOpenRepairs }
 func (*FailRun) Kind() string             { return KindFailRun }
 func (*Status) Kind() string              { return KindStatus }
 func (*CompleteWork) Kind() string        { return KindCompleteWork }
+func (*CheckWork) Kind() string           { return KindCheckWork }
 func (*FailWork) Kind() string            { return KindFailWork }
 func (*RetireTables) Kind() string        { return KindRetireTables }
 
@@ -474,6 +490,17 @@ func (c *CompleteWork) Validate() error {
 	}
 	if c.Work == "" {
 		return needWork(KindCompleteWork)
+	}
+	return nil
+}
+
+// Validate implements Command.
+func (c *CheckWork) Validate() error {
+	if err := c.CompleteIntervals.Validate(); err != nil {
+		return err
+	}
+	if c.Work == "" {
+		return needWork(KindCheckWork)
 	}
 	return nil
 }

@@ -81,6 +81,11 @@ func decideCommand(st *projections.State, cmd commands.Command) (Decision, error
 		return complete(st, &c.CompleteIntervals)
 	case *commands.FailWork:
 		return failRun(st, &c.FailRun)
+	case *commands.CheckWork:
+		if _, err := complete(st, &c.CompleteIntervals); err != nil {
+			return Decision{}, err
+		}
+		return Decision{Reply: commands.Reply{Message: "complete_work with these fields would be recorded now"}}, nil
 	case *commands.RetireTables:
 		return retire(st, c)
 	}

@@ -19,6 +19,14 @@ func TestStalePlanWorkNeverWritesProduction(t *testing.T) {
 	if inc := ForeignTable(w.st, "p-old", "events@v2"); inc != "" {
 		t.Fatalf("at build: ForeignTable %q, want none", inc)
 	}
+	// What a worker asks before it computes the backfill (check_work):
+	// the complete_work it would send, judged now, recording nothing.
+	check := &commands.CheckWork{CompleteWork: commands.CompleteWork{CompleteIntervals: commands.CompleteIntervals{
+		Model: "events", Version: "v2", Ranges: w.st.Plans["p-old"].Built.Candidates[0].Backfill,
+		RunKind: events.RunBackfill, RunID: "backfill:p-old", Work: events.WorkID(w.st.Plans["p-old"].BuiltSeq, events.RunBackfill)}}}
+	if dec := w.decideOnly(check, h(3)); len(dec.Events) != 0 || dec.Reply.Message == "" {
+		t.Fatalf("check_work at build: %+v, want an answer and no events", dec)
+	}
 	w.deploy("prod", "p-new", map[string]string{"events": "v2"}, h(3))
 	// v2 is the incumbent: p-old's work writes the incumbent's own table
 	// with its own logic, as the scheduler does.
@@ -32,6 +40,10 @@ func TestStalePlanWorkNeverWritesProduction(t *testing.T) {
 	}
 	if inc := ForeignTable(w.st, "p-old", "events@v2"); inc != "events@v3" {
 		t.Fatalf("v3 serves v2's table: ForeignTable %q, want events@v3", inc)
+	}
+	check.ID = ""
+	if ce := w.refused(check, h(4), commands.CodeInvalid); ce.Field != "run_id" {
+		t.Fatalf("check_work of the stale backfill refused on %q: %s", ce.Field, ce.Message)
 	}
 	// The accepted plans' work, and work of no plan, is not judged.
 	if inc := ForeignTable(w.st, "p-new", "events@v2"); inc != "" {

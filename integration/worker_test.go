@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -207,5 +208,67 @@ func TestExecWorkerHeartbeats(t *testing.T) {
 	b, _ := os.ReadFile(logFile)
 	if n := strings.Count(string(b), "run\n"); n != 1 {
 		t.Fatalf("the 2.5s batch ran %d times under a 1s ack wait", n)
+	}
+}
+
+// TestWorkerSkipsStalePlanWork: a plan's backfill queued while no worker
+// runs goes stale (a later plan promotes the same version and a
+// forward-only successor takes its table over: the table is production's
+// now). The worker asks before computing it (check_work), the engine
+// refuses, and the worker gives the item up without running its command
+// once; the items that are still current are computed.
+func TestWorkerSkipsStalePlanWork(t *testing.T) {
+	w := newWorkEnv(t, 2*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	deploy(t, w.e, "prod", "d1", "v1", at(3))
+	must(t, w.e.Handle(ctx, &commands.RegisterSnapshot{Meta: meta(at(3)), Model: "events", Version: "v2", Cron: "@hourly", Start: t0}))
+	old := must(t, w.e.Handle(ctx, &commands.BuildPlan{Meta: meta(at(3)), Plan: "p-old", Env: "prod", Versions: map[string]string{"events": "v2"}}))
+	if len(old.Plan.Candidates) != 1 || len(old.Plan.Candidates[0].Backfill) == 0 {
+		t.Fatalf("p-old: %+v", old.Plan)
+	}
+	deploy(t, w.e, "prod", "p-new", "v2", at(3))
+	must(t, w.e.Handle(ctx, &commands.RegisterSnapshot{Meta: meta(at(3)), Model: "events", Version: "v3", Cron: "@hourly", Start: t0, SnapshotKind: events.ForwardOnly}))
+	must(t, w.e.Handle(ctx, &commands.BuildPlan{Meta: meta(at(3)), Plan: "p-fo", Env: "prod", Versions: map[string]string{"events": "v3"}}))
+	if r := must(t, w.e.Handle(ctx, &commands.Promote{Meta: meta(at(3)), Plan: "p-fo"})); r.Decision.Outcome != events.Accepted {
+		t.Fatalf("p-fo: %+v", r.Decision)
+	}
+	var table string
+	w.e.View(func(st *projections.State) { table = st.Snapshots["events@v3"].Table })
+	if table != "events@v2" {
+		t.Fatalf("forward-only v3 writes %s, want v2's table", table)
+	}
+
+	logFile := filepath.Join(t.TempDir(), "runs.log")
+	type outcome struct {
+		item work.Item
+		err  error
+	}
+	done := make(chan outcome, 16)
+	wait := w.worker(ctx, `echo "$TIDEMARK_PLAN $TIDEMARK_MODEL@$TIDEMARK_VERSION" >> `+logFile, func(x *shell.Worker) {
+		x.Done = func(it work.Item, err error) { done <- outcome{it, err} }
+	})
+	defer func() { cancel(); wait() }()
+	got := map[string]error{}
+	for len(got) < 3 {
+		select {
+		case o := <-done:
+			got[o.item.Plan] = o.err
+		case <-ctx.Done():
+			t.Fatalf("items settled: %v", got)
+		}
+	}
+	if got["d1"] != nil || got["p-new"] != nil {
+		t.Fatalf("current items: %v", got)
+	}
+	if ce := new(commands.Error); !errors.As(got["p-old"], &ce) || ce.Code != commands.CodeInvalid || ce.Field != "run_id" {
+		t.Fatalf("the stale item: %v, want refused invalid on run_id", got["p-old"])
+	}
+	b, err := os.ReadFile(logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runs := string(b); strings.Contains(runs, "p-old") || !strings.Contains(runs, "p-new events@v2") || !strings.Contains(runs, "d1 events@v1") {
+		t.Fatalf("commands run:\n%s", runs)
 	}
 }

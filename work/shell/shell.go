@@ -261,6 +261,11 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 
 func (w *Worker) runItem(ctx context.Context, item work.Item, attempt int) error {
 	for si, st := range item.Steps {
+		if item.Plan != "" && len(st.Ranges) > 0 {
+			if err := w.check(ctx, item, si, attempt); err != nil {
+				return err
+			}
+		}
 		for ri, r := range st.Ranges {
 			res := w.compute(ctx, work.Batch{Item: item, Step: si, Range: r, Attempt: attempt})
 			if ctx.Err() != nil {
@@ -286,6 +291,21 @@ func (w *Worker) runItem(ctx context.Context, item work.Item, attempt int) error
 				return fmt.Errorf("worker: report completion of %s %s: %w", st.Snapshot, r, err)
 			}
 		}
+	}
+	return nil
+}
+
+// check asks the engine whether step si of a plan's item may still be
+// computed (check_work): the environment may have moved past the plan
+// since the item was queued, and the step's table be production's now. A
+// refusal gives the item up unwritten (handle).
+func (w *Worker) check(ctx context.Context, item work.Item, si, attempt int) error {
+	st := item.Steps[si]
+	meta := commands.Meta{ID: fmt.Sprintf("%s/%d/check/%d", item.ID, si, attempt), Actor: "worker:" + w.Name, Correlation: st.RunID}
+	rep := w.Handler.Handle(ctx, &commands.CheckWork{CompleteWork: commands.CompleteWork{CompleteIntervals: commands.CompleteIntervals{
+		Meta: meta, Model: st.Model, Version: st.Version, Ranges: st.Ranges, RunKind: item.RunKind, RunID: st.RunID, Work: item.ID}}})
+	if err := rep.Err(); err != nil {
+		return fmt.Errorf("worker: %s of %s may not be computed now: %w", st.Snapshot, item.ID, err)
 	}
 	return nil
 }

@@ -44,10 +44,12 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 }
 
 // reports is a commands.Handler that validates each command as the engine
-// does first and records it; reject, when set, may refuse it instead.
+// does first and records it (check_work apart, in checks); reject, when
+// set, may refuse it instead.
 type reports struct {
 	mu     sync.Mutex
 	cmds   []commands.Command
+	checks []*commands.CheckWork
 	reject func(commands.Command) error
 }
 
@@ -57,7 +59,11 @@ func (h *reports) Handle(_ context.Context, cmd commands.Command) commands.Reply
 	if err := cmd.Validate(); err != nil {
 		return commands.Rejection(err)
 	}
-	h.cmds = append(h.cmds, cmd)
+	if c, ok := cmd.(*commands.CheckWork); ok {
+		h.checks = append(h.checks, c)
+	} else {
+		h.cmds = append(h.cmds, cmd)
+	}
 	if h.reject != nil {
 		if err := h.reject(cmd); err != nil {
 			return commands.Rejection(err)
@@ -545,5 +551,72 @@ func TestPermanentFailureGivesUp(t *testing.T) {
 	}
 	if len(h.cmds) != 1 || !h.cmds[0].(*commands.FailWork).Final {
 		t.Errorf("reports %s, want one final failure", js(t, h.cmds))
+	}
+}
+
+// TestCheckBeforePlanWork: before each step of a plan's item the worker
+// asks the engine whether it may still compute it (check_work, the
+// complete_work it would send); a step refused for good (stale plan work:
+// its table is production's now) is not computed and the item is given
+// up; an engine that cannot answer now hands the item back. An item of no
+// plan (a scheduler tick's) asks nothing.
+func TestCheckBeforePlanWork(t *testing.T) {
+	it := item()
+	data, err := json.Marshal(it)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(refuse commands.Code, d []byte) (*reports, *fakeMsg, map[string]int) {
+		t.Helper()
+		h := &reports{reject: func(c commands.Command) error {
+			if ch, ok := c.(*commands.CheckWork); ok && refuse != "" && ch.Model == "b" {
+				return commands.Errorf(refuse, "run_id", "backfill work of plan p1 for b@v1+p1 would write production's table")
+			}
+			return nil
+		}}
+		w := worker(h, "")
+		computed := map[string]int{}
+		w.Compute = computeFunc(func(_ context.Context, b work.Batch) error {
+			computed[b.Item.Steps[b.Step].Snapshot]++
+			return nil
+		})
+		m := &fakeMsg{data: d, delivered: 1}
+		w.handle(t.Context(), m)
+		return h, m, computed
+	}
+
+	h, m, computed := run("", data)
+	if !slices.Equal(m.acts, []string{"double_ack"}) || len(h.checks) != 2 || computed["a@v2"] != 2 || computed["b@v1+p1"] != 1 {
+		t.Fatalf("current work: settled %v, %d checks, computed %v", m.acts, len(h.checks), computed)
+	}
+	for i, c := range h.checks {
+		st := it.Steps[i]
+		if c.Work != it.ID || c.Model != st.Model || c.Version != st.Version || c.RunID != st.RunID || c.RunKind != it.RunKind || !slices.Equal(c.Ranges, st.Ranges) {
+			t.Errorf("check %d: %s, want step %d of %s", i, js(t, c), i, it.ID)
+		}
+	}
+
+	h, m, computed = run(commands.CodeInvalid, data)
+	if !slices.Equal(m.acts, []string{"term"}) || computed["b@v1+p1"] != 0 || computed["a@v2"] != 2 {
+		t.Fatalf("stale step: settled %v, computed %v; want term and b@v1+p1 unwritten", m.acts, computed)
+	}
+	for _, c := range h.cmds {
+		if c.Kind() != commands.KindCompleteWork {
+			t.Errorf("stale step: reported %s", js(t, c))
+		}
+	}
+
+	_, m, computed = run(commands.CodeUnavailable, data)
+	if !slices.Equal(m.acts, []string{"nak 1s"}) || computed["b@v1+p1"] != 0 {
+		t.Fatalf("engine unavailable: settled %v, computed %v; want the item handed back, b@v1+p1 unwritten", m.acts, computed)
+	}
+
+	tick := it
+	tick.ID, tick.RunKind, tick.Plan = "work-13-scheduled", events.RunScheduled, ""
+	if data, err = json.Marshal(tick); err != nil {
+		t.Fatal(err)
+	}
+	if h, m, _ := run(commands.CodeInvalid, data); len(h.checks) != 0 || !slices.Equal(m.acts, []string{"double_ack"}) {
+		t.Fatalf("scheduled item: %d checks, settled %v", len(h.checks), m.acts)
 	}
 }
