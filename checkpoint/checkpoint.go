@@ -155,6 +155,18 @@ func header(b []byte) (Header, bool) {
 	return h, true
 }
 
+// usable is the header of a stored checkpoint value that this build could
+// load but for the stream check: intact header, this build's format and
+// schema, the state matching its hash (the state itself is not decoded).
+func usable(b []byte) (Header, bool) {
+	h, ok := header(b)
+	if !ok || h.Schema != events.SchemaVersion {
+		return Header{}, false
+	}
+	sum := sha256.Sum256(b[bytes.IndexByte(b, '\n')+1:])
+	return h, hex.EncodeToString(sum[:]) == h.StateSHA256
+}
+
 // StoredSeq is the sequence of the checkpoint stored in js's state bucket
 // (0: none, or not intact): the event stream held at least that many
 // events when it was taken. It creates nothing.

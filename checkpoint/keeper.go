@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tidemark/tidemark/eventlog"
+	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/live"
 	"github.com/tidemark/tidemark/projections"
 )
@@ -19,14 +21,17 @@ import (
 // Several keepers may share one KV (the members of a cluster). A keeper
 // never replaces a newer checkpoint of the same stream with an older one:
 // each write is conditional on the revision it read, and a stored
-// checkpoint past the projection's sequence whose event Reader confirms
-// is left in place.
+// checkpoint at or past the projection's sequence is left in place unless
+// Reader shows it is not this stream's (the event at its sequence has
+// another id). One Reader cannot read is kept too: a replica behind, an
+// election, or a stream that lost its tail (the stored sequence is then
+// the evidence Open's damage check needs).
 type Keeper struct {
 	Proj *live.Projection
 	KV   jetstream.KeyValue
-	// Reader confirms that a stored checkpoint newer than the projection
-	// is one of this stream (the event at its sequence has the id it
-	// names). Nil: nothing is confirmed, and a newer one is replaced.
+	// Reader tells whether a stored checkpoint newer than the projection
+	// is another stream's (the event at its sequence has another id):
+	// only then is it replaced. Nil: a newer one is always replaced.
 	Reader *eventlog.Reader
 	// Every is how many newly folded events make a checkpoint due.
 	// Default DefaultEvery.
@@ -95,20 +100,27 @@ func (k *Keeper) Save(ctx context.Context) error {
 		if !lost || attempt == 3 {
 			return fmt.Errorf("checkpoint: at seq %d: %w", seq, err)
 		}
+		// The read may have come from a replica behind (a KV get is a
+		// direct get): give it time to catch up.
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(attempt) * 20 * time.Millisecond):
+		}
 	}
 }
 
-// newer is the sequence of the stored checkpoint b when it is intact, at
-// or past seq and of this stream (Reader finds the event it names at its
-// sequence); 0 otherwise: b may be replaced.
+// newer is the sequence of the stored checkpoint b when it is usable (this
+// build could load it), at or past seq, and not shown to be another
+// stream's; 0 otherwise: b may be replaced.
 func (k *Keeper) newer(ctx context.Context, b []byte, seq uint64) uint64 {
-	h, ok := header(b)
+	h, ok := usable(b)
 	if !ok || h.Seq < seq || k.Reader == nil {
 		return 0
 	}
 	rec, err := k.Reader.Get(ctx, h.Seq)
-	if err != nil || rec.Event.ID != h.LastEventID {
-		return 0
+	if err == nil && (rec.Err == nil || errors.Is(rec.Err, events.ErrForeign)) && rec.Event.ID != h.LastEventID {
+		return 0 // another stream's checkpoint
 	}
 	return h.Seq
 }

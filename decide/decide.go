@@ -52,6 +52,13 @@ func Decide(st *projections.State, cmd commands.Command) (Decision, error) {
 }
 
 func decideCommand(st *projections.State, cmd commands.Command) (Decision, error) {
+	if c, ok := cmd.(*commands.CheckWork); ok {
+		// A question, recorded nowhere: its id is never a duplicate.
+		if _, err := complete(st, &c.CompleteIntervals); err != nil {
+			return Decision{}, err
+		}
+		return Decision{Reply: commands.Reply{Message: "complete_work with these fields would be recorded now"}}, nil
+	}
 	id := cmd.Header().ID
 	if rec, ok := st.Commands[id]; ok {
 		if rec.Digest != "" && rec.Digest != commands.Digest(cmd) {
@@ -81,11 +88,6 @@ func decideCommand(st *projections.State, cmd commands.Command) (Decision, error
 		return complete(st, &c.CompleteIntervals)
 	case *commands.FailWork:
 		return failRun(st, &c.FailRun)
-	case *commands.CheckWork:
-		if _, err := complete(st, &c.CompleteIntervals); err != nil {
-			return Decision{}, err
-		}
-		return Decision{Reply: commands.Reply{Message: "complete_work with these fields would be recorded now"}}, nil
 	case *commands.RetireTables:
 		return retire(st, c)
 	}

@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/tidemark/tidemark/commands"
@@ -44,6 +45,14 @@ func TestStalePlanWorkNeverWritesProduction(t *testing.T) {
 	check.ID = ""
 	if ce := w.refused(check, h(4), commands.CodeInvalid); ce.Field != "run_id" {
 		t.Fatalf("check_work of the stale backfill refused on %q: %s", ce.Field, ce.Message)
+	}
+	// Its id is never a duplicate, not even a recorded command's.
+	for id := range w.st.Commands {
+		check.ID = id
+		break
+	}
+	if _, err := Decide(w.st, check); err == nil || !strings.Contains(err.Error(), "run_id") {
+		t.Fatalf("check_work under a recorded command's id: %v, want the stale refusal", err)
 	}
 	// The accepted plans' work, and work of no plan, is not judged.
 	if inc := ForeignTable(w.st, "p-new", "events@v2"); inc != "" {

@@ -86,6 +86,10 @@ func TestPermissions(t *testing.T) {
 		Ranges: []interval.Range{rng(0, 1)}, Work: "work-1-backfill"}}); err != nil || r.Code != commands.CodeNotFound || r.Field != "work" {
 		t.Fatalf("worker report of no work item: %v %+v", err, r)
 	}
+	if r, err := short(wConn).Do(ctx, &commands.CheckWork{CompleteWork: commands.CompleteWork{CompleteIntervals: commands.CompleteIntervals{Meta: meta(at(7)), Model: "events", Version: "v2",
+		Ranges: []interval.Range{rng(0, 1)}, Work: "work-1-backfill"}}}); err != nil || r.Code != commands.CodeNotFound || r.Field != "work" {
+		t.Fatalf("worker check of no work item: %v %+v", err, r)
+	}
 	if _, err := short(wConn).Do(ctx, &commands.CompleteIntervals{Meta: meta(at(7)), Model: "events", Version: "v2", Ranges: []interval.Range{rng(0, 1)}}); err == nil {
 		t.Fatal("a worker sent a completion without a work item")
 	}

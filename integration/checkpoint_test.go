@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -220,6 +221,48 @@ func TestCheckpointKeepsNewer(t *testing.T) {
 	}
 	if k.Seq != newest {
 		t.Fatalf("keeper.Seq %d, want the stored %d (nothing more to write until then)", k.Seq, newest)
+	}
+
+	// A member that cannot read the stream (a replica behind, an
+	// election) cannot tell: it keeps the newer one.
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js2, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blind, err := eventlog.OpenReader(ctx, js2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	k = &checkpoint.Keeper{Proj: p, KV: kv, Reader: blind}
+	if err := k.Save(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := checkpoint.StoredSeq(ctx, js); got != newest {
+		t.Fatalf("a member that could not read the stream replaced the checkpoint at %d: stored %d", newest, got)
+	}
+
+	// A newer one this build could not load (its state does not match its
+	// hash): replaced.
+	entry, err := kv.Get(ctx, checkpoint.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken := bytes.Clone(entry.Value())
+	broken[len(broken)-5] ^= 0xff
+	if _, err := kv.Put(ctx, checkpoint.Key, broken); err != nil {
+		t.Fatal(err)
+	}
+	k = &checkpoint.Keeper{Proj: p, KV: kv, Reader: r}
+	if err := k.Save(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := checkpoint.StoredSeq(ctx, js); got != behind {
+		t.Fatalf("a broken checkpoint at %d was kept over the member's at %d: stored %d", newest, behind, got)
 	}
 
 	// The stored one names another event at its sequence: replaced.

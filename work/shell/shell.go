@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -243,11 +244,11 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	case errors.Is(err, errFailed) && (attempt >= w.MaxAttempts || errors.Is(err, work.ErrPermanent)):
 		w.Logger.Error("worker: giving up on item", "item", item.ID, "attempts", attempt)
 		_ = msg.Term()
-	case !errors.Is(err, errFailed) && !work.Transient(err):
-		// The engine refused a report for good (stale plan work: the
-		// environment moved past its plan, say). Delivered again, the
-		// item would be computed again and refused again.
-		w.Logger.Error("worker: the engine refused the item's report; giving it up", "item", item.ID, "err", err)
+	case !errors.Is(err, errFailed) && refusedForGood(err):
+		// The engine refused a report or a check for good (stale plan
+		// work: the environment moved past its plan, say). Delivered
+		// again, the item would be computed again and refused again.
+		w.Logger.Error("worker: the engine refused the item's work; giving it up", "item", item.ID, "err", err)
 		_ = msg.Term()
 	default:
 		delay := w.Backoff[min(attempt-1, len(w.Backoff)-1)]
@@ -296,18 +297,41 @@ func (w *Worker) runItem(ctx context.Context, item work.Item, attempt int) error
 }
 
 // check asks the engine whether step si of a plan's item may still be
-// computed (check_work): the environment may have moved past the plan
-// since the item was queued, and the step's table be production's now. A
-// refusal gives the item up unwritten (handle).
+// computed (check_work, at most commands.MaxRanges ranges a question):
+// the environment may have moved past the plan since the item was
+// queued, and the step's table be production's now. A refusal for good
+// gives the item up unwritten (handle); one the engine may lift later
+// hands it back. An engine that cannot answer (down, or one without
+// check_work, or an auth file that does not grant it) is not waited for:
+// the step is computed as before check_work existed, and complete_work
+// still refuses stale work.
 func (w *Worker) check(ctx context.Context, item work.Item, si, attempt int) error {
 	st := item.Steps[si]
-	meta := commands.Meta{ID: fmt.Sprintf("%s/%d/check/%d", item.ID, si, attempt), Actor: "worker:" + w.Name, Correlation: st.RunID}
-	rep := w.Handler.Handle(ctx, &commands.CheckWork{CompleteWork: commands.CompleteWork{CompleteIntervals: commands.CompleteIntervals{
-		Meta: meta, Model: st.Model, Version: st.Version, Ranges: st.Ranges, RunKind: item.RunKind, RunID: st.RunID, Work: item.ID}}})
-	if err := rep.Err(); err != nil {
-		return fmt.Errorf("worker: %s of %s may not be computed now: %w", st.Snapshot, item.ID, err)
+	for from := 0; from < len(st.Ranges); from += commands.MaxRanges {
+		meta := commands.Meta{ID: fmt.Sprintf("%s/%d/check/%d/%d", item.ID, si, attempt, from), Actor: "worker:" + w.Name, Correlation: st.RunID}
+		ranges := st.Ranges[from:min(from+commands.MaxRanges, len(st.Ranges))]
+		rep := w.Handler.Handle(ctx, &commands.CheckWork{CompleteWork: commands.CompleteWork{CompleteIntervals: commands.CompleteIntervals{
+			Meta: meta, Model: st.Model, Version: st.Version, Ranges: ranges, RunKind: item.RunKind, RunID: st.RunID, Work: item.ID}}})
+		err := rep.Err()
+		var ce *commands.Error
+		if errors.As(err, &ce) && ce.Code == commands.CodeUnavailable {
+			w.Logger.Warn("worker: the engine cannot answer check_work; computing the step unchecked (update serve and docs/auth.conf before the workers)", "item", item.ID, "snapshot", st.Snapshot, "err", err)
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("worker: %s of %s may not be computed now: %w", st.Snapshot, item.ID, err)
+		}
 	}
 	return nil
+}
+
+// refusedForGood reports whether err is the engine's refusal of a report
+// or a check that no later delivery can change. A refusal on a range is
+// not one: "has not ended" depends on the deciding member's clock, which
+// may lag another's after a failover.
+func refusedForGood(err error) bool {
+	var ce *commands.Error
+	return errors.As(err, &ce) && !work.Transient(err) && !strings.HasPrefix(ce.Field, "ranges")
 }
 
 type execResult struct {

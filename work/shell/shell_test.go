@@ -385,6 +385,9 @@ func TestHandleSettles(t *testing.T) {
 	notNow := func(c commands.Command) error {
 		return commands.Errorf(commands.CodeUnavailable, "", "engine unavailable")
 	}
+	notEnded := func(c commands.Command) error {
+		return commands.Errorf(commands.CodeInvalid, "ranges[0]", "range has not ended")
+	}
 	stale := func(c commands.Command) error {
 		return commands.Errorf(commands.CodeInvalid, "run_id", "plan work of p1: the environment moved past it")
 	}
@@ -404,6 +407,7 @@ func TestHandleSettles(t *testing.T) {
 		{"completion not taken at the last attempt", "true", 3, notNow, "nak 1m0s", true},
 		{"failure not taken at the last attempt", "false", 3, notNow, "nak 1m0s", true},
 		{"completion refused for good at the first attempt", "true", 1, stale, "term", true},
+		{"completion refused on a range (the deciding clock may lag)", "true", 1, notEnded, "nak 1s", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -606,9 +610,16 @@ func TestCheckBeforePlanWork(t *testing.T) {
 		}
 	}
 
-	_, m, computed = run(commands.CodeUnavailable, data)
+	_, m, computed = run(commands.CodeConflict, data)
 	if !slices.Equal(m.acts, []string{"nak 1s"}) || computed["b@v1+p1"] != 0 {
-		t.Fatalf("engine unavailable: settled %v, computed %v; want the item handed back, b@v1+p1 unwritten", m.acts, computed)
+		t.Fatalf("state changing: settled %v, computed %v; want the item handed back, b@v1+p1 unwritten", m.acts, computed)
+	}
+
+	// An engine that cannot answer (down, older, or check_work not
+	// granted) is not waited for: computed as before check_work.
+	_, m, computed = run(commands.CodeUnavailable, data)
+	if !slices.Equal(m.acts, []string{"double_ack"}) || computed["b@v1+p1"] != 1 {
+		t.Fatalf("engine unavailable: settled %v, computed %v; want the step computed unchecked", m.acts, computed)
 	}
 
 	tick := it
@@ -618,5 +629,28 @@ func TestCheckBeforePlanWork(t *testing.T) {
 	}
 	if h, m, _ := run(commands.CodeInvalid, data); len(h.checks) != 0 || !slices.Equal(m.acts, []string{"double_ack"}) {
 		t.Fatalf("scheduled item: %d checks, settled %v", len(h.checks), m.acts)
+	}
+}
+
+// TestCheckInChunks: a step with more ranges than one command may carry
+// is asked about in chunks of commands.MaxRanges.
+func TestCheckInChunks(t *testing.T) {
+	it := item()
+	it.Steps = it.Steps[:1]
+	it.Steps[0].Ranges = nil
+	for i := 0; i <= commands.MaxRanges; i++ {
+		it.Steps[0].Ranges = append(it.Steps[0].Ranges, interval.Range{Start: t0.Add(time.Duration(2*i) * time.Hour), End: t0.Add(time.Duration(2*i+1) * time.Hour)})
+	}
+	data, err := json.Marshal(it)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &reports{}
+	w := worker(h, "")
+	w.Compute = computeFunc(func(context.Context, work.Batch) error { return nil })
+	m := &fakeMsg{data: data, delivered: 1}
+	w.handle(t.Context(), m)
+	if !slices.Equal(m.acts, []string{"double_ack"}) || len(h.checks) != 2 || len(h.checks[0].Ranges) != commands.MaxRanges || len(h.checks[1].Ranges) != 1 {
+		t.Fatalf("settled %v, %d checks", m.acts, len(h.checks))
 	}
 }
