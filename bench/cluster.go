@@ -90,7 +90,7 @@ type clusterMember struct {
 	node    *natsnode.Node
 	e       *engine.Engine
 	m       *cluster.Member
-	svc     *transport.Service
+	svc     *cluster.Service
 	dead    bool // crashed: not counted as the writer any more
 }
 
@@ -110,7 +110,7 @@ func (m *clusterMember) start(ctx context.Context) error {
 		node.Close()
 		return err
 	}
-	svc, err := transport.Serve(e.Conn(), member, transport.ServiceConfig{Logger: m.cfg.Logger})
+	svc, err := member.Serve(e.Conn(), transport.ServiceConfig{Logger: m.cfg.Logger})
 	if err != nil {
 		member.Leave(context.Background())
 		e.Close(context.Background())

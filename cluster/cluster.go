@@ -4,11 +4,14 @@
 //
 // The writer is the holder of the writer lease (package lease). Every
 // member answers the commands it is sent (Member.Handle, the command
-// service's handler): a query from its own projection once that has
-// applied the client's after_seq (read-your-writes, whichever member the
-// client reaches); a command that writes, on the writer, by its engine,
-// and elsewhere by forwarding it to the writer (transport.Forward), then
-// waiting until its own projection has applied what the writer stored.
+// service's handler; Member.Serve serves the queries on every member and
+// the commands that write on the writer only): a query from its own
+// projection once that has applied the client's after_seq
+// (read-your-writes, whichever member the client reaches); a command that
+// writes, on the writer, by its engine, and elsewhere (a member that has
+// just lost the lease, the engine's own commands) by forwarding it to the
+// writer (transport.Forward), then waiting until its own projection has
+// applied what the writer stored.
 // The writer serves forwarded commands (transport.ServeWriter) only while
 // it holds the lease; taking it, it first folds everything the stream
 // holds, so it decides on everything the previous writer acknowledged.

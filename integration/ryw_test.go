@@ -12,6 +12,7 @@ import (
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/transport"
 )
 
 // members makes each engine a cluster member, and returns them with the
@@ -100,4 +101,72 @@ func TestReadYourWrites(t *testing.T) {
 	if on, _ := f.Writing(); on {
 		t.Fatal("the follower became the writer")
 	}
+}
+
+// TestWritesReachTheWriter: a member serves the queries always and the
+// commands that write only while it is the writer (cluster.Member.Serve),
+// so a client's write reaches the writer directly, never forwarded through
+// another member. When the writer leaves, the next one serves them, and a
+// client's write is answered once it does (the client asks again while
+// no member serves the kind).
+func TestWritesReachTheWriter(t *testing.T) {
+	ms := members(t, replicas(t, 2))
+	w, f := ms[0], ms[1]
+	ctx := t.Context()
+	svcs := make([]*cluster.Service, len(ms))
+	for i, m := range ms {
+		s, err := m.Serve(m.Engine().Conn(), transport.ServiceConfig{Logger: quiet()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Stop() })
+		svcs[i] = s
+	}
+	serves := func(s *cluster.Service, kind string) bool {
+		for _, info := range s.Info() {
+			for _, e := range info.Endpoints {
+				if e.Name == kind {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	awaitServing := func(s *cluster.Service) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !serves(s, commands.KindRegisterSnapshot); {
+			if time.Now().After(deadline) {
+				t.Fatal("the writer does not serve the commands that write")
+			}
+			time.Sleep(10 * time.Millisecond) // the member starts them on its own goroutine
+		}
+	}
+	awaitServing(svcs[0])
+	for _, kind := range []string{commands.KindRegisterSnapshot, commands.KindCompleteIntervals, commands.KindPromote, commands.KindCheckWork} {
+		if serves(svcs[1], kind) {
+			t.Errorf("the follower serves %s", kind)
+		}
+	}
+	for _, i := range []int{0, 1} {
+		if !serves(svcs[i], commands.KindStatus) || !serves(svcs[i], commands.KindOpenRepairs) {
+			t.Errorf("member %d does not serve the queries", i)
+		}
+	}
+
+	client := transport.NewClient(connect(t, w.Engine().(*engine.Engine)))
+	r, err := client.Do(ctx, &commands.RegisterSnapshot{Meta: meta(at(0)), Model: "a", Version: "v1", Cron: "@hourly", Start: t0})
+	if err != nil || !r.Accepted {
+		t.Fatalf("a write: %v %+v", err, r)
+	}
+
+	// The writer leaves: the follower takes over and serves the writes.
+	w.Leave(ctx)
+	if err := f.AwaitWriting(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, err = client.Do(ctx, &commands.RegisterSnapshot{Meta: meta(at(0)), Model: "b", Version: "v1", Cron: "@hourly", Start: t0})
+	if err != nil || !r.Accepted {
+		t.Fatalf("a write after the writer left: %v %+v", err, r)
+	}
+	awaitServing(svcs[1])
 }

@@ -76,6 +76,28 @@ type ServiceConfig struct {
 	// Default 64.
 	Concurrency int
 	Logger      *slog.Logger
+	// Kinds are the command kinds served, one endpoint each (default
+	// commands.Kinds). A cluster member serves Queries always and Writes
+	// only while it is the writer (cluster.Member.Serve).
+	Kinds []string
+}
+
+// Queries are the command kinds that only read (commands.Query): any
+// member answers them from its own projection.
+func Queries() []string { return kindsWhere(true) }
+
+// Writes are the other command kinds: the writer carries them out.
+func Writes() []string { return kindsWhere(false) }
+
+func kindsWhere(query bool) []string {
+	var out []string
+	for _, k := range commands.Kinds {
+		c, _ := commands.New(k)
+		if _, q := c.(commands.Query); q == query {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // Serve registers the tidemark micro service on nc with one endpoint per
@@ -89,6 +111,9 @@ func Serve(nc *nats.Conn, h commands.Handler, cfg ServiceConfig) (*Service, erro
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Kinds == nil {
+		cfg.Kinds = commands.Kinds
 	}
 	stats := &commandStats{byEndpoint: map[string]*endpointStats{}}
 	svc, err := micro.AddService(nc, micro.Config{
@@ -110,7 +135,7 @@ func Serve(nc *nats.Conn, h commands.Handler, cfg ServiceConfig) (*Service, erro
 	g := svc.AddGroup(commands.SubjectPrefix)
 	limiter := newLimiter(cfg.RateLimit, cfg.RateBurst)
 	refusals := newLimiter(1, 10) // log lines about refused requests, per sender
-	for _, kind := range commands.Kinds {
+	for _, kind := range cfg.Kinds {
 		kind := kind
 		serve := func(r micro.Request, key string, es *endpointStats, started time.Time) {
 			var reply commands.Reply
@@ -285,6 +310,12 @@ type Client struct {
 	// Timeout bounds every request (the context may end it sooner).
 	// Default 30s; 0: only the context bounds it.
 	Timeout time.Duration
+	// NoServiceWait is how long Do keeps asking, every 50 ms, while no
+	// service answers the command's kind (nats.ErrNoResponders): in a
+	// cluster only the writer serves commands that write, and none does
+	// while one is elected. Then Do returns ErrNoService. Default 5s
+	// (NewClient); 0: at once.
+	NoServiceWait time.Duration
 
 	// seen is the highest stream sequence a reply gave this client: sent
 	// as every later command's after_seq (read-your-writes on any node).
@@ -297,8 +328,11 @@ func (c *Client) Seen() uint64 { return c.seen.Load() }
 // NewClient returns a client over nc, sending as the user whose inbox
 // prefix nc has (see InboxOption), if any.
 func NewClient(nc *nats.Conn) *Client {
-	return &Client{nc: nc, User: userOfInboxPrefix(nc.Opts.InboxPrefix), Timeout: 30 * time.Second}
+	return &Client{nc: nc, User: userOfInboxPrefix(nc.Opts.InboxPrefix), Timeout: 30 * time.Second, NoServiceWait: 5 * time.Second}
 }
+
+// noServiceRetry is how often Do asks again while no service answers.
+const noServiceRetry = 50 * time.Millisecond
 
 // ErrNoService is returned when no tidemark service answers.
 var ErrNoService = errors.New("transport: no tidemark service is listening")
@@ -335,6 +369,16 @@ func (c *Client) Do(ctx context.Context, cmd commands.Command) (commands.Reply, 
 		defer cancel()
 	}
 	resp, err := c.nc.RequestMsgWithContext(ctx, msg)
+	for waited := time.Duration(0); errors.Is(err, nats.ErrNoResponders) && waited < c.NoServiceWait; waited += noServiceRetry {
+		// No member serves the kind now: in a cluster, the writer is being
+		// elected (only the writer serves commands that write).
+		select {
+		case <-ctx.Done():
+			return commands.Reply{}, ErrNoService
+		case <-time.After(noServiceRetry):
+		}
+		resp, err = c.nc.RequestMsgWithContext(ctx, msg)
+	}
 	if errors.Is(err, nats.ErrNoResponders) {
 		return commands.Reply{}, ErrNoService
 	}

@@ -175,7 +175,7 @@ func newServeCmd() *cobra.Command {
 				member.Leave(context.WithoutCancel(ctx))
 				eng.Close(context.WithoutCancel(ctx))
 			}
-			svc, err := transport.Serve(node.Conn(), member, transport.ServiceConfig{Logger: log, RateLimit: rateLimit})
+			svc, err := member.Serve(node.Conn(), transport.ServiceConfig{Logger: log, RateLimit: rateLimit})
 			if err != nil {
 				stop()
 				return &exitError{kind: usage, err: err}
