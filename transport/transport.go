@@ -188,7 +188,7 @@ func Serve(nc *nats.Conn, h commands.Handler, cfg ServiceConfig) (*Service, erro
 				if service.stopped {
 					// A request delivered while Stop drains: the client retries.
 					service.mu.Unlock()
-					_ = r.Error("503", "service stopping", nil)
+					_ = r.Error(stoppingCode, "service stopping", nil)
 					return
 				}
 				service.inFlight.Add(1)
@@ -219,6 +219,10 @@ func Serve(nc *nats.Conn, h commands.Handler, cfg ServiceConfig) (*Service, erro
 	}
 	return service, nil
 }
+
+// stoppingCode is the micro error code of a request that arrived while
+// the service was stopping: not handled, so the client asks again.
+const stoppingCode = "503"
 
 // The reply headers, shared by every reply (never modified).
 var (
@@ -334,6 +338,15 @@ func NewClient(nc *nats.Conn) *Client {
 // noServiceRetry is how often Do asks again while no service answers.
 const noServiceRetry = 50 * time.Millisecond
 
+// notServed reports whether a request was not handled: nobody serves its
+// subject, or the service was stopping (503, answered before handling).
+func notServed(resp *nats.Msg, err error) bool {
+	if err != nil {
+		return errors.Is(err, nats.ErrNoResponders)
+	}
+	return resp.Header.Get(micro.ErrorCodeHeader) == stoppingCode
+}
+
 // ErrNoService is returned when no tidemark service answers.
 var ErrNoService = errors.New("transport: no tidemark service is listening")
 
@@ -369,8 +382,9 @@ func (c *Client) Do(ctx context.Context, cmd commands.Command) (commands.Reply, 
 		defer cancel()
 	}
 	resp, err := c.nc.RequestMsgWithContext(ctx, msg)
-	for waited := time.Duration(0); errors.Is(err, nats.ErrNoResponders) && waited < c.NoServiceWait; waited += noServiceRetry {
-		// No member serves the kind now: in a cluster, the writer is being
+	for waited := time.Duration(0); notServed(resp, err) && waited < c.NoServiceWait; waited += noServiceRetry {
+		// No member serves the kind now, or the one that did is stopping
+		// (it answered before handling): in a cluster, the writer is being
 		// elected (only the writer serves commands that write).
 		select {
 		case <-ctx.Done():

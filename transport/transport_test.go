@@ -3,11 +3,13 @@ package transport
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/internal/jstest"
 )
@@ -159,5 +161,61 @@ func TestStatsMeasureTheWholeCommand(t *testing.T) {
 			return
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestClientAsksAgainWhileNotServed: a command nobody serves yet (an
+// election: only the writer serves the commands that write), or that a
+// stopping service turned away before handling it (503), is sent again
+// until a service handles it, within NoServiceWait; after that the client
+// says ErrNoService.
+func TestClientAsksAgainWhileNotServed(t *testing.T) {
+	srv := jstest.Node(t).Server()
+	nc, err := nats.Connect("", nats.InProcessServer(srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	cmd := func() commands.Command {
+		return &commands.RegisterSnapshot{Model: "m", Version: "v1", Cron: "@hourly", Start: time.Unix(0, 0).UTC()}
+	}
+
+	c := NewClient(nc)
+	c.NoServiceWait = 0
+	if _, err := c.Do(t.Context(), cmd()); !errors.Is(err, ErrNoService) {
+		t.Fatalf("nothing served, no wait: %v, want ErrNoService", err)
+	}
+
+	// Turned away while stopping: a subscriber answering 503, as a
+	// stopping service does, then a service.
+	sub, err := nc.Subscribe(CommandSubject("", commands.KindRegisterSnapshot), func(m *nats.Msg) {
+		r := nats.NewMsg(m.Reply)
+		r.Header.Set(micro.ErrorCodeHeader, stoppingCode)
+		r.Header.Set(micro.ErrorHeader, "service stopping")
+		_ = m.RespondMsg(r)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan *Service, 1)
+	go func() {
+		time.Sleep(200 * time.Millisecond) // the election
+		_ = sub.Unsubscribe()
+		svc, err := Serve(nc, slowHandler{0}, ServiceConfig{Logger: jstest.Quiet()})
+		if err != nil {
+			t.Error(err)
+		}
+		started <- svc
+	}()
+	c.NoServiceWait = 10 * time.Second
+	r, err := c.Do(t.Context(), cmd())
+	if svc := <-started; svc != nil {
+		defer svc.Stop()
+	}
+	if err != nil || !r.Accepted {
+		t.Fatalf("served after 200 ms: %v %+v", err, r)
 	}
 }
