@@ -10,12 +10,17 @@ import (
 	"github.com/tidemark/tidemark/transport"
 )
 
+// WritesGrace is how long a member that lost the writer lease goes on
+// serving the commands that write (forwarding them to the next writer).
+const WritesGrace = 2 * time.Second
+
 // Service is a member's command service: the queries on every member, the
 // commands that write on the writer only.
 type Service struct {
 	queries *transport.Service
 	done    chan struct{}
 	once    sync.Once
+	err     error // Stop's
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	writes  *transport.Service // while this member is the writer
@@ -32,6 +37,9 @@ type Service struct {
 // has just lost the writer lease is forwarded (Handle). cfg.Kinds is set
 // by Serve.
 func (m *Member) Serve(nc *nats.Conn, cfg transport.ServiceConfig) (*Service, error) {
+	if cfg.Limiter == nil {
+		cfg.Limiter = transport.NewLimiter(cfg.RateLimit, cfg.RateBurst)
+	}
 	qcfg := cfg
 	qcfg.Kinds = transport.Queries()
 	queries, err := transport.Serve(nc, m, qcfg)
@@ -68,10 +76,21 @@ func (m *Member) Serve(nc *nats.Conn, cfg transport.ServiceConfig) (*Service, er
 				s.mu.Lock()
 				s.writes = nil
 				s.mu.Unlock()
-				// Its commands in flight are forwarded to the next writer;
-				// draining them must not hold up serving again.
+				// It goes on serving for WritesGrace, forwarding to the
+				// next writer (Handle): until the next writer's
+				// subscription has reached every server, a server may
+				// still route a write here, and one with no subscriber
+				// here would be dropped unanswered. Neither the grace nor
+				// the drain holds up serving again.
 				s.wg.Add(1)
-				go func() { defer s.wg.Done(); _ = ws.Stop() }()
+				go func() {
+					defer s.wg.Done()
+					select {
+					case <-s.done:
+					case <-time.After(WritesGrace):
+					}
+					_ = ws.Stop()
+				}()
 			}
 			select {
 			case <-s.done:
@@ -95,13 +114,15 @@ func (s *Service) Info() []micro.Info {
 	return out
 }
 
-// Stop stops both services, draining the commands in flight; once.
+// Stop stops both services, draining the commands in flight. Later calls
+// wait for the first and return its result.
 func (s *Service) Stop() error {
-	first := false
-	s.once.Do(func() { first = true; close(s.done) })
-	if !first {
-		return nil
-	}
+	s.once.Do(func() { s.err = s.stop() })
+	return s.err
+}
+
+func (s *Service) stop() error {
+	close(s.done)
 	s.wg.Wait()
 	s.mu.Lock()
 	ws := s.writes

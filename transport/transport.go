@@ -76,6 +76,11 @@ type ServiceConfig struct {
 	// Default 64.
 	Concurrency int
 	Logger      *slog.Logger
+	// Limiter, when set, is the rate limit to count against, shared with
+	// other services (cluster.Member.Serve shares one between its queries
+	// and its writes, so a user's commands count once whichever serves
+	// them); RateLimit and RateBurst are then not used.
+	Limiter *Limiter
 	// Kinds are the command kinds served, one endpoint each (default
 	// commands.Kinds). A cluster member serves Queries always and Writes
 	// only while it is the writer (cluster.Member.Serve).
@@ -133,7 +138,10 @@ func Serve(nc *nats.Conn, h commands.Handler, cfg ServiceConfig) (*Service, erro
 	}
 	service := &Service{svc: svc, workers: newPool(cfg.Concurrency)}
 	g := svc.AddGroup(commands.SubjectPrefix)
-	limiter := newLimiter(cfg.RateLimit, cfg.RateBurst)
+	limiter := cfg.Limiter
+	if limiter == nil {
+		limiter = newLimiter(cfg.RateLimit, cfg.RateBurst)
+	}
 	refusals := newLimiter(1, 10) // log lines about refused requests, per sender
 	for _, kind := range cfg.Kinds {
 		kind := kind
@@ -315,10 +323,12 @@ type Client struct {
 	// Default 30s; 0: only the context bounds it.
 	Timeout time.Duration
 	// NoServiceWait is how long Do keeps asking, every 50 ms, while no
-	// service answers the command's kind (nats.ErrNoResponders): in a
-	// cluster only the writer serves commands that write, and none does
-	// while one is elected. Then Do returns ErrNoService. Default 5s
-	// (NewClient); 0: at once.
+	// service answers a command that writes (nats.ErrNoResponders, or a
+	// 503 from a service that was stopping): in a cluster only the writer
+	// serves them, and none does while one is elected (the lease's TTL,
+	// 2 s by default, and the new writer's catch-up). Then Do returns
+	// ErrNoService. A query is not asked again: every member serves the
+	// queries. Default 5s (NewClient); 0: at once.
 	NoServiceWait time.Duration
 
 	// seen is the highest stream sequence a reply gave this client: sent
@@ -334,6 +344,15 @@ func (c *Client) Seen() uint64 { return c.seen.Load() }
 func NewClient(nc *nats.Conn) *Client {
 	return &Client{nc: nc, User: userOfInboxPrefix(nc.Opts.InboxPrefix), Timeout: 30 * time.Second, NoServiceWait: 5 * time.Second}
 }
+
+// queryKinds are Queries, for Do.
+var queryKinds = func() map[string]bool {
+	m := map[string]bool{}
+	for _, k := range Queries() {
+		m[k] = true
+	}
+	return m
+}()
 
 // noServiceRetry is how often Do asks again while no service answers.
 const noServiceRetry = 50 * time.Millisecond
@@ -382,18 +401,22 @@ func (c *Client) Do(ctx context.Context, cmd commands.Command) (commands.Reply, 
 		defer cancel()
 	}
 	resp, err := c.nc.RequestMsgWithContext(ctx, msg)
-	for waited := time.Duration(0); notServed(resp, err) && waited < c.NoServiceWait; waited += noServiceRetry {
+	wait := c.NoServiceWait
+	if queryKinds[cmd.Kind()] {
+		wait = 0 // every member serves the queries: none serving is no tidemark at all
+	}
+	for waited := time.Duration(0); notServed(resp, err) && waited < wait; waited += noServiceRetry {
 		// No member serves the kind now, or the one that did is stopping
 		// (it answered before handling): in a cluster, the writer is being
 		// elected (only the writer serves commands that write).
 		select {
 		case <-ctx.Done():
-			return commands.Reply{}, ErrNoService
+			return commands.Reply{}, fmt.Errorf("transport: %s: %w while %w", cmd.Kind(), ctx.Err(), ErrNoService)
 		case <-time.After(noServiceRetry):
 		}
 		resp, err = c.nc.RequestMsgWithContext(ctx, msg)
 	}
-	if errors.Is(err, nats.ErrNoResponders) {
+	if notServed(resp, err) {
 		return commands.Reply{}, ErrNoService
 	}
 	if err != nil {
@@ -571,8 +594,8 @@ func clientOf(reply string) string {
 	return reply
 }
 
-// limiter is a token bucket per client.
-type limiter struct {
+// Limiter is a per-user rate limit: a token bucket per sender.
+type Limiter struct {
 	mu      sync.Mutex
 	rate    float64
 	burst   float64
@@ -584,20 +607,24 @@ type bucket struct {
 	last   time.Time
 }
 
-func newLimiter(rate float64, burst int) *limiter {
+func newLimiter(rate float64, burst int) *Limiter { return NewLimiter(rate, burst) }
+
+// NewLimiter returns a limit of rate commands a second per sender, with
+// bursts of burst (default 2×rate); nil (no limit) when rate <= 0.
+func NewLimiter(rate float64, burst int) *Limiter {
 	if rate <= 0 {
 		return nil
 	}
 	if burst <= 0 {
 		burst = int(2*rate) + 1
 	}
-	return &limiter{rate: rate, burst: float64(burst), buckets: map[string]*bucket{}}
+	return &Limiter{rate: rate, burst: float64(burst), buckets: map[string]*bucket{}}
 }
 
 // maxClients bounds the buckets kept; idle full buckets are dropped first.
 const maxClients = 10_000
 
-func (l *limiter) allow(client string, now time.Time) bool {
+func (l *Limiter) allow(client string, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b, ok := l.buckets[client]

@@ -277,16 +277,20 @@ func newServeCmd() *cobra.Command {
 				failed = eng.Err()
 				log.Error("shutting down: the projection stopped", "err", failed)
 			}
-			// Stop accepting commands and let in-flight ones finish, then
-			// stop the scheduler and close the engine.
+			// Stop the scheduler and the writer's loops, stop accepting
+			// commands and let in-flight ones finish (still the writer:
+			// the writes are carried out here), then give the lease up at
+			// once, so that another member serves the writes while the
+			// clients still ask again (transport.Client.NoServiceWait),
+			// and close the engine.
 			if httpSrv != nil {
 				sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				_ = httpSrv.Shutdown(sctx)
 				cancel()
 			}
-			_ = svc.Stop()
 			stopSched()
 			wg.Wait()
+			_ = svc.Stop()
 			member.Leave(context.Background())
 			if err := eng.Close(context.Background()); err != nil {
 				return err
