@@ -484,23 +484,19 @@ func needWork(kind string) error {
 }
 
 // Validate implements Command.
-func (c *CompleteWork) Validate() error {
-	if err := c.CompleteIntervals.Validate(); err != nil {
-		return err
-	}
-	if c.Work == "" {
-		return needWork(KindCompleteWork)
-	}
-	return nil
-}
+func (c *CompleteWork) Validate() error { return c.validateAs(KindCompleteWork) }
 
 // Validate implements Command.
-func (c *CheckWork) Validate() error {
+func (c *CheckWork) Validate() error { return c.validateAs(KindCheckWork) }
+
+// validateAs checks a worker's report (or question) of kind: a
+// completion that names its work item.
+func (c *CompleteWork) validateAs(kind string) error {
 	if err := c.CompleteIntervals.Validate(); err != nil {
 		return err
 	}
 	if c.Work == "" {
-		return needWork(KindCheckWork)
+		return needWork(kind)
 	}
 	return nil
 }
