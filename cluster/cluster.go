@@ -69,14 +69,18 @@ type Config struct {
 	// (default lease.DefaultTTL): the longest an election waits for a
 	// writer that stopped without giving the lease up.
 	LeaseTTL time.Duration
-	Logger   *slog.Logger
+	// WritesGrace is how long the member goes on serving the commands that
+	// write after it lost the lease (Serve; default DefaultWritesGrace).
+	WritesGrace time.Duration
+	Logger      *slog.Logger
 }
 
 // Member is an engine taking part in the election of the writer.
 type Member struct {
-	e     Writer
-	lease *lease.Lease
-	log   *slog.Logger
+	e           Writer
+	lease       *lease.Lease
+	log         *slog.Logger
+	writesGrace time.Duration
 
 	mu      sync.Mutex
 	writing bool          // holds the lease and serves forwarded commands
@@ -104,7 +108,10 @@ func Join(ctx context.Context, e Writer, cfg Config) (*Member, error) {
 	}); err != nil {
 		return nil, err
 	}
-	m := &Member{e: e, log: cfg.Logger.With("subsystem", "cluster"), changed: make(chan struct{}),
+	if cfg.WritesGrace <= 0 {
+		cfg.WritesGrace = DefaultWritesGrace
+	}
+	m := &Member{e: e, log: cfg.Logger.With("subsystem", "cluster"), changed: make(chan struct{}), writesGrace: cfg.WritesGrace,
 		lease: lease.New(lease.Config{KV: kv, Node: cfg.Node, TTL: cfg.LeaseTTL, Logger: cfg.Logger.With("subsystem", "lease")})}
 	rctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel

@@ -10,9 +10,10 @@ import (
 	"github.com/tidemark/tidemark/transport"
 )
 
-// WritesGrace is how long a member that lost the writer lease goes on
-// serving the commands that write (forwarding them to the next writer).
-const WritesGrace = 2 * time.Second
+// DefaultWritesGrace is how long a member that lost the writer lease goes
+// on serving the commands that write (forwarding them to the next
+// writer), unless Config.WritesGrace says otherwise.
+const DefaultWritesGrace = 2 * time.Second
 
 // Service is a member's command service: the queries on every member, the
 // commands that write on the writer only.
@@ -76,7 +77,7 @@ func (m *Member) Serve(nc *nats.Conn, cfg transport.ServiceConfig) (*Service, er
 				s.mu.Lock()
 				s.writes = nil
 				s.mu.Unlock()
-				// It goes on serving for WritesGrace, forwarding to the
+				// It goes on serving for the grace, forwarding to the
 				// next writer (Handle): until the next writer's
 				// subscription has reached every server, a server may
 				// still route a write here, and one with no subscriber
@@ -87,7 +88,7 @@ func (m *Member) Serve(nc *nats.Conn, cfg transport.ServiceConfig) (*Service, er
 					defer s.wg.Done()
 					select {
 					case <-s.done:
-					case <-time.After(WritesGrace):
+					case <-time.After(m.writesGrace):
 					}
 					_ = ws.Stop()
 				}()

@@ -19,9 +19,15 @@ import (
 // writer first, waiting (bounded) until one of them is the writer.
 func members(t *testing.T, es []*engine.Engine) []*cluster.Member {
 	t.Helper()
+	return membersWith(t, es, cluster.Config{Logger: quiet()})
+}
+
+// membersWith is members with cfg.
+func membersWith(t *testing.T, es []*engine.Engine, cfg cluster.Config) []*cluster.Member {
+	t.Helper()
 	var ms []*cluster.Member
 	for _, e := range es {
-		m, err := cluster.Join(t.Context(), e, cluster.Config{Logger: quiet()})
+		m, err := cluster.Join(t.Context(), e, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -169,4 +175,38 @@ func TestWritesReachTheWriter(t *testing.T) {
 		t.Fatalf("a write after the writer left: %v %+v", err, r)
 	}
 	awaitServing(svcs[1])
+}
+
+// TestWritesServedThroughTheGrace: a member that loses the writer lease
+// goes on serving the commands that write for its grace
+// (cluster.Config.WritesGrace), forwarding them to the new writer, so
+// that a write routed to it before the new writer's subscription is known
+// everywhere is still answered. Here the new writer runs no command
+// service, so only the old writer's can answer.
+func TestWritesServedThroughTheGrace(t *testing.T) {
+	ms := membersWith(t, replicas(t, 2), cluster.Config{Logger: quiet(), WritesGrace: time.Minute})
+	w, f := ms[0], ms[1]
+	ctx := t.Context()
+	old, err := w.Serve(w.Engine().Conn(), transport.ServiceConfig{Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = old.Stop() })
+	client := transport.NewClient(connect(t, w.Engine().(*engine.Engine)))
+	// Served once the writer's member has started its write service.
+	if r, err := client.Do(ctx, &commands.RegisterSnapshot{Meta: meta(at(0)), Model: "a", Version: "v1", Cron: "@hourly", Start: t0}); err != nil || !r.Accepted {
+		t.Fatalf("a write: %v %+v", err, r)
+	}
+	w.Leave(ctx)
+	if err := f.AwaitWriting(ctx); err != nil {
+		t.Fatal(err)
+	}
+	client.NoServiceWait = 0 // no second chance: the old writer's service answers, or nobody
+	r, err := client.Do(ctx, &commands.RegisterSnapshot{Meta: meta(at(0)), Model: "b", Version: "v1", Cron: "@hourly", Start: t0})
+	if err != nil || !r.Accepted {
+		t.Fatalf("a write right after the writer lost the lease: %v %+v", err, r)
+	}
+	if got := w.Engine().Projection().Seq(); got < r.Seq {
+		t.Fatalf("the old writer answered before applying the write: at %d, stored at %d", got, r.Seq)
+	}
 }
