@@ -140,9 +140,9 @@ func Serve(nc *nats.Conn, h commands.Handler, cfg ServiceConfig) (*Service, erro
 	g := svc.AddGroup(commands.SubjectPrefix)
 	limiter := cfg.Limiter
 	if limiter == nil {
-		limiter = newLimiter(cfg.RateLimit, cfg.RateBurst)
+		limiter = NewLimiter(cfg.RateLimit, cfg.RateBurst)
 	}
-	refusals := newLimiter(1, 10) // log lines about refused requests, per sender
+	refusals := NewLimiter(1, 10) // log lines about refused requests, per sender
 	for _, kind := range cfg.Kinds {
 		kind := kind
 		serve := func(r micro.Request, key string, es *endpointStats, started time.Time) {
@@ -606,8 +606,6 @@ type bucket struct {
 	tokens float64
 	last   time.Time
 }
-
-func newLimiter(rate float64, burst int) *Limiter { return NewLimiter(rate, burst) }
 
 // NewLimiter returns a limit of rate commands a second per sender, with
 // bursts of burst (default 2×rate); nil (no limit) when rate <= 0.

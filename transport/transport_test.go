@@ -89,7 +89,7 @@ func TestSubjects(t *testing.T) {
 
 // TestLimiterPerKey: a key's burst, then its rate; keys are independent.
 func TestLimiterPerKey(t *testing.T) {
-	l := newLimiter(2, 3)
+	l := NewLimiter(2, 3)
 	now := time.Unix(0, 0)
 	n := 0
 	for i := 0; i < 10; i++ {
