@@ -35,7 +35,7 @@ func (e *Engine) decideAndAppend(ctx context.Context, cmd commands.Command) comm
 		evs := m.Events(e.ids, digest, d.Events)
 		started := time.Now()
 		actx, cancel := context.WithTimeout(ctx, eventlog.AppendTimeout)
-		seq, err := e.elog.Append(actx, msgID(cmd.Kind(), m.ID), evs, d.Expect)
+		seq, err := e.elog.Append(actx, eventlog.MsgID(cmd.Kind(), m.ID, commands.IsInternalID(m.ID)), evs, d.Expect)
 		cancel()
 		e.metrics.appendS.Observe(time.Since(started).Seconds())
 		switch {
@@ -74,7 +74,3 @@ func (e *Engine) decideAndAppend(ctx context.Context, cmd commands.Command) comm
 	}
 	return commands.Rejection(commands.Errorf(commands.CodeConflict, "", "the state kept changing: gave up after %d attempts (nothing was appended; the last: %v)", e.cfg.MaxRetries+1, lastErr))
 }
-
-// msgID is the message id of the events of command kind with id
-// (eventlog.MsgID).
-func msgID(kind, id string) string { return eventlog.MsgID(kind, id, commands.IsInternalID(id)) }

@@ -208,6 +208,7 @@ func (e *Engine) Close(ctx context.Context) error {
 		e.cancel()
 	}
 	e.wg.Wait()
+	e.elog.Close()
 	if e.keeper != nil {
 		if err := e.Checkpoint(ctx); err != nil {
 			e.log.Warn("checkpoint on close", "err", err)

@@ -66,6 +66,7 @@ type pendingGroup struct {
 	decided []decide.Decision
 	evs     []events.Event           // the event each command stores
 	futures []jetstream.PubAckFuture // one per message; nil: not published
+	token   string                   // the group message's (eventlog.Log.PublishGroup)
 	seqs    []uint64                 // where each command's event is stored (0: not, or not known)
 	perr    error                    // the projection did not catch up with the group
 	base    uint64                   // the view's sequence, the first message's fencing token
@@ -152,12 +153,10 @@ func (p *pendingGroup) publish() {
 		p.evs[k] = w.cmd.Header().Events(e.ids, commands.Digest(w.cmd), p.decided[k].Events)[0]
 	}
 	if p.group {
-		f, err := e.elog.AppendGroupAsync(p.evs, eventlog.GroupCondition{LastSeq: p.base})
-		if err != nil {
+		var err error
+		if p.token, err = e.elog.PublishGroup(p.evs, eventlog.GroupCondition{LastSeq: p.base}); err != nil {
 			e.log.Debug("group append failed; the commands go alone", "err", err)
-			return
 		}
-		p.futures = []jetstream.PubAckFuture{f}
 		return
 	}
 	p.futures = make([]jetstream.PubAckFuture, len(p.batch))
@@ -185,6 +184,12 @@ func (p *pendingGroup) collect(ctx context.Context) []*waiter {
 	p.seqs = make([]uint64, len(p.batch))
 	actx, cancel := context.WithTimeout(ctx, eventlog.AppendTimeout)
 	defer cancel()
+	if p.token != "" {
+		var err error
+		if p.seqs[0], err = e.elog.AwaitGroup(actx, p.token); err != nil {
+			e.log.Debug("group append: the commands go alone", "err", err)
+		}
+	}
 	for k, f := range p.futures {
 		if f == nil {
 			continue

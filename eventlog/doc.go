@@ -9,9 +9,9 @@
 // events.Expect the decision was made with; a lost condition is
 // ErrConflict, a lost acknowledgement ErrAmbiguous. AppendAsync is the same
 // for a single event, acknowledged later (the engine's group commit), and
-// AppendGroup / AppendGroupAsync store several commands' events as one
-// group message on GroupSubject under the stream's last sequence (one
-// fsync: group.go); every reader expands a group message into its events,
+// AppendGroup (PublishGroup and AwaitGroup: the same in two halves) store
+// several commands' events as one group message on GroupSubject under the
+// stream's last sequence (one fsync: group.go); every reader expands a group message into its events,
 // each addressed by (Seq, Index) (Expand).
 //
 // Readers get a *Reader from OpenReader, which creates and writes nothing

@@ -3,6 +3,7 @@ package eventlog
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -153,18 +154,99 @@ func (l *Log) AppendGroup(ctx context.Context, evs []events.Event, cond GroupCon
 	return ack.Sequence, nil
 }
 
-// AppendGroupAsync is AppendGroup without waiting for the ack: the future
-// carries it (its error unmapped: MapErr).
-func (l *Log) AppendGroupAsync(evs []events.Event, cond GroupCondition) (jetstream.PubAckFuture, error) {
+// PublishGroup is AppendGroup without waiting for the ack: AwaitGroup
+// waits for it, given the token PublishGroup returns. The ack comes back
+// on an inbox of the log's own whose channel the connection's reader
+// goroutine fills itself. jetstream's asynchronous publish hands each ack
+// from that reader to a callback goroutine, which passes it on to the
+// future's channel: one goroutine wake-up more between the server's ack
+// and the one waiting for it, on every group the engine's committer
+// stores (docs/performance.md). PublishGroup and AwaitGroup are for one
+// goroutine at a time; Close unsubscribes the inbox.
+func (l *Log) PublishGroup(evs []events.Event, cond GroupCondition) (token string, err error) {
 	m, err := groupMsg(evs, cond)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	return l.js.PublishMsgAsync(m)
+	if l.acks == nil {
+		nc := l.js.Conn()
+		a := &groupAcks{c: make(chan *nats.Msg, 64), prefix: nc.NewInbox() + "."}
+		if a.sub, err = nc.ChanSubscribe(a.prefix+"*", a.c); err != nil {
+			return "", fmt.Errorf("eventlog: subscribe the group acks' inbox: %w", err)
+		}
+		l.acks = a
+	}
+	l.acks.n++
+	m.Reply = l.acks.prefix + strconv.FormatUint(l.acks.n, 36)
+	if err := l.js.Conn().PublishMsg(m); err != nil {
+		return "", mapErr(err)
+	}
+	return m.Reply, nil
 }
 
-// MapErr maps a publish error (an AppendAsync or AppendGroupAsync
-// future's) to ErrConflict or ErrAmbiguous where it is one.
+// groupAcks is the inbox PublishGroup's acks come back on.
+type groupAcks struct {
+	c      chan *nats.Msg // filled by the connection's reader; one a full channel would block is dropped (a lost ack)
+	sub    *nats.Subscription
+	prefix string
+	n      uint64 // tokens handed out
+}
+
+// AwaitGroup waits for the ack of the group message PublishGroup sent
+// with token, and returns the sequence it was stored at; or ErrConflict
+// (its condition failed: nothing was stored), or ErrAmbiguous (no answer
+// before ctx ended, or no stream answered: re-read). Acks of earlier
+// groups whose wait ended are skipped.
+func (l *Log) AwaitGroup(ctx context.Context, token string) (uint64, error) {
+	if l.acks == nil {
+		return 0, fmt.Errorf("eventlog: no group was published with %q", token)
+	}
+	for {
+		select {
+		case m := <-l.acks.c:
+			if m.Subject == token {
+				return groupAck(m)
+			}
+		case <-ctx.Done():
+			return 0, fmt.Errorf("%w: no ack of the group message: %v", ErrAmbiguous, ctx.Err())
+		}
+	}
+}
+
+// groupAck reads the server's reply to a group message.
+func groupAck(m *nats.Msg) (uint64, error) {
+	if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
+		return 0, mapErr(nats.ErrNoResponders)
+	}
+	var r struct {
+		Error     *jetstream.APIError `json:"error"`
+		Stream    string              `json:"stream"`
+		Seq       uint64              `json:"seq"`
+		Duplicate bool                `json:"duplicate"`
+	}
+	switch err := json.Unmarshal(m.Data, &r); {
+	case err != nil:
+		return 0, fmt.Errorf("%w: %v", jetstream.ErrInvalidJSAck, err)
+	case r.Error != nil:
+		return 0, mapErr(r.Error)
+	case r.Stream == "" || r.Seq == 0:
+		return 0, jetstream.ErrInvalidJSAck
+	case r.Duplicate: // a group message carries no message id: never stored twice
+		return 0, fmt.Errorf("%w: the server called group message %d a duplicate", ErrConflict, r.Seq)
+	}
+	return r.Seq, nil
+}
+
+// Close unsubscribes the inbox of PublishGroup's acks, if there is one
+// (a nil Log: nothing). The log's connection stays open.
+func (l *Log) Close() {
+	if l != nil && l.acks != nil {
+		_ = l.acks.sub.Unsubscribe()
+	}
+}
+
+// MapErr maps a publish error (an AppendAsync future's) to ErrConflict
+// or ErrAmbiguous where it is one.
 func MapErr(err error) error { return mapErr(err) }
 
 // subjectMatch reports whether subject matches the NATS filter (tokens,

@@ -125,6 +125,59 @@ func TestGroupStaleCondition(t *testing.T) {
 	}
 }
 
+// PublishGroup and AwaitGroup are AppendGroup in two halves: the stored
+// group's sequence, ErrConflict under a stale condition (nothing stored),
+// an ack awaited by token (an earlier group's, whose wait ended, is
+// skipped), ErrAmbiguous when none comes; Close drops the inbox.
+func TestPublishGroupAwait(t *testing.T) {
+	ctx := t.Context()
+	l, _ := memLog(t)
+	ids := events.NewIDSource()
+	ev := func(c string) []events.Event { return []events.Event{finalized(ids, "prod", "p-"+c, c)} }
+	first, err := l.PublishGroup(ev("c1"), GroupCondition{LastSeq: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seq, err := l.AwaitGroup(ctx, first); err != nil || seq != 1 {
+		t.Fatalf("first group: seq %d, %v", seq, err)
+	}
+	stale, err := l.PublishGroup(ev("c2"), GroupCondition{LastSeq: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	current, err := l.PublishGroup(ev("c3"), GroupCondition{LastSeq: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The stale group's ack comes first and is not the one awaited.
+	if seq, err := l.AwaitGroup(ctx, current); err != nil || seq != 2 {
+		t.Fatalf("awaiting the second of two groups: seq %d, %v (the first's ack taken for it?)", seq, err)
+	}
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if _, err := l.AwaitGroup(short, stale); !errors.Is(err, ErrAmbiguous) {
+		t.Fatalf("an ack already skipped: %v, want ErrAmbiguous", err)
+	}
+	conflict, err := l.PublishGroup(ev("c4"), GroupCondition{LastSeq: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.AwaitGroup(ctx, conflict); !errors.Is(err, ErrConflict) {
+		t.Fatalf("stale condition: %v, want ErrConflict", err)
+	}
+	if last, err := l.Reader().LastSeq(ctx); err != nil || last != 2 {
+		t.Fatalf("last seq %d, %v: a stale group was stored", last, err)
+	}
+	if recs, err := l.Reader().GetAll(ctx, 2); err != nil || len(recs) != 1 || recs[0].Event.Causation != "c3" {
+		t.Fatalf("seq 2 = %v, %v; want c3's group", recs, err)
+	}
+	sub := l.acks.sub
+	l.Close()
+	if sub.IsValid() {
+		t.Fatal("Close left the acks' inbox subscribed")
+	}
+}
+
 // A malformed group body is one record with ErrGroup (nothing allocated
 // for a count or length it cannot hold); an undecodable event in a
 // well-formed group is its own record with Err.

@@ -131,6 +131,7 @@ type Log struct {
 	stream jetstream.Stream
 	kv     jetstream.KeyValue
 	r      *Reader
+	acks   *groupAcks // PublishGroup's inbox (nil until it first publishes)
 }
 
 // Ensure creates or updates the event stream and the state bucket and
