@@ -164,6 +164,9 @@ func (l *Log) AppendGroup(ctx context.Context, evs []events.Event, cond GroupCon
 // stores (docs/performance.md). PublishGroup and AwaitGroup are for one
 // goroutine at a time; Close unsubscribes the inbox.
 func (l *Log) PublishGroup(evs []events.Event, cond GroupCondition) (token string, err error) {
+	if l.closed {
+		return "", ErrClosed
+	}
 	m, err := groupMsg(evs, cond)
 	if err != nil {
 		return "", err
@@ -238,10 +241,16 @@ func groupAck(m *nats.Msg) (uint64, error) {
 }
 
 // Close unsubscribes the inbox of PublishGroup's acks, if there is one
-// (a nil Log: nothing). The log's connection stays open.
+// (a nil Log: nothing); PublishGroup then refuses with ErrClosed. The
+// log's connection stays open, and so do its other appends.
 func (l *Log) Close() {
-	if l != nil && l.acks != nil {
+	if l == nil {
+		return
+	}
+	l.closed = true
+	if l.acks != nil {
 		_ = l.acks.sub.Unsubscribe()
+		l.acks = nil
 	}
 }
 

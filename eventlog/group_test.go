@@ -176,6 +176,31 @@ func TestPublishGroupAwait(t *testing.T) {
 	if sub.IsValid() {
 		t.Fatal("Close left the acks' inbox subscribed")
 	}
+	if _, err := l.PublishGroup(ev("c5"), GroupCondition{LastSeq: 2}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("publish after Close: %v, want ErrClosed", err)
+	}
+	if last, err := l.Reader().LastSeq(ctx); err != nil || last != 2 {
+		t.Fatalf("last seq %d, %v: a group was stored after Close, its ack unheard", last, err)
+	}
+}
+
+// With no stream to store it, the server answers a group message with a
+// 503 (no responders): the outcome is ErrAmbiguous, to be re-read, not a
+// bare nats error.
+func TestAwaitGroupNoStream(t *testing.T) {
+	ctx := t.Context()
+	l, js := memLog(t)
+	if err := js.DeleteStream(ctx, events.StreamName); err != nil {
+		t.Fatal(err)
+	}
+	ids := events.NewIDSource()
+	token, err := l.PublishGroup([]events.Event{finalized(ids, "prod", "p-c1", "c1")}, GroupCondition{LastSeq: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.AwaitGroup(ctx, token); !errors.Is(err, ErrAmbiguous) {
+		t.Fatalf("no stream: %v, want ErrAmbiguous", err)
+	}
 }
 
 // A malformed group body is one record with ErrGroup (nothing allocated

@@ -26,6 +26,10 @@ var ErrConflict = errors.New("eventlog: concurrent change (expected sequence mis
 // lost). Re-read the tail before deciding again.
 var ErrAmbiguous = errors.New("eventlog: append outcome unknown")
 
+// ErrClosed refuses a group publish on a log after Close: its acks'
+// inbox is gone, so the group could be stored with nobody to learn it.
+var ErrClosed = errors.New("eventlog: the log is closed")
+
 // ErrUnfenced refuses an append with neither a message id nor a
 // whole-stream condition (AppendAsync): nothing would stop a retry from
 // storing it twice.
@@ -132,6 +136,7 @@ type Log struct {
 	kv     jetstream.KeyValue
 	r      *Reader
 	acks   *groupAcks // PublishGroup's inbox (nil until it first publishes)
+	closed bool       // Close was called: PublishGroup refuses
 }
 
 // Ensure creates or updates the event stream and the state bucket and
