@@ -555,8 +555,9 @@ func growthFigure(ctx context.Context, sz sizes) ([]Figure, error) {
 	per := max(sz.commands/2/rounds, 1)
 	spent := make([]float64, len(sz.growth)) // seconds
 	for r := 0; r < rounds; r++ {
-		for gi, cs := range clients {
-			rate, err := throughputFrom(ctx, cs, r*per, per, benchSnapshots, fmt.Sprintf("g%d", gi))
+		for k := range clients {
+			gi := (k + r) % len(clients) // each size leads a round in turn
+			rate, err := throughputFrom(ctx, clients[gi], r*per, per, benchSnapshots, fmt.Sprintf("g%d", gi))
 			if err != nil {
 				return nil, err
 			}
