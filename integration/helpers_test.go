@@ -104,10 +104,17 @@ func meta(now time.Time) commands.Meta {
 	return commands.Meta{ID: commands.NewID(), At: now, Actor: "test"}
 }
 
-// connect opens another in-process connection to the server e runs on.
+// connect opens another connection to the server e runs on (in-process
+// when e's is).
 func connect(t *testing.T, e *engine.Engine) *nats.Conn {
 	t.Helper()
-	nc, err := nats.Connect("", nats.InProcessServer(e.Conn().Opts.InProcessServer))
+	// An engine dialed over TCP (replicas' second and later engines)
+	// has no in-process server: connect to the URL it is connected to.
+	url, opts := e.Conn().ConnectedUrl(), []nats.Option(nil)
+	if srv := e.Conn().Opts.InProcessServer; srv != nil {
+		url, opts = "", []nats.Option{nats.InProcessServer(srv)}
+	}
+	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
