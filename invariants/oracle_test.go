@@ -382,10 +382,12 @@ func (s *sim) checkPromote(cmd *commands.Promote, want oracleOutcome, payloads [
 }
 
 // expectedWork is what a tick of env at t must schedule per incumbent
-// model: every missing ready interval and, when the model's own newest
-// tick makes intervals ready and was not advanced yet, its lookback: the N
-// whole intervals before the first newly ready one (at the previous tick's
-// readiness frontier), clipped to the start; whole intervals of the unit.
+// model: every missing ready interval and, when t is one of the model's
+// own ticks (it fires now) and makes intervals ready, its lookback: the N
+// whole intervals before the first newly ready one (at the previous
+// tick's readiness frontier), clipped to the start; whole intervals of the
+// unit. A tick of the model before t (the deploy's instant, a tick before
+// it became an incumbent) does not fire at t: it adds no lookback.
 func expectedWork(st *projections.State, env string, t time.Time) map[string]interval.Set {
 	out := map[string]interval.Set{}
 	e := st.Env(env)
@@ -400,8 +402,7 @@ func expectedWork(st *projections.State, env string, t time.Time) map[string]int
 		}
 		w := interval.R(start, rf)
 		work := st.Table(sn.Table).Missing(w)
-		last, advanced := e.LastTick[model]
-		if sn.Lookback > 0 && (!advanced || last.Before(tick)) {
+		if sn.Lookback > 0 && tick.Equal(t) {
 			if prev := sched.ReadyFrontier(tick.Add(-time.Nanosecond)); !prev.IsZero() && prev.Before(rf) {
 				u := sched.Unit()
 				first := u.Floor(prev)
