@@ -127,8 +127,9 @@ func guard(st *projections.State, plan events.PlanBuilt, c events.Candidate, gap
 }
 
 // window measures a candidate: checked is false when it is not
-// gap-checked (unchanged, shares its incumbent's table, nothing to match).
-func window(st *projections.State, c events.Candidate, e *expectation) (w interval.Range, inc *projections.Snapshot, checked bool) {
+// gap-checked against a window (unchanged, shares its incumbent's table,
+// an empty window, or nothing to match: then its own backfill set).
+func window(st *projections.State, pol events.Policy, c events.Candidate, e *expectation) (w interval.Range, inc *projections.Snapshot, checked bool) {
 	if c.Snapshot == c.Incumbent {
 		return w, nil, false
 	}
@@ -139,7 +140,17 @@ func window(st *projections.State, c events.Candidate, e *expectation) (w interv
 		return w, inc, false
 	}
 	if inc == nil || st.Table(inc.Table).Empty() {
-		e.add(policy.CodeNoGaps)
+		// Nothing is promoted empty: the candidate's own backfill set,
+		// fixed at build, must be covered.
+		e.missing = interval.NewSet(c.Backfill...).SubtractSet(st.Table(c.Table))
+		switch {
+		case e.missing.Empty():
+			e.add(policy.CodeNoGaps)
+		case pol.MaxTrailingGapAdvances == 0 && pol.MaxCatchUpAdvances == 0:
+			e.add(policy.CodeMissingIntervals)
+		default:
+			e.add(policy.CodeHistoricalGap)
+		}
 		return w, inc, false
 	}
 	f := st.Table(inc.Table).Frontier()
@@ -221,7 +232,7 @@ func evaluate(st *projections.State, plan events.PlanBuilt) oracleOutcome {
 	for _, c := range plan.Candidates {
 		e := &expectation{codes: map[string]bool{}}
 		es[c.Model] = e
-		w, inc, checked := window(st, c, e)
+		w, inc, checked := window(st, plan.Policy, c, e)
 		switch {
 		case !checked:
 		case e.missing.Empty():
@@ -272,7 +283,7 @@ func retry(st *projections.State, plan events.PlanBuilt, req events.CatchUpReque
 	for _, c := range plan.Candidates {
 		e := &expectation{codes: map[string]bool{}}
 		es[c.Model] = e
-		w, inc, checked := window(st, c, e)
+		w, inc, checked := window(st, plan.Policy, c, e)
 		cw := work[c.Model]
 		switch {
 		case !checked:
