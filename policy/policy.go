@@ -2,12 +2,14 @@
 // is a pure function: no I/O, no wall clock, no randomness, so a recorded
 // decision can be re-evaluated from the stream and must come out the same.
 //
-// Version 1 implements the three policies of DESIGN.md. Per candidate,
-// against the incumbent now, the candidate must cover everything in the
-// window [candidate start, incumbent frontier now) (strict), or, with a
-// bound > 0, may miss one contiguous trailing suffix produced by at most N
-// scheduler advances after plan build when the schedule is unchanged,
-// history is complete and both frontiers are cron-tick boundaries. Under
+// It implements the three policies of DESIGN.md. Per candidate, against
+// the incumbent now, the candidate must cover everything in the window
+// [candidate start, incumbent frontier now) (strict; with no incumbent
+// coverage to match, its own backfill set: nothing is promoted empty), or,
+// with a bound > 0, may miss one contiguous trailing suffix produced by at
+// most N scheduler advances after plan build when the schedule is
+// unchanged, history is complete and both frontiers are cron-tick
+// boundaries. Under
 // the trailing-gap allowance the suffix is accepted and stays missing
 // (repair debt) unless a downstream candidate already computed intervals
 // overlapping it. Under bounded catch-up, Evaluate asks the engine to
@@ -538,8 +540,10 @@ func appendOnce(l []string, s string) []string {
 }
 
 // Window is the check window of a candidate: [candidate start, incumbent
-// frontier now). ok is false when there is nothing to check (no incumbent,
-// an incumbent without coverage, or a frontier at or before the start).
+// frontier now). ok is false when there is none: no incumbent or an
+// incumbent without coverage now (the candidate is then checked against
+// its own backfill set instead), or a frontier at or before the start
+// (nothing to check).
 func Window(st *projections.State, c events.Candidate) (interval.Range, bool) {
 	cand, ok := st.Snapshots[c.Snapshot]
 	if !ok || c.Incumbent == "" {
