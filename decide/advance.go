@@ -13,10 +13,14 @@ import (
 // in dependency order:
 //   - every missing ready interval, whichever model's tick t is (work a
 //     paused worker skipped is picked up at the next tick of any model);
-//   - when the model's own newest tick <= t was not advanced yet and makes
-//     new intervals ready, its Lookback whole intervals before the first
-//     newly ready one, clipped to the model's start (SQLMesh's lookback:
-//     late data is re-read). Lookback is never an advance of its own.
+//   - when t is itself one of the model's cron ticks (the tick fires now),
+//     not recorded for the model yet, and makes new intervals ready, its
+//     Lookback whole intervals before the first newly ready one, clipped
+//     to the model's start (SQLMesh's lookback: late data is re-read).
+//     Lookback is never an advance of its own, and belongs only to a tick
+//     that fires: at another model's tick, or an advance at a time that is
+//     no tick of the model, a tick of the model at or before the previous
+//     firing (the deploy's instant, say) adds none.
 //
 // Work is whole intervals of the unit; the part that is open repair debt is
 // listed in Repairs, computed first. Candidates are never scheduled, only
@@ -36,7 +40,7 @@ func Due(st *projections.State, env string, t time.Time) []events.SchedulerAdvan
 			continue
 		}
 		work := st.Table(sn.Table).Missing(window)
-		if last, ok := e.LastTick[model]; sn.Lookback > 0 && (!ok || last.Before(tick)) {
+		if last, ok := e.LastTick[model]; sn.Lookback > 0 && tick.Equal(t) && (!ok || last.Before(tick)) {
 			work = work.AddSet(lookback(sched, tick, window, sn.Lookback))
 		}
 		work = sched.Work(work)

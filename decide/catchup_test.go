@@ -166,6 +166,57 @@ func TestCatchUpForwardOnlyChild(t *testing.T) {
 	}
 }
 
+// DESIGN.md, "Decision codes" (amended 2026-12-04): under catch-up an
+// overlapping forward-only candidate's warning is judged on the view the
+// strict retry reads, after any advance during catch-up, against each
+// caught-up suffix. The production table of sessions lacks [10:00, 11:00)
+// when the catch-up is requested (no overlap then); the 12:00 tick during
+// catch-up fills it, so the retry warns over the caught-up suffix [10:00,
+// 11:00), and not over [11:00, 12:00), which no catch-up computed (catch-up
+// alone). With a trailing-gap bound the allowance judges [11:00, 12:00) and
+// warns over it too: one warning per suffix.
+func TestForwardOnlyWarningOnTheRetryView(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		bounds []int
+		want   expectation
+		ranges []interval.Set // of the warnings, in order
+	}{
+		{"catch-up only", []int{0, 1}, expectation{outcome: events.Rejected, codes: []string{"catch_up_exhausted", "forward_only_overlap_retained"},
+			missing: map[string]interval.Set{"events": rs(hrs(11, 12))}}, []interval.Set{rs(hrs(10, 11))}},
+		{"catch-up and trailing 1", []int{1, 1}, expectation{outcome: events.Accepted, codes: []string{"forward_only_overlap_retained", "no_gaps", "trailing_gap_accepted"},
+			missing: map[string]interval.Set{"events": rs(hrs(11, 12))}}, []interval.Set{rs(hrs(11, 12)), rs(hrs(10, 11))}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := standard(t, nil, c.bounds, sessionsFO)
+			w.tick("prod", h(11))
+			w.invalidate("sessions@v1", h(11), hrs(10, 11))
+			_, req := requestCatchUp(t, w, at1107)
+			for _, f := range req.Findings {
+				if f.Code == "forward_only_overlap_retained" {
+					t.Fatalf("a warning at the request, when sessions had no overlap: %+v", f)
+				}
+			}
+			runCatchUp(t, w, req, at1107)
+			w.tick("prod", h(12))
+			if !w.st.Table("sessions@v1").Covers(hrs(10, 12)) {
+				t.Fatalf("the 12:00 tick did not fill the production table: %v", w.st.Table("sessions@v1"))
+			}
+			pd := w.decided("p1", h(12).Add(3*time.Minute))
+			c.want.check(t, pd)
+			fs := findings(pd, "forward_only_overlap_retained")
+			if len(fs) != len(c.ranges) {
+				t.Fatalf("warnings %+v, want %d", fs, len(c.ranges))
+			}
+			for i, f := range fs {
+				if f.Related != "sessions@v1+p1" || !interval.NewSet(f.Ranges...).Equal(c.ranges[i]) {
+					t.Errorf("warning %d: %s over %v, want sessions@v1+p1 over %v", i, f.Related, interval.Set(f.Ranges), c.ranges[i])
+				}
+			}
+		})
+	}
+}
+
 // A second advance during catch-up: catch_up_exhausted under catch-up
 // alone; with a trailing-gap bound the rest is judged by the allowance
 // (one advance passes, two exceed it).

@@ -125,6 +125,27 @@ func TestGoldenDecisions(t *testing.T) {
 		w.promote("p1", at1107)
 		golden(t, "completion_closes_repair", w.complete("events@v2", h(11).Add(20*time.Minute), events.RunRepair, hrs(10, 11)))
 	})
+	// Nothing is promoted empty (DESIGN.md, amended 2026-12-04): with no
+	// incumbent, the candidate is checked against its own backfill set.
+	t.Run("promoted_empty_rejected", func(t *testing.T) {
+		w := newWorld(t)
+		w.hourly("events", "v1")
+		w.plan("p1", "prod", map[string]string{"events": "v1"}, h(6), 1)
+		w.complete("events@v1", h(6), events.RunBackfill, hrs(0, 2))
+		golden(t, "promoted_empty_rejected", w.promote("p1", h(6)))
+	})
+	// An incumbent with no coverage now (a paused worker since the deploy):
+	// the candidate passes on its own backfill set, computed.
+	t.Run("incumbent_without_coverage_accepted", func(t *testing.T) {
+		w := deployed(t, h(0), model{name: "events"})
+		for i := 1; i <= 3; i++ {
+			w.advance("prod", h(i))
+		}
+		w.hourly("events", "v2")
+		w.plan("p1", "prod", map[string]string{"events": "v2"}, h(3))
+		w.backfill("p1", h(3))
+		golden(t, "incumbent_without_coverage_accepted", w.promote("p1", h(3).Add(5*time.Minute)))
+	})
 	t.Run("stale_generation", func(t *testing.T) {
 		w := standard(t, nil, []int{1})
 		w.tick("prod", h(11))

@@ -448,13 +448,92 @@ func TestNoCapturedFrontier(t *testing.T) {
 	})
 }
 
-// A candidate with no incumbent passes with no_gaps.
-func TestNoIncumbentPasses(t *testing.T) {
-	w := newWorld(t)
-	w.hourly("events", "v1")
-	w.plan("p1", "prod", map[string]string{"events": "v1"}, h(6))
-	// Not even backfilled: there is no incumbent coverage to match.
-	expectation{outcome: events.Accepted, codes: []string{"no_gaps"}}.check(t, w.decided("p1", h(6)))
+// DESIGN.md, "Precise rules", the check window (amended 2026-12-04):
+// nothing is promoted empty. A candidate with no incumbent, or whose
+// incumbent has no coverage now, is checked against its own backfill set
+// (fixed at build): no_gaps when it covers it (an empty set passes), else
+// missing_intervals (strict) or historical_gap (a bound > 0), with what it
+// lacks as missing and no advances.
+func TestNothingPromotedEmpty(t *testing.T) {
+	noIncumbent := func(t *testing.T, bounds ...int) *world {
+		w := newWorld(t)
+		w.hourly("events", "v1")
+		w.plan("p1", "prod", map[string]string{"events": "v1"}, h(6), bounds...)
+		return w
+	}
+	// events v1 deployed at 00:00 (nothing ready: an empty backfill set),
+	// its ticks recorded until 05:00 but never computed (a paused worker):
+	// the incumbent has no coverage when v2's plan is built at 05:00, so
+	// v2's backfill set runs to its readiness frontier, [00:00, 05:00).
+	noCoverage := func(t *testing.T, bounds ...int) *world {
+		w := deployed(t, h(0), model{name: "events"})
+		for i := 1; i <= 5; i++ {
+			w.advance("prod", h(i))
+		}
+		w.hourly("events", "v2")
+		w.plan("p1", "prod", map[string]string{"events": "v2"}, h(5), bounds...)
+		return w
+	}
+	strictMiss := expectation{outcome: events.Rejected, codes: []string{"missing_intervals"},
+		missing: map[string]interval.Set{"events": rs(hrs(0, 6))}, advances: map[string]int{"events": 0}}
+	for _, c := range []struct {
+		name string
+		run  func(t *testing.T) events.PromotionDecided
+		want expectation
+	}{
+		{"no incumbent, not backfilled, strict", func(t *testing.T) events.PromotionDecided {
+			return noIncumbent(t).decided("p1", h(6))
+		}, strictMiss},
+		{"no incumbent, not backfilled, trailing bound", func(t *testing.T) events.PromotionDecided {
+			return noIncumbent(t, 1).decided("p1", h(6))
+		}, expectation{outcome: events.Rejected, codes: []string{"historical_gap"}, missing: strictMiss.missing, advances: strictMiss.advances}},
+		{"no incumbent, not backfilled, catch-up bound", func(t *testing.T) events.PromotionDecided {
+			return noIncumbent(t, 0, 2).decided("p1", h(6))
+		}, expectation{outcome: events.Rejected, codes: []string{"historical_gap"}, missing: strictMiss.missing}},
+		{"no incumbent, half backfilled", func(t *testing.T) events.PromotionDecided {
+			w := noIncumbent(t)
+			w.complete("events@v1", h(6), events.RunBackfill, hrs(0, 2), hrs(4, 6))
+			return w.decided("p1", h(6))
+		}, expectation{outcome: events.Rejected, codes: []string{"missing_intervals"}, missing: map[string]interval.Set{"events": rs(hrs(2, 4))}}},
+		{"no incumbent, rejected, then backfilled", func(t *testing.T) events.PromotionDecided {
+			w := noIncumbent(t)
+			strictMiss.check(t, w.decided("p1", h(6)))
+			w.backfill("p1", h(6))
+			return w.decided("p1", h(6))
+		}, expectation{outcome: events.Accepted, codes: []string{"no_gaps"}, missing: map[string]interval.Set{"events": nil}}},
+		{"no incumbent, empty backfill set", func(t *testing.T) events.PromotionDecided {
+			w := newWorld(t)
+			w.register(model{name: "events", start: h(6)}.command())
+			pl := w.plan("p1", "prod", map[string]string{"events": "v1"}, h(6))
+			if len(pl.Candidates[0].Backfill) != 0 {
+				t.Fatalf("backfill set %v, want empty", pl.Candidates[0].Backfill)
+			}
+			return w.decided("p1", h(6))
+		}, expectation{outcome: events.Accepted, codes: []string{"no_gaps"}}},
+		{"incumbent without coverage, not backfilled", func(t *testing.T) events.PromotionDecided {
+			return noCoverage(t).decided("p1", h(5).Add(10*time.Minute))
+		}, expectation{outcome: events.Rejected, codes: []string{"missing_intervals"}, missing: map[string]interval.Set{"events": rs(hrs(0, 5))}}},
+		{"incumbent without coverage, trailing bound", func(t *testing.T) events.PromotionDecided {
+			return noCoverage(t, 1).decided("p1", h(5).Add(10*time.Minute))
+		}, expectation{outcome: events.Rejected, codes: []string{"historical_gap"}, missing: map[string]interval.Set{"events": rs(hrs(0, 5))}}},
+		{"incumbent without coverage, backfilled", func(t *testing.T) events.PromotionDecided {
+			w := noCoverage(t)
+			w.backfill("p1", h(5))
+			return w.decided("p1", h(5).Add(10*time.Minute))
+		}, expectation{outcome: events.Accepted, codes: []string{"no_gaps"}}},
+		{"incumbent whose coverage was invalidated since build", func(t *testing.T) events.PromotionDecided {
+			// Built while v1 covered [00:00, 06:00): v2's set is that; v1
+			// then loses everything, and v2 is checked against its set.
+			w := deployed(t, h(6), model{name: "events"})
+			w.hourly("events", "v2")
+			w.plan("p1", "prod", map[string]string{"events": "v2"}, h(6))
+			w.complete("events@v2", h(6), events.RunBackfill, hrs(0, 3))
+			w.invalidate("events@v1", h(6), hrs(0, 6))
+			return w.decided("p1", h(6))
+		}, expectation{outcome: events.Rejected, codes: []string{"missing_intervals"}, missing: map[string]interval.Set{"events": rs(hrs(3, 6))}}},
+	} {
+		t.Run(c.name, func(t *testing.T) { c.want.check(t, c.run(t)) })
+	}
 }
 
 // DESIGN.md, "Decision codes": in a rejected decision, a candidate the

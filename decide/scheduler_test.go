@@ -113,6 +113,32 @@ func TestLookbackOnlyWithNewlyReadyIntervals(t *testing.T) {
 	}
 }
 
+// Lookback belongs only to the ticks that fire (issue 33): deployed at
+// 06:00, events' 06:00 tick is the deploy's instant. The 06:30 tick of
+// another model, or an advance at 06:20 that is nobody's tick, must not
+// add that tick's lookback [02:00, 05:00); events' own 07:00 tick adds its
+// own, [03:00, 06:00).
+func TestLookbackOnlyForTicksThatFire(t *testing.T) {
+	w := deployed(t, h(6), model{name: "events", lookback: 3}, model{name: "halves", cron: "*/30 * * * *", start: h(6)})
+	if advs := w.advance("prod", h(6).Add(20*time.Minute)); len(advs) != 0 {
+		t.Fatalf("an advance at 06:20, no model's tick, schedules %v", advs)
+	}
+	advs := w.tick("prod", h(6).Add(30*time.Minute))
+	if a := advanceOf(advs, "events"); a != nil {
+		t.Fatalf("halves' 06:30 tick schedules %v for events (the lookback of its 06:00 tick, which did not fire)", interval.Set(a.Ranges))
+	}
+	if advanceOf(advs, "halves") == nil {
+		t.Fatalf("06:30 advances %v: no halves", modelsOf(advs))
+	}
+	a := advanceOf(w.tick("prod", h(7)), "events")
+	if a == nil {
+		t.Fatal("events' own 07:00 tick schedules nothing")
+	}
+	if got, want := interval.NewSet(a.Ranges...), rs(hrs(3, 7)); !got.Equal(want) {
+		t.Errorf("07:00 work %v, want %v", got, want)
+	}
+}
+
 // The scheduler, at each tick of any incumbent, fills every missing ready
 // interval of all the env's incumbents: work a paused worker skipped is
 // picked up at the next tick of any model.

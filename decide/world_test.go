@@ -267,9 +267,10 @@ func (w *world) openRepairs() int { return len(w.st.OpenRepairs()) }
 // The codes a decision may carry (DESIGN.md, "Decision codes (the complete
 // list)"), written down here rather than taken from the policy package.
 var (
-	acceptedCodes = []string{"no_gaps", "caught_up", "trailing_gap_accepted", "forward_only_overlap_retained"}
+	acceptedCodes = []string{"no_gaps", "caught_up", "trailing_gap_accepted", "forward_only_overlap_retained", "audit_warning"}
 	rejectedCodes = []string{"conflicting_plan", "missing_intervals", "schedule_changed", "historical_gap", "internal_gap",
-		"ambiguous_boundary", "trailing_gap_exceeds_bound", "downstream_overlap", "catch_up_exhausted", "forward_only_overlap_retained"}
+		"ambiguous_boundary", "trailing_gap_exceeds_bound", "downstream_overlap", "catch_up_exhausted", "audit_failed",
+		"forward_only_overlap_retained", "audit_warning"}
 )
 
 // checkDecision checks what holds for every decision: Expect names only

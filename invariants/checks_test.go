@@ -217,6 +217,57 @@ func (s *sim) checkAdvances(cmd *commands.AdvanceScheduler, pre preState, group 
 	}
 }
 
+// checkRunWork is invariant 11: a run of the scheduler over (from, until]
+// in which fired ticks fired (pre: the state at from) scheduled exactly,
+// per incumbent, Work of: what its table missed at from of the ready
+// window [start, RF(from)) (filled at the first tick, when one fires), of
+// the intervals each of its own ticks T in (from, until] newly makes
+// ready, [RF(T-), RF(T)) from its start, and the lookback of each such
+// tick: the N whole intervals before the first newly ready one, from its
+// start. It is written from DESIGN.md and SCENARIOS.md, independently of
+// decide.Due: no recorded tick is consulted, only the ticks of the run.
+func (s *sim) checkRunWork(pre *projections.State, env string, from, until time.Time, fired int, scheduled map[string]interval.Set) {
+	s.tb.Helper()
+	for model, id := range pre.Env(env).Incumbents {
+		sn := pre.Snapshots[id]
+		sched, u := sn.Schedule, sn.Schedule.Unit()
+		start := u.Floor(sn.Start)
+		table := pre.Table(sn.Table)
+		var want interval.Set
+		if fired > 0 {
+			if w := sched.Ready(sn.Start, from); !w.Empty() {
+				want = table.Missing(w)
+			}
+		}
+		for t := sched.Next(from); !t.IsZero() && !t.After(until); t = sched.Next(t) {
+			rf, prev := sched.ReadyFrontier(t), sched.ReadyFrontier(t.Add(-time.Nanosecond))
+			if prev.IsZero() || !start.Before(rf) {
+				continue
+			}
+			window := interval.R(start, rf)
+			newly := interval.NewSet(interval.R(prev, rf)).Clip(window)
+			if newly.Empty() {
+				continue // the tick makes nothing new ready: no lookback
+			}
+			for _, r := range newly {
+				want = want.AddSet(table.Missing(r))
+			}
+			first := u.Floor(newly.Start())
+			want = want.AddSet(interval.NewSet(interval.R(u.Add(first, -sn.Lookback), first)).Clip(window))
+		}
+		want = sched.Work(want)
+		if got := scheduled[model]; !got.Equal(want) {
+			s.fail("11", "the scheduler's run over (%s, %s] (%d ticks fired) scheduled %v for %s; its newly ready intervals, their lookback and what was missing make %v",
+				ts(from), ts(until), fired, got, id, want)
+		}
+	}
+	for model := range scheduled {
+		if _, ok := pre.Env(env).Incumbents[model]; !ok {
+			s.fail("11", "the scheduler's run over (%s, %s] scheduled %v for %s, no incumbent of %s", ts(from), ts(until), scheduled[model], model, env)
+		}
+	}
+}
+
 // checkCatchUp: invariant 3 for catch-up work and 2 for what it writes.
 func (s *sim) checkCatchUp(p events.CatchUpRequested, pre preState) {
 	s.tb.Helper()

@@ -275,6 +275,21 @@ func TestEachInvariantCanFail(t *testing.T) {
 			_, _, _ = s.promote("p1")
 		})
 	})
+	t.Run("11 lookback of a tick that did not fire", func(t *testing.T) {
+		// Issue 33: deployed at 06:00 (the clock), events' 06:00 tick is the
+		// deploy's instant. The run to 06:30 fires halves' tick only; the
+		// scheduler of issue 33 asked events for the lookback of its 06:00
+		// tick, [02:00, 05:00), there.
+		ms := []modelDef{model("events", hourly, ""), model("halves", schedDef{"*/30 * * * *", "", false}, "")}
+		ms[0].Lookback = 3
+		expectBroken(t, "11", ms, func(s *sim) {
+			from, until := s.clock, s.clock.Add(30*time.Minute)
+			pre := replay.Fold(s.log)
+			got, fired := s.runScheduler("prod", until, false)
+			got["events"] = got["events"].AddSet(interval.NewSet(interval.R(from.Add(-4*time.Hour), from.Add(-time.Hour))))
+			s.checkRunWork(pre, "prod", from, until, fired, got)
+		})
+	})
 	t.Run("P a plan composition", func(t *testing.T) {
 		expectBroken(t, "P", chain, func(s *sim) {
 			s.mutate = func(cmd commands.Command, d *decide.Decision) {

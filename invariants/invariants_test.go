@@ -67,6 +67,13 @@ import (
 //     the table covers the gap, by any route).
 //  10. a promote records exactly what the oracle (written from DESIGN.md)
 //     decides: outcome, codes, per-model missing ranges, catch-up work.
+//  11. a run of the scheduler over (clock, until], every tick of any
+//     incumbent firing (the scenario step run_scheduler), schedules per
+//     incumbent exactly: the intervals the ticks of that model in
+//     (clock, until] newly make ready plus their lookback, and (when any
+//     tick fires) what was missing of them or of its ready window at
+//     clock; whole intervals of the unit. A tick at or before clock (the
+//     deploy's instant) fires no lookback.
 //
 // and two more: P, a plan's candidates are the versions it sets, exactly,
 // plus a derived version of every downstream incumbent it does not set;
@@ -151,6 +158,7 @@ type action struct {
 var actions = []action{
 	{"tick", 30, (*sim).actTick},
 	{"tick-model", 5, (*sim).actTickModel},
+	{"run-scheduler", 8, (*sim).actRunScheduler},
 	{"wait", 4, (*sim).actWait},
 	{"plan", 12, (*sim).actPlan},
 	{"promote", 14, (*sim).actPromote},
@@ -198,6 +206,14 @@ func (s *sim) drawEnv(label string, any bool) string {
 func (s *sim) actTick() {
 	k := []int{1, 1, 1, 1, 1, 1, 2, 3, 6}[pick(s.t, "tick-skip", 9)]
 	s.tick(s.drawEnv("tick-env", false), k, false)
+}
+
+// actRunScheduler is the scenario step run_scheduler: every tick of any
+// incumbent in (clock, until] fires, the worker computing each tick's
+// work before the next one (or, paused, none of it).
+func (s *sim) actRunScheduler() {
+	until := s.clock.Add(time.Duration(1+pick(s.t, "run-minutes", 8*60)) * time.Minute)
+	s.runScheduler(s.drawEnv("run-env", false), until, chance(s.t, "run-paused", 20))
 }
 
 func (s *sim) actStaleTick() { s.tick(s.drawEnv("tick-env", false), 1, true) }

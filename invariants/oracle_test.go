@@ -127,8 +127,9 @@ func guard(st *projections.State, plan events.PlanBuilt, c events.Candidate, gap
 }
 
 // window measures a candidate: checked is false when it is not
-// gap-checked (unchanged, shares its incumbent's table, nothing to match).
-func window(st *projections.State, c events.Candidate, e *expectation) (w interval.Range, inc *projections.Snapshot, checked bool) {
+// gap-checked against a window (unchanged, shares its incumbent's table,
+// an empty window, or nothing to match: then its own backfill set).
+func window(st *projections.State, pol events.Policy, c events.Candidate, e *expectation) (w interval.Range, inc *projections.Snapshot, checked bool) {
 	if c.Snapshot == c.Incumbent {
 		return w, nil, false
 	}
@@ -139,7 +140,17 @@ func window(st *projections.State, c events.Candidate, e *expectation) (w interv
 		return w, inc, false
 	}
 	if inc == nil || st.Table(inc.Table).Empty() {
-		e.add(policy.CodeNoGaps)
+		// Nothing is promoted empty: the candidate's own backfill set,
+		// fixed at build, must be covered.
+		e.missing = interval.NewSet(c.Backfill...).SubtractSet(st.Table(c.Table))
+		switch {
+		case e.missing.Empty():
+			e.add(policy.CodeNoGaps)
+		case pol.MaxTrailingGapAdvances == 0 && pol.MaxCatchUpAdvances == 0:
+			e.add(policy.CodeMissingIntervals)
+		default:
+			e.add(policy.CodeHistoricalGap)
+		}
 		return w, inc, false
 	}
 	f := st.Table(inc.Table).Frontier()
@@ -221,7 +232,7 @@ func evaluate(st *projections.State, plan events.PlanBuilt) oracleOutcome {
 	for _, c := range plan.Candidates {
 		e := &expectation{codes: map[string]bool{}}
 		es[c.Model] = e
-		w, inc, checked := window(st, c, e)
+		w, inc, checked := window(st, plan.Policy, c, e)
 		switch {
 		case !checked:
 		case e.missing.Empty():
@@ -272,7 +283,7 @@ func retry(st *projections.State, plan events.PlanBuilt, req events.CatchUpReque
 	for _, c := range plan.Candidates {
 		e := &expectation{codes: map[string]bool{}}
 		es[c.Model] = e
-		w, inc, checked := window(st, c, e)
+		w, inc, checked := window(st, plan.Policy, c, e)
 		cw := work[c.Model]
 		switch {
 		case !checked:
@@ -382,10 +393,12 @@ func (s *sim) checkPromote(cmd *commands.Promote, want oracleOutcome, payloads [
 }
 
 // expectedWork is what a tick of env at t must schedule per incumbent
-// model: every missing ready interval and, when the model's own newest
-// tick makes intervals ready and was not advanced yet, its lookback: the N
-// whole intervals before the first newly ready one (at the previous tick's
-// readiness frontier), clipped to the start; whole intervals of the unit.
+// model: every missing ready interval and, when t is one of the model's
+// own ticks (it fires now) and makes intervals ready, its lookback: the N
+// whole intervals before the first newly ready one (at the previous
+// tick's readiness frontier), clipped to the start; whole intervals of the
+// unit. A tick of the model before t (the deploy's instant, a tick before
+// it became an incumbent) does not fire at t: it adds no lookback.
 func expectedWork(st *projections.State, env string, t time.Time) map[string]interval.Set {
 	out := map[string]interval.Set{}
 	e := st.Env(env)
@@ -400,8 +413,7 @@ func expectedWork(st *projections.State, env string, t time.Time) map[string]int
 		}
 		w := interval.R(start, rf)
 		work := st.Table(sn.Table).Missing(w)
-		last, advanced := e.LastTick[model]
-		if sn.Lookback > 0 && (!advanced || last.Before(tick)) {
+		if sn.Lookback > 0 && tick.Equal(t) {
 			if prev := sched.ReadyFrontier(tick.Add(-time.Nanosecond)); !prev.IsZero() && prev.Before(rf) {
 				u := sched.Unit()
 				first := u.Floor(prev)

@@ -14,6 +14,7 @@ import (
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/projections"
+	"github.com/tidemark/tidemark/replay"
 	"github.com/tidemark/tidemark/scheduler"
 	"github.com/tidemark/tidemark/work"
 	"pgregory.net/rapid"
@@ -442,6 +443,50 @@ func (s *sim) tickAt(env string, t time.Time, stale bool) bool {
 	}
 	s.logf("tick %s gen %d: %s", env, gen, strings.Join(parts, "; "))
 	return true
+}
+
+// runScheduler fires every tick of any incumbent of env in (clock,
+// until], as the scenario step run_scheduler does; the worker completes
+// each tick's work before the next tick (paused: it drops it, and later
+// ticks schedule it again). Work queued before the run stays queued. Then
+// it checks invariant 11 on what the run scheduled, and returns it with
+// the number of ticks fired.
+func (s *sim) runScheduler(env string, until time.Time, paused bool) (map[string]interval.Set, int) {
+	from := s.clock
+	before := replay.Fold(s.log) // the state at from, for invariant 11
+	held := s.queue
+	s.queue = nil
+	scheduled := map[string]interval.Set{}
+	fired := 0
+	for {
+		next := scheduler.NextTick(s.st, []string{env}, s.clock)
+		if next.IsZero() || next.After(until) {
+			break
+		}
+		s.clock = next
+		gen := s.st.Env(env).Generation
+		_, group, err := s.exec(&commands.AdvanceScheduler{Meta: commands.Meta{ID: scheduler.TickID(env, next), Actor: "scheduler"}, Env: env, Generation: gen})
+		if err != nil {
+			s.logf("run tick %s -> %v", env, err)
+			break
+		}
+		fired++
+		for _, r := range group {
+			if a, ok := r.Event.Payload.(events.SchedulerAdvanced); ok {
+				scheduled[a.Model] = scheduled[a.Model].AddSet(a.Ranges)
+			}
+		}
+		if paused {
+			s.queue = nil
+		} else {
+			s.runQueue(workAll, "")
+		}
+	}
+	s.queue = held
+	s.clock = until
+	s.logf("run scheduler %s until %s (%d ticks, paused %v): %v", env, ts(until), fired, paused, scheduled)
+	s.checkRunWork(before, env, from, until, fired, scheduled)
+	return scheduled, fired
 }
 
 // Worker modes.

@@ -2,12 +2,14 @@
 // is a pure function: no I/O, no wall clock, no randomness, so a recorded
 // decision can be re-evaluated from the stream and must come out the same.
 //
-// Version 1 implements the three policies of DESIGN.md. Per candidate,
-// against the incumbent now, the candidate must cover everything in the
-// window [candidate start, incumbent frontier now) (strict), or, with a
-// bound > 0, may miss one contiguous trailing suffix produced by at most N
-// scheduler advances after plan build when the schedule is unchanged,
-// history is complete and both frontiers are cron-tick boundaries. Under
+// It implements the three policies of DESIGN.md. Per candidate, against
+// the incumbent now, the candidate must cover everything in the window
+// [candidate start, incumbent frontier now) (strict; with no incumbent
+// coverage to match, its own backfill set: nothing is promoted empty), or,
+// with a bound > 0, may miss one contiguous trailing suffix produced by at
+// most N scheduler advances after plan build when the schedule is
+// unchanged, history is complete and both frontiers are cron-tick
+// boundaries. Under
 // the trailing-gap allowance the suffix is accepted and stays missing
 // (repair debt) unless a downstream candidate already computed intervals
 // overlapping it. Under bounded catch-up, Evaluate asks the engine to
@@ -33,9 +35,13 @@ import (
 // DESIGN.md's amended contract: forward-only candidates on their
 // incumbent's table, no captured frontier for an incumbent without
 // coverage, the complete code list, every downstream overlap reported,
-// repair work with the acceptance. This build has no other version's
-// rules: a decision recorded under version 1 cannot be re-checked.
-const Version = 2
+// repair work with the acceptance. Version 3 adds the amendment of
+// 2026-12-04: nothing is promoted empty (a candidate with no incumbent, or
+// whose incumbent has no coverage now, is checked against its own backfill
+// set). This build has no other version's rules: a decision recorded under
+// an older version cannot be re-checked, and a plan built under one is
+// rebuilt, not promoted.
+const Version = 3
 
 // Decision codes. Rejecting codes fail a promotion; the others are findings
 // or warnings of an accepted one.
@@ -53,6 +59,11 @@ const (
 	CodeForwardOnlyOverlapKept = "forward_only_overlap_retained"
 	CodeCaughtUp               = "caught_up"
 	CodeCatchUpExhausted       = "catch_up_exhausted"
+	// CodeAuditFailed (rejecting) and CodeAuditWarning (a warning) are in
+	// DESIGN.md's complete list since 2026-12-04, for models that declare
+	// audits. This build evaluates no audits: no decision carries them yet.
+	CodeAuditFailed  = "audit_failed"
+	CodeAuditWarning = "audit_warning"
 )
 
 // Codes that only appear in the findings of a catch-up request, never in a
@@ -68,20 +79,26 @@ const (
 
 // AcceptedCodes are the only codes an accepted decision carries;
 // RejectedCodes the only ones a rejected decision carries (DESIGN.md,
-// "Decision codes"). The warning forward_only_overlap_retained is in both.
+// "Decision codes"). The warnings forward_only_overlap_retained and
+// audit_warning are in both.
 var (
-	AcceptedCodes = []string{CodeNoGaps, CodeCaughtUp, CodeTrailingGapAccepted, CodeForwardOnlyOverlapKept}
+	AcceptedCodes = []string{CodeNoGaps, CodeCaughtUp, CodeTrailingGapAccepted, CodeForwardOnlyOverlapKept, CodeAuditWarning}
 	RejectedCodes = []string{CodeConflictingPlan, CodeMissingIntervals, CodeScheduleChanged, CodeHistoricalGap,
 		CodeInternalGap, CodeAmbiguousBoundary, CodeTrailingGapExceeds, CodeDownstreamOverlap, CodeCatchUpExhausted,
-		CodeForwardOnlyOverlapKept}
+		CodeAuditFailed, CodeForwardOnlyOverlapKept, CodeAuditWarning}
 )
 
 // passing codes say a candidate passed; they appear only when the whole
 // decision is accepted.
 var passing = map[string]bool{CodeNoGaps: true, CodeTrailingGapAccepted: true, CodeCaughtUp: true}
 
-// Rejects reports whether a code fails a promotion.
-func Rejects(code string) bool { return !passing[code] && code != CodeForwardOnlyOverlapKept }
+// warningCodes neither pass nor fail a candidate; they appear in either
+// outcome.
+var warningCodes = map[string]bool{CodeForwardOnlyOverlapKept: true, CodeAuditWarning: true}
+
+// Rejects reports whether a code fails a promotion: any code but the
+// passing ones and the warnings.
+func Rejects(code string) bool { return !passing[code] && !warningCodes[code] }
 
 // Supported reports whether this build can evaluate pol: an error naming
 // the version when the plan was built under other rules (a plan built by
@@ -212,8 +229,10 @@ func planWideCheck(st *projections.State, plan events.PlanBuilt) (Decision, bool
 }
 
 // measure computes a candidate's window and what it misses in it. ok is
-// false when the candidate is not gap-checked: v then holds its verdict.
-func measure(st *projections.State, c events.Candidate) (v *verdict, window interval.Range, missing interval.Set, ok bool) {
+// false when the candidate is not gap-checked against a window: v then
+// holds its verdict (unchanged, on its incumbent's table, or checked
+// against its own backfill set, see unmatched).
+func measure(st *projections.State, pol events.Policy, c events.Candidate) (v *verdict, window interval.Range, missing interval.Set, ok bool) {
 	v = &verdict{f: events.ModelFinding{Snapshot: c.Snapshot, Missing: []interval.Range{}}}
 	if c.Snapshot == c.Incumbent {
 		return v, window, nil, false // unchanged: nothing to say
@@ -225,7 +244,12 @@ func measure(st *projections.State, c events.Candidate) (v *verdict, window inte
 	}
 	window, has := Window(st, c)
 	if !has {
-		v.add(CodeNoGaps, events.Finding{Message: sprintf("%s has no incumbent coverage to match", c.Snapshot)})
+		if c.Incumbent == "" || st.Frontier(c.Incumbent).IsZero() {
+			unmatched(st, pol, c, v)
+			return v, window, nil, false
+		}
+		v.add(CodeNoGaps, events.Finding{Related: c.Incumbent,
+			Message: sprintf("%s starts at or after %s's frontier %s: its check window is empty", c.Snapshot, c.Incumbent, ts(st.Frontier(c.Incumbent)))})
 		return v, window, nil, false
 	}
 	missing = st.Table(c.Table).Missing(window)
@@ -242,8 +266,33 @@ func measure(st *projections.State, c events.Candidate) (v *verdict, window inte
 	return v, window, missing, true
 }
 
+// unmatched checks a candidate with no incumbent, or whose incumbent has no
+// coverage now, against its own backfill set (fixed at build): nothing is
+// promoted empty. It passes no_gaps when its table covers the set (an
+// empty set passes); otherwise it is rejected, missing_intervals under the
+// strict policy and historical_gap with a bound > 0 (no incumbent suffix
+// can explain the miss), with what it lacks as missing and no advances.
+func unmatched(st *projections.State, pol events.Policy, c events.Candidate, v *verdict) {
+	var missing interval.Set
+	for _, r := range c.Backfill {
+		missing = missing.AddSet(st.Table(c.Table).Missing(r))
+	}
+	if missing.Empty() {
+		v.add(CodeNoGaps, events.Finding{Related: c.Incumbent, Message: sprintf("%s has no incumbent coverage to match", c.Snapshot)})
+		return
+	}
+	v.f.Missing = missing
+	what := sprintf("%s misses %s of its backfill set; with no incumbent coverage to match, nothing is promoted empty", c.Snapshot, ranges(missing))
+	if pol.MaxTrailingGapAdvances == 0 && pol.MaxCatchUpAdvances == 0 {
+		v.add(CodeMissingIntervals, events.Finding{Related: c.Incumbent, Ranges: missing, Message: what + "; the strict policy allows no gap"})
+		return
+	}
+	v.add(CodeHistoricalGap, events.Finding{Related: c.Incumbent, Ranges: missing,
+		Message: what + "; the bounds admit only a trailing suffix of the incumbent's coverage, and there is none"})
+}
+
 func checkCandidate(st *projections.State, plan events.PlanBuilt, c events.Candidate) *verdict {
-	v, window, missing, ok := measure(st, c)
+	v, window, missing, ok := measure(st, plan.Policy, c)
 	if !ok {
 		return v
 	}
@@ -269,7 +318,7 @@ func checkCandidate(st *projections.State, plan events.PlanBuilt, c events.Candi
 }
 
 func retryCandidate(st *projections.State, plan events.PlanBuilt, c events.Candidate, w events.CatchUpWork) *verdict {
-	v, window, missing, ok := measure(st, c)
+	v, window, missing, ok := measure(st, plan.Policy, c)
 	if !ok {
 		return v
 	}
@@ -491,8 +540,10 @@ func appendOnce(l []string, s string) []string {
 }
 
 // Window is the check window of a candidate: [candidate start, incumbent
-// frontier now). ok is false when there is nothing to check (no incumbent,
-// an incumbent without coverage, or a frontier at or before the start).
+// frontier now). ok is false when there is none: no incumbent or an
+// incumbent without coverage now (the candidate is then checked against
+// its own backfill set instead), or a frontier at or before the start
+// (nothing to check).
 func Window(st *projections.State, c events.Candidate) (interval.Range, bool) {
 	cand, ok := st.Snapshots[c.Snapshot]
 	if !ok || c.Incumbent == "" {

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -226,5 +227,32 @@ func TestConflictingPlanIsPlanWide(t *testing.T) {
 	d := Evaluate(w.st, w.plan)
 	if d.Outcome != events.Rejected || len(d.Codes) != 1 || d.Codes[0] != CodeConflictingPlan || len(d.Models["events"].Missing) != 0 || len(d.Findings) != 1 {
 		t.Fatalf("conflicting plan: %+v", d)
+	}
+}
+
+// DESIGN.md, "Decision codes" (amended 2026-12-04): the complete list
+// gains audit_failed (rejecting) and the warning audit_warning. Each code
+// is in the list of the outcomes that may carry it, and rejects exactly
+// when it is neither passing nor a warning.
+func TestCodeLists(t *testing.T) {
+	rejects := map[string]bool{
+		CodeNoGaps: false, CodeCaughtUp: false, CodeTrailingGapAccepted: false,
+		CodeForwardOnlyOverlapKept: false, CodeAuditWarning: false,
+		CodeConflictingPlan: true, CodeMissingIntervals: true, CodeScheduleChanged: true, CodeHistoricalGap: true,
+		CodeInternalGap: true, CodeAmbiguousBoundary: true, CodeTrailingGapExceeds: true, CodeDownstreamOverlap: true,
+		CodeCatchUpExhausted: true, CodeAuditFailed: true,
+	}
+	for code, want := range rejects {
+		if got := Rejects(code); got != want {
+			t.Errorf("Rejects(%s) = %v, want %v", code, got, want)
+		}
+		inAccepted, inRejected := slices.Contains(AcceptedCodes, code), slices.Contains(RejectedCodes, code)
+		warning := code == CodeForwardOnlyOverlapKept || code == CodeAuditWarning
+		if inAccepted != (!want || warning) || inRejected != (want || warning) {
+			t.Errorf("%s: in AcceptedCodes %v, in RejectedCodes %v", code, inAccepted, inRejected)
+		}
+	}
+	if n := len(AcceptedCodes) + len(RejectedCodes); n != len(rejects)+2 {
+		t.Errorf("the lists hold %d codes, want %d (the warnings in both)", n, len(rejects)+2)
 	}
 }

@@ -127,7 +127,9 @@ func TestRunItForReal(t *testing.T) {
 		t.Fatalf("re-apply: exit %d %s", code, out)
 	}
 
-	if out, stderr, code := runCLI(t, "plan", "--env", "prod", "--set", "events="+version, "--id", "d1", "--nats-url", s.nats); code != 0 || !strings.Contains(out, "plan d1 for prod") {
+	// --wait: nothing is promoted empty, so the promote comes once the
+	// backfill is computed, not merely started.
+	if out, stderr, code := runCLI(t, "plan", "--env", "prod", "--set", "events="+version, "--id", "d1", "--wait", "1m", "--nats-url", s.nats); code != 0 || !strings.Contains(out, "plan d1 for prod") {
 		t.Fatalf("plan: exit %d %s %s", code, out, stderr)
 	}
 	backfilled := "backfill " + snapshot + " " + start.Format(time.RFC3339)
