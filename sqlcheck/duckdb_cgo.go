@@ -118,3 +118,6 @@ func (s *sandbox) createTable(ctx context.Context, name string, cols []column) e
 }
 
 func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+// Available reports whether this build has DuckDB's parser (cgo).
+func Available() bool { return true }

@@ -24,3 +24,6 @@ type bindError struct {
 }
 
 func (e *bindError) Error() string { return e.Message }
+
+// Available reports whether this build has DuckDB's parser (cgo).
+func Available() bool { return false }

@@ -76,7 +76,9 @@ FROM events WHERE ts >= @start_ts AND ts < @END_TS`), lookup(eventsModel)},
 // a message naming what (and, where the parser says, the line).
 func TestRefuses(t *testing.T) {
 	ev := lookup(eventsModel)
-	m := func(sql string) Model { return Model{Name: "m", TimeColumn: "ts", SQL: sql, DependsOn: []string{"events"}} }
+	m := func(sql string) Model {
+		return Model{Name: "m", TimeColumn: "ts", SQL: sql, DependsOn: []string{"events"}}
+	}
 	for _, c := range []struct {
 		name, field, want string
 		m                 Model

@@ -213,4 +213,3 @@ func (w *walker) node(v map[string]any, scope []string) bool {
 }
 
 func allowedFunctions() string { return "the table functions range, generate_series and unnest" }
-
