@@ -13,6 +13,10 @@ import (
 // models; milliseconds in practice).
 const Timeout = 10 * time.Second
 
+// MaxConcurrent bounds the checks ForEngine runs at once (each opens a
+// DuckDB of its own, bounded to one thread and 256 MB).
+const MaxConcurrent = 2
+
 // ForEngine is an engine.Config.Check: it checks the SQL of every
 // register_snapshot that carries some, its upstream models being the
 // latest registered version of each model it depends on in the state read
@@ -20,10 +24,17 @@ const Timeout = 10 * time.Second
 // a *commands.Error, invalid, naming the field ("sql" or "time_column").
 // Every other command passes.
 func ForEngine(read func(func(*projections.State))) func(context.Context, commands.Command) error {
+	sem := make(chan struct{}, MaxConcurrent)
 	return func(ctx context.Context, cmd commands.Command) error {
 		c, ok := cmd.(*commands.RegisterSnapshot)
 		if !ok || c.SQL == "" {
 			return nil
+		}
+		select {
+		case sem <- struct{}{}:
+			defer func() { <-sem }()
+		case <-ctx.Done():
+			return commands.Errorf(commands.CodeUnavailable, "sql", "checking the sql: %v", ctx.Err())
 		}
 		defs := map[string]Model{}
 		read(func(st *projections.State) { defs = latest(st, c.DependsOn) })
