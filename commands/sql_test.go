@@ -50,7 +50,7 @@ func TestRegisterSnapshotSQL(t *testing.T) {
 	}
 
 	for _, c := range []struct{ name, edit, field, msg string }{
-		{"two statements", `"sql":"select 1; select 2","time_column":"ts"`, "sql", "sql has ';' at line 1, column 9: a model's query is one statement, without ';'"},
+		{"unterminated", `"sql":"select 'a","time_column":"ts"`, "sql", "sql has an unterminated string literal at line 1, column 8"},
 		{"unknown macro", `"sql":"select @start_date","time_column":"ts"`, "sql", "sql uses the macro @start_date at line 1, column 8: only @start_ts and @end_ts are defined"},
 		{"sql alone", `"sql":"select 1"`, "time_column", "time_column is required when sql is set"},
 		{"time column alone", `"time_column":"ts"`, "sql", "sql is required when time_column is set"},

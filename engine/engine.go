@@ -32,28 +32,27 @@ type Config struct {
 	// TrustCommandTime makes a command's At its clock, whoever sends it:
 	// for an engine on a simulated clock (the scenario runner, tests).
 	// Off (serve), Clock is the only clock: a command carrying At is
-	// refused (invalid, field at) unless its id is in the reserved
-	// namespace (commands.IsInternalID: the engine's own scheduler,
-	// catch-up driver and built-in worker, in-process only), and a
-	// completion must cover intervals that have ended by Clock.
+	// refused (invalid, field at) unless its id is reserved
+	// (commands.IsInternalID: the engine's own scheduler, catch-up driver
+	// and built-in worker, in-process only), and a completion must cover
+	// intervals that have ended by Clock.
 	TrustCommandTime bool
 	// MaxRetries bounds re-decisions after a conflict. Default 8.
 	MaxRetries int
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
-	// CheckpointEvery is how many newly folded events make the engine
-	// write a projection checkpoint to the KV bucket (and it writes one on
-	// Close). 0: checkpoint.DefaultEvery; negative: no checkpoints, and none
-	// is loaded either. CheckpointWhen, if set, gates the due ones (Keeper.When).
+	// CheckpointEvery is how many newly folded events make the engine write a projection
+	// checkpoint to the KV bucket (and one on Close). 0: checkpoint.DefaultEvery; negative:
+	// none written or loaded. CheckpointWhen, if set, gates the due ones (Keeper.When).
 	CheckpointEvery int
 	CheckpointWhen  func() bool
-	// Coalesce stores each group of concurrent completions as one group
-	// message (eventlog.AppendGroup): one fsync for the group under
-	// SyncAlways (docs/performance.md), every append conditional on the
-	// stream's last sequence. Off, a group's commands are pipelined
-	// messages of their own. serve turns it on unless --no-coalesce.
-	// Readers understand both forms whatever this says.
+	// Coalesce stores each group of concurrent completions as one group message
+	// (eventlog.AppendGroup): one fsync for the group under SyncAlways (docs/performance.md),
+	// every append conditional on the stream's last sequence; off, pipelined messages of
+	// their own (serve: on unless --no-coalesce). Readers understand both forms.
 	Coalesce bool
+	// Check vets a valid command before it is decided (serve: sqlcheck.ForEngine); its error refuses it.
+	Check func(context.Context, commands.Command) error
 }
 
 // Validate reports configuration errors.
@@ -113,9 +112,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Engine, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	e := &Engine{cfg: cfg, log: cfg.Logger.With("subsystem", "engine"), ids: events.NewIDSource()}
-	e.metrics = newMetrics()
-	e.nc = nc
+	e := &Engine{cfg: cfg, log: cfg.Logger.With("subsystem", "engine"), ids: events.NewIDSource(), metrics: newMetrics(), nc: nc}
 	var err error
 	if e.js, err = jetstream.New(e.nc); err != nil {
 		e.Close(ctx)
@@ -165,8 +162,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	if e.loadedSeq > 0 {
-		// The events under the checkpoint are not folded: check that the
-		// stream still holds them all, in the background.
+		// The events under the checkpoint are not folded: check the stream holds them, in the background.
 		e.spawn(func() { e.verifyPrefix(e.ctx, e.loadedSeq) })
 	}
 	if e.keeper != nil {
@@ -222,10 +218,10 @@ func (e *Engine) Now() time.Time { return e.cfg.Clock().UTC() }
 
 var _ commands.Handler = (*Engine)(nil)
 
-// Handle carries out one command: it validates it, decides against the
-// projection, appends conditionally, and waits until the projection has
-// applied its own events (read-your-writes for the next command). A command
-// id already applied is answered as a duplicate and appends nothing.
+// Handle carries out one command: it validates it (and Config.Check),
+// decides against the projection, appends conditionally, and waits until
+// the projection has applied its events (read-your-writes). A command id
+// already applied is answered as a duplicate and appends nothing.
 func (e *Engine) Handle(ctx context.Context, cmd commands.Command) commands.Reply {
 	r := e.handle(ctx, cmd)
 	e.metrics.command(cmd.Kind(), r)
@@ -234,7 +230,11 @@ func (e *Engine) Handle(ctx context.Context, cmd commands.Command) commands.Repl
 
 func (e *Engine) handle(ctx context.Context, cmd commands.Command) commands.Reply {
 	m := cmd.Header()
-	if err := cmd.Validate(); err != nil {
+	err := cmd.Validate()
+	if err == nil && e.cfg.Check != nil {
+		err = e.cfg.Check(ctx, cmd)
+	}
+	if err != nil {
 		return commands.Rejection(err)
 	}
 	if !m.At.IsZero() && !e.cfg.TrustCommandTime && !commands.IsInternalID(m.ID) {

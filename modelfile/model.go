@@ -23,6 +23,10 @@ type Model struct {
 	// Line is where the model starts in the file; VersionLine where its
 	// version is (0 when derived).
 	Line, VersionLine int
+	// Index is the model's place in the file (models[Index]); SQLLine and
+	// TimeColumnLine where its sql and time_column are (0: none), for
+	// errors found later (sqlcheck, in apply).
+	Index, SQLLine, TimeColumnLine int
 	// Derived is set when the file gave no version: it is derived from the
 	// definition's fingerprint, so any change is a new version.
 	Derived bool
@@ -142,7 +146,8 @@ func Parse(path string, b []byte) ([]Model, error) {
 		reg := commands.RegisterSnapshot{Model: m.Name, Version: m.Version, Cron: m.Cron, IntervalUnit: unit, Start: start.UTC(),
 			Lookback: lookback, SnapshotKind: kind, AllowPartials: m.AllowPartials, DependsOn: m.DependsOn,
 			SQL: m.SQL, TimeColumn: m.TimeColumn}
-		mod := Model{Register: reg, Line: line(fmt.Sprintf("$.models[%d]", i))}
+		mod := Model{Register: reg, Line: line(fmt.Sprintf("$.models[%d]", i)), Index: i,
+			SQLLine: line(fmt.Sprintf("$.models[%d].sql", i)), TimeColumnLine: line(fmt.Sprintf("$.models[%d].time_column", i))}
 		if m.Version == "" {
 			mod.Register.Version = contentVersion(reg, sched)
 			mod.Derived = true

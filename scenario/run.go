@@ -19,6 +19,7 @@ import (
 	"github.com/tidemark/tidemark/projections"
 	"github.com/tidemark/tidemark/replay"
 	"github.com/tidemark/tidemark/scheduler"
+	"github.com/tidemark/tidemark/sqlcheck"
 	"github.com/tidemark/tidemark/warehouse"
 	"github.com/tidemark/tidemark/work"
 	"github.com/tidemark/tidemark/work/inproc"
@@ -185,7 +186,10 @@ func start(ctx context.Context, f *File, dir string) (*runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	eng, err := engine.Open(ctx, node.Conn(), engine.Config{Clock: clock.now, TrustCommandTime: true, Logger: quietLogger()})
+	// Model SQL is checked as serve checks it (sqlcheck).
+	var eng *engine.Engine
+	check := sqlcheck.ForEngine(func(fn func(*projections.State)) { eng.Projection().Read(fn) })
+	eng, err = engine.Open(ctx, node.Conn(), engine.Config{Clock: clock.now, TrustCommandTime: true, Logger: quietLogger(), Check: check})
 	if err != nil {
 		node.Close()
 		return nil, err

@@ -14,6 +14,8 @@ models:
   - name: events
     cron: "@hourly"
     start: 2026-12-01T00:00:00Z
+    time_column: ts
+    sql: "SELECT @start_ts + to_minutes(CAST(r.range AS BIGINT)) AS ts, CAST(r.range % 3 AS BIGINT) AS session_id FROM range(0, 60) r"
   - name: sessions
     cron: "@hourly"
     start: 2026-12-01T00:00:00Z
@@ -48,8 +50,8 @@ func TestSQLModels(t *testing.T) {
 	if m.TimeColumn != "ts" || !strings.HasPrefix(m.SQL, "SELECT session_id, min(ts)") || !strings.HasSuffix(m.SQL, "GROUP BY session_id\n") {
 		t.Fatalf("sessions: %q %q", m.SQL, m.TimeColumn)
 	}
-	if f.Models["events"].SQL != "" {
-		t.Fatal("events has no sql")
+	if !strings.HasPrefix(f.Models["events"].SQL, "SELECT @start_ts") {
+		t.Fatalf("events: %q", f.Models["events"].SQL)
 	}
 	v := f.Steps[1].Versions["sessions"]
 	if v.Name != "v2" || v.Model.TimeColumn != "ts" || !strings.HasPrefix(v.Model.SQL, "select session_id, max(ts)") {
@@ -62,12 +64,27 @@ func TestSQLModels(t *testing.T) {
 	for _, c := range []struct{ name, text, want string }{
 		{"macro", strings.Replace(withSQL, "@end_ts GROUP", "@stop GROUP", 1), "bad.yaml: models[1].sql: uses the macro @stop at line 2"},
 		{"override macro", strings.Replace(withSQL, "< @end_ts group", "< @end group", 1), "bad.yaml: step 2.plan.versions.sessions.sql: uses the macro @end at line 1"},
-		{"no time column", strings.Replace(withSQL, "    time_column: ts\n", "", 1), "bad.yaml: models[1].time_column: is required when sql is set"},
+		{"no time column", strings.Replace(withSQL, "    depends_on: [events]\n    time_column: ts\n", "    depends_on: [events]\n", 1), "bad.yaml: models[1].time_column: is required when sql is set"},
 		{"override time column", strings.Replace(withSQL, "          version: v2\n", "          version: v2\n          time_column: \"t s\"\n", 1), `bad.yaml: step 2.plan.versions.sessions.time_column: "t s": a plain column name`},
 	} {
 		_, err := Parse("bad.yaml", []byte(c.text))
 		if !errors.Is(err, modelfile.ErrInvalid) || !strings.HasPrefix(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want prefix %q", c.name, err, c.want)
 		}
+	}
+}
+
+// TestRunChecksSQL: the runner's engine checks model SQL as serve's does
+// (sqlcheck): a model reading a server file stops the run at its
+// registration, naming the field.
+func TestRunChecksSQL(t *testing.T) {
+	text := strings.Replace(withSQL, "FROM range(0, 60) r", "FROM range(0, 60) r, read_text('/etc/passwd')", 1)
+	f, err := Parse("hostile.yaml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Run(t.Context(), f, Options{})
+	if err == nil || !strings.Contains(err.Error(), "invalid: sql: sql calls the table function read_text") {
+		t.Fatalf("got %v, want the registration refused", err)
 	}
 }

@@ -1,13 +1,17 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/modelfile"
+	"github.com/tidemark/tidemark/sqlcheck"
 )
 
 func newApplyCmd() *cobra.Command {
@@ -27,6 +31,9 @@ func newApplyCmd() *cobra.Command {
 			}
 			ms, err := modelfile.Load(file)
 			if err != nil {
+				return &exitError{kind: usage, err: err}
+			}
+			if err := checkSQL(cmd.Context(), file, ms); err != nil {
 				return &exitError{kind: usage, err: err}
 			}
 			nc, err := connect(f.natsURL)
@@ -77,4 +84,52 @@ func newApplyCmd() *cobra.Command {
 	f.register(cmd)
 	cmd.Flags().StringVarP(&file, "file", "f", "", "model file (YAML)")
 	return cmd
+}
+
+// checkSQL runs the server's SQL check (sqlcheck) on a file's models
+// before anything is sent, so a refusal names the file's line; a build
+// without cgo leaves it to the server. Upstream models are the file's.
+func checkSQL(ctx context.Context, file string, ms []modelfile.Model) error {
+	if !sqlcheck.Available() {
+		return nil
+	}
+	defs := map[string]sqlcheck.Model{}
+	for _, m := range ms {
+		r := m.Register
+		defs[r.Model] = sqlcheck.Model{Name: r.Model, SQL: r.SQL, TimeColumn: r.TimeColumn, DependsOn: r.DependsOn}
+	}
+	lookup := func(name string) (sqlcheck.Model, bool) { d, ok := defs[name]; return d, ok }
+	for _, m := range ms {
+		err := sqlcheck.Check(ctx, defs[m.Register.Model], lookup)
+		var e *sqlcheck.Error
+		if !errors.As(err, &e) {
+			if err != nil {
+				return fmt.Errorf("%s: checking models[%d].sql: %w", file, m.Index, err)
+			}
+			continue
+		}
+		line := m.SQLLine
+		if e.Field == "time_column" {
+			line = m.TimeColumnLine
+		} else if e.Line > 0 && blockScalar(file, line) {
+			line += e.Line // a block scalar's text starts on the next line
+		}
+		return &modelfile.Error{File: file, Line: line, Path: fmt.Sprintf("models[%d].%s", m.Index, e.Field), Msg: e.Error()}
+	}
+	return nil
+}
+
+// blockScalar reports whether line n of file holds a key whose value is a
+// literal block scalar ("sql: |").
+func blockScalar(file string, n int) bool {
+	b, err := os.ReadFile(file)
+	if err != nil || n < 1 {
+		return false
+	}
+	lines := strings.Split(string(b), "\n")
+	if n > len(lines) {
+		return false
+	}
+	_, v, ok := strings.Cut(lines[n-1], ":")
+	return ok && strings.HasPrefix(strings.TrimSpace(v), "|")
 }

@@ -19,7 +19,9 @@ import (
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/natsnode"
+	"github.com/tidemark/tidemark/projections"
 	"github.com/tidemark/tidemark/scheduler"
+	"github.com/tidemark/tidemark/sqlcheck"
 	"github.com/tidemark/tidemark/transport"
 	"github.com/tidemark/tidemark/warehouse"
 	"github.com/tidemark/tidemark/web"
@@ -71,6 +73,11 @@ func newServeCmd() *cobra.Command {
 			// one group message (engine.Config.Coalesce), one fsync and one
 			// store for the group (docs/performance.md).
 			cfg := engine.Config{Replicas: replicas, Logger: log, Coalesce: !noCoalesce}
+			// Model SQL is parsed and bound before it is registered, whoever
+			// sends the command (docs/security.md); upstream models are read
+			// from the engine's projection (eng is set before any command).
+			var eng *engine.Engine
+			cfg.Check = sqlcheck.ForEngine(func(fn func(*projections.State)) { eng.Projection().Read(fn) })
 			// Only the writer writes checkpoints as it folds: every member
 			// folds the same stream, and one writing is enough for all to
 			// load. Each still writes one when it stops (engine.Close).
@@ -99,7 +106,7 @@ func newServeCmd() *cobra.Command {
 				return &exitError{kind: usage, err: err}
 			}
 			defer node.Close()
-			eng, err := engine.Open(ctx, node.Conn(), cfg)
+			eng, err = engine.Open(ctx, node.Conn(), cfg)
 			if err != nil {
 				return &exitError{kind: usage, err: storeHint(err, dataDir, natsURL)}
 			}

@@ -1,0 +1,47 @@
+//go:build cgo
+
+package sqlcheck
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/projections"
+)
+
+// TestForEngine: the engine's check reads each upstream model's latest
+// registered version from the state, transitively, and answers a refusal
+// as an invalid command naming the field.
+func TestForEngine(t *testing.T) {
+	st := projections.New()
+	ids := events.NewIDSource()
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	seq := uint64(0)
+	reg := func(model, version, sql, tc string, deps ...string) {
+		seq++
+		ev := events.New(ids, t0, events.SnapshotRegistered{Snapshot: model + "@" + version, Model: model, Version: version, Cron: "0 * * * *",
+			Unit: "hour", Start: t0, Kind: events.Incremental, Table: model + "@" + version, SQL: sql, TimeColumn: tc, DependsOn: deps})
+		if err := projections.Apply(st, seq, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg("events", "v1", "SELECT @start_ts AS ts, 1 AS user_id", "ts")
+	reg("events", "v2", "SELECT @start_ts AS ts, 1 AS account_id", "ts") // the latest: user_id is gone
+	reg("rollup", "v1", "SELECT ts AS day, account_id FROM events", "day", "events")
+	check := ForEngine(func(fn func(*projections.State)) { fn(st) })
+	ok := &commands.RegisterSnapshot{Model: "top", Version: "v1", DependsOn: []string{"rollup"}, SQL: "SELECT day, account_id FROM rollup", TimeColumn: "day"}
+	if err := check(t.Context(), ok); err != nil {
+		t.Fatalf("two levels of upstream: %v", err)
+	}
+	bad := &commands.RegisterSnapshot{Model: "m", Version: "v1", DependsOn: []string{"events"}, SQL: "SELECT ts, user_id FROM events", TimeColumn: "ts"}
+	var ce *commands.Error
+	if err := check(t.Context(), bad); !errors.As(err, &ce) || ce.Code != commands.CodeInvalid || ce.Field != "sql" {
+		t.Fatalf("a column of an older version of the upstream: got %v, want invalid on sql", err)
+	}
+	if err := check(t.Context(), &commands.BuildPlan{Plan: "p", Env: "prod"}); err != nil {
+		t.Fatalf("another command: %v", err)
+	}
+}

@@ -1,0 +1,314 @@
+// Package sqlcheck checks a model's SQL with DuckDB's own parser and
+// binder before the model is registered, so that nothing runs in the
+// warehouse that was not declared, and a query that cannot run is refused
+// at register_snapshot rather than failing at every computation.
+//
+// What Check accepts. A model's SQL, with @start_ts and @end_ts replaced
+// the way the warehouse replaces them (the same scanner: the text checked
+// is the text that runs), must be:
+//
+//   - free of characters that tools read differently: control characters
+//     other than tab, CR and LF, and the Unicode line separators U+0085,
+//     U+2028, U+2029 (one lexer's comment is another's line break);
+//   - exactly one statement for DuckDB's parser (json_serialize_sql), a
+//     SELECT (WITH, UNION, VALUES included), also inside the warehouse's
+//     wrapper ("SELECT * FROM (" + sql + "\n) q"), so a ';' or a comment
+//     cannot end the wrapper early;
+//   - reading only its declared upstream models (depends_on) and the CTEs
+//     it defines, by their plain names: a schema- or catalog-qualified
+//     table (tidemark."x__abc", prod.events, information_schema.tables), a
+//     file ('/etc/passwd'), any other name is refused;
+//   - calling table functions only from a small allowlist that generates
+//     data (range, generate_series, unnest), never read_text, read_csv,
+//     glob, duckdb_settings() and the like; no qualified function, and no
+//     scalar function of a denylist that reads or changes the server's
+//     state (current_setting, nextval, pg_read_file, query_to_xml, …);
+//   - bound by DuckDB's binder against its upstream models' columns (each
+//     upstream is created, empty, from its own SQL, recursively): a
+//     misspelt column or function is refused with DuckDB's message;
+//   - returning its time column, of a date or timestamp type.
+//
+// Everything runs in a private in-memory DuckDB opened per check with
+// enable_external_access=false and lock_configuration=true, one thread and
+// a memory limit; the query is only described (bound), never executed.
+// A build without cgo has no DuckDB: Check then refuses every model with
+// SQL (ErrNoParser), saying why.
+//
+// Postgres warehouses: DuckDB's parser derives from PostgreSQL's, so the
+// statement and reference checks hold for both; a model must also bind in
+// DuckDB, so SQL only Postgres understands is refused (docs/security.md).
+//
+// Importers: cmd/tidemark (serve wires ForEngine into engine.Config.Check;
+// apply checks a file's models locally first) and scenario.
+package sqlcheck
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Model is what the check needs of a model version.
+type Model struct {
+	Name       string
+	SQL        string
+	TimeColumn string
+	// DependsOn are the models the SQL may read, by name.
+	DependsOn []string
+}
+
+// Lookup gives the definition of an upstream model by name (the latest
+// registered version); ok is false when none is registered.
+type Lookup func(name string) (m Model, ok bool)
+
+// ErrNoParser is returned (wrapped in an *Error) by a build without cgo:
+// it has no DuckDB to parse SQL with, so it accepts no SQL model.
+var ErrNoParser = errors.New("sqlcheck: this build has no DuckDB parser (built without cgo): models with SQL are refused")
+
+// Error is a refused model. Field is the definition's field at fault
+// ("sql" or "time_column"); Line and Column place the problem in the SQL
+// (1-based; 0 when not known); Upstream names the upstream model whose
+// SQL is at fault, if it is not the model's own.
+type Error struct {
+	Field        string
+	Line, Column int
+	Upstream     string
+	Msg          string
+	Err          error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	if e.Upstream != "" {
+		fmt.Fprintf(&b, "upstream model %s: ", e.Upstream)
+	}
+	b.WriteString(e.Msg)
+	switch {
+	case e.Line > 0 && e.Column > 0:
+		fmt.Fprintf(&b, " (at line %d, column %d)", e.Line, e.Column)
+	case e.Line > 0:
+		fmt.Fprintf(&b, " (at line %d)", e.Line)
+	}
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// at places byte offset i of s as a 1-based line and column (columns count
+// runes).
+func at(s string, i int) (line, col int) {
+	if i < 0 || i > len(s) {
+		return 0, 0
+	}
+	line = 1 + strings.Count(s[:i], "\n")
+	k := strings.LastIndexByte(s[:i], '\n')
+	return line, 1 + len([]rune(s[k+1:i]))
+}
+
+// errAt is a refusal of sql at byte offset i (-1: nowhere in particular).
+func errAt(sql string, i int, format string, args ...any) *Error {
+	e := &Error{Field: "sql", Msg: fmt.Sprintf(format, args...)}
+	if i >= 0 {
+		e.Line, e.Column = at(sql, i)
+	}
+	return e
+}
+
+// checkChars refuses the characters lexers disagree on.
+func checkChars(sql string) *Error {
+	for i, r := range sql {
+		switch {
+		case r == '\t' || r == '\n' || r == '\r':
+		case r < 0x20 || r == 0x7f:
+			return errAt(sql, i, "has the control character %U: only tab, CR and LF are allowed", r)
+		case r == 0x85 || r == 0x2028 || r == 0x2029:
+			return errAt(sql, i, "has the line separator %U: tools disagree whether it ends a -- comment, so it is refused", r)
+		}
+	}
+	return nil
+}
+
+// Check checks m's SQL (see the package comment); upstream gives the
+// definitions of the models it depends on, and of theirs in turn. A refusal
+// is an *Error; any other error is the check failing (a cancelled ctx).
+func Check(ctx context.Context, m Model, upstream Lookup) error {
+	if m.SQL == "" {
+		return nil
+	}
+	ups, err := closure(m, upstream)
+	if err != nil {
+		return err
+	}
+	sb, err := openSandbox(ctx)
+	if err != nil {
+		if errors.Is(err, ErrNoParser) {
+			return &Error{Field: "sql", Msg: ErrNoParser.Error(), Err: err}
+		}
+		return err
+	}
+	defer sb.close()
+	for _, u := range ups {
+		if err := structure(ctx, sb, u); err != nil {
+			return upstreamErr(u.Name, err)
+		}
+	}
+	if err := structure(ctx, sb, m); err != nil {
+		return err
+	}
+	for _, u := range ups {
+		cols, err := describe(ctx, sb, u)
+		if err != nil {
+			return upstreamErr(u.Name, err)
+		}
+		if err := sb.createTable(ctx, u.Name, cols); err != nil {
+			return upstreamErr(u.Name, err)
+		}
+	}
+	cols, err := describe(ctx, sb, m)
+	if err != nil {
+		return err
+	}
+	return timeColumn(m, cols)
+}
+
+func upstreamErr(name string, err error) error {
+	var e *Error
+	if errors.As(err, &e) {
+		e.Upstream = name
+		e.Field = "sql"
+		e.Line, e.Column = 0, 0 // a place in another model's SQL
+		return e
+	}
+	return err
+}
+
+// closure is m's upstream models, transitively, dependencies first.
+func closure(m Model, lookup Lookup) ([]Model, error) {
+	var out []Model
+	state := map[string]int{m.Name: 1} // 1: on the path, 2: done
+	var visit func(of Model) error
+	visit = func(of Model) error {
+		for _, d := range of.DependsOn {
+			switch state[d] {
+			case 1:
+				return &Error{Field: "sql", Msg: fmt.Sprintf("depends_on %s closes a dependency cycle", d)}
+			case 2:
+				continue
+			}
+			var u Model
+			ok := false
+			if lookup != nil {
+				u, ok = lookup(d)
+			}
+			if !ok {
+				return &Error{Field: "sql", Msg: fmt.Sprintf("depends on %s, which is not registered: register it first (apply registers a file's upstream models first)", d)}
+			}
+			if u.SQL == "" {
+				return &Error{Field: "sql", Msg: fmt.Sprintf("depends on %s, whose latest version has no SQL: an SQL model reads only SQL models' tables", d)}
+			}
+			u.Name = d
+			state[d] = 1
+			if err := visit(u); err != nil {
+				return err
+			}
+			state[d] = 2
+			out = append(out, u)
+		}
+		return nil
+	}
+	return out, visit(m)
+}
+
+// structure is the parser's half of the check: characters, macros, one
+// SELECT statement (alone and in the warehouse's wrapper), its references.
+func structure(ctx context.Context, sb *sandbox, m Model) error {
+	if e := checkChars(m.SQL); e != nil {
+		return e
+	}
+	r, err := substitute(m.SQL, paramStart, paramEnd)
+	if err != nil {
+		var pe *posError
+		if errors.As(err, &pe) {
+			return errAt(m.SQL, pe.at, "%s", pe.msg)
+		}
+		return err
+	}
+	tree, err := sb.parse(ctx, r.text)
+	if err != nil {
+		return parseErr(m.SQL, r, err)
+	}
+	if n := len(tree.Statements); n != 1 {
+		return errAt(m.SQL, -1, "has %d statements: a model's query is exactly one SELECT", n)
+	}
+	if _, err := sb.parse(ctx, wrap(r.text)); err != nil {
+		return errAt(m.SQL, -1, "does not stay one query inside the warehouse's SELECT * FROM (…) q: a model's query is one SELECT, without ';' (%v)", err)
+	}
+	deps := map[string]bool{}
+	for _, d := range m.DependsOn {
+		deps[d] = true
+	}
+	w := walker{deps: deps}
+	w.walk(tree.Statements[0], nil)
+	if w.err != nil {
+		if w.err.Line == 0 && w.loc >= 0 {
+			w.err.Line, w.err.Column = at(m.SQL, r.source(w.loc))
+		}
+		return w.err
+	}
+	return nil
+}
+
+// parseErr turns a parser refusal into an *Error placed in the model's SQL.
+func parseErr(sql string, r rendered, err error) error {
+	var pe *parserError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	if pe.Type == "not implemented" {
+		return errAt(sql, -1, "is not one SELECT statement: DuckDB's parser reads a statement other than a SELECT in it (COPY, ATTACH, SET, PRAGMA, CALL, INSTALL, …; a comment may end at a CR)")
+	}
+	i := -1
+	if pe.Position >= 0 {
+		i = r.source(pe.Position)
+	}
+	return errAt(sql, i, "does not parse: %s", pe.Message)
+}
+
+// timeColumn checks that the time column is an output column of a date or
+// timestamp type.
+func timeColumn(m Model, cols []column) error {
+	var names []string
+	for _, c := range cols {
+		if c.Name == m.TimeColumn {
+			t := strings.ToUpper(c.Type)
+			if t == "DATE" || strings.HasPrefix(t, "TIMESTAMP") {
+				return nil
+			}
+			return &Error{Field: "time_column", Msg: fmt.Sprintf("%q is a %s column: the time column must be a TIMESTAMP (or DATE)", m.TimeColumn, c.Type)}
+		}
+		names = append(names, c.Name)
+	}
+	return &Error{Field: "time_column", Msg: fmt.Sprintf("%q is not a column of the query's result (its columns: %s)", m.TimeColumn, strings.Join(names, ", "))}
+}
+
+// column is one output column of a query, as DuckDB describes it.
+type column struct{ Name, Type string }
+
+// describe binds m's query (macros as NULL timestamps) in the sandbox,
+// where its upstream models exist as empty tables, and returns its columns.
+func describe(ctx context.Context, sb *sandbox, m Model) ([]column, error) {
+	r, err := substitute(m.SQL, nullTS, nullTS)
+	if err != nil {
+		return nil, err // structure refused it already
+	}
+	cols, err := sb.describe(ctx, wrap(r.text))
+	if err != nil {
+		var be *bindError
+		if errors.As(err, &be) {
+			return nil, &Error{Field: "sql", Line: be.Line, Msg: "does not bind: " + be.Message}
+		}
+		return nil, err
+	}
+	return cols, nil
+}

@@ -1,0 +1,215 @@
+package sqlcheck
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// parsed is json_serialize_sql's answer.
+type parsed struct {
+	Error        bool   `json:"error"`
+	ErrorType    string `json:"error_type"`
+	ErrorMessage string `json:"error_message"`
+	Position     string `json:"position"`
+	Statements   []any  `json:"statements"`
+}
+
+// parserError is DuckDB's parser refusing the text.
+type parserError struct {
+	Type, Message string
+	Position      int // byte offset in the parsed text; -1: unknown
+}
+
+func (e *parserError) Error() string { return e.Message }
+
+// decodeParsed reads json_serialize_sql's answer (numbers kept exact: an
+// unknown location is 2^64-1).
+func decodeParsed(s string) (*parsed, error) {
+	d := json.NewDecoder(strings.NewReader(s))
+	d.UseNumber()
+	var p parsed
+	if err := d.Decode(&p); err != nil {
+		return nil, fmt.Errorf("sqlcheck: json_serialize_sql's answer: %w", err)
+	}
+	if p.Error {
+		pos, err := strconv.Atoi(p.Position)
+		if err != nil {
+			pos = -1
+		}
+		return nil, &parserError{Type: p.ErrorType, Message: p.ErrorMessage, Position: pos}
+	}
+	return &p, nil
+}
+
+// tableFunctions are the table functions a model may call: they generate
+// data and read nothing.
+var tableFunctions = map[string]bool{"range": true, "generate_series": true, "unnest": true}
+
+// deniedFunctions are scalar functions that read or change the server's
+// state (DuckDB's, and Postgres's for a Postgres warehouse), refused though
+// DuckDB may bind them.
+var deniedFunctions = map[string]bool{
+	"current_setting": true, "set_config": true, "getvariable": true, "getenv": true,
+	"nextval": true, "currval": true, "setval": true, "lastval": true, "setseed": true,
+	"query": true, "query_table": true, "json_execute_serialized_sql": true,
+	"query_to_xml": true, "query_to_xml_and_xmlschema": true, "query_to_xmlschema": true,
+	"table_to_xml": true, "table_to_xml_and_xmlschema": true, "cursor_to_xml": true,
+	"schema_to_xml": true, "database_to_xml": true, "txid_current": true,
+}
+
+// deniedPrefixes are families of such functions (pg_read_file, lo_export,
+// dblink_exec, …).
+var deniedPrefixes = []string{"pg_", "lo_", "dblink"}
+
+func deniedFunction(name string) bool {
+	name = strings.ToLower(name)
+	if deniedFunctions[name] {
+		return true
+	}
+	for _, p := range deniedPrefixes {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// tableRefs are the FROM items a model may use; any other (SHOW_REF of
+// DESCRIBE/SUMMARIZE, PIVOT, which runs a query while binding, …) is
+// refused.
+var tableRefs = map[string]bool{"BASE_TABLE": true, "JOIN": true, "SUBQUERY": true, "TABLE_FUNCTION": true, "EXPRESSION_LIST": true, "EMPTY": true}
+
+// queryNodes are the query nodes a SELECT statement is made of.
+var queryNodes = map[string]bool{"SELECT_NODE": true, "SET_OPERATION_NODE": true, "RECURSIVE_CTE_NODE": true, "CTE_NODE": true}
+
+// walker checks a parsed statement: every table reference, table function,
+// function and parameter in it. The first refusal stops it.
+type walker struct {
+	deps map[string]bool
+	err  *Error
+	loc  int // the refusal's byte offset in the parsed text (-1: unknown)
+}
+
+func (w *walker) refuse(v map[string]any, format string, args ...any) {
+	w.err = &Error{Field: "sql", Msg: fmt.Sprintf(format, args...)}
+	w.loc = location(v)
+}
+
+// location is a node's query_location (-1 when unknown).
+func location(v map[string]any) int {
+	n, ok := v["query_location"].(json.Number)
+	if !ok {
+		return -1
+	}
+	i, err := strconv.ParseInt(string(n), 10, 64)
+	if err != nil || i < 0 || i > 1<<31 {
+		return -1
+	}
+	return int(i)
+}
+
+func str(v map[string]any, k string) string {
+	s, _ := v[k].(string)
+	return s
+}
+
+// walk visits v with scope, the CTE names visible there.
+func (w *walker) walk(v any, scope []string) {
+	if w.err != nil {
+		return
+	}
+	switch v := v.(type) {
+	case []any:
+		for _, x := range v {
+			w.walk(x, scope)
+		}
+	case map[string]any:
+		if ctes, ok := v["cte_map"].(map[string]any); ok {
+			if list, ok := ctes["map"].([]any); ok {
+				scope = append([]string(nil), scope...)
+				for _, e := range list {
+					if e, ok := e.(map[string]any); ok {
+						scope = append(scope, str(e, "key"))
+					}
+				}
+			}
+		}
+		if !w.node(v, scope) {
+			return
+		}
+		for _, k := range slices.Sorted(maps.Keys(v)) { // the first refusal, always the same
+			w.walk(v[k], scope)
+			if w.err != nil {
+				return
+			}
+		}
+	}
+}
+
+// node checks one JSON object of the tree; false stops the walk.
+func (w *walker) node(v map[string]any, scope []string) bool {
+	typ := str(v, "type")
+	if class := str(v, "class"); class != "" { // an expression
+		switch class {
+		case "FUNCTION":
+			name := str(v, "function_name")
+			// The parser itself names some in main ([1, 2] is main.list_value).
+			if schema := str(v, "schema"); (schema != "" && schema != "main") || str(v, "catalog") != "" {
+				w.refuse(v, "calls %s: a model calls functions by their plain names", strings.Trim(str(v, "catalog")+"."+schema, ".")+"."+name)
+				return false
+			}
+			if deniedFunction(name) {
+				w.refuse(v, "calls %s, which reads or changes the server's state", name)
+				return false
+			}
+		case "PARAMETER":
+			if id := str(v, "identifier"); id != "1" && id != "2" {
+				w.refuse(v, "has the parameter $%s: use @start_ts and @end_ts", id)
+				return false
+			}
+		}
+		return true
+	}
+	if _, isRef := v["sample"]; isRef && typ != "" && !strings.HasSuffix(typ, "_NODE") { // a FROM item
+		if !tableRefs[typ] {
+			w.refuse(v, "reads a %s in FROM: a model reads its upstream models, its CTEs and %s only", strings.ToLower(typ), allowedFunctions())
+			return false
+		}
+		switch typ {
+		case "BASE_TABLE":
+			name, schema, catalog := str(v, "table_name"), str(v, "schema_name"), str(v, "catalog_name")
+			if schema != "" || catalog != "" {
+				full := strings.Trim(catalog+"."+schema, ".") + "." + name
+				w.refuse(v, "reads %s: a model reads its upstream models by their plain names, never a qualified table (another environment, tidemark's own tables, a catalog)", full)
+				return false
+			}
+			if at, ok := v["at_clause"]; ok && at != nil {
+				w.refuse(v, "reads %s AT (…): time travel is not allowed", name)
+				return false
+			}
+			if !w.deps[name] && !slices.Contains(scope, name) {
+				w.refuse(v, "reads %q, which is neither a model it depends on (depends_on) nor a CTE it defines: declare the upstream model in depends_on", name)
+				return false
+			}
+		case "TABLE_FUNCTION":
+			f, _ := v["function"].(map[string]any)
+			name := str(f, "function_name")
+			if f == nil || str(f, "schema") != "" || str(f, "catalog") != "" || !tableFunctions[strings.ToLower(name)] {
+				w.refuse(v, "calls the table function %s: a model may call only %s", name, allowedFunctions())
+				return false
+			}
+		}
+		return true
+	}
+	if strings.HasSuffix(typ, "_NODE") && !queryNodes[typ] {
+		w.refuse(v, "has a %s: a model is one SELECT", strings.ToLower(typ))
+		return false
+	}
+	return true
+}
+
+func allowedFunctions() string { return "the table functions range, generate_series and unnest" }
