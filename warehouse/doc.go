@@ -3,7 +3,8 @@
 // tables (promotion), recomputes a model to verify what an environment
 // shows, and answers read-only queries. It speaks to an embedded DuckDB file
 // (built with cgo) or to Postgres (a postgres:// DSN) through database/sql and
-// a small dialect.
+// one small interface with one implementation per engine (backend:
+// duckdb.go, postgres.go), chosen by Open from the DSN in one place.
 //
 // Layout in the warehouse: snapshot tables live in the schema "tidemark"
 // (one table per model fingerprint, for example tidemark."hourly__3f2a9c");

@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -49,7 +47,7 @@ type Options struct {
 // Warehouse is an open warehouse. Its methods are safe for concurrent use.
 type Warehouse struct {
 	db      *sql.DB
-	dialect dialect
+	b       backend
 	path    string // the DuckDB file this process owns, "" otherwise
 	dsn     string
 
@@ -61,23 +59,6 @@ type Warehouse struct {
 	// metaReady: the writers' table (MetaSchema) is known to exist.
 	metaReady bool
 }
-
-// dialect is what differs between the engines.
-type dialect struct {
-	name string
-	// orReplaceView: CREATE OR REPLACE VIEW swaps a view (DuckDB); else
-	// DROP VIEW IF EXISTS + CREATE VIEW in the same transaction (Postgres
-	// refuses OR REPLACE when columns change).
-	orReplaceView bool
-	// ddlParams: DDL may bind parameters (DuckDB); else table creation
-	// renders both bounds as a typed NULL constant.
-	ddlParams bool
-}
-
-var (
-	duckDialect     = dialect{name: "duckdb", orReplaceView: true, ddlParams: true}
-	postgresDialect = dialect{name: "postgres"}
-)
 
 // openFiles are the DuckDB files opened by this process (absolute paths).
 var (
@@ -96,77 +77,23 @@ func Open(ctx context.Context, dsn string, opts Options) (*Warehouse, error) {
 	}
 	w.cond = sync.NewCond(&w.mu)
 	w.dsn = dsn
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		db, err := sql.Open("pgx", dsn)
-		if err != nil {
-			return nil, fmt.Errorf("warehouse: open postgres: %w", err)
-		}
-		if err := db.PingContext(ctx); err != nil {
-			db.Close()
-			return nil, fmt.Errorf("warehouse: open postgres: %w", err)
-		}
-		w.db, w.dialect = db, postgresDialect
-		return w, nil
-	}
-
-	path, query, _ := strings.Cut(dsn, "?")
-	params, err := url.ParseQuery(query)
-	if err != nil {
-		return nil, fmt.Errorf("warehouse: DuckDB DSN %q: %w", dsn, err)
-	}
-	if !params.Has("threads") {
-		n := opts.Threads
-		if n <= 0 {
-			n = 2
-		}
-		params.Set("threads", strconv.Itoa(n))
-	}
-	if !params.Has("memory_limit") {
-		m := opts.MemoryLimit
-		if m == "" {
-			m = "2GB"
-		}
-		params.Set("memory_limit", m)
-	}
-	if path != "" && path != ":memory:" {
-		abs, err := filepath.Abs(path)
-		if err != nil {
-			return nil, fmt.Errorf("warehouse: %s: %w", path, err)
-		}
-		openFilesMu.Lock()
-		if openFiles[abs] {
-			openFilesMu.Unlock()
-			return nil, fmt.Errorf("%w: %s is already open in this process", ErrLocked, abs)
-		}
-		openFiles[abs] = true
-		openFilesMu.Unlock()
-		w.path = abs
-	}
-	db, err := openDuckDB(path + "?" + params.Encode())
-	if err == nil {
-		err = db.PingContext(ctx)
-		if err != nil {
-			db.Close()
-		}
+	// The one place the engine is chosen.
+	var err error
+	if isPostgresDSN(dsn) {
+		w.b = pgBackend{}
+		w.db, err = openPostgres(ctx, dsn)
+	} else {
+		w.b = duckBackend{}
+		w.db, err = openDuckDBWarehouse(ctx, w, dsn, opts)
 	}
 	if err != nil {
-		w.release()
-		if isLockError(err) {
-			return nil, fmt.Errorf("%w: %s is held by another process; stop it or go through it: %w", ErrLocked, path, err)
-		}
-		if errors.Is(err, ErrNoCgo) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("warehouse: open DuckDB %s: %w", path, err)
+		return nil, err
 	}
-	w.db, w.dialect = db, duckDialect
 	return w, nil
 }
 
-func isLockError(err error) bool {
-	s := err.Error()
-	return strings.Contains(s, "Could not set lock") || strings.Contains(s, "Conflicting lock")
-}
+// epoch is the value both bounds take where a statement needs some.
+var epoch = time.Unix(0, 0).UTC()
 
 // release gives up this warehouse's claim on its DuckDB file (once: a
 // second Close must not free a later owner's claim).
@@ -188,7 +115,7 @@ func (w *Warehouse) Close() error {
 }
 
 // Engine names the engine: "duckdb" or "postgres".
-func (w *Warehouse) Engine() string { return w.dialect.name }
+func (w *Warehouse) Engine() string { return w.b.engine() }
 
 // DB is the underlying handle, for tests and tools that know the engine.
 func (w *Warehouse) DB() *sql.DB { return w.db }
@@ -202,12 +129,7 @@ func (w *Warehouse) EnsureTable(ctx context.Context, m Model) error {
 	if done {
 		return nil
 	}
-	args := []any{}
-	start, end := nullTS, nullTS
-	if w.dialect.ddlParams {
-		start, end = paramStart, paramEnd
-		args = []any{time.Unix(0, 0).UTC(), time.Unix(0, 0).UTC()}
-	}
+	start, end, args := w.b.ddlBounds()
 	q, err := render(m, start, end)
 	if err != nil {
 		return err
@@ -268,13 +190,8 @@ func (w *Warehouse) WriteInterval(ctx context.Context, m Model, start, end time.
 			return err
 		}
 		defer tx.Rollback()
-		if w.dialect.name == "postgres" {
-			// Read committed lets two processes' DELETE+INSERT of one
-			// slice interleave into duplicates: writers of one table
-			// take turns across processes.
-			if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", "tidemark.write:"+m.Table); err != nil {
-				return err
-			}
+		if err := w.b.lockTable(ctx, tx, m.Table); err != nil {
+			return err
 		}
 		if _, err := tx.ExecContext(ctx, del, start, end); err != nil {
 			return err
@@ -410,15 +327,8 @@ func (w *Warehouse) Promote(ctx context.Context, env string, views map[string]st
 			return err
 		}
 		defer tx.Rollback()
-		if w.dialect.name == "postgres" {
-			// DROP VIEW locks each view until commit. A reader holding one
-			// view while waiting for another swapped one would deadlock
-			// with the promotion (Postgres then kills one of them after
-			// deadlock_timeout, maybe the reader): the promotion gives up
-			// its locks first and retries.
-			if _, err := tx.ExecContext(ctx, "SET LOCAL lock_timeout = '200ms'"); err != nil {
-				return err
-			}
+		if err := w.b.beginPromote(ctx, tx); err != nil {
+			return err
 		}
 		if _, err := tx.ExecContext(ctx, "CREATE SCHEMA IF NOT EXISTS "+quoteIdent(env)); err != nil {
 			return err
@@ -433,12 +343,7 @@ func (w *Warehouse) Promote(ctx context.Context, env string, views map[string]st
 				return fmt.Errorf("model %q: snapshot table %s.%s does not exist", m, Schema, views[m])
 			}
 			view, sel := qualified(env, m), "SELECT * FROM "+qualified(Schema, views[m])
-			if w.dialect.orReplaceView {
-				_, err = tx.ExecContext(ctx, "CREATE OR REPLACE VIEW "+view+" AS "+sel)
-			} else if _, err = tx.ExecContext(ctx, "DROP VIEW IF EXISTS "+view); err == nil {
-				_, err = tx.ExecContext(ctx, "CREATE VIEW "+view+" AS "+sel)
-			}
-			if err != nil {
+			if err := w.b.swapView(ctx, tx, view, sel); err != nil {
 				return fmt.Errorf("model %q: %w", m, err)
 			}
 			if testHookPromote != nil {
@@ -497,7 +402,7 @@ func (w *Warehouse) Query(ctx context.Context, q string) (cols []string, rows []
 		return nil, nil, fmt.Errorf("warehouse: query: %w", err)
 	}
 	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, w.beginReadOnly()); err != nil {
+	if _, err := conn.ExecContext(ctx, w.b.beginReadOnly()); err != nil {
 		return nil, nil, fmt.Errorf("warehouse: query: %w", err)
 	}
 	defer conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
@@ -506,14 +411,6 @@ func (w *Warehouse) Query(ctx context.Context, q string) (cols []string, rows []
 		return nil, nil, fmt.Errorf("warehouse: query: %w", err)
 	}
 	return cols, rows, nil
-}
-
-// beginReadOnly starts a read-only transaction on a connection.
-func (w *Warehouse) beginReadOnly() string {
-	if w.dialect.name == "duckdb" {
-		return "BEGIN TRANSACTION READ ONLY"
-	}
-	return "BEGIN READ ONLY"
 }
 
 // Stats is the size and freshness of one table.
@@ -538,56 +435,7 @@ func (w *Warehouse) Stats(ctx context.Context, table, timeColumn string) (Stats,
 
 // ViewsReading lists the views (schema.view) that read the snapshot table.
 func (w *Warehouse) ViewsReading(ctx context.Context, table string) ([]string, error) {
-	var out []string
-	if w.dialect.name == "postgres" {
-		rs, err := w.db.QueryContext(ctx, `SELECT DISTINCT v.relnamespace::regnamespace::text || '.' || v.relname
-			FROM pg_depend d JOIN pg_rewrite r ON r.oid = d.objid JOIN pg_class v ON v.oid = r.ev_class
-			WHERE d.refobjid = to_regclass($1) AND v.oid <> d.refobjid ORDER BY 1`, qualified(Schema, table))
-		if err != nil {
-			return nil, err
-		}
-		defer rs.Close()
-		for rs.Next() {
-			var v string
-			if err := rs.Scan(&v); err != nil {
-				return nil, err
-			}
-			out = append(out, v)
-		}
-		return out, rs.Err()
-	}
-	rs, err := w.db.QueryContext(ctx, "SELECT schema_name, view_name, sql FROM duckdb_views() WHERE NOT internal ORDER BY 1, 2")
-	if err != nil {
-		return nil, err
-	}
-	defer rs.Close()
-	for rs.Next() {
-		var schema, view, text string
-		if err := rs.Scan(&schema, &view, &text); err != nil {
-			return nil, err
-		}
-		if mentions(text, table) {
-			out = append(out, schema+"."+view)
-		}
-	}
-	return out, rs.Err()
-}
-
-// mentions reports whether sql names the identifier ident as a whole word
-// (case-insensitively; a false positive only keeps a table).
-func mentions(sql, ident string) bool {
-	s, id := strings.ToLower(sql), strings.ToLower(ident)
-	for off := 0; ; {
-		k := strings.Index(s[off:], id)
-		if k < 0 {
-			return false
-		}
-		i, j := off+k, off+k+len(id)
-		if (i == 0 || !isIdentChar(s[i-1])) && (j == len(s) || !isIdentChar(s[j])) {
-			return true
-		}
-		off = i + 1
-	}
+	return w.b.viewsReading(ctx, w.db, table)
 }
 
 // DropTable drops the snapshot table, refusing with ErrInUse when any view
