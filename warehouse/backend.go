@@ -58,5 +58,3 @@ func mentions(sql, ident string) bool {
 		off = i + 1
 	}
 }
-
-

@@ -46,10 +46,10 @@ type Options struct {
 
 // Warehouse is an open warehouse. Its methods are safe for concurrent use.
 type Warehouse struct {
-	db      *sql.DB
-	b       backend
-	path    string // the DuckDB file this process owns, "" otherwise
-	dsn     string
+	db   *sql.DB
+	b    backend
+	path string // the DuckDB file this process owns, "" otherwise
+	dsn  string
 
 	mu      sync.Mutex
 	ensured map[string]bool        // snapshot tables known to exist
