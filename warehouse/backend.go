@@ -2,7 +2,10 @@ package warehouse
 
 import (
 	"context"
+	"database/sql"
+	"database/sql/driver"
 	"strings"
+	"time"
 )
 
 // backend is the engine-specific part of a Warehouse, one implementation
@@ -34,6 +37,54 @@ type backend interface {
 	viewsReading(ctx context.Context, db querier, table string) ([]string, error)
 	// beginReadOnly is the statement that starts a read-only transaction.
 	beginReadOnly() string
+
+	// The least privilege where model SQL and queries run.
+
+	// sandbox makes the statements that follow in c's transaction run with
+	// the least privilege (Postgres: SET LOCAL ROLE SandboxRole) and at
+	// most timeout each (statement_timeout). DuckDB's bounds are the
+	// database's own (Open): nothing to do.
+	sandbox(ctx context.Context, c *sql.Conn, timeout time.Duration) error
+	// unsandbox ends sandbox: tidemark's own statements follow.
+	unsandbox(ctx context.Context, c *sql.Conn) error
+	// adoptTable, after a snapshot table's creation in the sandbox (and
+	// unsandbox), gives tidemark the table and the sandbox what it needs
+	// of it (Postgres: owner, INSERT).
+	adoptTable(ctx context.Context, c *sql.Conn, table string) error
+	// schemaCreated gives the sandbox what it needs of schema Schema.
+	schemaCreated(ctx context.Context, x execer) error
+	// execOne runs q, a statement built from model SQL, on c as exactly
+	// one statement (a DuckDB prepared statement, which holds one; the
+	// Postgres extended protocol, which refuses several), and returns the
+	// rows it affected.
+	execOne(ctx context.Context, c *sql.Conn, q string, args ...any) (int64, error)
+	// queryOne runs q on c as exactly one statement and hands each row to
+	// each, in order, until each returns false; it stops reading there.
+	queryOne(ctx context.Context, c *sql.Conn, q string, args []any, each func(cols []string, row []any) (bool, error)) error
+}
+
+// inTx runs fn in one transaction on one connection, begun by begin; it
+// commits when fn succeeds and rolls back otherwise. A connection that
+// cannot roll back is discarded.
+func (w *Warehouse) inTx(ctx context.Context, begin string, fn func(c *sql.Conn) error) error {
+	c, err := w.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if _, err := c.ExecContext(ctx, begin); err != nil {
+		return err
+	}
+	if err = fn(c); err == nil {
+		_, err = c.ExecContext(ctx, "COMMIT")
+		if err == nil {
+			return nil
+		}
+	}
+	if _, rerr := c.ExecContext(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil {
+		_ = c.Raw(func(any) error { return driver.ErrBadConn })
+	}
+	return err
 }
 
 // isPostgresDSN reports whether dsn names a Postgres database (a

@@ -1,9 +1,13 @@
 package warehouse
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
+	"io"
+	"time"
 	"fmt"
 	"net/url"
 	"path/filepath"
@@ -38,6 +42,27 @@ func openDuckDBWarehouse(ctx context.Context, w *Warehouse, dsn string, opts Opt
 		}
 		params.Set("memory_limit", m)
 	}
+	if !params.Has("max_temp_directory_size") {
+		m := opts.MaxTempSize
+		if m == "" {
+			m = DefaultMaxTempSize
+		}
+		params.Set("max_temp_directory_size", m)
+	}
+	// Least privilege, for the whole database: DuckDB keeps these per
+	// database instance, not per connection (enable_external_access can
+	// only be turned off while it runs, lock_configuration freezes every
+	// setting for every connection). tidemark reads no file through SQL,
+	// so its own statements lose nothing; model SQL and queries cannot
+	// read or write the host's files (read_text, read_csv, glob, COPY),
+	// ATTACH another database, INSTALL or LOAD an extension, or change a
+	// setting back (SET fails).
+	for k, v := range duckLocked {
+		if params.Has(k) && params.Get(k) != v {
+			return nil, fmt.Errorf("warehouse: DuckDB DSN %q sets %s: tidemark sets it to %s (least privilege) and no DSN may change it", dsn, k, v)
+		}
+		params.Set(k, v)
+	}
 	if path != "" && path != ":memory:" {
 		abs, err := filepath.Abs(path)
 		if err != nil {
@@ -70,6 +95,15 @@ func openDuckDBWarehouse(ctx context.Context, w *Warehouse, dsn string, opts Opt
 		return nil, fmt.Errorf("warehouse: open DuckDB %s: %w", path, err)
 	}
 	return db, nil
+}
+
+// duckLocked are the settings every DuckDB warehouse opens with.
+var duckLocked = map[string]string{
+	"enable_external_access":       "false",
+	"autoinstall_known_extensions": "false",
+	"autoload_known_extensions":    "false",
+	"allow_community_extensions":   "false",
+	"lock_configuration":           "true",
 }
 
 func isLockError(err error) bool {
@@ -120,3 +154,89 @@ func (duckBackend) viewsReading(ctx context.Context, db querier, table string) (
 }
 
 func (duckBackend) beginReadOnly() string { return "BEGIN TRANSACTION READ ONLY" }
+
+// sandbox: DuckDB's bounds are the database's (Open); the statement's time
+// is bounded by its context, which the driver interrupts.
+func (duckBackend) sandbox(context.Context, *sql.Conn, time.Duration) error { return nil }
+
+func (duckBackend) unsandbox(context.Context, *sql.Conn) error { return nil }
+
+func (duckBackend) adoptTable(context.Context, *sql.Conn, string) error { return nil }
+
+func (duckBackend) schemaCreated(context.Context, execer) error { return nil }
+
+// prepareOne prepares q on the driver's connection as one statement: the
+// driver's Prepare refuses a text of several statements before running
+// any (its PrepareContext, which database/sql calls, would run all but
+// the last one).
+func prepareOne(dc any, q string) (driver.Stmt, error) {
+	conn, ok := dc.(driver.Conn)
+	if !ok {
+		return nil, fmt.Errorf("warehouse: DuckDB connection %T", dc)
+	}
+	st, err := conn.Prepare(q)
+	if err != nil {
+		return nil, fmt.Errorf("%w (exactly one statement runs)", err)
+	}
+	return st, nil
+}
+
+func namedArgs(args []any) []driver.NamedValue {
+	out := make([]driver.NamedValue, len(args))
+	for i, a := range args {
+		out[i] = driver.NamedValue{Ordinal: i + 1, Value: a}
+	}
+	return out
+}
+
+func (duckBackend) execOne(ctx context.Context, c *sql.Conn, q string, args ...any) (int64, error) {
+	var n int64
+	err := c.Raw(func(dc any) error {
+		st, err := prepareOne(dc, q)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		res, err := st.(driver.StmtExecContext).ExecContext(ctx, namedArgs(args))
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n, err
+}
+
+func (duckBackend) queryOne(ctx context.Context, c *sql.Conn, q string, args []any, each func([]string, []any) (bool, error)) error {
+	return c.Raw(func(dc any) error {
+		st, err := prepareOne(dc, q)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		rows, err := st.(driver.StmtQueryContext).QueryContext(ctx, namedArgs(args))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		cols := rows.Columns()
+		dest := make([]driver.Value, len(cols))
+		for {
+			if err := rows.Next(dest); err == io.EOF {
+				return ctx.Err()
+			} else if err != nil {
+				return err
+			}
+			row := make([]any, len(dest))
+			for i, v := range dest {
+				if b, ok := v.([]byte); ok {
+					v = bytes.Clone(b)
+				}
+				row[i] = v
+			}
+			if more, err := each(cols, row); err != nil || !more {
+				return err
+			}
+		}
+	})
+}

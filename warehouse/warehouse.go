@@ -29,20 +29,41 @@ var (
 	ErrInUse = errors.New("warehouse: table is read by a view")
 	// ErrNotReadOnly is returned by Query for a statement that may write.
 	ErrNotReadOnly = errors.New("warehouse: only read-only statements are allowed")
+	// ErrTimeout is returned by a model's computation that ran longer than
+	// its timeout (Model.Timeout, Options.ModelTimeout): it was cancelled.
+	// Running it again will take as long; the caller should fail the work.
+	ErrTimeout = errors.New("warehouse: the model's computation exceeded its timeout and was cancelled")
 )
 
 // writeAttempts bounds the tries of one interval write that hits write
 // conflicts.
 const writeAttempts = 8
 
-// Options are the resources of an embedded DuckDB warehouse; Postgres
-// ignores them. A DSN that sets threads or memory_limit itself wins.
+// Options are the bounds of a warehouse. Zero values take the defaults.
 type Options struct {
-	// Threads is DuckDB's worker threads; 0 means 2.
+	// Threads is DuckDB's worker threads; 0 means 2. A DuckDB DSN that
+	// sets threads itself wins (so for MemoryLimit and MaxTempSize).
 	Threads int
 	// MemoryLimit is DuckDB's memory limit (e.g. "2GB"); "" means "2GB".
 	MemoryLimit string
+	// MaxTempSize bounds DuckDB's temporary files (spilled intermediate
+	// results); "" means DefaultMaxTempSize.
+	MaxTempSize string
+	// ModelTimeout bounds one computation of a model (an interval's write,
+	// a table's creation, a verification) unless the model sets its own
+	// (Model.Timeout); 0 means DefaultModelTimeout. The computation is
+	// cancelled through the driver (DuckDB interrupts it; Postgres also
+	// gets it as statement_timeout) and fails with ErrTimeout.
+	ModelTimeout time.Duration
+	// QueryLimits bound Query's answer; zero fields take DefaultLimits'.
+	QueryLimits Limits
 }
+
+// The defaults of Options.
+const (
+	DefaultMaxTempSize  = "4GB"
+	DefaultModelTimeout = 10 * time.Minute
+)
 
 // Warehouse is an open warehouse. Its methods are safe for concurrent use.
 type Warehouse struct {
@@ -58,6 +79,11 @@ type Warehouse struct {
 	cond    *sync.Cond             // signalled when writing shrinks
 	// metaReady: the writers' table (MetaSchema) is known to exist.
 	metaReady bool
+	// schemaReady: schema Schema is known to exist (and granted).
+	schemaReady bool
+
+	modelTimeout time.Duration
+	limits       Limits
 }
 
 // openFiles are the DuckDB files opened by this process (absolute paths).
@@ -77,6 +103,11 @@ func Open(ctx context.Context, dsn string, opts Options) (*Warehouse, error) {
 	}
 	w.cond = sync.NewCond(&w.mu)
 	w.dsn = dsn
+	w.modelTimeout = opts.ModelTimeout
+	if w.modelTimeout <= 0 {
+		w.modelTimeout = DefaultModelTimeout
+	}
+	w.limits = opts.QueryLimits.orDefault()
 	// The one place the engine is chosen.
 	var err error
 	if isPostgresDSN(dsn) {
@@ -121,7 +152,8 @@ func (w *Warehouse) Engine() string { return w.b.engine() }
 func (w *Warehouse) DB() *sql.DB { return w.db }
 
 // EnsureTable creates schema tidemark and m's snapshot table (empty, with
-// the query's columns) if they do not exist.
+// the query's columns) if they do not exist. The creation runs m's SQL
+// (LIMIT 0) as one statement in the sandbox, within m's timeout.
 func (w *Warehouse) EnsureTable(ctx context.Context, m Model) error {
 	w.mu.Lock()
 	done := w.ensured[m.Table]
@@ -134,14 +166,26 @@ func (w *Warehouse) EnsureTable(ctx context.Context, m Model) error {
 	if err != nil {
 		return err
 	}
-	create := fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s AS SELECT * FROM (%s) q LIMIT 0", qualified(Schema, m.Table), q)
-	err = retry(ctx, func() error {
-		if _, err := w.db.ExecContext(ctx, "CREATE SCHEMA IF NOT EXISTS "+quoteIdent(Schema)); err != nil {
-			return err
-		}
-		_, err := w.db.ExecContext(ctx, create, args...)
+	if err := w.ensureSchema(ctx); err != nil {
 		return err
-	}, retryableDDL)
+	}
+	create := fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s AS SELECT * FROM (%s) q LIMIT 0", qualified(Schema, m.Table), q)
+	err = w.bounded(ctx, m, func(ctx context.Context, timeout time.Duration) error {
+		return retry(ctx, func() error {
+			return w.inTx(ctx, "BEGIN", func(c *sql.Conn) error {
+				if err := w.b.sandbox(ctx, c, timeout); err != nil {
+					return err
+				}
+				if _, err := w.b.execOne(ctx, c, create, args...); err != nil {
+					return err
+				}
+				if err := w.b.unsandbox(ctx, c); err != nil {
+					return err
+				}
+				return w.b.adoptTable(ctx, c, m.Table)
+			})
+		}, retryableDDL)
+	})
 	if err != nil {
 		return fmt.Errorf("warehouse: create %s: %w", m.Table, err)
 	}
@@ -151,10 +195,56 @@ func (w *Warehouse) EnsureTable(ctx context.Context, m Model) error {
 	return nil
 }
 
+// ensureSchema creates schema Schema if it does not exist (once per
+// Warehouse) and grants the sandbox what it needs of it.
+func (w *Warehouse) ensureSchema(ctx context.Context) error {
+	w.mu.Lock()
+	done := w.schemaReady
+	w.mu.Unlock()
+	if done {
+		return nil
+	}
+	err := retry(ctx, func() error {
+		if _, err := w.db.ExecContext(ctx, "CREATE SCHEMA IF NOT EXISTS "+quoteIdent(Schema)); err != nil {
+			return err
+		}
+		return w.b.schemaCreated(ctx, w.db)
+	}, retryableDDL)
+	if err != nil {
+		return fmt.Errorf("warehouse: create schema %s: %w", Schema, err)
+	}
+	w.mu.Lock()
+	w.schemaReady = true
+	w.mu.Unlock()
+	return nil
+}
+
+// timeoutOf is m's timeout.
+func (w *Warehouse) timeoutOf(m Model) time.Duration {
+	if m.Timeout > 0 {
+		return m.Timeout
+	}
+	return w.modelTimeout
+}
+
+// bounded runs f with m's timeout; a computation that ran out of it fails
+// with ErrTimeout (whatever the driver said).
+func (w *Warehouse) bounded(ctx context.Context, m Model, f func(ctx context.Context, timeout time.Duration) error) error {
+	timeout := w.timeoutOf(m)
+	tctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := f(tctx, timeout)
+	if err != nil && ctx.Err() == nil && (tctx.Err() != nil || isStatementTimeout(err)) {
+		return fmt.Errorf("%w (model %q, timeout %s): %w", ErrTimeout, m.Name, timeout, err)
+	}
+	return err
+}
+
 // WriteInterval recomputes m over [start, end) into its snapshot table,
 // replacing the rows already there for that interval, in one transaction.
 // The same transaction records m (m.Snapshot and its Fingerprint) as the
-// writer of [start, end) of the table (Writers). It returns the rows
+// writer of [start, end) of the table (Writers). m's SQL runs as one
+// statement in the sandbox, within m's timeout. It returns the rows
 // inserted.
 func (w *Warehouse) WriteInterval(ctx context.Context, m Model, start, end time.Time) (int64, error) {
 	start, end = start.UTC(), end.UTC()
@@ -184,32 +274,32 @@ func (w *Warehouse) WriteInterval(ctx context.Context, m Model, start, end time.
 	del := fmt.Sprintf("DELETE FROM %s WHERE %s >= $1 AND %s < $2", table, tc, tc)
 	ins := fmt.Sprintf("INSERT INTO %s SELECT * FROM (%s) q WHERE q.%s >= $1 AND q.%s < $2", table, q, tc, tc)
 	var rows int64
-	err = retry(ctx, func() error {
-		tx, err := w.db.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
-		if err := w.b.lockTable(ctx, tx, m.Table); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, del, start, end); err != nil {
-			return err
-		}
-		res, err := tx.ExecContext(ctx, ins, start, end)
-		if err != nil {
-			return err
-		}
-		if rows, err = res.RowsAffected(); err != nil {
-			return err
-		}
-		wr := Written{Table: m.Table, Query: Range{start, end}, Holds: Range{start, end}, Snapshot: m.Snapshot,
-			Fingerprint: fingerprintOf(q), Rows: rows, At: time.Now().UTC()}
-		if err := recordWrite(ctx, tx, wr); err != nil {
-			return err
-		}
-		return tx.Commit()
-	}, retryableWrite)
+	err = w.bounded(ctx, m, func(ctx context.Context, timeout time.Duration) error {
+		return retry(ctx, func() error {
+			return w.inTx(ctx, "BEGIN", func(c *sql.Conn) error {
+				if err := w.b.lockTable(ctx, c, m.Table); err != nil {
+					return err
+				}
+				if _, err := c.ExecContext(ctx, del, start, end); err != nil {
+					return err
+				}
+				if err := w.b.sandbox(ctx, c, timeout); err != nil {
+					return err
+				}
+				n, err := w.b.execOne(ctx, c, ins, start, end)
+				if err != nil {
+					return err
+				}
+				rows = n
+				if err := w.b.unsandbox(ctx, c); err != nil {
+					return err
+				}
+				wr := Written{Table: m.Table, Query: Range{start, end}, Holds: Range{start, end}, Snapshot: m.Snapshot,
+					Fingerprint: fingerprintOf(q), Rows: rows, At: time.Now().UTC()}
+				return recordWrite(ctx, c, wr)
+			})
+		}, retryableWrite)
+	})
 	if err != nil {
 		return 0, fmt.Errorf("warehouse: write %s [%s, %s): %w", m.Table, start.Format(time.RFC3339), end.Format(time.RFC3339), err)
 	}
@@ -364,53 +454,18 @@ type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
-func queryRows(ctx context.Context, db querier, q string, args ...any) ([]string, [][]any, error) {
-	rs, err := db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer rs.Close()
-	cols, err := rs.Columns()
-	if err != nil {
-		return nil, nil, err
-	}
-	var out [][]any
-	for rs.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rs.Scan(ptrs...); err != nil {
-			return nil, nil, err
-		}
-		out = append(out, vals)
-	}
-	return cols, out, rs.Err()
-}
-
-// Query runs one read-only statement (SELECT, WITH, SHOW, DESCRIBE,
-// EXPLAIN, VALUES, TABLE, FROM, SUMMARIZE) in a read-only transaction and
-// returns its columns and rows. Anything else is refused with
-// ErrNotReadOnly.
+// Query runs one read-only statement within the warehouse's query limits
+// (Options.QueryLimits): QueryLimited, for callers that want every row:
+// an answer the limits cut fails with ErrTruncated.
 func (w *Warehouse) Query(ctx context.Context, q string) (cols []string, rows [][]any, err error) {
-	if why := readOnlyStatement(q); why != "" {
-		return nil, nil, fmt.Errorf("%w: %s", ErrNotReadOnly, why)
-	}
-	conn, err := w.db.Conn(ctx)
+	res, err := w.QueryLimited(ctx, q, w.limits)
 	if err != nil {
-		return nil, nil, fmt.Errorf("warehouse: query: %w", err)
+		return nil, nil, err
 	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, w.b.beginReadOnly()); err != nil {
-		return nil, nil, fmt.Errorf("warehouse: query: %w", err)
+	if res.Truncated {
+		return nil, nil, fmt.Errorf("%w: more than %d rows or %d bytes", ErrTruncated, w.limits.Rows, w.limits.Bytes)
 	}
-	defer conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
-	cols, rows, err = queryRows(ctx, conn, q)
-	if err != nil {
-		return nil, nil, fmt.Errorf("warehouse: query: %w", err)
-	}
-	return cols, rows, nil
+	return res.Columns, res.Rows, nil
 }
 
 // Stats is the size and freshness of one table.
