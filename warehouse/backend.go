@@ -67,6 +67,17 @@ type backend interface {
 // commits when fn succeeds and rolls back otherwise. A connection that
 // cannot roll back is discarded.
 func (w *Warehouse) inTx(ctx context.Context, begin string, fn func(c *sql.Conn) error) error {
+	return w.tx(ctx, begin, true, fn)
+}
+
+// inReadOnlyTx runs fn in a read-only transaction, rolled back afterwards
+// (a query that stopped reading early may have cost its connection:
+// nothing is lost).
+func (w *Warehouse) inReadOnlyTx(ctx context.Context, fn func(c *sql.Conn) error) error {
+	return w.tx(ctx, w.b.beginReadOnly(), false, fn)
+}
+
+func (w *Warehouse) tx(ctx context.Context, begin string, commit bool, fn func(c *sql.Conn) error) error {
 	c, err := w.db.Conn(ctx)
 	if err != nil {
 		return err
@@ -75,7 +86,7 @@ func (w *Warehouse) inTx(ctx context.Context, begin string, fn func(c *sql.Conn)
 	if _, err := c.ExecContext(ctx, begin); err != nil {
 		return err
 	}
-	if err = fn(c); err == nil {
+	if err = fn(c); err == nil && commit {
 		_, err = c.ExecContext(ctx, "COMMIT")
 		if err == nil {
 			return nil

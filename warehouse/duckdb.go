@@ -6,13 +6,13 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
-	"io"
-	"time"
 	"fmt"
+	"io"
 	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // duckBackend is an embedded DuckDB file (or an in-memory database), owned

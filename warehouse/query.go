@@ -69,7 +69,7 @@ func (w *Warehouse) QueryLimited(ctx context.Context, q string, lim Limits) (Res
 		timeout = time.Until(d)
 	}
 	res := Result{Rows: [][]any{}}
-	err := w.inTx(ctx, w.b.beginReadOnly(), func(c *sql.Conn) error {
+	err := w.inReadOnlyTx(ctx, func(c *sql.Conn) error {
 		if err := w.b.sandbox(ctx, c, timeout); err != nil {
 			return err
 		}
@@ -119,7 +119,7 @@ func isStatementTimeout(err error) bool {
 // sandbox, as one statement, within m's timeout, and returns every row.
 func (w *Warehouse) queryAll(ctx context.Context, m Model, q string, args ...any) (cols []string, rows [][]any, err error) {
 	err = w.bounded(ctx, m, func(ctx context.Context, timeout time.Duration) error {
-		return w.inTx(ctx, w.b.beginReadOnly(), func(c *sql.Conn) error {
+		return w.inReadOnlyTx(ctx, func(c *sql.Conn) error {
 			if err := w.b.sandbox(ctx, c, timeout); err != nil {
 				return err
 			}
