@@ -26,7 +26,7 @@ func victimIntact(t *testing.T, w *Warehouse, n int64) {
 // for a statement without arguments, runs them all).
 func smuggle(stmt string) string {
 	return `SELECT CAST(TIMESTAMP '2026-01-01 00:00:00' AS TIMESTAMP) AS hour
-) q; ` + stmt + `; SELECT * FROM (SELECT CAST(TIMESTAMP '2026-01-01 00:00:00' AS TIMESTAMP) AS hour`
+) q) q; ` + stmt + `; SELECT * FROM (SELECT * FROM (SELECT CAST(TIMESTAMP '2026-01-01 00:00:00' AS TIMESTAMP) AS hour`
 }
 
 // Model SQL runs as exactly one statement, in the sandbox, on both
@@ -38,7 +38,7 @@ func TestModelSQLSandboxed(t *testing.T) {
 		n := victim(t, w)
 		attacks := []string{
 			smuggle(`DELETE FROM tidemark."hourly__victim"`),
-			"SELECT CAST(TIMESTAMP '2026-01-01 00:00:00' AS TIMESTAMP) AS hour --\r) q; DELETE FROM tidemark.\"hourly__victim\"; SELECT * FROM (SELECT CAST(NULL AS TIMESTAMP) AS hour",
+			"SELECT CAST(TIMESTAMP '2026-01-01 00:00:00' AS TIMESTAMP) AS hour --\r) q) q; DELETE FROM tidemark.\"hourly__victim\"; SELECT * FROM (SELECT * FROM (SELECT CAST(NULL AS TIMESTAMP) AS hour",
 		}
 		if w.Engine() == "duckdb" {
 			attacks = append(attacks,
