@@ -26,6 +26,10 @@ type Limits struct {
 // DefaultLimits are the limits of a Warehouse whose Options set none.
 var DefaultLimits = Limits{Rows: 10_000, Bytes: 4 << 20}
 
+// Limits are the query limits of w (Options.QueryLimits, defaults
+// filled).
+func (w *Warehouse) Limits() Limits { return w.limits }
+
 // orDefault fills the zero fields of l from DefaultLimits.
 func (l Limits) orDefault() Limits {
 	if l.Rows <= 0 {
