@@ -347,6 +347,15 @@ func name(field, v string) error {
 	return nil
 }
 
+// warehouseName validates a name being defined that becomes a warehouse
+// identifier (an environment's schema): models.CheckWarehouseName.
+func warehouseName(field, v string) error {
+	if fe := models.CheckWarehouseName(field, v); fe != nil {
+		return Errorf(CodeInvalid, field, "%s", fe.Msg)
+	}
+	return nil
+}
+
 // version validates a reference to a version: a user's version or a
 // derived one (<base>+<plan>).
 func version(field, v string) error {
@@ -401,7 +410,7 @@ func (c *BuildPlan) Validate() error {
 	if err := name("plan", c.Plan); err != nil {
 		return err
 	}
-	if err := name("env", c.Env); err != nil {
+	if err := warehouseName("env", c.Env); err != nil {
 		return err
 	}
 	if len(c.Versions) == 0 {

@@ -60,6 +60,9 @@ func buildPlan(st *projections.State, c *commands.BuildPlan) (Decision, error) {
 			reg.Table = inc.Table
 		}
 		reg.Upstream = nil
+		if other := tableClash(st, reg.Table); other != "" {
+			return Decision{}, commands.Errorf(commands.CodeInvalid, "plan", "%s's warehouse table %s is already the table of %s (the names' digests collide); use another plan id", id, tableName(reg.Table), other)
+		}
 		reg.Fingerprint = models.Fingerprint(reg)
 		sn := &projections.Snapshot{SnapshotRegistered: reg, Schedule: inc.Schedule}
 		chosen[model] = sn

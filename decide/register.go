@@ -36,10 +36,31 @@ func register(st *projections.State, c *commands.RegisterSnapshot) (Decision, er
 		}
 		return Decision{}, commands.Errorf(commands.CodeConflict, "version", "%s is already registered with a different definition (fingerprint %s); register the change as a new version", id, prev.Fingerprint)
 	}
+	if other := tableClash(st, id); other != "" {
+		return Decision{}, commands.Errorf(commands.CodeInvalid, "version", "%s's warehouse table %s is already the table of %s (the names' digests collide): register it under another version", id, tableName(id), other)
+	}
 	if cycle := dependencyCycle(st, c.Model, c.DependsOn); cycle != nil {
 		return Decision{}, commands.Errorf(commands.CodeInvalid, "depends_on", "dependency cycle: %s", strings.Join(cycle, " -> "))
 	}
 	return single(st, reg), nil
+}
+
+// tableName is models.TableName (a variable so that a test can force a
+// collision, which 48 bits of digest make impractical to find).
+var tableName = models.TableName
+
+// tableClash names a table id already registered, other than table, whose
+// warehouse table (models.TableName) is table's, or "". Two table ids
+// sharing one warehouse table would write each other's rows: a client who
+// picks version names could search for a collision of the digest.
+func tableClash(st *projections.State, table string) string {
+	name := tableName(table)
+	for _, sn := range st.Snapshots {
+		if sn.Table != table && tableName(sn.Table) == name {
+			return sn.Table
+		}
+	}
+	return ""
 }
 
 // dependencyCycle returns the path back to model when depending on deps

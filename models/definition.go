@@ -68,7 +68,7 @@ func named(field, format string, args ...any) *FieldError {
 // scenario files all call it). An empty Version is not checked: files
 // derive one, and a registration requires it itself.
 func (d Definition) Validate() error {
-	if err := checkName("model", d.Model); err != nil {
+	if err := CheckWarehouseName("model", d.Model); err != nil {
 		err.Key = "name"
 		return err
 	}

@@ -21,7 +21,7 @@ func TestValidate(t *testing.T) {
 		field, key, msg, detail string
 	}{
 		{"valid without a version", func(*Definition) {}, "", "", "", ""},
-		{"bad name", func(d *Definition) { d.Model = "a b" }, "model", "name", `model "a b": use letters, digits, '_' and '-' (at most 128)`, `"a b": use letters, digits, '_' and '-' (at most 128)`},
+		{"bad name", func(d *Definition) { d.Model = "a b" }, "model", "name", `model "a b": use lower-case letters, digits, '_' and '-' (at most 63 bytes)`, `"a b": use lower-case letters, digits, '_' and '-' (at most 63 bytes)`},
 		{"derived version", func(d *Definition) { d.Version = "v1+p1" }, "version", "version", `version "v1+p1": '+' is reserved for derived versions (<version>+<plan>); use letters, digits, '_' and '-'`, `"v1+p1": '+' is reserved for derived versions (<version>+<plan>); use letters, digits, '_' and '-'`},
 		{"unit coarser than cron", func(d *Definition) { d.Unit = interval.Day }, "cron", "interval_unit", "", ""},
 		{"unaligned start", func(d *Definition) { d.Start = t0.Add(30 * time.Minute) }, "start", "start", "start 2026-12-01T00:30:00Z is not aligned to the hour unit", "2026-12-01T00:30:00Z is not aligned to the hour unit"},

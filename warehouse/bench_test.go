@@ -2,6 +2,9 @@ package warehouse
 
 import (
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,4 +55,48 @@ func BenchmarkWriteInterval(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkQuery3M is `tidemark query` of 3,000,000 rows: the answer
+// stops at the default limits (10,000 rows). It reports the Go heap
+// allocated per query and the growth of the process's peak resident set
+// (DuckDB's memory included) over the run.
+func BenchmarkQuery3M(b *testing.B) {
+	for _, backend := range []string{"duckdb", "postgres"} {
+		b.Run(backend, func(b *testing.B) {
+			dsn := b.TempDir() + "/w.duckdb"
+			if backend == "postgres" {
+				dsn = pgtest.DSN(b)
+			}
+			w, err := Open(b.Context(), dsn, Options{})
+			if err != nil {
+				b.Skip(err)
+			}
+			defer w.Close()
+			before := peakRSS()
+			b.ReportAllocs()
+			for b.Loop() {
+				res, err := w.QueryLimited(b.Context(), "SELECT i, i * 2 AS j FROM generate_series(1, 3000000) AS t(i)", Limits{})
+				if err != nil || !res.Truncated || len(res.Rows) != DefaultLimits.Rows {
+					b.Fatalf("%d rows, truncated %v: %v", len(res.Rows), res.Truncated, err)
+				}
+			}
+			b.ReportMetric(float64(peakRSS()-before)/(1<<20), "peak-RSS-growth-MiB")
+		})
+	}
+}
+
+// peakRSS is the process's peak resident set in bytes (VmHWM), or 0.
+func peakRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
 }

@@ -3,7 +3,8 @@
 // tables (promotion), recomputes a model to verify what an environment
 // shows, and answers read-only queries. It speaks to an embedded DuckDB file
 // (built with cgo) or to Postgres (a postgres:// DSN) through database/sql and
-// a small dialect.
+// one small interface with one implementation per engine (backend:
+// duckdb.go, postgres.go), chosen by Open from the DSN in one place.
 //
 // Layout in the warehouse: snapshot tables live in the schema "tidemark"
 // (one table per model fingerprint, for example tidemark."hourly__3f2a9c");
@@ -56,6 +57,23 @@
 //   - A snapshot reads the upstream snapshot tables it was built against,
 //     never an environment's views: each upstream model name is bound by a
 //     CTE prefix (WITH orders AS (SELECT * FROM tidemark."orders__x") ...).
+//   - Model SQL and queries run with the least privilege, as exactly one
+//     statement. Every statement built from model SQL (a table's creation,
+//     an interval's INSERT, a verification) and every Query runs through
+//     backend.execOne/queryOne: a DuckDB prepared statement made by the
+//     driver's Prepare (which refuses a text of several statements before
+//     running any) or the Postgres extended protocol (which refuses
+//     several), so model SQL cannot append statements of its own. On
+//     Postgres they run as SandboxRole (SET LOCAL ROLE, with
+//     statement_timeout; Open creates or checks the role and closes the
+//     set_config way back); DuckDB opens with external access off and its
+//     configuration locked for the whole database (these settings are per
+//     instance, not per connection), with bounded threads, memory and
+//     temporary files.
+//   - Every computation is bounded: a model's (Model.Timeout, else
+//     Options.ModelTimeout) is cancelled through the driver's context and
+//     fails with ErrTimeout; a query reads its rows as they come and stops
+//     at its Limits (rows, JSON bytes), saying Truncated.
 //   - One process owns a DuckDB file. A second opener (another process, or a
 //     second Open in this process) gets ErrLocked naming the file.
 //   - DropTable refuses a snapshot table that any view reads (DuckDB would

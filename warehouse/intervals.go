@@ -87,13 +87,7 @@ func (w *Warehouse) ensureMeta(ctx context.Context) error {
 		if _, err := w.db.ExecContext(ctx, create); err != nil {
 			return err
 		}
-		if w.dialect.name == "postgres" {
-			// Every write looks up the records of its table's slice. DuckDB
-			// prunes the scan with its zone maps; Postgres needs an index.
-			_, err := w.db.ExecContext(ctx, "CREATE INDEX IF NOT EXISTS intervals_by_table ON "+qualified(MetaSchema, IntervalsTable)+" (table_name, holds_start)")
-			return err
-		}
-		return nil
+		return w.b.metaIndexes(ctx, w.db)
 	}, retryableDDL)
 	if err != nil {
 		return fmt.Errorf("warehouse: create %s.%s: %w", MetaSchema, IntervalsTable, err)

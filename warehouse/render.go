@@ -26,6 +26,9 @@ type Model struct {
 	// Snapshot names the snapshot this model is (e.g. "agg@v2"); a write
 	// records it as the interval's writer (Writers). Optional.
 	Snapshot string
+	// Timeout bounds one computation of the model (an interval's write, its
+	// table's creation, a verification); 0 means Options.ModelTimeout.
+	Timeout time.Duration
 }
 
 // Range is a half-open interval of time [Start, End).

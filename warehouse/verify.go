@@ -82,8 +82,18 @@ func (w *Warehouse) VerifyChecks(ctx context.Context, env string, checks []Check
 		}
 		count := with + " SELECT (SELECT count(*) FROM (SELECT * FROM v EXCEPT ALL SELECT * FROM r) a), (SELECT count(*) FROM (SELECT * FROM r EXCEPT ALL SELECT * FROM v) b)"
 		args := []any{c.Query.Start.UTC(), c.Query.End.UTC(), c.Rows.Start.UTC(), c.Rows.End.UTC()}
+		_, counts, err := w.queryAll(ctx, m, count, args...)
+		if err == nil && (len(counts) != 1 || len(counts[0]) != 2) {
+			err = fmt.Errorf("counting the differences gave %v", counts)
+		}
 		var inView, inRe int64
-		if err := w.db.QueryRowContext(ctx, count, args...).Scan(&inView, &inRe); err != nil {
+		if err == nil {
+			inView, err = asInt64(counts[0][0])
+		}
+		if err == nil {
+			inRe, err = asInt64(counts[0][1])
+		}
+		if err != nil {
 			return Diff{}, fmt.Errorf("warehouse: verify %s.%s: %w", env, m.Name, err)
 		}
 		d.OnlyInView += inView
@@ -104,7 +114,7 @@ func (w *Warehouse) VerifyChecks(ctx context.Context, env string, checks []Check
 			if side.n == 0 || have >= verifySamples {
 				continue
 			}
-			cols, rows, err := queryRows(ctx, w.db, fmt.Sprintf("%s SELECT * FROM (%s) x LIMIT %d", with, side.sql, verifySamples-have), args...)
+			cols, rows, err := w.queryAll(ctx, m, fmt.Sprintf("%s SELECT * FROM (%s) x LIMIT %d", with, side.sql, verifySamples-have), args...)
 			if err != nil {
 				return Diff{}, fmt.Errorf("warehouse: verify %s.%s: samples: %w", env, m.Name, err)
 			}
@@ -115,4 +125,17 @@ func (w *Warehouse) VerifyChecks(ctx context.Context, env string, checks []Check
 		}
 	}
 	return d, nil
+}
+
+// asInt64 is a count the driver returned.
+func asInt64(v any) (int64, error) {
+	switch n := v.(type) {
+	case int64:
+		return n, nil
+	case int32:
+		return int64(n), nil
+	case int:
+		return int64(n), nil
+	}
+	return 0, fmt.Errorf("a count of type %T", v)
 }

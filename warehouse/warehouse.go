@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -31,27 +29,48 @@ var (
 	ErrInUse = errors.New("warehouse: table is read by a view")
 	// ErrNotReadOnly is returned by Query for a statement that may write.
 	ErrNotReadOnly = errors.New("warehouse: only read-only statements are allowed")
+	// ErrTimeout is returned by a model's computation that ran longer than
+	// its timeout (Model.Timeout, Options.ModelTimeout): it was cancelled.
+	// Running it again will take as long; the caller should fail the work.
+	ErrTimeout = errors.New("warehouse: the model's computation exceeded its timeout and was cancelled")
 )
 
 // writeAttempts bounds the tries of one interval write that hits write
 // conflicts.
 const writeAttempts = 8
 
-// Options are the resources of an embedded DuckDB warehouse; Postgres
-// ignores them. A DSN that sets threads or memory_limit itself wins.
+// Options are the bounds of a warehouse. Zero values take the defaults.
 type Options struct {
-	// Threads is DuckDB's worker threads; 0 means 2.
+	// Threads is DuckDB's worker threads; 0 means 2. A DuckDB DSN that
+	// sets threads itself wins (so for MemoryLimit and MaxTempSize).
 	Threads int
 	// MemoryLimit is DuckDB's memory limit (e.g. "2GB"); "" means "2GB".
 	MemoryLimit string
+	// MaxTempSize bounds DuckDB's temporary files (spilled intermediate
+	// results); "" means DefaultMaxTempSize.
+	MaxTempSize string
+	// ModelTimeout bounds one computation of a model (an interval's write,
+	// a table's creation, a verification) unless the model sets its own
+	// (Model.Timeout); 0 means DefaultModelTimeout. The computation is
+	// cancelled through the driver (DuckDB interrupts it; Postgres also
+	// gets it as statement_timeout) and fails with ErrTimeout.
+	ModelTimeout time.Duration
+	// QueryLimits bound Query's answer; zero fields take DefaultLimits'.
+	QueryLimits Limits
 }
+
+// The defaults of Options.
+const (
+	DefaultMaxTempSize  = "4GB"
+	DefaultModelTimeout = 10 * time.Minute
+)
 
 // Warehouse is an open warehouse. Its methods are safe for concurrent use.
 type Warehouse struct {
-	db      *sql.DB
-	dialect dialect
-	path    string // the DuckDB file this process owns, "" otherwise
-	dsn     string
+	db   *sql.DB
+	b    backend
+	path string // the DuckDB file this process owns, "" otherwise
+	dsn  string
 
 	mu      sync.Mutex
 	ensured map[string]bool        // snapshot tables known to exist
@@ -60,24 +79,12 @@ type Warehouse struct {
 	cond    *sync.Cond             // signalled when writing shrinks
 	// metaReady: the writers' table (MetaSchema) is known to exist.
 	metaReady bool
-}
+	// schemaReady: schema Schema is known to exist (and granted).
+	schemaReady bool
 
-// dialect is what differs between the engines.
-type dialect struct {
-	name string
-	// orReplaceView: CREATE OR REPLACE VIEW swaps a view (DuckDB); else
-	// DROP VIEW IF EXISTS + CREATE VIEW in the same transaction (Postgres
-	// refuses OR REPLACE when columns change).
-	orReplaceView bool
-	// ddlParams: DDL may bind parameters (DuckDB); else table creation
-	// renders both bounds as a typed NULL constant.
-	ddlParams bool
+	modelTimeout time.Duration
+	limits       Limits
 }
-
-var (
-	duckDialect     = dialect{name: "duckdb", orReplaceView: true, ddlParams: true}
-	postgresDialect = dialect{name: "postgres"}
-)
 
 // openFiles are the DuckDB files opened by this process (absolute paths).
 var (
@@ -96,77 +103,28 @@ func Open(ctx context.Context, dsn string, opts Options) (*Warehouse, error) {
 	}
 	w.cond = sync.NewCond(&w.mu)
 	w.dsn = dsn
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		db, err := sql.Open("pgx", dsn)
-		if err != nil {
-			return nil, fmt.Errorf("warehouse: open postgres: %w", err)
-		}
-		if err := db.PingContext(ctx); err != nil {
-			db.Close()
-			return nil, fmt.Errorf("warehouse: open postgres: %w", err)
-		}
-		w.db, w.dialect = db, postgresDialect
-		return w, nil
+	w.modelTimeout = opts.ModelTimeout
+	if w.modelTimeout <= 0 {
+		w.modelTimeout = DefaultModelTimeout
 	}
-
-	path, query, _ := strings.Cut(dsn, "?")
-	params, err := url.ParseQuery(query)
-	if err != nil {
-		return nil, fmt.Errorf("warehouse: DuckDB DSN %q: %w", dsn, err)
-	}
-	if !params.Has("threads") {
-		n := opts.Threads
-		if n <= 0 {
-			n = 2
-		}
-		params.Set("threads", strconv.Itoa(n))
-	}
-	if !params.Has("memory_limit") {
-		m := opts.MemoryLimit
-		if m == "" {
-			m = "2GB"
-		}
-		params.Set("memory_limit", m)
-	}
-	if path != "" && path != ":memory:" {
-		abs, err := filepath.Abs(path)
-		if err != nil {
-			return nil, fmt.Errorf("warehouse: %s: %w", path, err)
-		}
-		openFilesMu.Lock()
-		if openFiles[abs] {
-			openFilesMu.Unlock()
-			return nil, fmt.Errorf("%w: %s is already open in this process", ErrLocked, abs)
-		}
-		openFiles[abs] = true
-		openFilesMu.Unlock()
-		w.path = abs
-	}
-	db, err := openDuckDB(path + "?" + params.Encode())
-	if err == nil {
-		err = db.PingContext(ctx)
-		if err != nil {
-			db.Close()
-		}
+	w.limits = opts.QueryLimits.orDefault()
+	// The one place the engine is chosen.
+	var err error
+	if isPostgresDSN(dsn) {
+		w.b = pgBackend{}
+		w.db, err = openPostgres(ctx, dsn)
+	} else {
+		w.b = duckBackend{}
+		w.db, err = openDuckDBWarehouse(ctx, w, dsn, opts)
 	}
 	if err != nil {
-		w.release()
-		if isLockError(err) {
-			return nil, fmt.Errorf("%w: %s is held by another process; stop it or go through it: %w", ErrLocked, path, err)
-		}
-		if errors.Is(err, ErrNoCgo) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("warehouse: open DuckDB %s: %w", path, err)
+		return nil, err
 	}
-	w.db, w.dialect = db, duckDialect
 	return w, nil
 }
 
-func isLockError(err error) bool {
-	s := err.Error()
-	return strings.Contains(s, "Could not set lock") || strings.Contains(s, "Conflicting lock")
-}
+// epoch is the value both bounds take where a statement needs some.
+var epoch = time.Unix(0, 0).UTC()
 
 // release gives up this warehouse's claim on its DuckDB file (once: a
 // second Close must not free a later owner's claim).
@@ -188,13 +146,14 @@ func (w *Warehouse) Close() error {
 }
 
 // Engine names the engine: "duckdb" or "postgres".
-func (w *Warehouse) Engine() string { return w.dialect.name }
+func (w *Warehouse) Engine() string { return w.b.engine() }
 
 // DB is the underlying handle, for tests and tools that know the engine.
 func (w *Warehouse) DB() *sql.DB { return w.db }
 
 // EnsureTable creates schema tidemark and m's snapshot table (empty, with
-// the query's columns) if they do not exist.
+// the query's columns) if they do not exist. The creation runs m's SQL
+// (LIMIT 0) as one statement in the sandbox, within m's timeout.
 func (w *Warehouse) EnsureTable(ctx context.Context, m Model) error {
 	w.mu.Lock()
 	done := w.ensured[m.Table]
@@ -202,24 +161,31 @@ func (w *Warehouse) EnsureTable(ctx context.Context, m Model) error {
 	if done {
 		return nil
 	}
-	args := []any{}
-	start, end := nullTS, nullTS
-	if w.dialect.ddlParams {
-		start, end = paramStart, paramEnd
-		args = []any{time.Unix(0, 0).UTC(), time.Unix(0, 0).UTC()}
-	}
+	start, end, args := w.b.ddlBounds()
 	q, err := render(m, start, end)
 	if err != nil {
 		return err
 	}
-	create := fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s AS SELECT * FROM (%s) q LIMIT 0", qualified(Schema, m.Table), q)
-	err = retry(ctx, func() error {
-		if _, err := w.db.ExecContext(ctx, "CREATE SCHEMA IF NOT EXISTS "+quoteIdent(Schema)); err != nil {
-			return err
-		}
-		_, err := w.db.ExecContext(ctx, create, args...)
+	if err := w.ensureSchema(ctx); err != nil {
 		return err
-	}, retryableDDL)
+	}
+	create := fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s AS SELECT * FROM (%s) q LIMIT 0", qualified(Schema, m.Table), q)
+	err = w.bounded(ctx, m, func(ctx context.Context, timeout time.Duration) error {
+		return retry(ctx, func() error {
+			return w.inTx(ctx, "BEGIN", func(c *sql.Conn) error {
+				if err := w.b.sandbox(ctx, c, timeout); err != nil {
+					return err
+				}
+				if _, err := w.b.execOne(ctx, c, create, args...); err != nil {
+					return err
+				}
+				if err := w.b.unsandbox(ctx, c); err != nil {
+					return err
+				}
+				return w.b.adoptTable(ctx, c, m.Table)
+			})
+		}, retryableDDL)
+	})
 	if err != nil {
 		return fmt.Errorf("warehouse: create %s: %w", m.Table, err)
 	}
@@ -229,10 +195,56 @@ func (w *Warehouse) EnsureTable(ctx context.Context, m Model) error {
 	return nil
 }
 
+// ensureSchema creates schema Schema if it does not exist (once per
+// Warehouse) and grants the sandbox what it needs of it.
+func (w *Warehouse) ensureSchema(ctx context.Context) error {
+	w.mu.Lock()
+	done := w.schemaReady
+	w.mu.Unlock()
+	if done {
+		return nil
+	}
+	err := retry(ctx, func() error {
+		if _, err := w.db.ExecContext(ctx, "CREATE SCHEMA IF NOT EXISTS "+quoteIdent(Schema)); err != nil {
+			return err
+		}
+		return w.b.schemaCreated(ctx, w.db)
+	}, retryableDDL)
+	if err != nil {
+		return fmt.Errorf("warehouse: create schema %s: %w", Schema, err)
+	}
+	w.mu.Lock()
+	w.schemaReady = true
+	w.mu.Unlock()
+	return nil
+}
+
+// timeoutOf is m's timeout.
+func (w *Warehouse) timeoutOf(m Model) time.Duration {
+	if m.Timeout > 0 {
+		return m.Timeout
+	}
+	return w.modelTimeout
+}
+
+// bounded runs f with m's timeout; a computation that ran out of it fails
+// with ErrTimeout (whatever the driver said).
+func (w *Warehouse) bounded(ctx context.Context, m Model, f func(ctx context.Context, timeout time.Duration) error) error {
+	timeout := w.timeoutOf(m)
+	tctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := f(tctx, timeout)
+	if err != nil && ctx.Err() == nil && (tctx.Err() != nil || isStatementTimeout(err)) {
+		return fmt.Errorf("%w (model %q, timeout %s): %w", ErrTimeout, m.Name, timeout, err)
+	}
+	return err
+}
+
 // WriteInterval recomputes m over [start, end) into its snapshot table,
 // replacing the rows already there for that interval, in one transaction.
 // The same transaction records m (m.Snapshot and its Fingerprint) as the
-// writer of [start, end) of the table (Writers). It returns the rows
+// writer of [start, end) of the table (Writers). m's SQL runs as one
+// statement in the sandbox, within m's timeout. It returns the rows
 // inserted.
 func (w *Warehouse) WriteInterval(ctx context.Context, m Model, start, end time.Time) (int64, error) {
 	start, end = start.UTC(), end.UTC()
@@ -262,37 +274,32 @@ func (w *Warehouse) WriteInterval(ctx context.Context, m Model, start, end time.
 	del := fmt.Sprintf("DELETE FROM %s WHERE %s >= $1 AND %s < $2", table, tc, tc)
 	ins := fmt.Sprintf("INSERT INTO %s SELECT * FROM (%s) q WHERE q.%s >= $1 AND q.%s < $2", table, q, tc, tc)
 	var rows int64
-	err = retry(ctx, func() error {
-		tx, err := w.db.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
-		if w.dialect.name == "postgres" {
-			// Read committed lets two processes' DELETE+INSERT of one
-			// slice interleave into duplicates: writers of one table
-			// take turns across processes.
-			if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", "tidemark.write:"+m.Table); err != nil {
-				return err
-			}
-		}
-		if _, err := tx.ExecContext(ctx, del, start, end); err != nil {
-			return err
-		}
-		res, err := tx.ExecContext(ctx, ins, start, end)
-		if err != nil {
-			return err
-		}
-		if rows, err = res.RowsAffected(); err != nil {
-			return err
-		}
-		wr := Written{Table: m.Table, Query: Range{start, end}, Holds: Range{start, end}, Snapshot: m.Snapshot,
-			Fingerprint: fingerprintOf(q), Rows: rows, At: time.Now().UTC()}
-		if err := recordWrite(ctx, tx, wr); err != nil {
-			return err
-		}
-		return tx.Commit()
-	}, retryableWrite)
+	err = w.bounded(ctx, m, func(ctx context.Context, timeout time.Duration) error {
+		return retry(ctx, func() error {
+			return w.inTx(ctx, "BEGIN", func(c *sql.Conn) error {
+				if err := w.b.lockTable(ctx, c, m.Table); err != nil {
+					return err
+				}
+				if _, err := c.ExecContext(ctx, del, start, end); err != nil {
+					return err
+				}
+				if err := w.b.sandbox(ctx, c, timeout); err != nil {
+					return err
+				}
+				n, err := w.b.execOne(ctx, c, ins, start, end)
+				if err != nil {
+					return err
+				}
+				rows = n
+				if err := w.b.unsandbox(ctx, c); err != nil {
+					return err
+				}
+				wr := Written{Table: m.Table, Query: Range{start, end}, Holds: Range{start, end}, Snapshot: m.Snapshot,
+					Fingerprint: fingerprintOf(q), Rows: rows, At: time.Now().UTC()}
+				return recordWrite(ctx, c, wr)
+			})
+		}, retryableWrite)
+	})
 	if err != nil {
 		return 0, fmt.Errorf("warehouse: write %s [%s, %s): %w", m.Table, start.Format(time.RFC3339), end.Format(time.RFC3339), err)
 	}
@@ -410,15 +417,8 @@ func (w *Warehouse) Promote(ctx context.Context, env string, views map[string]st
 			return err
 		}
 		defer tx.Rollback()
-		if w.dialect.name == "postgres" {
-			// DROP VIEW locks each view until commit. A reader holding one
-			// view while waiting for another swapped one would deadlock
-			// with the promotion (Postgres then kills one of them after
-			// deadlock_timeout, maybe the reader): the promotion gives up
-			// its locks first and retries.
-			if _, err := tx.ExecContext(ctx, "SET LOCAL lock_timeout = '200ms'"); err != nil {
-				return err
-			}
+		if err := w.b.beginPromote(ctx, tx); err != nil {
+			return err
 		}
 		if _, err := tx.ExecContext(ctx, "CREATE SCHEMA IF NOT EXISTS "+quoteIdent(env)); err != nil {
 			return err
@@ -433,12 +433,7 @@ func (w *Warehouse) Promote(ctx context.Context, env string, views map[string]st
 				return fmt.Errorf("model %q: snapshot table %s.%s does not exist", m, Schema, views[m])
 			}
 			view, sel := qualified(env, m), "SELECT * FROM "+qualified(Schema, views[m])
-			if w.dialect.orReplaceView {
-				_, err = tx.ExecContext(ctx, "CREATE OR REPLACE VIEW "+view+" AS "+sel)
-			} else if _, err = tx.ExecContext(ctx, "DROP VIEW IF EXISTS "+view); err == nil {
-				_, err = tx.ExecContext(ctx, "CREATE VIEW "+view+" AS "+sel)
-			}
-			if err != nil {
+			if err := w.b.swapView(ctx, tx, view, sel); err != nil {
 				return fmt.Errorf("model %q: %w", m, err)
 			}
 			if testHookPromote != nil {
@@ -459,61 +454,18 @@ type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
-func queryRows(ctx context.Context, db querier, q string, args ...any) ([]string, [][]any, error) {
-	rs, err := db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer rs.Close()
-	cols, err := rs.Columns()
-	if err != nil {
-		return nil, nil, err
-	}
-	var out [][]any
-	for rs.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rs.Scan(ptrs...); err != nil {
-			return nil, nil, err
-		}
-		out = append(out, vals)
-	}
-	return cols, out, rs.Err()
-}
-
-// Query runs one read-only statement (SELECT, WITH, SHOW, DESCRIBE,
-// EXPLAIN, VALUES, TABLE, FROM, SUMMARIZE) in a read-only transaction and
-// returns its columns and rows. Anything else is refused with
-// ErrNotReadOnly.
+// Query runs one read-only statement within the warehouse's query limits
+// (Options.QueryLimits): QueryLimited, for callers that want every row:
+// an answer the limits cut fails with ErrTruncated.
 func (w *Warehouse) Query(ctx context.Context, q string) (cols []string, rows [][]any, err error) {
-	if why := readOnlyStatement(q); why != "" {
-		return nil, nil, fmt.Errorf("%w: %s", ErrNotReadOnly, why)
-	}
-	conn, err := w.db.Conn(ctx)
+	res, err := w.QueryLimited(ctx, q, w.limits)
 	if err != nil {
-		return nil, nil, fmt.Errorf("warehouse: query: %w", err)
+		return nil, nil, err
 	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, w.beginReadOnly()); err != nil {
-		return nil, nil, fmt.Errorf("warehouse: query: %w", err)
+	if res.Truncated {
+		return nil, nil, fmt.Errorf("%w: more than %d rows or %d bytes", ErrTruncated, w.limits.Rows, w.limits.Bytes)
 	}
-	defer conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
-	cols, rows, err = queryRows(ctx, conn, q)
-	if err != nil {
-		return nil, nil, fmt.Errorf("warehouse: query: %w", err)
-	}
-	return cols, rows, nil
-}
-
-// beginReadOnly starts a read-only transaction on a connection.
-func (w *Warehouse) beginReadOnly() string {
-	if w.dialect.name == "duckdb" {
-		return "BEGIN TRANSACTION READ ONLY"
-	}
-	return "BEGIN READ ONLY"
+	return res.Columns, res.Rows, nil
 }
 
 // Stats is the size and freshness of one table.
@@ -538,56 +490,7 @@ func (w *Warehouse) Stats(ctx context.Context, table, timeColumn string) (Stats,
 
 // ViewsReading lists the views (schema.view) that read the snapshot table.
 func (w *Warehouse) ViewsReading(ctx context.Context, table string) ([]string, error) {
-	var out []string
-	if w.dialect.name == "postgres" {
-		rs, err := w.db.QueryContext(ctx, `SELECT DISTINCT v.relnamespace::regnamespace::text || '.' || v.relname
-			FROM pg_depend d JOIN pg_rewrite r ON r.oid = d.objid JOIN pg_class v ON v.oid = r.ev_class
-			WHERE d.refobjid = to_regclass($1) AND v.oid <> d.refobjid ORDER BY 1`, qualified(Schema, table))
-		if err != nil {
-			return nil, err
-		}
-		defer rs.Close()
-		for rs.Next() {
-			var v string
-			if err := rs.Scan(&v); err != nil {
-				return nil, err
-			}
-			out = append(out, v)
-		}
-		return out, rs.Err()
-	}
-	rs, err := w.db.QueryContext(ctx, "SELECT schema_name, view_name, sql FROM duckdb_views() WHERE NOT internal ORDER BY 1, 2")
-	if err != nil {
-		return nil, err
-	}
-	defer rs.Close()
-	for rs.Next() {
-		var schema, view, text string
-		if err := rs.Scan(&schema, &view, &text); err != nil {
-			return nil, err
-		}
-		if mentions(text, table) {
-			out = append(out, schema+"."+view)
-		}
-	}
-	return out, rs.Err()
-}
-
-// mentions reports whether sql names the identifier ident as a whole word
-// (case-insensitively; a false positive only keeps a table).
-func mentions(sql, ident string) bool {
-	s, id := strings.ToLower(sql), strings.ToLower(ident)
-	for off := 0; ; {
-		k := strings.Index(s[off:], id)
-		if k < 0 {
-			return false
-		}
-		i, j := off+k, off+k+len(id)
-		if (i == 0 || !isIdentChar(s[i-1])) && (j == len(s) || !isIdentChar(s[j])) {
-			return true
-		}
-		off = i + 1
-	}
+	return w.b.viewsReading(ctx, w.db, table)
 }
 
 // DropTable drops the snapshot table, refusing with ErrInUse when any view

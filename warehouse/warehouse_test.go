@@ -413,7 +413,7 @@ func TestQueryIsReadOnly(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := conn.ExecContext(ctx, w.beginReadOnly()); err != nil {
+		if _, err := conn.ExecContext(ctx, w.b.beginReadOnly()); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := conn.ExecContext(ctx, `DELETE FROM tidemark."hourly__q"`); err == nil {

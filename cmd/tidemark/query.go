@@ -33,7 +33,14 @@ func newQueryCmd() *cobra.Command {
 			if rep.Error != "" {
 				return &exitError{kind: failed, err: errors.New(rep.Error)}
 			}
-			return printRows(cmd.OutOrStdout(), output, rep.Columns, rep.Rows)
+			if err := printRows(cmd.OutOrStdout(), output, rep.Columns, rep.Rows); err != nil {
+				return err
+			}
+			if rep.Truncated {
+				// On stderr: json and csv output stay rows only.
+				fmt.Fprintf(cmd.ErrOrStderr(), "truncated: the answer has more rows than the %d shown (the server's --query-max-rows and --query-max-bytes); narrow the query or add a LIMIT\n", len(rep.Rows))
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&natsURL, "nats-url", defaultNatsURL, natsURLUsage)

@@ -35,6 +35,7 @@ func newServeCmd() *cobra.Command {
 		dataDir, natsURL, listen, logFormat, httpAddr string
 		noSync, builtinWorker, noCoalesce             bool
 		warehouseDSN                                  string
+		whOpts                                        warehouse.Options
 		replicas                                      int
 		rateLimit                                     float64
 		workAckWait                                   time.Duration
@@ -145,7 +146,7 @@ func newServeCmd() *cobra.Command {
 			// worker, serve opens a warehouse only when --warehouse names
 			// one (a Postgres the workers share).
 			if builtinWorker || (warehouseDSN != "" && warehouseDSN != "none") {
-				wh, err = openWarehouse(ctx, warehouseDSN, dataDir)
+				wh, err = openWarehouse(ctx, warehouseDSN, dataDir, whOpts)
 				if err != nil {
 					eng.Close(context.WithoutCancel(ctx))
 					return &exitError{kind: usage, err: err}
@@ -315,6 +316,7 @@ func newServeCmd() *cobra.Command {
 	f.BoolVar(&noSync, "no-sync", false, "do not fsync every append (faster; risks losing acknowledged events on a machine crash)")
 	f.BoolVar(&noCoalesce, "no-coalesce", false, "store each event as its own message on its own subject instead of a group of concurrent completions as one group message (one store and, under fsync, one fsync per event: slower; for consumers that filter the stream by subject on the server)")
 	f.StringVar(&warehouseDSN, "warehouse", "", "where SQL models are computed and environments' views live: a DuckDB file (default with --builtin-worker: DATA-DIR/warehouse.duckdb; one process owns it), postgres://… for a Postgres shared with tidemark worker --warehouse processes (serve then swaps the views and answers query and verify), or none")
+	warehouseFlags(f, &whOpts, true)
 	f.BoolVar(&builtinWorker, "builtin-worker", false, "run all work (backfill, scheduled, catch-up, repair) in-process, recording it as done at once, instead of publishing it to tidemark worker processes (demos and tests)")
 	f.IntVar(&replicas, "replicas", 1, "stream replicas (3 on a cluster)")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
@@ -412,9 +414,9 @@ func warehouseDSNOr(dsn, dataDir string) string {
 }
 
 // openWarehouse opens the warehouse of --warehouse (nil for "none").
-func openWarehouse(ctx context.Context, dsn, dataDir string) (*warehouse.Warehouse, error) {
+func openWarehouse(ctx context.Context, dsn, dataDir string, opts warehouse.Options) (*warehouse.Warehouse, error) {
 	if dsn == "none" {
 		return nil, nil
 	}
-	return warehouse.Open(ctx, warehouseDSNOr(dsn, dataDir), warehouse.Options{})
+	return warehouse.Open(ctx, warehouseDSNOr(dsn, dataDir), opts)
 }

@@ -18,6 +18,7 @@ import (
 func newWorkerCmd() *cobra.Command {
 	var w shell.Worker
 	var natsURL, logFormat, warehouseDSN string
+	var whOpts warehouse.Options
 	cmd := &cobra.Command{
 		Use:   "worker (--exec 'CMD' | --warehouse DSN)",
 		Short: "Pull interval work from the server and compute it: run CMD once per batch, or the models' SQL in a warehouse",
@@ -49,7 +50,7 @@ func newWorkerCmd() *cobra.Command {
 			ctx := cmd.Context()
 			w.Kind = work.KindExec
 			if warehouseDSN != "" {
-				wh, err := warehouse.Open(ctx, warehouseDSN, warehouse.Options{})
+				wh, err := warehouse.Open(ctx, warehouseDSN, whOpts)
 				if err != nil {
 					return &exitError{kind: usage, err: fmt.Errorf("--warehouse: %w", err)}
 				}
@@ -79,6 +80,7 @@ func newWorkerCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&w.Command, "exec", "", "command computing one batch (run with sh -c)")
 	f.StringVar(&warehouseDSN, "warehouse", "", "compute SQL models in this warehouse: postgres://… (shared by many workers) or a DuckDB file (this worker only)")
+	warehouseFlags(f, &whOpts, false)
 	f.StringVar(&natsURL, "nats-url", defaultNatsURL, natsURLUsage)
 	f.IntVar(&w.Concurrency, "concurrency", 1, "work items run at once")
 	f.IntVar(&w.MaxAttempts, "max-attempts", 5, "deliveries of an item before it is given up (each failure is an event); at most serve's --work-max-attempts")

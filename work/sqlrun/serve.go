@@ -30,11 +30,15 @@ type QueryRequest struct {
 	SQL string `json:"sql"`
 }
 
-// QueryReply is its result, or why there is none.
+// QueryReply is its result, or why there is none. Truncated says the
+// statement had more rows than the reply holds: the warehouse stopped
+// reading at its query limits (warehouse.Options.QueryLimits, serve's
+// --query-max-rows and --query-max-bytes), or at the NATS maximum payload.
 type QueryReply struct {
-	Columns []string `json:"columns"`
-	Rows    [][]any  `json:"rows"`
-	Error   string   `json:"error,omitempty"`
+	Columns   []string `json:"columns"`
+	Rows      [][]any  `json:"rows"`
+	Truncated bool     `json:"truncated,omitempty"`
+	Error     string   `json:"error,omitempty"`
 }
 
 // VerifyRequest asks to verify env's SQL models (one, when Model is set).
@@ -52,6 +56,27 @@ type VerifyReply struct {
 // maxQueryBytes bounds a query's text.
 const maxQueryBytes = 64 << 10
 
+// maxErrorBytes bounds an error's text in a reply.
+const maxErrorBytes = 4 << 10
+
+// replyLimits are wh's query limits, with the byte limit lowered to fit
+// a reply in maxPayload (the reply's envelope is counted by Result.Size).
+func replyLimits(wh *warehouse.Warehouse, maxPayload int64) warehouse.Limits {
+	lim := wh.Limits()
+	if maxPayload > 0 && int64(lim.Bytes) > maxPayload {
+		lim.Bytes = int(maxPayload)
+	}
+	return lim
+}
+
+// clip bounds an error's text.
+func clip(s string) string {
+	if len(s) > maxErrorBytes {
+		return s[:maxErrorBytes] + "…"
+	}
+	return s
+}
+
 // Serve answers query and verify requests on nc until the returned stop is
 // called. Each request runs with timeout.
 func Serve(nc *nats.Conn, wh *warehouse.Warehouse, proj *live.Projection, timeout time.Duration, log *slog.Logger) (stop func(), err error) {
@@ -60,8 +85,11 @@ func Serve(nc *nats.Conn, wh *warehouse.Warehouse, proj *live.Projection, timeou
 	}
 	reply := func(m *nats.Msg, v any) {
 		b, err := json.Marshal(v)
+		if err == nil && int64(len(b)) > nc.MaxPayload() {
+			err = fmt.Errorf("the reply is %d bytes, more than the server's maximum payload %d", len(b), nc.MaxPayload())
+		}
 		if err != nil {
-			b, _ = json.Marshal(map[string]string{"error": err.Error()})
+			b, _ = json.Marshal(map[string]string{"error": clip(err.Error())})
 		}
 		if err := m.Respond(b); err != nil && log != nil {
 			log.Warn("warehouse reply", "subject", m.Subject, "err", err)
@@ -76,15 +104,12 @@ func Serve(nc *nats.Conn, wh *warehouse.Warehouse, proj *live.Projection, timeou
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
 			defer cancel()
-			cols, rows, err := wh.Query(ctx, req.SQL)
+			res, err := wh.QueryLimited(ctx, req.SQL, replyLimits(wh, nc.MaxPayload()))
 			if err != nil {
-				reply(m, QueryReply{Error: err.Error()})
+				reply(m, QueryReply{Error: clip(err.Error())})
 				return
 			}
-			if rows == nil {
-				rows = [][]any{}
-			}
-			reply(m, QueryReply{Columns: cols, Rows: rows})
+			reply(m, QueryReply{Columns: res.Columns, Rows: res.Rows, Truncated: res.Truncated})
 		}()
 	})
 	if err != nil {
@@ -101,7 +126,7 @@ func Serve(nc *nats.Conn, wh *warehouse.Warehouse, proj *live.Projection, timeou
 			defer cancel()
 			diffs, err := VerifyEnv(ctx, wh, proj, req.Env, req.Model)
 			if err != nil {
-				reply(m, VerifyReply{Error: err.Error()})
+				reply(m, VerifyReply{Error: clip(err.Error())})
 				return
 			}
 			reply(m, VerifyReply{Models: diffs})

@@ -22,8 +22,6 @@ package sqlrun
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -34,27 +32,17 @@ import (
 	"github.com/tidemark/tidemark/decide"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/live"
+	"github.com/tidemark/tidemark/models"
 	"github.com/tidemark/tidemark/projections"
 	"github.com/tidemark/tidemark/warehouse"
 	"github.com/tidemark/tidemark/work"
 )
 
 // TableName is the warehouse table (in schema warehouse.Schema) of a
-// tidemark table id (a snapshot's Table, e.g. "events@v1"): the model's
-// name, "__", and 12 hex digits of the id's SHA-256. Short, a plain SQL
-// identifier when the model's name is one, and the same for every
-// snapshot that shares the table (forward-only versions).
-func TableName(tableID string) string {
-	model := tableID
-	for i := 0; i < len(tableID); i++ {
-		if tableID[i] == '@' {
-			model = tableID[:i]
-			break
-		}
-	}
-	sum := sha256.Sum256([]byte(tableID))
-	return model + "__" + hex.EncodeToString(sum[:6])
-}
+// tidemark table id (a snapshot's Table, e.g. "events@v1"):
+// models.TableName, which decide also computes to refuse a version whose
+// table name another table id already has.
+func TableName(tableID string) string { return models.TableName(tableID) }
 
 // ModelOf is what the warehouse needs to compute snapshot id: its SQL,
 // time column, table and upstream tables. ok is false for a snapshot with

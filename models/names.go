@@ -1,0 +1,67 @@
+package models
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+
+	"github.com/tidemark/tidemark/events"
+)
+
+// MaxIdentBytes is the longest identifier both warehouse engines keep
+// whole: Postgres cuts identifiers at 63 bytes (DuckDB keeps them).
+const MaxIdentBytes = 63
+
+// CheckWarehouseName checks a name that becomes a warehouse identifier as
+// written (a model's name is its views' name, an environment's name is its
+// schema's): a name (events.ValidName) of lower-case letters, digits, '_'
+// and '-', at most MaxIdentBytes bytes. DuckDB folds identifiers' case, so
+// "PROD" and "prod" would be one schema; Postgres cuts them at 63 bytes, so
+// two long names would be one table. Names stored before this rule
+// (events.ValidName) still decode: this check is for names being defined.
+func CheckWarehouseName(field, v string) *FieldError {
+	if v == "" {
+		return named(field, "is required")
+	}
+	if !events.ValidName(v) {
+		return named(field, "%q: use lower-case letters, digits, '_' and '-' (at most %d bytes)", v, MaxIdentBytes)
+	}
+	if strings.ToLower(v) != v {
+		return named(field, "%q: use lower-case letters only: it names a warehouse identifier, and DuckDB folds case (%q would be the same one)", v, strings.ToLower(v))
+	}
+	if len(v) > MaxIdentBytes {
+		return named(field, "%q is %d bytes: at most %d (a warehouse identifier; Postgres cuts longer ones)", v, len(v), MaxIdentBytes)
+	}
+	return nil
+}
+
+// The digests of table names: tableDigest hex digits after a model name
+// that fits, longTableDigest after a cut one.
+const (
+	tableDigest     = 12
+	longTableDigest = 24
+)
+
+// TableName is the warehouse table (in schema "tidemark") of a tidemark
+// table id (a snapshot's Table, e.g. "events@v1"): the model's name, "__",
+// and 12 hex digits of the id's SHA-256, the same for every snapshot that
+// shares the table (forward-only versions), and a plain SQL identifier
+// when the model's name is one. A name that would pass MaxIdentBytes (a
+// model name of more than 49 bytes) keeps the first bytes of the model's
+// name and 24 hex digits instead, so it is exactly MaxIdentBytes long (the
+// hex digits cannot contain the "__" a shorter form has in their place:
+// the two forms never meet). Pure: the data plane and decide's collision
+// check (a version whose table name another table id already has is
+// refused) compute the same name.
+func TableName(tableID string) string {
+	model := tableID
+	if i := strings.IndexByte(tableID, '@'); i >= 0 {
+		model = tableID[:i]
+	}
+	sum := sha256.Sum256([]byte(tableID))
+	digest := hex.EncodeToString(sum[:])
+	if len(model)+2+tableDigest <= MaxIdentBytes {
+		return model + "__" + digest[:tableDigest]
+	}
+	return model[:MaxIdentBytes-2-longTableDigest] + "__" + digest[:longTableDigest]
+}

@@ -1,0 +1,122 @@
+package warehouse
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"strings"
+	"time"
+)
+
+// backend is the engine-specific part of a Warehouse, one implementation
+// per engine (duckdb.go, postgres.go), chosen once by Open from the DSN's
+// scheme. Everything else in this package is written once for both:
+// behaviour that differs between the engines is a method here, never a
+// test of the engine's name.
+type backend interface {
+	// engine names the engine: "duckdb" or "postgres".
+	engine() string
+	// ddlBounds is how @start_ts and @end_ts are written in a snapshot
+	// table's creation (CREATE TABLE … AS … LIMIT 0), and the arguments
+	// bound to them: parameters where DDL binds them (DuckDB), else a
+	// typed NULL constant (Postgres: DDL takes no parameters).
+	ddlBounds() (start, end string, args []any)
+	// lockTable makes the writers of table take turns across processes,
+	// inside x's transaction (nothing where one process owns the data).
+	lockTable(ctx context.Context, x execer, table string) error
+	// beginPromote prepares a promotion's transaction (Postgres: a lock
+	// timeout, so a reader of several views never deadlocks with it).
+	beginPromote(ctx context.Context, x execer) error
+	// swapView points view (schema-qualified, quoted) at sel, inside x's
+	// transaction.
+	swapView(ctx context.Context, x execer, view, sel string) error
+	// metaIndexes creates the indexes of the writers' table (MetaSchema).
+	metaIndexes(ctx context.Context, x execer) error
+	// viewsReading lists the views (schema.view) that read the snapshot
+	// table.
+	viewsReading(ctx context.Context, db querier, table string) ([]string, error)
+	// beginReadOnly is the statement that starts a read-only transaction.
+	beginReadOnly() string
+
+	// The least privilege where model SQL and queries run.
+
+	// sandbox makes the statements that follow in c's transaction run with
+	// the least privilege (Postgres: SET LOCAL ROLE SandboxRole) and at
+	// most timeout each (statement_timeout). DuckDB's bounds are the
+	// database's own (Open): nothing to do.
+	sandbox(ctx context.Context, c *sql.Conn, timeout time.Duration) error
+	// unsandbox ends sandbox: tidemark's own statements follow.
+	unsandbox(ctx context.Context, c *sql.Conn) error
+	// adoptTable, after a snapshot table's creation in the sandbox (and
+	// unsandbox), gives tidemark the table and the sandbox what it needs
+	// of it (Postgres: owner, INSERT).
+	adoptTable(ctx context.Context, c *sql.Conn, table string) error
+	// schemaCreated gives the sandbox what it needs of schema Schema.
+	schemaCreated(ctx context.Context, x execer) error
+	// execOne runs q, a statement built from model SQL, on c as exactly
+	// one statement (a DuckDB prepared statement, which holds one; the
+	// Postgres extended protocol, which refuses several), and returns the
+	// rows it affected.
+	execOne(ctx context.Context, c *sql.Conn, q string, args ...any) (int64, error)
+	// queryOne runs q on c as exactly one statement and hands each row to
+	// each, in order, until each returns false; it stops reading there.
+	queryOne(ctx context.Context, c *sql.Conn, q string, args []any, each func(cols []string, row []any) (bool, error)) error
+}
+
+// inTx runs fn in one transaction on one connection, begun by begin; it
+// commits when fn succeeds and rolls back otherwise. A connection that
+// cannot roll back is discarded.
+func (w *Warehouse) inTx(ctx context.Context, begin string, fn func(c *sql.Conn) error) error {
+	return w.tx(ctx, begin, true, fn)
+}
+
+// inReadOnlyTx runs fn in a read-only transaction, rolled back afterwards
+// (a query that stopped reading early may have cost its connection:
+// nothing is lost).
+func (w *Warehouse) inReadOnlyTx(ctx context.Context, fn func(c *sql.Conn) error) error {
+	return w.tx(ctx, w.b.beginReadOnly(), false, fn)
+}
+
+func (w *Warehouse) tx(ctx context.Context, begin string, commit bool, fn func(c *sql.Conn) error) error {
+	c, err := w.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if _, err := c.ExecContext(ctx, begin); err != nil {
+		return err
+	}
+	if err = fn(c); err == nil && commit {
+		_, err = c.ExecContext(ctx, "COMMIT")
+		if err == nil {
+			return nil
+		}
+	}
+	if _, rerr := c.ExecContext(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil {
+		_ = c.Raw(func(any) error { return driver.ErrBadConn })
+	}
+	return err
+}
+
+// isPostgresDSN reports whether dsn names a Postgres database (a
+// postgres:// or postgresql:// URL); anything else is a DuckDB path.
+func isPostgresDSN(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+}
+
+// mentions reports whether sql names the identifier ident as a whole word
+// (case-insensitively; a false positive only keeps a table).
+func mentions(sql, ident string) bool {
+	s, id := strings.ToLower(sql), strings.ToLower(ident)
+	for off := 0; ; {
+		k := strings.Index(s[off:], id)
+		if k < 0 {
+			return false
+		}
+		i, j := off+k, off+k+len(id)
+		if (i == 0 || !isIdentChar(s[i-1])) && (j == len(s) || !isIdentChar(s[j])) {
+			return true
+		}
+		off = i + 1
+	}
+}

@@ -1,0 +1,242 @@
+package warehouse
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// duckBackend is an embedded DuckDB file (or an in-memory database), owned
+// by this process.
+type duckBackend struct{}
+
+// openDuckDBWarehouse opens the DuckDB file of dsn (a path, optionally with
+// DuckDB options after '?'; "" or ":memory:" is an in-memory database) and
+// claims it for w (w.path).
+func openDuckDBWarehouse(ctx context.Context, w *Warehouse, dsn string, opts Options) (*sql.DB, error) {
+	path, query, _ := strings.Cut(dsn, "?")
+	params, err := url.ParseQuery(query)
+	if err != nil {
+		return nil, fmt.Errorf("warehouse: DuckDB DSN %q: %w", dsn, err)
+	}
+	if !params.Has("threads") {
+		n := opts.Threads
+		if n <= 0 {
+			n = 2
+		}
+		params.Set("threads", strconv.Itoa(n))
+	}
+	if !params.Has("memory_limit") {
+		m := opts.MemoryLimit
+		if m == "" {
+			m = "2GB"
+		}
+		params.Set("memory_limit", m)
+	}
+	if !params.Has("max_temp_directory_size") {
+		m := opts.MaxTempSize
+		if m == "" {
+			m = DefaultMaxTempSize
+		}
+		params.Set("max_temp_directory_size", m)
+	}
+	// Least privilege, for the whole database: DuckDB keeps these per
+	// database instance, not per connection (enable_external_access can
+	// only be turned off while it runs, lock_configuration freezes every
+	// setting for every connection). tidemark reads no file through SQL,
+	// so its own statements lose nothing; model SQL and queries cannot
+	// read or write the host's files (read_text, read_csv, glob, COPY),
+	// ATTACH another database, INSTALL or LOAD an extension, or change a
+	// setting back (SET fails).
+	for k, v := range duckLocked {
+		if params.Has(k) && params.Get(k) != v {
+			return nil, fmt.Errorf("warehouse: DuckDB DSN %q sets %s: tidemark sets it to %s (least privilege) and no DSN may change it", dsn, k, v)
+		}
+		params.Set(k, v)
+	}
+	if path != "" && path != ":memory:" {
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return nil, fmt.Errorf("warehouse: %s: %w", path, err)
+		}
+		openFilesMu.Lock()
+		if openFiles[abs] {
+			openFilesMu.Unlock()
+			return nil, fmt.Errorf("%w: %s is already open in this process", ErrLocked, abs)
+		}
+		openFiles[abs] = true
+		openFilesMu.Unlock()
+		w.path = abs
+	}
+	db, err := openDuckDB(path + "?" + params.Encode())
+	if err == nil {
+		err = db.PingContext(ctx)
+		if err != nil {
+			db.Close()
+		}
+	}
+	if err != nil {
+		w.release()
+		if isLockError(err) {
+			return nil, fmt.Errorf("%w: %s is held by another process; stop it or go through it: %w", ErrLocked, path, err)
+		}
+		if errors.Is(err, ErrNoCgo) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("warehouse: open DuckDB %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// duckLocked are the settings every DuckDB warehouse opens with.
+var duckLocked = map[string]string{
+	"enable_external_access":       "false",
+	"autoinstall_known_extensions": "false",
+	"autoload_known_extensions":    "false",
+	"allow_community_extensions":   "false",
+	"lock_configuration":           "true",
+}
+
+func isLockError(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "Could not set lock") || strings.Contains(s, "Conflicting lock")
+}
+
+func (duckBackend) engine() string { return "duckdb" }
+
+func (duckBackend) ddlBounds() (string, string, []any) {
+	return paramStart, paramEnd, []any{epoch, epoch}
+}
+
+// lockTable: one process owns a DuckDB file; in-process writers of a
+// slice already take turns (lockInterval).
+func (duckBackend) lockTable(context.Context, execer, string) error { return nil }
+
+func (duckBackend) beginPromote(context.Context, execer) error { return nil }
+
+// swapView: CREATE OR REPLACE VIEW swaps a view, whatever its columns.
+func (duckBackend) swapView(ctx context.Context, x execer, view, sel string) error {
+	_, err := x.ExecContext(ctx, "CREATE OR REPLACE VIEW "+view+" AS "+sel)
+	return err
+}
+
+// metaIndexes: DuckDB prunes the writers' scans with its zone maps.
+func (duckBackend) metaIndexes(context.Context, execer) error { return nil }
+
+// viewsReading: DuckDB records no dependencies; a view reads the table
+// when its text names it.
+func (duckBackend) viewsReading(ctx context.Context, db querier, table string) ([]string, error) {
+	rs, err := db.QueryContext(ctx, "SELECT schema_name, view_name, sql FROM duckdb_views() WHERE NOT internal ORDER BY 1, 2")
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	var out []string
+	for rs.Next() {
+		var schema, view, text string
+		if err := rs.Scan(&schema, &view, &text); err != nil {
+			return nil, err
+		}
+		if mentions(text, table) {
+			out = append(out, schema+"."+view)
+		}
+	}
+	return out, rs.Err()
+}
+
+func (duckBackend) beginReadOnly() string { return "BEGIN TRANSACTION READ ONLY" }
+
+// sandbox: DuckDB's bounds are the database's (Open); the statement's time
+// is bounded by its context, which the driver interrupts.
+func (duckBackend) sandbox(context.Context, *sql.Conn, time.Duration) error { return nil }
+
+func (duckBackend) unsandbox(context.Context, *sql.Conn) error { return nil }
+
+func (duckBackend) adoptTable(context.Context, *sql.Conn, string) error { return nil }
+
+func (duckBackend) schemaCreated(context.Context, execer) error { return nil }
+
+// prepareOne prepares q on the driver's connection as one statement: the
+// driver's Prepare refuses a text of several statements before running
+// any (its PrepareContext, which database/sql calls, would run all but
+// the last one).
+func prepareOne(dc any, q string) (driver.Stmt, error) {
+	conn, ok := dc.(driver.Conn)
+	if !ok {
+		return nil, fmt.Errorf("warehouse: DuckDB connection %T", dc)
+	}
+	st, err := conn.Prepare(q)
+	if err != nil {
+		return nil, fmt.Errorf("%w (exactly one statement runs)", err)
+	}
+	return st, nil
+}
+
+func namedArgs(args []any) []driver.NamedValue {
+	out := make([]driver.NamedValue, len(args))
+	for i, a := range args {
+		out[i] = driver.NamedValue{Ordinal: i + 1, Value: a}
+	}
+	return out
+}
+
+func (duckBackend) execOne(ctx context.Context, c *sql.Conn, q string, args ...any) (int64, error) {
+	var n int64
+	err := c.Raw(func(dc any) error {
+		st, err := prepareOne(dc, q)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		res, err := st.(driver.StmtExecContext).ExecContext(ctx, namedArgs(args))
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n, err
+}
+
+func (duckBackend) queryOne(ctx context.Context, c *sql.Conn, q string, args []any, each func([]string, []any) (bool, error)) error {
+	return c.Raw(func(dc any) error {
+		st, err := prepareOne(dc, q)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		rows, err := st.(driver.StmtQueryContext).QueryContext(ctx, namedArgs(args))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		cols := rows.Columns()
+		dest := make([]driver.Value, len(cols))
+		for {
+			if err := rows.Next(dest); err == io.EOF {
+				return ctx.Err()
+			} else if err != nil {
+				return err
+			}
+			row := make([]any, len(dest))
+			for i, v := range dest {
+				if b, ok := v.([]byte); ok {
+					v = bytes.Clone(b)
+				}
+				row[i] = v
+			}
+			if more, err := each(cols, row); err != nil || !more {
+				return err
+			}
+		}
+	})
+}

@@ -1,0 +1,279 @@
+package warehouse
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// pgBackend is a Postgres database, shared by any number of processes.
+type pgBackend struct{}
+
+// SandboxRole is the Postgres role model SQL and queries run as (SET
+// LOCAL ROLE, inside each of their transactions): no login, no superuser,
+// none of pg_read_server_files, pg_write_server_files,
+// pg_execute_server_program (so no server file is read or written and no
+// COPY … PROGRAM runs), no CREATE on the database. It reads what models
+// read (pg_read_all_data when tidemark creates it; an operator may grant
+// SELECT on the source schemas instead), creates snapshot tables in schema
+// tidemark (which tidemark then owns) and INSERTs into them.
+//
+// Open creates it when it is missing and the connecting user may (a
+// superuser, or CREATEROLE), and checks it otherwise: see README's
+// "Postgres warehouse" for the statements an administrator runs. A SET
+// ROLE can be undone by the statement itself (set_config('role', …)) back
+// to the connecting user: Open revokes set_config from PUBLIC when it
+// connects as a superuser, and otherwise refuses a connecting user that
+// holds what the sandbox must not (ErrSandbox).
+const SandboxRole = "tidemark_sandbox"
+
+// ErrSandbox is returned by Open of a Postgres warehouse whose sandbox
+// role (SandboxRole) is missing and cannot be created, holds privileges it
+// must not, or can be left; the message says what to grant or revoke.
+var ErrSandbox = errors.New("warehouse: the Postgres sandbox role cannot be set up")
+
+// setupSandbox creates or checks SandboxRole (see there).
+func setupSandbox(ctx context.Context, db *sql.DB) error {
+	q := func(dst any, query string) error { return db.QueryRowContext(ctx, query).Scan(dst) }
+	var super bool
+	if err := q(&super, "SELECT rolsuper FROM pg_roles WHERE rolname = current_user"); err != nil {
+		return fmt.Errorf("%w: %w", ErrSandbox, err)
+	}
+	var exists bool
+	if err := q(&exists, "SELECT EXISTS (SELECT FROM pg_roles WHERE rolname = '"+SandboxRole+"')"); err != nil {
+		return fmt.Errorf("%w: %w", ErrSandbox, err)
+	}
+	if !exists {
+		err := retry(ctx, func() error {
+			_, err := db.ExecContext(ctx, "CREATE ROLE "+SandboxRole+" NOLOGIN")
+			var pg *pgconn.PgError
+			if errors.As(err, &pg) && pg.Code == "42710" { // created meanwhile
+				return nil
+			}
+			return err
+		}, retryableDDL)
+		if err != nil {
+			return fmt.Errorf("%w: %s does not exist and cannot be created (%w): have an administrator run CREATE ROLE %s NOLOGIN; GRANT pg_read_all_data TO %s; GRANT %s TO <tidemark's user> (README, \"Postgres warehouse\")",
+				ErrSandbox, SandboxRole, err, SandboxRole, SandboxRole, SandboxRole)
+		}
+		// Models read their sources; the operator may narrow this.
+		if _, err := db.ExecContext(ctx, "GRANT pg_read_all_data TO "+SandboxRole); err != nil {
+			return fmt.Errorf("%w: GRANT pg_read_all_data TO %s: %w", ErrSandbox, SandboxRole, err)
+		}
+	}
+	var bad bool
+	if err := q(&bad, `SELECT rolsuper OR rolbypassrls OR rolcreaterole OR rolcreatedb
+		OR pg_has_role(oid, 'pg_read_server_files', 'USAGE') OR pg_has_role(oid, 'pg_write_server_files', 'USAGE')
+		OR pg_has_role(oid, 'pg_execute_server_program', 'USAGE')
+		FROM pg_roles WHERE rolname = '`+SandboxRole+`'`); err != nil {
+		return fmt.Errorf("%w: %w", ErrSandbox, err)
+	}
+	if bad {
+		return fmt.Errorf("%w: %s is a superuser, may create roles or databases, bypasses row security, or has pg_read_server_files, pg_write_server_files or pg_execute_server_program: revoke them", ErrSandbox, SandboxRole)
+	}
+	var member bool
+	if err := q(&member, "SELECT pg_has_role(current_user, '"+SandboxRole+"', 'MEMBER')"); err != nil {
+		return fmt.Errorf("%w: %w", ErrSandbox, err)
+	}
+	if !member {
+		if _, err := db.ExecContext(ctx, "GRANT "+SandboxRole+" TO CURRENT_USER"); err != nil {
+			return fmt.Errorf("%w: tidemark's user cannot SET ROLE %s (%w): GRANT %s TO <tidemark's user>", ErrSandbox, SandboxRole, err, SandboxRole)
+		}
+	}
+	// set_config('role', …) inside a statement undoes SET ROLE (the
+	// connecting user may set any role it is a member of).
+	var canSet bool
+	if err := q(&canSet, "SELECT has_function_privilege('"+SandboxRole+"', 'pg_catalog.set_config(text,text,boolean)', 'EXECUTE')"); err != nil {
+		return fmt.Errorf("%w: %w", ErrSandbox, err)
+	}
+	if !canSet {
+		return nil
+	}
+	if super {
+		if _, err := db.ExecContext(ctx, "REVOKE EXECUTE ON FUNCTION pg_catalog.set_config(text,text,boolean) FROM PUBLIC"); err != nil {
+			return fmt.Errorf("%w: REVOKE EXECUTE ON FUNCTION set_config FROM PUBLIC: %w", ErrSandbox, err)
+		}
+		return nil
+	}
+	var strong bool
+	if err := q(&strong, `SELECT pg_has_role(current_user, 'pg_read_server_files', 'USAGE') OR pg_has_role(current_user, 'pg_write_server_files', 'USAGE')
+		OR pg_has_role(current_user, 'pg_execute_server_program', 'USAGE')`); err != nil {
+		return fmt.Errorf("%w: %w", ErrSandbox, err)
+	}
+	if strong {
+		return fmt.Errorf("%w: model SQL could leave %s for tidemark's user (set_config('role', …)), which may read or write the server's files or run programs: connect as a user without pg_read_server_files, pg_write_server_files and pg_execute_server_program, or have a superuser REVOKE EXECUTE ON FUNCTION pg_catalog.set_config(text,text,boolean) FROM PUBLIC", ErrSandbox, SandboxRole)
+	}
+	return nil
+}
+
+// openPostgres opens the Postgres database of dsn (a postgres:// URL).
+func openPostgres(ctx context.Context, dsn string) (*sql.DB, error) {
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("warehouse: open postgres: %w", err)
+	}
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("warehouse: open postgres: %w", err)
+	}
+	if err := setupSandbox(ctx, db); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+func (pgBackend) engine() string { return "postgres" }
+
+// ddlBounds: DDL takes no parameters; the table is created from LIMIT 0,
+// so the bounds' values do not matter.
+func (pgBackend) ddlBounds() (string, string, []any) { return nullTS, nullTS, nil }
+
+// lockTable: read committed lets two processes' DELETE+INSERT of one
+// slice interleave into duplicates: writers of one table take turns
+// across processes (a transaction-scoped advisory lock).
+func (pgBackend) lockTable(ctx context.Context, x execer, table string) error {
+	_, err := x.ExecContext(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", "tidemark.write:"+table)
+	return err
+}
+
+// beginPromote: DROP VIEW locks each view until commit. A reader holding
+// one view while waiting for another swapped one would deadlock with the
+// promotion (Postgres then kills one of them after deadlock_timeout,
+// maybe the reader): the promotion gives up its locks first and retries.
+func (pgBackend) beginPromote(ctx context.Context, x execer) error {
+	_, err := x.ExecContext(ctx, "SET LOCAL lock_timeout = '200ms'")
+	return err
+}
+
+// swapView: Postgres refuses CREATE OR REPLACE VIEW when the columns
+// change: DROP and CREATE in the same transaction.
+func (pgBackend) swapView(ctx context.Context, x execer, view, sel string) error {
+	if _, err := x.ExecContext(ctx, "DROP VIEW IF EXISTS "+view); err != nil {
+		return err
+	}
+	_, err := x.ExecContext(ctx, "CREATE VIEW "+view+" AS "+sel)
+	return err
+}
+
+// metaIndexes: every write looks up the records of its table's slice;
+// Postgres needs an index for that.
+func (pgBackend) metaIndexes(ctx context.Context, x execer) error {
+	_, err := x.ExecContext(ctx, "CREATE INDEX IF NOT EXISTS intervals_by_table ON "+qualified(MetaSchema, IntervalsTable)+" (table_name, holds_start)")
+	return err
+}
+
+// viewsReading: Postgres records which views read a table (pg_depend).
+func (pgBackend) viewsReading(ctx context.Context, db querier, table string) ([]string, error) {
+	rs, err := db.QueryContext(ctx, `SELECT DISTINCT v.relnamespace::regnamespace::text || '.' || v.relname
+		FROM pg_depend d JOIN pg_rewrite r ON r.oid = d.objid JOIN pg_class v ON v.oid = r.ev_class
+		WHERE d.refobjid = to_regclass($1) AND v.oid <> d.refobjid ORDER BY 1`, qualified(Schema, table))
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	var out []string
+	for rs.Next() {
+		var v string
+		if err := rs.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rs.Err()
+}
+
+func (pgBackend) beginReadOnly() string { return "BEGIN READ ONLY" }
+
+func (pgBackend) sandbox(ctx context.Context, c *sql.Conn, timeout time.Duration) error {
+	ms := timeout.Milliseconds()
+	if ms < 1 {
+		ms = 1
+	}
+	if _, err := c.ExecContext(ctx, "SET LOCAL statement_timeout = "+strconv.FormatInt(ms, 10)); err != nil {
+		return err
+	}
+	_, err := c.ExecContext(ctx, "SET LOCAL ROLE "+SandboxRole)
+	return err
+}
+
+func (pgBackend) unsandbox(ctx context.Context, c *sql.Conn) error {
+	_, err := c.ExecContext(ctx, "RESET ROLE")
+	return err
+}
+
+// adoptTable: the sandbox created the table; tidemark owns it (its drops
+// and views), and the sandbox may insert into it (and read it, should the
+// operator have narrowed pg_read_all_data).
+func (pgBackend) adoptTable(ctx context.Context, c *sql.Conn, table string) error {
+	if _, err := c.ExecContext(ctx, "ALTER TABLE "+qualified(Schema, table)+" OWNER TO CURRENT_USER"); err != nil {
+		return err
+	}
+	_, err := c.ExecContext(ctx, "GRANT SELECT, INSERT ON "+qualified(Schema, table)+" TO "+SandboxRole)
+	return err
+}
+
+// schemaCreated: the sandbox creates snapshot tables in it.
+func (pgBackend) schemaCreated(ctx context.Context, x execer) error {
+	_, err := x.ExecContext(ctx, "GRANT USAGE, CREATE ON SCHEMA "+quoteIdent(Schema)+" TO "+SandboxRole)
+	return err
+}
+
+// oneStatement is the extended protocol without a cached statement: the
+// server refuses a text of several statements (pgx would use the simple
+// protocol, which runs them all, for a statement without arguments).
+var oneStatement any = pgx.QueryExecModeDescribeExec
+
+func (pgBackend) execOne(ctx context.Context, c *sql.Conn, q string, args ...any) (int64, error) {
+	if len(args) > 0 {
+		res, err := c.ExecContext(ctx, q, append([]any{oneStatement}, args...)...)
+		if err != nil {
+			return 0, err
+		}
+		return res.RowsAffected()
+	}
+	rows, err := c.QueryContext(ctx, q, oneStatement)
+	if err != nil {
+		return 0, err
+	}
+	for rows.Next() {
+	}
+	return 0, errors.Join(rows.Err(), rows.Close())
+}
+
+func (pgBackend) queryOne(ctx context.Context, c *sql.Conn, q string, args []any, each func([]string, []any) (bool, error)) error {
+	// Stopping early cancels the statement (the connection is dropped)
+	// rather than reading the rows left.
+	qctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	rows, err := c.QueryContext(qctx, q, append([]any{oneStatement}, args...)...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		row := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range row {
+			ptrs[i] = &row[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return err
+		}
+		if more, err := each(cols, row); err != nil || !more {
+			cancel()
+			return err
+		}
+	}
+	return rows.Err()
+}

@@ -1,0 +1,199 @@
+package warehouse
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// victim is a snapshot table the attacks below try to rewrite.
+func victim(t *testing.T, w *Warehouse) int64 {
+	t.Helper()
+	return write(t, w, hourly("hourly__victim"), full)
+}
+
+func victimIntact(t *testing.T, w *Warehouse, n int64) {
+	t.Helper()
+	if got := scalar(t, w, `SELECT count(*) FROM tidemark."hourly__victim"`); got != n {
+		t.Fatalf("the victim table has %d rows, want %d: an attack rewrote it", got, n)
+	}
+}
+
+// smuggle is model SQL that closes the query's parentheses and appends
+// statements of its own: what runs if a driver runs every statement of a
+// text (DuckDB's runs all but the last itself; pgx's simple protocol, used
+// for a statement without arguments, runs them all).
+func smuggle(stmt string) string {
+	return `SELECT CAST(TIMESTAMP '2026-01-01 00:00:00' AS TIMESTAMP) AS hour
+) q) q; ` + stmt + `; SELECT * FROM (SELECT * FROM (SELECT CAST(TIMESTAMP '2026-01-01 00:00:00' AS TIMESTAMP) AS hour`
+}
+
+// Model SQL runs as exactly one statement, in the sandbox, on both
+// engines: a statement smuggled after it does not run (at the table's
+// creation, EnsureTable, or at a write), nor does a read of the server's
+// files.
+func TestModelSQLSandboxed(t *testing.T) {
+	eachBackend(t, func(t *testing.T, w *Warehouse) {
+		n := victim(t, w)
+		attacks := []string{
+			smuggle(`DELETE FROM tidemark."hourly__victim"`),
+			"SELECT CAST(TIMESTAMP '2026-01-01 00:00:00' AS TIMESTAMP) AS hour --\r) q) q; DELETE FROM tidemark.\"hourly__victim\"; SELECT * FROM (SELECT * FROM (SELECT CAST(NULL AS TIMESTAMP) AS hour",
+		}
+		if w.Engine() == "duckdb" {
+			attacks = append(attacks,
+				`SELECT CAST(TIMESTAMP '2026-01-01 00:00:00' AS TIMESTAMP) AS hour, content FROM read_text('/etc/passwd')`,
+				`SELECT CAST(TIMESTAMP '2026-01-01 00:00:00' AS TIMESTAMP) AS hour, * FROM read_csv('/etc/passwd')`,
+				`SELECT CAST(TIMESTAMP '2026-01-01 00:00:00' AS TIMESTAMP) AS hour, file FROM glob('/*')`,
+				smuggle(`COPY (SELECT 42) TO '`+t.TempDir()+`/out.csv'`),
+				smuggle(`ATTACH '`+t.TempDir()+`/other.duckdb' AS other`),
+				smuggle(`INSTALL httpfs`),
+				smuggle(`LOAD httpfs`),
+				smuggle(`SET enable_external_access = true`),
+			)
+		} else {
+			attacks = append(attacks,
+				`SELECT CAST(now() AS TIMESTAMP) AS hour, pg_read_file('/etc/passwd') AS x`,
+				`SELECT CAST(now() AS TIMESTAMP) AS hour, set_config('role', 'postgres', true) AS r, pg_read_file('/etc/passwd') AS x`,
+				`SELECT CAST(now() AS TIMESTAMP) AS hour, * FROM pg_ls_dir('/') AS x`,
+				smuggle(`COPY (SELECT 42) TO PROGRAM 'true'`),
+				smuggle(`COPY (SELECT 42) TO '/tmp/tidemark-attack.csv'`),
+				smuggle(`CREATE TABLE tidemark."planted" AS SELECT 1 AS a`),
+			)
+		}
+		for i, sql := range attacks {
+			m := Model{Name: "attack", Table: "attack__" + string(rune('a'+i)), TimeColumn: "hour", SQL: sql}
+			if err := w.EnsureTable(t.Context(), m); err == nil {
+				t.Errorf("EnsureTable of %q succeeded", sql)
+			}
+			m.Table += "_w"
+			if _, err := w.WriteInterval(t.Context(), m, day(0), day(1)); err == nil {
+				t.Errorf("WriteInterval of %q succeeded", sql)
+			}
+			victimIntact(t, w, n)
+		}
+	})
+}
+
+// A query is one read-only statement in the sandbox: its text cannot end
+// its read-only transaction (a comment ended by a carriage return hides
+// the rest from tidemark's check, not from the engine) nor read the
+// server's files.
+func TestQuerySandboxed(t *testing.T) {
+	eachBackend(t, func(t *testing.T, w *Warehouse) {
+		n := victim(t, w)
+		attacks := []string{
+			"SELECT 1 --\r; ROLLBACK; DELETE FROM tidemark.\"hourly__victim\"",
+			"SELECT 1 --\r; COMMIT; DELETE FROM tidemark.\"hourly__victim\"",
+		}
+		if w.Engine() == "duckdb" {
+			attacks = append(attacks,
+				`SELECT * FROM read_text('/etc/passwd')`,
+				`SELECT * FROM read_csv('/etc/passwd')`,
+				`SELECT * FROM glob('/*')`,
+				"SELECT 1 --\r; ATTACH '"+t.TempDir()+"/x.duckdb' AS x",
+				"SELECT 1 --\r; SET enable_external_access = true",
+				"SELECT 1 --\r; INSTALL httpfs",
+				"SELECT 1 --\r; LOAD httpfs",
+			)
+		} else {
+			attacks = append(attacks,
+				`SELECT pg_read_file('/etc/passwd')`,
+				`SELECT set_config('role', 'postgres', true), pg_read_file('/etc/passwd')`,
+				"SELECT 1 --\r; COPY (SELECT 1) TO PROGRAM 'true'",
+			)
+		}
+		for _, q := range attacks {
+			if _, _, err := w.Query(t.Context(), q); err == nil {
+				t.Errorf("Query(%q) succeeded", q)
+			}
+			victimIntact(t, w, n)
+		}
+		if _, _, err := w.Query(t.Context(), "SELECT 1"); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// DuckDB's least privilege holds for the whole database, tidemark's own
+// connections included: no file is read or written, no database attached,
+// no extension installed or loaded, no setting changed.
+func TestDuckDBLockedDown(t *testing.T) {
+	eachBackend(t, func(t *testing.T, w *Warehouse) {
+		if w.Engine() != "duckdb" {
+			t.Skip("DuckDB's settings")
+		}
+		dir := t.TempDir()
+		for _, q := range []string{
+			`SELECT * FROM read_text('/etc/passwd')`,
+			`SELECT * FROM glob('/*')`,
+			`COPY (SELECT 42) TO '` + dir + `/out.csv'`,
+			`ATTACH '` + dir + `/other.duckdb' AS other`,
+			`INSTALL httpfs`,
+			`LOAD httpfs`,
+			`SET enable_external_access = true`,
+			`SET memory_limit = '100GB'`,
+			`SET threads = 64`,
+		} {
+			if _, err := w.DB().ExecContext(t.Context(), q); err == nil {
+				t.Errorf("%s succeeded", q)
+			}
+		}
+		_, err := Open(t.Context(), dir+"/x.duckdb?enable_external_access=true", Options{})
+		if err == nil || !strings.Contains(err.Error(), "enable_external_access") {
+			t.Errorf("a DSN enabling external access: %v", err)
+		}
+	})
+}
+
+// A computation that outlives its model's timeout is cancelled through the
+// driver and fails with ErrTimeout; the warehouse goes on working.
+func TestModelTimeout(t *testing.T) {
+	eachBackend(t, func(t *testing.T, w *Warehouse) {
+		endless := Model{Name: "endless", Table: "endless__x", TimeColumn: "hour", Timeout: 300 * time.Millisecond,
+			SQL: `SELECT CAST(TIMESTAMP '2026-01-01 00:00:00' AS TIMESTAMP) AS hour, count(*) AS n
+				FROM generate_series(1, 100000000) a, generate_series(1, 100000000) b WHERE @start_ts < @end_ts`}
+		if err := w.EnsureTable(t.Context(), endless); err != nil {
+			t.Fatal(err)
+		}
+		_, err := w.WriteInterval(t.Context(), endless, day(0), day(1))
+		if !errors.Is(err, ErrTimeout) {
+			t.Fatalf("the endless write: %v, want ErrTimeout", err)
+		}
+		if _, err := w.Verify(t.Context(), "prod", endless, dayRanges()[:1]); err == nil {
+			t.Fatal("verify of the endless model succeeded")
+		}
+		if n := write(t, w, hourly("hourly__after"), full); n == 0 {
+			t.Fatal("no rows after the timeout")
+		}
+	})
+}
+
+// A query stops reading at its limits and says so: 3,000,000 rows answer
+// with the first 10,000 (BenchmarkQueryLimited measures the time and the
+// memory), wide rows stop at the byte limit.
+func TestQueryLimited(t *testing.T) {
+	eachBackend(t, func(t *testing.T, w *Warehouse) {
+		res, err := w.QueryLimited(t.Context(), "SELECT i FROM generate_series(1, 3000000) AS t(i)", Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Truncated || len(res.Rows) != DefaultLimits.Rows {
+			t.Fatalf("3M rows: %d rows, truncated %v", len(res.Rows), res.Truncated)
+		}
+		res, err = w.QueryLimited(t.Context(), "SELECT repeat('x', 1000) AS s FROM generate_series(1, 100000) AS t(i)", Limits{Bytes: 1 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Truncated || res.Size > 1<<20 || len(res.Rows) < 1000 || len(res.Rows) > 1100 {
+			t.Fatalf("wide rows: %d rows, %d bytes, truncated %v", len(res.Rows), res.Size, res.Truncated)
+		}
+		res, err = w.QueryLimited(t.Context(), "SELECT 1 AS a", Limits{})
+		if err != nil || res.Truncated || len(res.Rows) != 1 {
+			t.Fatalf("one row: %+v, %v", res, err)
+		}
+		if _, _, err := w.Query(t.Context(), "SELECT i FROM generate_series(1, 3000000) AS t(i)"); !errors.Is(err, ErrTruncated) {
+			t.Fatalf("Query of 3M rows: %v, want ErrTruncated", err)
+		}
+	})
+}
