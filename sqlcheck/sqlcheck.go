@@ -46,6 +46,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tidemark/tidemark/warehouse"
 	"strings"
 )
 
@@ -226,22 +227,22 @@ func structure(ctx context.Context, sb *sandbox, m Model) error {
 	if e := checkChars(m.SQL); e != nil {
 		return e
 	}
-	r, err := substitute(m.SQL, paramStart, paramEnd)
+	r, err := warehouse.SubstituteMacros(m.SQL, warehouse.ParamStart, warehouse.ParamEnd)
 	if err != nil {
-		var pe *posError
-		if errors.As(err, &pe) {
-			return errAt(m.SQL, pe.at, "%s", pe.msg)
+		var me *warehouse.MacroError
+		if errors.As(err, &me) {
+			return errAt(m.SQL, me.Offset, "%s", me.Msg)
 		}
 		return err
 	}
-	tree, err := sb.parse(ctx, r.text)
+	tree, err := sb.parse(ctx, r.Text)
 	if err != nil {
 		return parseErr(m.SQL, r, err)
 	}
 	if n := len(tree.Statements); n != 1 {
 		return errAt(m.SQL, -1, "has %d statements: a model's query is exactly one SELECT", n)
 	}
-	if _, err := sb.parse(ctx, wrap(r.text)); err != nil {
+	if _, err := sb.parse(ctx, warehouse.Wrap(r.Text)); err != nil {
 		return errAt(m.SQL, -1, "does not stay one query inside the warehouse's SELECT * FROM (…) q: a model's query is one SELECT, without ';' (%v)", err)
 	}
 	deps := map[string]bool{}
@@ -252,7 +253,7 @@ func structure(ctx context.Context, sb *sandbox, m Model) error {
 	w.walk(tree.Statements[0], nil)
 	if w.err != nil {
 		if w.err.Line == 0 && w.loc >= 0 {
-			w.err.Line, w.err.Column = at(m.SQL, r.source(w.loc))
+			w.err.Line, w.err.Column = at(m.SQL, r.Source(w.loc))
 		}
 		return w.err
 	}
@@ -260,7 +261,7 @@ func structure(ctx context.Context, sb *sandbox, m Model) error {
 }
 
 // parseErr turns a parser refusal into an *Error placed in the model's SQL.
-func parseErr(sql string, r rendered, err error) error {
+func parseErr(sql string, r warehouse.Rendered, err error) error {
 	var pe *parserError
 	if !errors.As(err, &pe) {
 		return err
@@ -270,7 +271,7 @@ func parseErr(sql string, r rendered, err error) error {
 	}
 	i := -1
 	if pe.Position >= 0 {
-		i = r.source(pe.Position)
+		i = r.Source(pe.Position)
 	}
 	return errAt(sql, i, "does not parse: %s", pe.Message)
 }
@@ -298,11 +299,11 @@ type column struct{ Name, Type string }
 // describe binds m's query (macros as NULL timestamps) in the sandbox,
 // where its upstream models exist as empty tables, and returns its columns.
 func describe(ctx context.Context, sb *sandbox, m Model) ([]column, error) {
-	r, err := substitute(m.SQL, nullTS, nullTS)
+	r, err := warehouse.SubstituteMacros(m.SQL, warehouse.NullTS, warehouse.NullTS)
 	if err != nil {
 		return nil, err // structure refused it already
 	}
-	cols, err := sb.describe(ctx, wrap(r.text))
+	cols, err := sb.describe(ctx, warehouse.Wrap(r.Text))
 	if err != nil {
 		var be *bindError
 		if errors.As(err, &be) {

@@ -66,26 +66,16 @@ func plainIdent(s string) bool {
 	return true
 }
 
-// The forms @start_ts and @end_ts take in rendered SQL.
-const (
-	paramStart = "CAST($1 AS TIMESTAMP)"
-	paramEnd   = "CAST($2 AS TIMESTAMP)"
-	// nullTS stands for both bounds where no parameters may be bound
-	// (table creation in Postgres: DDL takes no parameters). It is a
-	// constant, not a value: the table is created from LIMIT 0.
-	nullTS = "CAST(NULL AS TIMESTAMP)"
-)
-
 // render turns model SQL into runnable SQL: the upstream CTE prefix, and
 // @start_ts/@end_ts replaced by start/end (paramStart/paramEnd, or nullTS).
 // It refuses any other @name, and positional parameters of its own.
 func render(m Model, start, end string) (string, error) {
-	body, err := substituteMacros(m.SQL, start, end)
+	r, err := SubstituteMacros(m.SQL, start, end)
 	if err != nil {
 		return "", fmt.Errorf("model %q: %w", m.Name, err)
 	}
 	if len(m.Upstream) == 0 {
-		return "SELECT * FROM (" + body + "\n) q", nil
+		return Wrap(r.Text), nil
 	}
 	names := make([]string, 0, len(m.Upstream))
 	for n := range m.Upstream {
@@ -103,100 +93,9 @@ func render(m Model, start, end string) (string, error) {
 		}
 		fmt.Fprintf(&b, "%s AS (SELECT * FROM %s)", quoteIdent(n), qualified(Schema, m.Upstream[n]))
 	}
-	b.WriteString("\nSELECT * FROM (" + body + "\n) q")
+	b.WriteString("\n" + Wrap(r.Text))
 	return b.String(), nil
 }
-
-// substituteMacros replaces @start_ts and @end_ts outside string literals,
-// quoted identifiers and comments.
-func substituteMacros(sql, start, end string) (string, error) {
-	var b strings.Builder
-	err := scanSQL(sql, func(i int, c byte) (int, error) {
-		switch {
-		case c == '@' && i+1 < len(sql) && isIdentStart(sql[i+1]):
-			j := i + 1
-			for j < len(sql) && isIdentChar(sql[j]) {
-				j++
-			}
-			switch name := sql[i+1 : j]; strings.ToLower(name) {
-			case "start_ts":
-				b.WriteString(start)
-			case "end_ts":
-				b.WriteString(end)
-			default:
-				return 0, fmt.Errorf("unknown macro @%s: only @start_ts and @end_ts are supported", name)
-			}
-			return j, nil
-		case c == '$' && i+1 < len(sql) && sql[i+1] >= '0' && sql[i+1] <= '9':
-			return 0, fmt.Errorf("positional parameter at offset %d: use @start_ts and @end_ts", i)
-		case c == '?':
-			return 0, fmt.Errorf("parameter placeholder ? at offset %d: use @start_ts and @end_ts", i)
-		}
-		b.WriteByte(c)
-		return i + 1, nil
-	}, func(s string) { b.WriteString(s) })
-	if err != nil {
-		return "", err
-	}
-	return b.String(), nil
-}
-
-// scanSQL walks sql, handing every byte outside literals, quoted
-// identifiers and comments to code (which returns where to go on), and
-// every literal, quoted identifier or comment whole to verbatim.
-func scanSQL(sql string, code func(i int, c byte) (int, error), verbatim func(string)) error {
-	for i := 0; i < len(sql); {
-		c := sql[i]
-		var end int
-		switch {
-		case c == '\'' || c == '"':
-			end = i + 1
-			for end < len(sql) {
-				if sql[end] == c {
-					if end+1 < len(sql) && sql[end+1] == c { // doubled quote
-						end += 2
-						continue
-					}
-					break
-				}
-				end++
-			}
-			if end >= len(sql) {
-				return fmt.Errorf("unterminated %c at offset %d", c, i)
-			}
-			end++
-		case c == '-' && i+1 < len(sql) && sql[i+1] == '-':
-			end = strings.IndexByte(sql[i:], '\n')
-			if end < 0 {
-				end = len(sql)
-			} else {
-				end += i + 1
-			}
-		case c == '/' && i+1 < len(sql) && sql[i+1] == '*':
-			k := strings.Index(sql[i+2:], "*/")
-			if k < 0 {
-				return fmt.Errorf("unterminated comment at offset %d", i)
-			}
-			end = i + 2 + k + 2
-		default:
-			next, err := code(i, c)
-			if err != nil {
-				return err
-			}
-			i = next
-			continue
-		}
-		verbatim(sql[i:end])
-		i = end
-	}
-	return nil
-}
-
-func isIdentStart(c byte) bool {
-	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
-}
-
-func isIdentChar(c byte) bool { return isIdentStart(c) || c >= '0' && c <= '9' }
 
 // readOnlyStatement reports why sql is not one read-only statement, or "".
 func readOnlyStatement(sql string) string {
