@@ -61,6 +61,13 @@ type backend interface {
 	// queryOne runs q on c as exactly one statement and hands each row to
 	// each, in order, until each returns false; it stops reading there.
 	queryOne(ctx context.Context, c *sql.Conn, q string, args []any, each func(cols []string, row []any) (bool, error)) error
+	// limitRows is q (a user's read-only statement) made to produce at
+	// most n rows where the engine would otherwise compute the whole
+	// answer before the first row is read (DuckDB's Go driver
+	// materializes a result: a SELECT the engine's parser reads as one
+	// statement is wrapped in a LIMIT); q itself where rows stream
+	// (Postgres) or the statement is not a SELECT.
+	limitRows(ctx context.Context, c *sql.Conn, q string, n int) (string, error)
 }
 
 // inTx runs fn in one transaction on one connection, begun by begin; it

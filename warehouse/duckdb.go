@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -239,4 +240,35 @@ func (duckBackend) queryOne(ctx context.Context, c *sql.Conn, q string, args []a
 			}
 		}
 	})
+}
+
+// limitRows wraps q in SELECT * FROM (q) LIMIT n when DuckDB's parser
+// (json_serialize_sql, which serializes SELECT statements only) reads it
+// as exactly one SELECT; the subquery's order is kept (DuckDB preserves
+// insertion order). Any other statement (EXPLAIN, a PRAGMA-like SHOW) is
+// run as it is: its answer is small.
+func (duckBackend) limitRows(ctx context.Context, c *sql.Conn, q string, n int) (string, error) {
+	one := func(text string) (bool, error) {
+		var js string
+		if err := c.QueryRowContext(ctx, "SELECT CAST(json_serialize_sql(CAST($1 AS VARCHAR)) AS VARCHAR)", text).Scan(&js); err != nil {
+			return false, err
+		}
+		var parsed struct {
+			Error      bool              `json:"error"`
+			Statements []json.RawMessage `json:"statements"`
+		}
+		if err := json.Unmarshal([]byte(js), &parsed); err != nil {
+			return false, fmt.Errorf("reading DuckDB's parse of the query: %w", err)
+		}
+		return !parsed.Error && len(parsed.Statements) == 1, nil
+	}
+	if ok, err := one(q); err != nil || !ok {
+		return q, err
+	}
+	// The wrapped text must be one SELECT too (a trailing ';' is not).
+	wrapped := fmt.Sprintf("SELECT * FROM (%s\n) tidemark_query LIMIT %d", strings.TrimRight(q, "; \t\r\n"), n)
+	if ok, err := one(wrapped); err != nil || !ok {
+		return q, err
+	}
+	return wrapped, nil
 }

@@ -277,3 +277,7 @@ func (pgBackend) queryOne(ctx context.Context, c *sql.Conn, q string, args []any
 	}
 	return rows.Err()
 }
+
+func (pgBackend) limitRows(_ context.Context, _ *sql.Conn, q string, _ int) (string, error) {
+	return q, nil
+}

@@ -77,7 +77,13 @@ func (w *Warehouse) QueryLimited(ctx context.Context, q string, lim Limits) (Res
 		if err := w.b.sandbox(ctx, c, timeout); err != nil {
 			return err
 		}
-		return w.b.queryOne(ctx, c, q, nil, func(cols []string, row []any) (bool, error) {
+		// One row more than the limit: reading it says the answer was
+		// truncated.
+		bounded, err := w.b.limitRows(ctx, c, q, lim.Rows+1)
+		if err != nil {
+			return err
+		}
+		return w.b.queryOne(ctx, c, bounded, nil, func(cols []string, row []any) (bool, error) {
 			if res.Columns == nil {
 				res.Columns = cols
 				b, err := json.Marshal(cols)

@@ -1,7 +1,9 @@
 package warehouse
 
 import (
+	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -196,4 +198,34 @@ func TestQueryLimited(t *testing.T) {
 			t.Fatalf("Query of 3M rows: %v, want ErrTruncated", err)
 		}
 	})
+}
+
+// TestQueryLimitedComputesOnlyTheLimit: DuckDB's driver materializes a
+// result before its first row is read, so a SELECT is bounded inside the
+// engine: three billion rows (far beyond the memory limit, were they
+// computed) answer with the first 10,000, in order; a trailing ';' and a
+// statement that is not a SELECT still run.
+func TestQueryLimitedComputesOnlyTheLimit(t *testing.T) {
+	w, err := Open(t.Context(), filepath.Join(t.TempDir(), "w.duckdb"), Options{Threads: 2, MemoryLimit: "512MB"})
+	if errors.Is(err, ErrNoCgo) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	// The deadline only ends the undefended query (which runs for many
+	// minutes); the bounded one answers at once.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	res, err := w.QueryLimited(ctx, "SELECT i, repeat('x', 100) AS s FROM range(3000000000) AS t(i);", Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Truncated || len(res.Rows) != DefaultLimits.Rows || res.Rows[9999][0] != int64(9999) {
+		t.Fatalf("3 billion rows: %d rows, truncated %v", len(res.Rows), res.Truncated)
+	}
+	if res, err := w.QueryLimited(t.Context(), "EXPLAIN SELECT 1", Limits{}); err != nil || len(res.Rows) == 0 {
+		t.Fatalf("EXPLAIN: %+v, %v", res, err)
+	}
 }
