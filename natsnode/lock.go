@@ -67,7 +67,8 @@ func LockDataDir(dir string) (*DirLock, error) {
 		return nil, fmt.Errorf("natsnode: lock %s: %w", path, err)
 	}
 	pid := []byte(strconv.Itoa(os.Getpid()) + "\n")
-	if err := f.Truncate(0); err == nil {
+	err = f.Truncate(0)
+	if err == nil {
 		_, err = f.WriteAt(pid, 0)
 	}
 	if err != nil {
