@@ -6,7 +6,10 @@
 //
 // Invariants: it creates no stream, bucket or consumer and writes nothing
 // to one, so a reader may start a node on the data dir of a stopped store
-// and change nothing there; the store directory is <DataDir>/jetstream; a
+// and change nothing there; the store directory is <DataDir>/jetstream;
+// an embedded node holds the OS lock of <DataDir>/serve.lock (LockDataDir)
+// from before its server starts until it has stopped, so a second node on
+// the same data dir, in any process, fails at once naming the holder; a
 // store whose event stream lives in another NATS account than the
 // configured user's is refused (checkStoreAccount), never opened empty.
 // Close drains the connection, then stops the embedded server.
@@ -97,6 +100,7 @@ func (c Config) Validate() error {
 type Node struct {
 	cfg   Config
 	srv   *server.Server
+	lock  *DirLock // the data dir's, while the embedded server runs
 	nc    *nats.Conn
 	close sync.Once
 }
@@ -122,7 +126,14 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		}
 		return n, nil
 	}
+	// One server per data dir: a second one on the same store (another
+	// serve, a reader on a running serve's dir) fails here, naming the
+	// holder, before JetStream touches anything.
+	if n.lock, err = LockDataDir(cfg.DataDir); err != nil {
+		return nil, err
+	}
 	if n.srv, err = startEmbedded(cfg); err != nil {
+		_ = n.lock.Unlock()
 		return nil, err
 	}
 	opts := []nats.Option{nats.InProcessServer(n.srv), nats.Name(cfg.Name)}
@@ -169,6 +180,7 @@ func (n *Node) shutdownServer() {
 		n.srv.Shutdown()
 		n.srv.WaitForShutdown()
 	}
+	_ = n.lock.Unlock()
 }
 
 // startEmbedded starts an in-process nats-server with JetStream whose store

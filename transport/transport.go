@@ -342,7 +342,7 @@ func (c *Client) Seen() uint64 { return c.seen.Load() }
 // NewClient returns a client over nc, sending as the user whose inbox
 // prefix nc has (see InboxOption), if any.
 func NewClient(nc *nats.Conn) *Client {
-	return &Client{nc: nc, User: userOfInboxPrefix(nc.Opts.InboxPrefix), Timeout: 30 * time.Second, NoServiceWait: 5 * time.Second}
+	return &Client{nc: nc, User: UserOf(nc), Timeout: 30 * time.Second, NoServiceWait: 5 * time.Second}
 }
 
 // queryKinds are Queries, for Do.
@@ -518,6 +518,11 @@ func URLUser(natsURL string) string {
 func Connect(natsURL string, opts ...nats.Option) (*nats.Conn, error) {
 	return nats.Connect(natsURL, append(opts, InboxOption(URLUser(natsURL)))...)
 }
+
+// UserOf is the user nc sends as: the user of its reply inbox prefix
+// (InboxOption, which Connect sets from the URL's user), or "". Its
+// commands go to CommandSubject(UserOf(nc), kind).
+func UserOf(nc *nats.Conn) string { return userOfInboxPrefix(nc.Opts.InboxPrefix) }
 
 // userOfInboxPrefix is the user of a connection's inbox prefix
 // (_INBOX.<user>), or "".

@@ -2,6 +2,9 @@ package web
 
 import (
 	"errors"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tidemark/tidemark/projections"
@@ -20,9 +23,9 @@ var (
 	failsDesc     = prometheus.NewDesc("tidemark_worker_failures", "Failed runs recorded (final: the worker gave up).", []string{"final"}, nil)
 	freshDesc     = prometheus.NewDesc("tidemark_model_freshness_seconds", "Seconds from the end of an incumbent's newest computed interval to the engine's clock (absent while it covers nothing).", []string{"env", "model"}, nil)
 	liveDesc      = prometheus.NewDesc("tidemark_workers_live", "Workers whose heartbeat is current (every kind: exec, sql, builtin).", nil, nil)
-	seenDesc      = prometheus.NewDesc("tidemark_worker_last_seen_seconds", "Seconds since a live worker's last heartbeat.", []string{"worker", "kind"}, nil)
-	itemsDesc     = prometheus.NewDesc("tidemark_worker_items", "Work items a live worker finished, by outcome (done, failed), as its heartbeat reports.", []string{"worker", "kind", "outcome"}, nil)
-	flightDesc    = prometheus.NewDesc("tidemark_worker_in_flight", "Work items a live worker is computing, as its heartbeat reports.", []string{"worker", "kind"}, nil)
+	seenDesc      = prometheus.NewDesc("tidemark_worker_last_seen_seconds", "Seconds since a live worker's last heartbeat.", []string{"worker", "user", "kind"}, nil)
+	itemsDesc     = prometheus.NewDesc("tidemark_worker_items", "Work items a live worker finished, by outcome (done, failed), as its heartbeat reports.", []string{"worker", "user", "kind", "outcome"}, nil)
+	flightDesc    = prometheus.NewDesc("tidemark_worker_in_flight", "Work items a live worker is computing, as its heartbeat reports.", []string{"worker", "user", "kind"}, nil)
 	backfillDesc  = prometheus.NewDesc("tidemark_plan_backfill_progress_ratio", "Share of a plan in flight's backfill its candidates' tables cover (0..1).", []string{"plan", "env"}, nil)
 )
 
@@ -59,11 +62,20 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.s.Workers != nil {
 		ws := c.s.Workers()
 		g(liveDesc, float64(len(ws)))
+		shown := make(map[[2]string]bool, len(ws))
 		for _, w := range ws {
-			g(seenDesc, w.Age.Seconds(), w.Name, w.Kind)
-			g(itemsDesc, float64(w.Done), w.Name, w.Kind, "done")
-			g(itemsDesc, float64(w.Failed), w.Name, w.Kind, "failed")
-			g(flightDesc, float64(w.InFlight), w.Name, w.Kind)
+			// A worker is a (name, user): two users' workers of one name
+			// are two series. A series collected twice fails the whole
+			// scrape: names that are one once replaced show once.
+			name, user, kind := labelValue(w.Name), labelValue(w.User), labelValue(w.Kind)
+			if shown[[2]string{name, user}] {
+				continue
+			}
+			shown[[2]string{name, user}] = true
+			g(seenDesc, w.Age.Seconds(), name, user, kind)
+			g(itemsDesc, float64(w.Done), name, user, kind, "done")
+			g(itemsDesc, float64(w.Failed), name, user, kind, "failed")
+			g(flightDesc, float64(w.InFlight), name, user, kind)
 		}
 	}
 	c.s.Proj.Read(func(st *projections.State) {
@@ -101,4 +113,21 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			g(backfillDesc, p.Fraction(), p.Plan, p.Env)
 		}
 	})
+}
+
+// labelValue is a label value a user chose (a worker's name, its kind),
+// as /metrics shows it: every rune that is not printable (the text
+// format escapes LF but writes CR and other control characters as they
+// are) replaced by U+FFFD, and at most 200 bytes. The roster refuses such
+// names already (work.CheckName); this holds whatever Workers reports.
+func labelValue(s string) string {
+	if len(s) > 200 {
+		s = s[:200]
+	}
+	return strings.Map(func(r rune) rune {
+		if r == utf8.RuneError || !unicode.IsPrint(r) {
+			return utf8.RuneError
+		}
+		return r
+	}, strings.ToValidUTF8(s, string(utf8.RuneError)))
 }

@@ -11,10 +11,12 @@ import (
 	"embed"
 	"fmt"
 	"html/template"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -75,6 +77,9 @@ type Server struct {
 // Worker is a live worker as the dashboard shows it.
 type Worker struct {
 	Name, Kind string
+	// User is the authenticated user whose heartbeat subject it beats on
+	// ("": the engine's own, its built-in worker); a name is one user's.
+	User string
 	// Done and Failed count the items it finished and failed; InFlight is
 	// how many it computes now.
 	Done, Failed uint64
@@ -231,11 +236,7 @@ func (s *Server) live(w http.ResponseWriter, r *http.Request) {
 			if err != nil {
 				return
 			}
-			fmt.Fprintf(w, "event: update\nid: %d\n", seq)
-			for _, line := range strings.Split(string(b), "\n") {
-				fmt.Fprintf(w, "data: %s\n", line)
-			}
-			fmt.Fprint(w, "\n")
+			writeEvent(w, "update", strconv.FormatUint(seq, 10), b)
 			fl.Flush()
 			first, last = false, seq
 		}
@@ -269,6 +270,34 @@ func (s *Server) live(w http.ResponseWriter, r *http.Request) {
 		case <-t.C:
 		}
 	}
+}
+
+// writeEvent writes one Server-Sent Event: its type, its id, and data as
+// one data field per line. The stream's fields end at CR, LF or CR LF
+// (the SSE spec), so every one of them in data (a user-chosen string
+// holds any: a worker's name, an error's text) ends a data line, never a
+// field or the event: the client joins the lines back with LF. Other
+// control characters but tab are replaced by U+FFFD. event and id are
+// the server's own.
+func writeEvent(w io.Writer, event, id string, data []byte) {
+	var b bytes.Buffer
+	b.Grow(len(data) + len(data)/32 + 64)
+	b.WriteString("event: " + event + "\nid: " + id + "\ndata: ")
+	for i := 0; i < len(data); i++ {
+		switch c := data[i]; {
+		case c == '\r' && i+1 < len(data) && data[i+1] == '\n':
+			i++
+			fallthrough
+		case c == '\r' || c == '\n':
+			b.WriteString("\ndata: ")
+		case c < 0x20 && c != '\t' || c == 0x7f:
+			b.WriteString("\uFFFD")
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteString("\n\n")
+	_, _ = w.Write(b.Bytes())
 }
 
 // ranges writes a range list for people ("-" when empty).

@@ -198,7 +198,7 @@ func TestWorkersPanelAndMetrics(t *testing.T) {
 	e := jstest.Engine(t, engine.Config{})
 	var mu sync.Mutex
 	live := []Worker{
-		{Name: "w1", Kind: "sql", Done: 4, Failed: 1, InFlight: 2, Age: 1500 * time.Millisecond},
+		{Name: "w1", User: "worker", Kind: "sql", Done: 4, Failed: 1, InFlight: 2, Age: 1500 * time.Millisecond},
 		{Name: "builtin-h-1", Kind: "builtin", Done: 7},
 	}
 	ws := &Server{Proj: e.Projection(), Log: e.Reader(), Registry: e.Registry(), Logger: quiet(), WorkersEvery: 10 * time.Millisecond,
@@ -210,15 +210,15 @@ func TestWorkersPanelAndMetrics(t *testing.T) {
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	_, page := get(t, srv.URL+"/")
-	for _, want := range []string{`<h2>Workers</h2>`, `<tr data-worker="w1"><td>w1</td><td>sql</td><td>4</td><td>1</td><td>2</td><td>1.5s ago</td></tr>`, `data-worker="builtin-h-1"`} {
+	for _, want := range []string{`<h2>Workers</h2>`, `<tr data-worker="w1" data-user="worker"><td>w1</td><td>worker</td><td>sql</td><td>4</td><td>1</td><td>2</td><td>1.5s ago</td></tr>`, `<tr data-worker="builtin-h-1" data-user=""><td>builtin-h-1</td><td>(engine)</td>`} {
 		if !strings.Contains(page, want) {
 			t.Fatalf("dashboard lacks %q:\n%s", want, page)
 		}
 	}
 	_, metrics := get(t, srv.URL+"/metrics")
-	for _, want := range []string{"tidemark_workers_live 2\n", `tidemark_worker_last_seen_seconds{kind="sql",worker="w1"} 1.5`,
-		`tidemark_worker_items{kind="sql",outcome="done",worker="w1"} 4`, `tidemark_worker_items{kind="sql",outcome="failed",worker="w1"} 1`,
-		`tidemark_worker_in_flight{kind="sql",worker="w1"} 2`, `tidemark_worker_items{kind="builtin",outcome="done",worker="builtin-h-1"} 7`} {
+	for _, want := range []string{"tidemark_workers_live 2\n", `tidemark_worker_last_seen_seconds{kind="sql",user="worker",worker="w1"} 1.5`,
+		`tidemark_worker_items{kind="sql",outcome="done",user="worker",worker="w1"} 4`, `tidemark_worker_items{kind="sql",outcome="failed",user="worker",worker="w1"} 1`,
+		`tidemark_worker_in_flight{kind="sql",user="worker",worker="w1"} 2`, `tidemark_worker_items{kind="builtin",outcome="done",user="",worker="builtin-h-1"} 7`} {
 		if !strings.Contains(metrics, want) {
 			t.Fatalf("metrics lack %q:\n%s", want, metrics)
 		}
@@ -339,5 +339,131 @@ func TestDashboardRetiredTables(t *testing.T) {
 	_, page := get(t, srv.URL+"/")
 	if !strings.Contains(page, `data-retired="events@v1"`) || !strings.Contains(page, "written by events@v1") {
 		t.Fatalf("dashboard lacks the retired table:\n%s", page)
+	}
+}
+
+// sseEvent is one event as an EventSource dispatches it.
+type sseEvent struct {
+	Type, ID, Data string
+	// Fields are the names of every field the event's lines set.
+	Fields []string
+}
+
+// readSSE parses an event stream as the SSE spec's EventSource does:
+// lines end at CR LF, CR or LF; "field: value" (one leading space
+// dropped); data lines are joined with LF; an empty line dispatches.
+func readSSE(t *testing.T, rd *bufio.Reader) sseEvent {
+	t.Helper()
+	var ev sseEvent
+	var data []string
+	var line []byte
+	for {
+		c, err := rd.ReadByte()
+		if err != nil {
+			t.Fatalf("reading the event stream: %v", err)
+		}
+		if c != '\r' && c != '\n' {
+			line = append(line, c)
+			continue
+		}
+		if c == '\r' {
+			if next, err := rd.Peek(1); err == nil && next[0] == '\n' {
+				_, _ = rd.ReadByte()
+			}
+		}
+		l := string(line)
+		line = line[:0]
+		if l == "" {
+			if data == nil {
+				ev = sseEvent{}
+				continue
+			}
+			ev.Data = strings.Join(data, "\n")
+			if ev.Type == "" {
+				ev.Type = "message"
+			}
+			return ev
+		}
+		if strings.HasPrefix(l, ":") {
+			continue
+		}
+		name, value, _ := strings.Cut(l, ":")
+		value = strings.TrimPrefix(value, " ")
+		ev.Fields = append(ev.Fields, name)
+		switch name {
+		case "event":
+			ev.Type = value
+		case "id":
+			ev.ID = value
+		case "data":
+			data = append(data, value)
+		}
+	}
+}
+
+// TestUserStringsEscaped: worker names (any user-chosen string) holding
+// CR, LF, CR LF or other control characters cannot start a field or an
+// event of the live stream: every event is one whole "update" of the
+// content, with the server's id. The page escapes markup, and /metrics
+// keeps two users' workers of one name apart.
+func TestUserStringsEscaped(t *testing.T) {
+	e := jstest.Engine(t, engine.Config{})
+	hostile := []Worker{
+		{Name: "cr\revent: evil\rdata: INJECTED-CR\r\rid: 666\r", User: "mallory", Kind: "exec"},
+		{Name: "lf\nevent: evil\ndata: INJECTED-LF\n\n", User: "mallory", Kind: "exec"},
+		{Name: "crlf\r\nevent: evil\r\ndata: INJECTED-CRLF\r\n\r\n", User: "mallory", Kind: "exec\r\n\r\n"},
+		{Name: "nul\x00\x01\x1b[31m", User: "mallory", Kind: "exec"},
+		{Name: "nul\x02\x03\x1b[31m", User: "mallory", Kind: "exec"},
+		{Name: "<script>alert(1)</script>", User: "mallory", Kind: "exec"},
+		{Name: "w1", User: "mallory", Kind: "exec"},
+		{Name: "w1", User: "worker", Kind: "sql"},
+	}
+	ws := &Server{Proj: e.Projection(), Log: e.Reader(), Registry: e.Registry(), Logger: quiet(), WorkersEvery: 10 * time.Millisecond,
+		Workers: func() []Worker { return slices.Clone(hostile) }}
+	h, err := ws.Handler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/live", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rd := bufio.NewReader(resp.Body)
+	seq := strconv.FormatUint(e.Projection().Seq(), 10)
+	for i := range 3 {
+		ev := readSSE(t, rd)
+		for _, f := range ev.Fields {
+			if f != "event" && f != "id" && f != "data" {
+				t.Fatalf("event %d sets the field %q", i, f)
+			}
+		}
+		if ev.Type != "update" || ev.ID != seq || !strings.HasPrefix(strings.TrimSpace(ev.Data), `<p class="meta"`) ||
+			!strings.Contains(ev.Data, `<p class="legend">`) || strings.Count(ev.Data, "<tr data-worker=") != len(hostile) {
+			t.Fatalf("event %d is not one whole update (type %q, id %q):\n%s", i, ev.Type, ev.ID, ev.Data)
+		}
+		if strings.ContainsAny(ev.Data, "\r\x00\x01\x1b") {
+			t.Fatalf("event %d carries a control character: %q", i, ev.Data)
+		}
+	}
+	cancel()
+
+	_, page := get(t, srv.URL+"/")
+	if strings.Contains(page, "<script>alert") || !strings.Contains(page, "&lt;script&gt;alert(1)&lt;/script&gt;") {
+		t.Fatal("the page does not escape a worker's name")
+	}
+	code, metrics := get(t, srv.URL+"/metrics")
+	if code != 200 || !strings.Contains(metrics, `tidemark_worker_in_flight{kind="exec",user="mallory",worker="w1"} 0`) ||
+		!strings.Contains(metrics, `tidemark_worker_in_flight{kind="sql",user="worker",worker="w1"} 0`) {
+		t.Fatalf("metrics (%d):\n%s", code, metrics)
+	}
+	if strings.Contains(metrics, "\r") || strings.Contains(metrics, "INJECTED-LF\n") {
+		t.Fatalf("a label value broke a metrics line:\n%s", metrics)
 	}
 }

@@ -3,22 +3,40 @@ package work
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
+	"github.com/tidemark/tidemark/transport"
 )
 
 // Worker liveness. Every worker — `tidemark worker --exec`, `tidemark
 // worker --warehouse`, serve's built-in worker, or any process speaking
-// the protocol — publishes a Heartbeat (JSON, core NATS, no reply) on
-// HeartbeatSubject every few seconds, and one with "stopped": true when it
-// stops. The engine (serve) keeps a Roster of them: a worker is live from
-// its first heartbeat until it says it stopped or stays silent for
-// MissedBeats of its own intervals, and then it is dropped. The dashboard
-// and /metrics show the live ones.
+// the protocol — publishes a Heartbeat (JSON, core NATS, no reply) every
+// few seconds, and one with "stopped": true when it stops. The engine
+// (serve) keeps a Roster of them: a worker is live from its first
+// heartbeat until it says it stopped or stays silent for MissedBeats of
+// its own intervals, and then it is dropped. The dashboard and /metrics
+// show the live ones.
+//
+// Who sent a heartbeat. A worker of NATS user U beats on
+// HeartbeatSubjectFor(U), tidemark.workers.heartbeat.U, as its commands go
+// to tidemark.cmd.U.<kind>: with docs/auth.conf only U may publish there
+// (and only U's account imports it), so the subject names the
+// authenticated sender. The unnamed HeartbeatSubject is the engine's own
+// (its built-in worker): under docs/auth.conf no client account imports
+// it. The roster keys workers by (user, name), holds at most
+// MaxWorkersPerUser of one user, and, full, makes room by dropping the
+// least recently seen worker of the user holding the most: a flood from
+// one user evicts only that user's workers, and every other user's (and
+// the built-in worker) stays. Without --auth every client may publish on
+// every subject: the user a subject names is then only a label.
 const (
 	HeartbeatSubject = "tidemark.workers.heartbeat"
 	// DefaultHeartbeat is the interval workers beat at.
@@ -27,12 +45,25 @@ const (
 	// is dropped from the roster.
 	MissedBeats = 3
 	// Bounds of a heartbeat's fields: longer names are refused, intervals
-	// are clamped, and a roster holds at most MaxWorkers.
-	maxNameLen = 200
-	minEvery   = 50 * time.Millisecond
-	maxEvery   = 5 * time.Minute
-	MaxWorkers = 10000
+	// are clamped, and a roster holds at most MaxWorkers, at most
+	// MaxWorkersPerUser of one user.
+	maxNameLen        = 200
+	maxKindLen        = 32
+	minEvery          = 50 * time.Millisecond
+	maxEvery          = 5 * time.Minute
+	MaxWorkers        = 10000
+	MaxWorkersPerUser = 64
 )
+
+// HeartbeatSubjectFor is the subject user's workers beat on:
+// tidemark.workers.heartbeat.<user>, or HeartbeatSubject with no user
+// (the engine's own connection).
+func HeartbeatSubjectFor(user string) string {
+	if user == "" {
+		return HeartbeatSubject
+	}
+	return HeartbeatSubject + "." + user
+}
 
 // The worker kinds heartbeats name.
 const (
@@ -40,6 +71,24 @@ const (
 	KindSQL     = "sql"
 	KindBuiltin = "builtin"
 )
+
+// CheckName refuses a worker name (or kind) that could not be shown as
+// it is: empty, longer than 200 bytes, not UTF-8, or holding a rune that
+// is not printable (control characters such as CR and LF, line and
+// paragraph separators, format characters such as bidi overrides, any
+// space but ' '). The dashboard, its live stream and /metrics show names
+// as they are.
+func CheckName(name string) error {
+	if name == "" || len(name) > maxNameLen {
+		return fmt.Errorf("work: worker name %q: want 1 to %d bytes", name, maxNameLen)
+	}
+	for i, c := range name {
+		if c == utf8.RuneError || !unicode.IsPrint(c) {
+			return fmt.Errorf("work: worker name %q: byte %d is not a printable character", name, i)
+		}
+	}
+	return nil
+}
 
 // Heartbeat is what a worker says of itself.
 type Heartbeat struct {
@@ -110,18 +159,29 @@ func (c countingRunner) ActorName() string {
 
 // Beat publishes name's heartbeat on nc every interval (DefaultHeartbeat
 // when <= 0) until ctx ends, then a last one with Stopped set. It returns
-// when that is flushed.
-func Beat(ctx context.Context, nc *nats.Conn, name, kind string, every time.Duration, stats *Stats) {
+// when that is flushed. It beats on the subject of the connection's user
+// (HeartbeatSubjectFor, the user of its reply inbox prefix:
+// transport.InboxOption, as every tidemark client connects), the unnamed
+// one for a connection without. A name CheckName refuses is not
+// published: Beat returns the error at once.
+func Beat(ctx context.Context, nc *nats.Conn, name, kind string, every time.Duration, stats *Stats) error {
+	if err := CheckName(name); err != nil {
+		return err
+	}
+	if err := checkKind(kind); err != nil {
+		return err
+	}
 	if every <= 0 {
 		every = DefaultHeartbeat
 	}
+	subject := HeartbeatSubjectFor(transport.UserOf(nc))
 	started := time.Now().UTC()
 	send := func(stopped bool) {
 		done, failed, inFlight := stats.Counts()
 		b, err := json.Marshal(Heartbeat{Name: name, Kind: kind, Started: started, At: time.Now().UTC(), EveryMS: every.Milliseconds(),
 			Done: done, Failed: failed, InFlight: inFlight, Stopped: stopped})
 		if err == nil {
-			_ = nc.Publish(HeartbeatSubject, b)
+			_ = nc.Publish(subject, b)
 		}
 	}
 	t := time.NewTicker(every)
@@ -131,17 +191,31 @@ func Beat(ctx context.Context, nc *nats.Conn, name, kind string, every time.Dura
 		case <-ctx.Done():
 			send(true)
 			_ = nc.FlushTimeout(time.Second)
-			return
+			return nil
 		case <-t.C:
 			send(false)
 		}
 	}
 }
 
-// Worker is a live worker as the roster knows it: its last heartbeat and
-// when it arrived (on the roster's clock).
+// checkKind refuses a kind that could not be shown as it is (CheckName's
+// rules, at most 32 bytes); empty is allowed.
+func checkKind(kind string) error {
+	if kind == "" {
+		return nil
+	}
+	if len(kind) > maxKindLen || CheckName(kind) != nil {
+		return fmt.Errorf("work: worker kind %q: want at most %d printable bytes", kind, maxKindLen)
+	}
+	return nil
+}
+
+// Worker is a live worker as the roster knows it: its last heartbeat,
+// the user whose subject it came on ("" for the engine's own,
+// HeartbeatSubject) and when it arrived (on the roster's clock).
 type Worker struct {
 	Heartbeat
+	User     string
 	LastSeen time.Time
 }
 
@@ -151,8 +225,12 @@ type Roster struct {
 	// Now is the roster's clock; default time.Now.
 	Now func() time.Time
 
-	mu      sync.Mutex
-	workers map[string]Worker
+	mu sync.Mutex
+	// users holds each user's workers by name ("" : the engine's own).
+	users map[string]map[string]Worker
+	n     int
+	// swept is when every user's silent workers were last dropped.
+	swept time.Time
 }
 
 func (r *Roster) now() time.Time {
@@ -163,52 +241,142 @@ func (r *Roster) now() time.Time {
 }
 
 // Subscribe feeds the roster with the heartbeats published on nc until
-// stop is called.
+// stop is called: the engine's own (HeartbeatSubject) and every user's
+// (HeartbeatSubjectFor), each under the user its subject names.
 func (r *Roster) Subscribe(nc *nats.Conn) (stop func(), err error) {
-	sub, err := nc.Subscribe(HeartbeatSubject, func(m *nats.Msg) { r.Observe(m.Data) })
+	own, err := nc.Subscribe(HeartbeatSubject, func(m *nats.Msg) { r.ObserveFrom("", m.Data) })
 	if err != nil {
 		return nil, err
 	}
-	if err := nc.Flush(); err != nil {
-		_ = sub.Unsubscribe()
+	prefix := HeartbeatSubject + "."
+	users, err := nc.Subscribe(prefix+"*", func(m *nats.Msg) {
+		if user := strings.TrimPrefix(m.Subject, prefix); transport.ValidUser(user) == nil {
+			r.ObserveFrom(user, m.Data)
+		}
+	})
+	if err != nil {
+		_ = own.Unsubscribe()
 		return nil, err
 	}
-	return func() { _ = sub.Unsubscribe() }, nil
+	if err := nc.Flush(); err != nil {
+		_ = own.Unsubscribe()
+		_ = users.Unsubscribe()
+		return nil, err
+	}
+	return func() { _ = own.Unsubscribe(); _ = users.Unsubscribe() }, nil
 }
 
-// Observe records one heartbeat message. A message that is not a
-// heartbeat (not JSON, no name, a name longer than 200 bytes) is ignored
-// and reported false; so is a new worker beyond MaxWorkers.
-func (r *Roster) Observe(data []byte) bool {
+// Observe records one heartbeat message on the engine's own subject
+// (ObserveFrom with no user).
+func (r *Roster) Observe(data []byte) bool { return r.ObserveFrom("", data) }
+
+// ObserveFrom records one heartbeat message of user ("" : the engine's
+// own, HeartbeatSubject). A message that is not a heartbeat (not JSON,
+// a name CheckName refuses, a kind longer than 32 bytes or not
+// printable, the kind builtin from a user) is ignored and reported
+// false. A new worker of a user holding MaxWorkersPerUser live ones
+// replaces that user's least recently seen; one beyond MaxWorkers
+// replaces the least recently seen worker of the user holding the most
+// (itself when that is its own user).
+func (r *Roster) ObserveFrom(user string, data []byte) bool {
 	var hb Heartbeat
-	if err := json.Unmarshal(data, &hb); err != nil || hb.Name == "" || len(hb.Name) > maxNameLen || len(hb.Kind) > maxNameLen {
+	if err := json.Unmarshal(data, &hb); err != nil || CheckName(hb.Name) != nil || checkKind(hb.Kind) != nil {
 		return false
+	}
+	if user != "" && hb.Kind == KindBuiltin {
+		return false // the built-in worker beats on the engine's own subject
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	ws := r.users[user]
 	if hb.Stopped {
-		delete(r.workers, hb.Name)
+		if _, known := ws[hb.Name]; known {
+			r.drop(user, hb.Name)
+		}
 		return true
 	}
-	if r.workers == nil {
-		r.workers = map[string]Worker{}
-	}
-	if _, known := r.workers[hb.Name]; !known && len(r.workers) >= MaxWorkers {
-		r.expire()
-		if len(r.workers) >= MaxWorkers {
-			return false
+	now := r.now()
+	if _, known := ws[hb.Name]; !known {
+		if len(ws) >= MaxWorkersPerUser {
+			r.expireUser(user, now)
+			if ws = r.users[user]; len(ws) >= MaxWorkersPerUser {
+				r.drop(user, oldest(ws))
+			}
+		}
+		if r.n >= MaxWorkers {
+			if now.Sub(r.swept) >= minEvery {
+				r.expire(now)
+			}
+			if r.n >= MaxWorkers {
+				r.evictFor(user)
+			}
 		}
 	}
-	r.workers[hb.Name] = Worker{Heartbeat: hb, LastSeen: r.now()}
+	if r.users == nil {
+		r.users = map[string]map[string]Worker{}
+	}
+	if r.users[user] == nil {
+		r.users[user] = map[string]Worker{}
+	}
+	if _, known := r.users[user][hb.Name]; !known {
+		r.n++
+	}
+	r.users[user][hb.Name] = Worker{Heartbeat: hb, User: user, LastSeen: now}
 	return true
 }
 
+// evictFor drops one worker to make room for a new one of user: the least
+// recently seen of the user holding the most workers, user's own when it
+// holds as many.
+func (r *Roster) evictFor(user string) {
+	victim, most := user, len(r.users[user])
+	for u, ws := range r.users {
+		if len(ws) > most {
+			victim, most = u, len(ws)
+		}
+	}
+	if most > 0 {
+		r.drop(victim, oldest(r.users[victim]))
+	}
+}
+
+// oldest is the name of the least recently seen worker of ws (by name
+// among equals).
+func oldest(ws map[string]Worker) string {
+	var name string
+	var seen time.Time
+	for n, w := range ws {
+		if name == "" || w.LastSeen.Before(seen) || w.LastSeen.Equal(seen) && n < name {
+			name, seen = n, w.LastSeen
+		}
+	}
+	return name
+}
+
+func (r *Roster) drop(user, name string) {
+	ws := r.users[user]
+	if _, ok := ws[name]; !ok {
+		return
+	}
+	delete(ws, name)
+	r.n--
+	if len(ws) == 0 {
+		delete(r.users, user)
+	}
+}
+
 // expire drops the workers silent for MissedBeats of their intervals.
-func (r *Roster) expire() {
-	now := r.now()
-	for name, w := range r.workers {
+func (r *Roster) expire(now time.Time) {
+	r.swept = now
+	for user := range r.users {
+		r.expireUser(user, now)
+	}
+}
+
+func (r *Roster) expireUser(user string, now time.Time) {
+	for name, w := range r.users[user] {
 		if now.Sub(w.LastSeen) > MissedBeats*w.Every() {
-			delete(r.workers, name)
+			r.drop(user, name)
 		}
 	}
 }
@@ -218,15 +386,22 @@ func (w Worker) Every() time.Duration {
 	return min(max(time.Duration(w.EveryMS)*time.Millisecond, minEvery), maxEvery)
 }
 
-// Live is the live workers, by name.
+// Live is the live workers, by user ("" first) and name.
 func (r *Roster) Live() []Worker {
 	r.mu.Lock()
-	r.expire()
-	out := make([]Worker, 0, len(r.workers))
-	for _, w := range r.workers {
-		out = append(out, w)
+	r.expire(r.now())
+	out := make([]Worker, 0, r.n)
+	for _, ws := range r.users {
+		for _, w := range ws {
+			out = append(out, w)
+		}
 	}
 	r.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].User != out[j].User {
+			return out[i].User < out[j].User
+		}
+		return out[i].Name < out[j].Name
+	})
 	return out
 }

@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/tidemark/tidemark/natsnode"
+	"github.com/tidemark/tidemark/transport"
 )
 
 func beat(t *testing.T, hb Heartbeat) []byte {
@@ -74,7 +77,11 @@ func TestRosterLiveness(t *testing.T) {
 	}
 }
 
-// TestRosterRefusesJunk: what is not a heartbeat changes nothing.
+// TestRosterRefusesJunk: what is not a heartbeat changes nothing: a name
+// or kind that could not be shown as it is (CR and LF would start a new
+// line of the dashboard's live stream; other control, separator and
+// format characters hide or reorder text), or a user's claim to be the
+// built-in worker.
 func TestRosterRefusesJunk(t *testing.T) {
 	r := &Roster{}
 	for _, junk := range [][]byte{
@@ -82,35 +89,108 @@ func TestRosterRefusesJunk(t *testing.T) {
 		[]byte(`{"kind":"sql"}`),
 		[]byte(`{"name":""}`),
 		[]byte(`{"name":"` + strings.Repeat("x", 201) + `"}`),
-		[]byte(`{"name":"a","kind":"` + strings.Repeat("x", 201) + `"}`),
+		[]byte(`{"name":"a","kind":"` + strings.Repeat("x", 33) + `"}`),
 		[]byte(`{"name":"a","done":-1}`),
 		[]byte(`[]`),
+		beat(t, Heartbeat{Name: "w\revent: x\rdata: injected\r\r"}),
+		beat(t, Heartbeat{Name: "w\ndata: injected"}),
+		beat(t, Heartbeat{Name: "w\x00"}),
+		beat(t, Heartbeat{Name: "w\x7f"}),
+		beat(t, Heartbeat{Name: "w\tx"}),
+		beat(t, Heartbeat{Name: "w\u2028data: injected"}),
+		beat(t, Heartbeat{Name: "w\u202egnp.exe"}),
+		beat(t, Heartbeat{Name: "w\u200b"}),
+		beat(t, Heartbeat{Name: "w\u0085"}),
+		[]byte(`{"name":"w\ufffd"}`),
+		beat(t, Heartbeat{Name: "w", Kind: "sql\r\ndata: x"}),
 	} {
 		if r.Observe(junk) {
-			t.Errorf("accepted %.40q", junk)
+			t.Errorf("accepted %.60q", junk)
 		}
+	}
+	if r.ObserveFrom("mallory", beat(t, Heartbeat{Name: "builtin-host-1", Kind: KindBuiltin})) {
+		t.Error("a user's heartbeat claimed to be the built-in worker")
 	}
 	if live := r.Live(); len(live) != 0 {
 		t.Fatalf("live after junk: %+v", live)
 	}
+	for _, ok := range []string{"w1", "host-1234", "ümlaut ok", "a b"} {
+		if err := CheckName(ok); err != nil {
+			t.Errorf("CheckName(%q): %v", ok, err)
+		}
+	}
 }
 
-// TestRosterBounded: a roster holds at most MaxWorkers; a new name beyond
-// that is refused while they are all live.
+// TestRosterFloodedByOneUser: 10,000 fake heartbeats from one user (each
+// a new name) leave that user MaxWorkersPerUser workers, its newest; the
+// real worker of another user and the engine's own built-in worker stay
+// live, and a second user's worker with the same name as one of the
+// flood's is another worker.
+func TestRosterFloodedByOneUser(t *testing.T) {
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	r := &Roster{Now: func() time.Time { return now }}
+	for i := range 10_000 {
+		now = now.Add(time.Microsecond)
+		r.ObserveFrom("mallory", beat(t, Heartbeat{Name: fmt.Sprintf("fake-%05d", i), Kind: KindExec, EveryMS: 300_000}))
+	}
+	// The real workers start after the flood.
+	if !r.ObserveFrom("", beat(t, Heartbeat{Name: "builtin-h-1", Kind: KindBuiltin, EveryMS: 5000})) ||
+		!r.ObserveFrom("worker", beat(t, Heartbeat{Name: "real", Kind: KindSQL, EveryMS: 5000})) {
+		t.Fatal("heartbeats refused")
+	}
+	r.ObserveFrom("mallory", beat(t, Heartbeat{Name: "real", Kind: KindExec, EveryMS: 300_000}))
+	byUser := map[string][]string{}
+	for _, w := range r.Live() {
+		byUser[w.User] = append(byUser[w.User], w.Name)
+	}
+	if got := byUser[""]; len(got) != 1 || got[0] != "builtin-h-1" {
+		t.Errorf("the built-in worker: %v", got)
+	}
+	if got := byUser["worker"]; len(got) != 1 || got[0] != "real" {
+		t.Errorf("the real worker: %v", got)
+	}
+	if got := byUser["mallory"]; len(got) != MaxWorkersPerUser || got[len(got)-1] != "real" || got[0] != fmt.Sprintf("fake-%05d", 10_000-MaxWorkersPerUser+1) {
+		t.Errorf("the flood holds %d: first %v", len(got), got[:min(3, len(got))])
+	}
+}
+
+// TestRosterBounded: a roster holds at most MaxWorkers; full, a new
+// worker takes the place of the least recently seen worker of the user
+// holding the most, so every user's first workers stay.
 func TestRosterBounded(t *testing.T) {
 	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	r := &Roster{Now: func() time.Time { return now }}
-	for i := range MaxWorkers {
-		if !r.Observe(beat(t, Heartbeat{Name: "w" + string(rune('a'+i%26)) + time.Duration(i).String(), EveryMS: 1000})) {
-			t.Fatalf("worker %d refused", i)
+	r.ObserveFrom("", beat(t, Heartbeat{Name: "builtin-h-1", Kind: KindBuiltin, EveryMS: 5000}))
+	r.ObserveFrom("worker", beat(t, Heartbeat{Name: "real", EveryMS: 5000}))
+	users := MaxWorkers/MaxWorkersPerUser + 10
+	for u := range users {
+		for i := range MaxWorkersPerUser {
+			now = now.Add(time.Microsecond)
+			if !r.ObserveFrom(fmt.Sprintf("u%d", u), beat(t, Heartbeat{Name: fmt.Sprintf("w%d", i), EveryMS: 300_000})) {
+				t.Fatalf("u%d/w%d refused", u, i)
+			}
 		}
 	}
-	if r.Observe(beat(t, Heartbeat{Name: "one-too-many", EveryMS: 1000})) {
-		t.Fatal("a worker beyond MaxWorkers was accepted")
+	live := r.Live()
+	if len(live) != MaxWorkers {
+		t.Fatalf("%d live, want %d", len(live), MaxWorkers)
 	}
-	now = now.Add(time.Minute)
-	if !r.Observe(beat(t, Heartbeat{Name: "one-too-many", EveryMS: 1000})) {
-		t.Fatal("once the others expired, a new worker is refused")
+	seen := map[string]int{}
+	for _, w := range live {
+		seen[w.User]++
+	}
+	if seen[""] != 1 || seen["worker"] != 1 {
+		t.Fatalf("the built-in worker %d, the real worker %d", seen[""], seen["worker"])
+	}
+	for u := range users {
+		if seen[fmt.Sprintf("u%d", u)] == 0 {
+			t.Fatalf("user u%d has no worker left", u)
+		}
+	}
+	// Once they are silent, they expire and make room.
+	now = now.Add(16 * time.Minute)
+	if live := r.Live(); len(live) != 0 {
+		t.Fatalf("%d live after 16 silent minutes", len(live))
 	}
 }
 
@@ -141,9 +221,30 @@ func TestBeatOverNATS(t *testing.T) {
 		live := r.Live()
 		return len(live) == 1 && live[0].Name == "w1" && live[0].Kind == KindSQL && live[0].Done == 1 && live[0].Failed == 1 && live[0].InFlight == 1
 	})
+	if live := r.Live(); live[0].User != "" {
+		t.Fatalf("the engine's own connection beat as user %q", live[0].User)
+	}
 	cancel()
 	<-done
 	waitFor(t, "w1 gone after it stopped", func() bool { return len(r.Live()) == 0 })
+
+	// A connection of user alice (its inbox prefix, as transport.Connect
+	// sets it) beats on alice's subject: the roster lists it as hers.
+	nc, err := nats.Connect(node.ClientURL(), transport.InboxOption("alice"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ctx, cancel = context.WithCancel(t.Context())
+	defer cancel()
+	go func() { _ = Beat(ctx, nc, "w2", KindExec, 20*time.Millisecond, &stats) }()
+	waitFor(t, "alice's w2 live", func() bool {
+		live := r.Live()
+		return len(live) == 1 && live[0].Name == "w2" && live[0].User == "alice"
+	})
+	if err := Beat(ctx, nc, "w\r\nx", KindExec, time.Millisecond, &stats); err == nil {
+		t.Fatal("Beat sent a name with CR LF")
+	}
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {

@@ -399,7 +399,7 @@ func whileWriting(ctx context.Context, eng *cluster.Member, log *slog.Logger, lo
 func webWorkers(live []work.Worker, now time.Time) []web.Worker {
 	out := make([]web.Worker, len(live))
 	for i, w := range live {
-		out[i] = web.Worker{Name: w.Name, Kind: w.Kind, Done: w.Done, Failed: w.Failed, InFlight: w.InFlight,
+		out[i] = web.Worker{Name: w.Name, Kind: w.Kind, User: w.User, Done: w.Done, Failed: w.Failed, InFlight: w.InFlight,
 			Started: w.Started, LastSeen: w.LastSeen, Age: max(now.Sub(w.LastSeen), 0)}
 	}
 	return out

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -152,4 +153,30 @@ func TestServeBuiltinWorker(t *testing.T) {
 	if _, stderr, code := runCLI(t, "status", "--nats-url", s.nats, "--wait-advance", "1s"); code != 1 || !strings.Contains(stderr, "did not advance every incumbent within 1s") {
 		t.Fatalf("status --wait-advance without a tick: exit %d %s", code, stderr)
 	}
+}
+
+// TestServeTwiceOnOneDataDir: a second serve on the data dir of a running
+// one fails at once (the OS lock), naming the directory and the holder's
+// pid, and so does a reader's --data-dir; once the first has stopped, a
+// serve starts there again.
+func TestServeTwiceOnOneDataDir(t *testing.T) {
+	first := startServe(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	want := []string{"the data dir " + first.dataDir + " is in use by pid " + strconv.Itoa(os.Getpid()), "serve.lock"}
+	_, stderr, code := runCLIWithin(ctx, "serve", "--data-dir", first.dataDir, "--listen", "127.0.0.1:-1", "--http", "", "--no-sync")
+	for _, w := range want {
+		if code != exitUsage || !strings.Contains(stderr, w) {
+			t.Fatalf("second serve: exit %d, stderr lacks %q:\n%s", code, w, stderr)
+		}
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the second serve did not fail at once")
+	}
+	if _, stderr, code := runCLIWithin(ctx, "status", "--data-dir", first.dataDir); code == 0 || !strings.Contains(stderr, want[0]) {
+		t.Fatalf("status --data-dir on a running serve's dir: exit %d %s", code, stderr)
+	}
+	first.stop()
+	third := startServe(t, "--data-dir", first.dataDir)
+	third.stop()
 }

@@ -147,8 +147,8 @@ func TestSQLWorkersSharePostgres(t *testing.T) {
 	eventually(t, "both workers live on /metrics", time.Minute, func() bool {
 		m := get(t, s.http+"/metrics")
 		return strings.Contains(m, "tidemark_workers_live 2\n") &&
-			strings.Contains(m, `tidemark_worker_last_seen_seconds{kind="sql",worker="w1"}`) &&
-			strings.Contains(m, `tidemark_worker_last_seen_seconds{kind="sql",worker="w2"}`)
+			strings.Contains(m, `tidemark_worker_last_seen_seconds{kind="sql",user="",worker="w1"}`) &&
+			strings.Contains(m, `tidemark_worker_last_seen_seconds{kind="sql",user="",worker="w2"}`)
 	})
 
 	start := time.Now().UTC().Truncate(24 * time.Hour).Add(-48 * time.Hour)
@@ -296,7 +296,7 @@ func TestSQLWorkerDuckDB(t *testing.T) {
 	s := startServe(t)
 	stop := startSQLWorker(t, s.nats, file, "solo")
 	eventually(t, "the worker is live", time.Minute, func() bool {
-		return strings.Contains(get(t, s.http+"/metrics"), `tidemark_worker_last_seen_seconds{kind="sql",worker="solo"}`)
+		return strings.Contains(get(t, s.http+"/metrics"), `tidemark_worker_last_seen_seconds{kind="sql",user="",worker="solo"}`)
 	})
 	// A second worker on the file: in this process, and in another one.
 	_, stderr, code := runCLI(t, "worker", "--nats-url", s.nats, "--warehouse", file)
@@ -389,7 +389,7 @@ func TestBuiltinWorkerIsLive(t *testing.T) {
 	s := startServe(t, "--builtin-worker", "--warehouse", "none")
 	eventually(t, "the built-in worker is live on /metrics and the dashboard", time.Minute, func() bool {
 		m := get(t, s.http+"/metrics")
-		return strings.Contains(m, "tidemark_workers_live 1\n") && strings.Contains(m, `tidemark_worker_last_seen_seconds{kind="builtin",worker="builtin-`) &&
+		return strings.Contains(m, "tidemark_workers_live 1\n") && strings.Contains(m, `tidemark_worker_last_seen_seconds{kind="builtin",user="",worker="builtin-`) &&
 			strings.Contains(get(t, s.http+"/"), `<td>builtin</td>`)
 	})
 }
@@ -407,7 +407,7 @@ func TestSilentWorkerLeaves(t *testing.T) {
 	defer cancel()
 	go work.Beat(ctx, nc, "doomed", work.KindExec, 100*time.Millisecond, &work.Stats{})
 	eventually(t, "the worker is live", time.Minute, func() bool {
-		return strings.Contains(get(t, s.http+"/metrics"), `tidemark_worker_last_seen_seconds{kind="exec",worker="doomed"}`) &&
+		return strings.Contains(get(t, s.http+"/metrics"), `tidemark_worker_last_seen_seconds{kind="exec",user="",worker="doomed"}`) &&
 			strings.Contains(get(t, s.http+"/"), `data-worker="doomed"`)
 	})
 	nc.Close() // a crash: the last heartbeat never leaves

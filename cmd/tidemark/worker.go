@@ -36,8 +36,9 @@ func newWorkerCmd() *cobra.Command {
 			"DSN keeps the environments' views on it); a DuckDB file is owned by one process, so\n" +
 			"exactly one worker may use it.\n\n" +
 			"Workers bind to the durable consumer tidemark-workers, which `tidemark serve`\n" +
-			"provisions, and publish a heartbeat on tidemark.workers.heartbeat that serve's\n" +
-			"dashboard and /metrics show.",
+			"provisions, and publish a heartbeat on tidemark.workers.heartbeat.<user> (the user\n" +
+			"of --nats-url; the server binds the subject to that user, as its commands) that\n" +
+			"serve's dashboard and /metrics show.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if (w.Command == "") == (warehouseDSN == "") {
@@ -46,6 +47,11 @@ func newWorkerCmd() *cobra.Command {
 			log, err := newLogger(logFormat)
 			if err != nil {
 				return &exitError{kind: usage, err: err}
+			}
+			if w.Name != "" {
+				if err := work.CheckName(w.Name); err != nil {
+					return &exitError{kind: usage, err: fmt.Errorf("--name: %w", err)}
+				}
 			}
 			ctx := cmd.Context()
 			w.Kind = work.KindExec
@@ -87,7 +93,7 @@ func newWorkerCmd() *cobra.Command {
 	f.DurationVar(&w.Timeout, "timeout", time.Hour, "kill a batch's command after this long")
 	f.DurationVar(&w.AckWait, "ack-wait", 0, "heartbeat a running item every third of this (default and at most: the ack wait of the work consumer, serve's --work-ack-wait)")
 	f.DurationVar(&w.Heartbeat, "heartbeat", work.DefaultHeartbeat, "publish this worker's liveness this often (serve drops a worker silent for 3 of them)")
-	f.StringVar(&w.Name, "name", "", "worker name in events and heartbeats (default host-pid)")
+	f.StringVar(&w.Name, "name", "", "worker name in events and heartbeats, printable characters only (default host-pid)")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	return cmd
 }

@@ -47,10 +47,12 @@ type Worker struct {
 	// Kind names the worker's kind in its heartbeat: work.KindExec
 	// (default) or work.KindSQL.
 	Kind string
-	// Heartbeat is the interval of the worker's heartbeat
-	// (work.HeartbeatSubject); default work.DefaultHeartbeat.
+	// Heartbeat is the interval of the worker's heartbeat, published on
+	// the subject of its connection's user (work.Beat); default
+	// work.DefaultHeartbeat.
 	Heartbeat time.Duration
-	// Name identifies the worker in events (worker:<name>).
+	// Name identifies the worker in events (worker:<name>) and heartbeats:
+	// printable characters only (work.CheckName).
 	Name string
 	// Concurrency is how many items run at once. Default 1.
 	Concurrency int
@@ -132,6 +134,9 @@ func (w *Worker) Counts() (done, failed uint64, inFlight int64) { return w.stats
 // MaxAttempts.
 func (w *Worker) Consumer(ctx context.Context) (jetstream.Consumer, error) {
 	w.defaults()
+	if err := work.CheckName(w.Name); err != nil {
+		return nil, fmt.Errorf("worker: --name: %w", err)
+	}
 	if _, err := w.JS.Stream(ctx, work.Stream); err != nil {
 		return nil, fmt.Errorf("worker: work stream %s: %w (is `tidemark serve` running without --builtin-worker?)", work.Stream, err)
 	}
@@ -167,7 +172,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		work.Beat(ctx, w.JS.Conn(), w.Name, w.Kind, w.Heartbeat, &w.stats)
+		if err := work.Beat(ctx, w.JS.Conn(), w.Name, w.Kind, w.Heartbeat, &w.stats); err != nil {
+			w.Logger.Error("worker: no heartbeat", "err", err)
+		}
 	}()
 	for i := 0; i < w.Concurrency; i++ {
 		wg.Add(1)
