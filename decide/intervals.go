@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"time"
-	"unicode/utf8"
 
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events"
@@ -142,21 +141,5 @@ func failRun(st *projections.State, c *commands.FailRun) (Decision, error) {
 		return Decision{}, err
 	}
 	return single(st, events.RunFailed{Snapshot: sn.Snapshot, Ranges: set, RunKind: c.RunKind, RunID: c.RunID, Worker: c.Worker,
-		ExitStatus: c.ExitStatus, Error: boundText(c.Error, MaxErrorText), StderrTail: c.StderrTail, Attempt: c.Attempt, Final: c.Final}), nil
-}
-
-// MaxErrorText bounds the error text a RunFailed records: a longer one is
-// cut (at a UTF-8 boundary, marked).
-const MaxErrorText = 4096
-
-func boundText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const cut = " …(cut)"
-	s = s[:n-len(cut)]
-	for len(s) > 0 && !utf8.ValidString(s) {
-		s = s[:len(s)-1]
-	}
-	return s + cut
+		ExitStatus: c.ExitStatus, Error: commands.BoundText(c.Error, commands.MaxErrorText), StderrTail: c.StderrTail, Attempt: c.Attempt, Final: c.Final}), nil
 }

@@ -1,7 +1,6 @@
 package work
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -63,8 +62,6 @@ const (
 	// maxQueued bounds the items the pool holds (queued, running or
 	// waiting to retry); the tail waits while it is full.
 	maxQueued = 1024
-	// MaxErrorText bounds the error text a failure report carries.
-	MaxErrorText = 4096
 )
 
 // Tables is what computing a step touches: the table it writes and the
@@ -121,15 +118,6 @@ func (e *ItemFailed) Unwrap() []error {
 // worker records it).
 func FailedID(item string, i, attempt int) string {
 	return commands.InternalID("work", fmt.Sprintf("%s/%d/failed/%d", item, i, attempt))
-}
-
-// BoundText cuts s to at most n bytes of valid UTF-8, marking the cut.
-func BoundText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const cut = " …(cut)"
-	return string(bytes.ToValidUTF8([]byte(s[:n-len(cut)]), nil)) + cut
 }
 
 // task is an item in the pool: the steps still to compute (the others'
@@ -464,7 +452,7 @@ func (p *Publisher) report(ctx context.Context, log *slog.Logger, t *task, faile
 		cmd := &commands.FailWork{FailRun: commands.FailRun{
 			Meta:  commands.Meta{ID: FailedID(t.item.ID, f.Step, t.attempt), Actor: actor, At: at, Correlation: st.RunID},
 			Model: st.Model, Version: st.Version, Ranges: ranges, RunKind: t.item.RunKind, RunID: st.RunID,
-			Worker: strings.TrimPrefix(actor, "worker:"), ExitStatus: -1, Error: BoundText(f.Err.Error(), MaxErrorText),
+			Worker: strings.TrimPrefix(actor, "worker:"), ExitStatus: -1, Error: commands.BoundText(f.Err.Error(), commands.MaxErrorText),
 			Attempt: t.attempt, Final: final, Work: t.item.ID,
 		}}
 		var refused error
