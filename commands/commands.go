@@ -73,10 +73,11 @@ const (
 	KindFailWork            = "fail_work"
 	KindRetireTables        = "retire_tables"
 	KindCheckWork           = "check_work"
+	KindCancelPlan          = "cancel_plan"
 )
 
 // Kinds lists every command kind.
-var Kinds = []string{KindRegisterSnapshot, KindBuildPlan, KindCompleteIntervals, KindInvalidateIntervals, KindAdvanceScheduler, KindPromote, KindFinalize, KindOpenRepairs, KindFailRun, KindStatus, KindCompleteWork, KindFailWork, KindRetireTables, KindCheckWork}
+var Kinds = []string{KindRegisterSnapshot, KindBuildPlan, KindCompleteIntervals, KindInvalidateIntervals, KindAdvanceScheduler, KindPromote, KindFinalize, KindOpenRepairs, KindFailRun, KindStatus, KindCompleteWork, KindFailWork, KindRetireTables, KindCheckWork, KindCancelPlan}
 
 // New returns an empty command of the given kind.
 func New(kind string) (Command, error) {
@@ -109,6 +110,8 @@ func New(kind string) (Command, error) {
 		return &RetireTables{}, nil
 	case KindCheckWork:
 		return &CheckWork{}, nil
+	case KindCancelPlan:
+		return &CancelPlan{}, nil
 	}
 	return nil, Errorf(CodeInvalid, "kind", "unknown command kind %q", kind)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
@@ -128,6 +129,22 @@ type PlanProgress struct {
 	// BackfillMS is the backfill set's length, DoneMS the part covered.
 	BackfillMS int64 `msgpack:"backfill_ms" json:"backfill_ms"`
 	DoneMS     int64 `msgpack:"done_ms" json:"done_ms"`
+	// Cancelled: the plan was cancelled (cancel_plan); its work is not
+	// computed any more.
+	Cancelled bool `msgpack:"cancelled,omitempty" json:"cancelled,omitempty"`
+	// Failures are, per candidate whose plan work failed, the latest
+	// failure of it (a final one first), in candidate order.
+	Failures []RunFailure `msgpack:"failures,omitempty" json:"failures,omitempty"`
+}
+
+// Failed is the plan's first failure its worker gave up on, or nil.
+func (p PlanProgress) Failed() *RunFailure {
+	for i := range p.Failures {
+		if p.Failures[i].Final {
+			return &p.Failures[i]
+		}
+	}
+	return nil
 }
 
 // Complete reports whether the whole backfill set is covered.
@@ -154,6 +171,44 @@ type ModelStatus struct {
 	OpenRepairs int `msgpack:"open_repairs" json:"open_repairs"`
 	// Failures counts failed runs of the incumbent.
 	Failures int `msgpack:"failures" json:"failures"`
+	// LastFailure is the incumbent's most recent failed run; nil when
+	// none.
+	LastFailure *RunFailure `msgpack:"last_failure,omitempty" json:"last_failure,omitempty"`
+}
+
+// RunFailure is a failed run as status shows it (its RunFailed event),
+// its error text cut to MaxFailureText bytes.
+type RunFailure struct {
+	Model    string         `msgpack:"model" json:"model"`
+	Snapshot string         `msgpack:"snapshot" json:"snapshot"`
+	RunKind  events.RunKind `msgpack:"run_kind" json:"run_kind"`
+	Error    string         `msgpack:"error" json:"error"`
+	Attempt  int            `msgpack:"attempt" json:"attempt"`
+	// Final: the work was given up (no more attempts).
+	Final bool `msgpack:"final" json:"final"`
+	// Seq is the sequence of the RunFailed event.
+	Seq uint64 `msgpack:"seq" json:"seq"`
+}
+
+// MaxFailureText bounds the error text status shows of a failed run.
+const MaxFailureText = 1024
+
+// MaxErrorText bounds the error text a RunFailed records: the engine
+// cuts a longer fail_run error.
+const MaxErrorText = 4096
+
+// BoundText cuts s to at most n bytes (n > 16), at a UTF-8 boundary,
+// marking the cut.
+func BoundText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const cut = " …(cut)"
+	s = s[:n-len(cut)]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + cut
 }
 
 // Repair is one open repair debt: the ranges a candidate promoted with a

@@ -90,6 +90,8 @@ func decideCommand(st *projections.State, cmd commands.Command) (Decision, error
 		return failRun(st, &c.FailRun)
 	case *commands.RetireTables:
 		return retire(st, c)
+	case *commands.CancelPlan:
+		return cancelPlan(st, c)
 	}
 	return Decision{}, commands.Errorf(commands.CodeInvalid, "kind", "unsupported command %T", cmd)
 }

@@ -60,3 +60,28 @@ func notForeign(st *projections.State, kind events.RunKind, runID string, sn *pr
 	}
 	return nil
 }
+
+// CancelledWork is the plan whose backfill or catch-up work a run is
+// (kind and runID: events.PlanRunID), when that plan was cancelled
+// (cancel_plan); "" for any other run. Workers do not compute it; the
+// engine refuses its completions.
+func CancelledWork(st *projections.State, kind events.RunKind, runID string) string {
+	k, plan, ok := events.PlanOfRunID(runID)
+	if !ok || k != kind {
+		return ""
+	}
+	if pl, ok := st.Plans[plan]; ok && pl.Cancelled != nil {
+		return plan
+	}
+	return ""
+}
+
+// notCancelled refuses work of a cancelled plan (CancelledWork): invalid,
+// so a worker gives it up rather than retrying it.
+func notCancelled(st *projections.State, kind events.RunKind, runID string, sn *projections.Snapshot) error {
+	if plan := CancelledWork(st, kind, runID); plan != "" {
+		return commands.Errorf(commands.CodeInvalid, "run_id", "%s work of plan %s for %s: the plan was cancelled at seq %d; its work is no longer recorded",
+			kind, plan, sn.Snapshot, st.Plans[plan].CancelledSeq)
+	}
+	return nil
+}

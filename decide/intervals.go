@@ -105,6 +105,9 @@ func complete(st *projections.State, c *commands.CompleteIntervals) (Decision, e
 	if err := notForeign(st, kind, c.RunID, sn); err != nil {
 		return Decision{}, err
 	}
+	if err := notCancelled(st, kind, c.RunID, sn); err != nil {
+		return Decision{}, err
+	}
 	if kind == "" {
 		kind = events.RunManual
 	}
@@ -138,5 +141,5 @@ func failRun(st *projections.State, c *commands.FailRun) (Decision, error) {
 		return Decision{}, err
 	}
 	return single(st, events.RunFailed{Snapshot: sn.Snapshot, Ranges: set, RunKind: c.RunKind, RunID: c.RunID, Worker: c.Worker,
-		ExitStatus: c.ExitStatus, Error: c.Error, StderrTail: c.StderrTail, Attempt: c.Attempt, Final: c.Final}), nil
+		ExitStatus: c.ExitStatus, Error: commands.BoundText(c.Error, commands.MaxErrorText), StderrTail: c.StderrTail, Attempt: c.Attempt, Final: c.Final}), nil
 }

@@ -31,7 +31,9 @@ func promote(st *projections.State, c *commands.Promote) (Decision, error) {
 	gen := st.Env(pl.Built.Env).Generation
 	if pl.CatchUpOpen() {
 		d := policy.Retry(st, pl.Built, *pl.CatchUp)
-		if left := Outstanding(st, *pl.CatchUp); len(left) > 0 && !d.Conflicting() {
+		// A cancelled plan's catch-up work will not be computed: its
+		// retry is evaluated now, and reports what is missing.
+		if left := Outstanding(st, *pl.CatchUp); len(left) > 0 && !d.Conflicting() && pl.Cancelled == nil {
 			return Decision{}, commands.Errorf(commands.CodeConflict, "plan", "plan %q is catching up (requested at seq %d): %s still to compute before the strict retry", c.Plan, pl.CatchUpSeq, describeWork(left))
 		}
 		return decided(st, d.Event(pl.Built, st.Seq, c.At, gen, pl.CatchUpSeq)), nil
@@ -98,4 +100,20 @@ func finalize(st *projections.State, c *commands.Finalize) (Decision, error) {
 		return Decision{}, commands.Errorf(commands.CodeConflict, "plan", "environment %s moved to generation %d after plan %q was promoted", env.Name, env.Generation, c.Plan)
 	}
 	return single(st, events.EnvironmentFinalized{Env: pl.Built.Env, Plan: c.Plan, Generation: env.Generation}), nil
+}
+
+// cancelPlan ends a plan's outstanding work (PlanCancelled). Unknown: not
+// found; promoted or cancelled already: conflict. Its promotion is not
+// changed: evaluated as any plan's, it reports what the plan misses.
+func cancelPlan(st *projections.State, c *commands.CancelPlan) (Decision, error) {
+	pl, ok := st.Plans[c.Plan]
+	switch {
+	case !ok:
+		return Decision{}, commands.Errorf(commands.CodeNotFound, "plan", "unknown plan %q", c.Plan)
+	case pl.Accepted():
+		return Decision{}, commands.Errorf(commands.CodeConflict, "plan", "plan %q was promoted at seq %d: it has no outstanding work to cancel", c.Plan, pl.AcceptedSeq)
+	case pl.Cancelled != nil:
+		return Decision{}, commands.Errorf(commands.CodeConflict, "plan", "plan %q was cancelled already, at seq %d", c.Plan, pl.CancelledSeq)
+	}
+	return single(st, events.PlanCancelled{Plan: c.Plan, Env: pl.Built.Env, Reason: c.Reason}), nil
 }

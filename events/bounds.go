@@ -120,7 +120,7 @@ func CheckTimes(ev Event) error {
 		c.opt("data.judged_at", p.JudgedAt)
 		c.opt("data.released_at", p.ReleasedAt)
 		c.ranges("data.coverage", p.Coverage)
-	case EnvironmentFinalized:
+	case EnvironmentFinalized, PlanCancelled:
 	}
 	if c.err != nil {
 		return c.err

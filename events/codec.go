@@ -176,6 +176,8 @@ func decodePayload(t Type, data []byte) (Payload, error) {
 		p = &RunFailed{}
 	case TypeTableRetired:
 		p = &TableRetired{}
+	case TypePlanCancelled:
+		p = &PlanCancelled{}
 	default:
 		return nil, &DecodeError{Kind: UnknownType, Type: t}
 	}
@@ -213,6 +215,8 @@ func deref(p Payload) Payload {
 	case *RunFailed:
 		return *v
 	case *TableRetired:
+		return *v
+	case *PlanCancelled:
 		return *v
 	}
 	return p

@@ -32,6 +32,7 @@ const (
 	TypeRepairCompleted      Type = "RepairCompleted"
 	TypeRunFailed            Type = "RunFailed"
 	TypeTableRetired         Type = "TableRetired"
+	TypePlanCancelled        Type = "PlanCancelled"
 )
 
 // Envelope is the metadata every event carries.
@@ -451,6 +452,18 @@ type RunFailed struct {
 	Final   bool `msgpack:"final" json:"final"`
 }
 
+// PlanCancelled records that a plan's outstanding work was ended
+// (cancel_plan): its backfill and catch-up work is computed no more, and
+// completions of it are refused. The plan stays: its promotion is
+// evaluated as any plan's, so what its candidates miss is reported.
+// Subject: the plan's.
+type PlanCancelled struct {
+	Plan string `msgpack:"plan" json:"plan"`
+	Env  string `msgpack:"env" json:"env"`
+	// Reason says why, for humans; omitted when empty.
+	Reason string `msgpack:"reason,omitempty" json:"reason,omitempty"`
+}
+
 // TableRetired records that a snapshot table was retired: at the view of
 // sequence JudgedAtSeq and the clock JudgedAt, no environment's incumbent
 // and no open plan used it, and its last use ended (ReleasedAt, the
@@ -492,6 +505,7 @@ func (CatchUpRequested) EventType() Type     { return TypeCatchUpRequested }
 func (RepairCompleted) EventType() Type      { return TypeRepairCompleted }
 func (RunFailed) EventType() Type            { return TypeRunFailed }
 func (TableRetired) EventType() Type         { return TypeTableRetired }
+func (PlanCancelled) EventType() Type        { return TypePlanCancelled }
 
 // Subject implements Payload.
 func (p SnapshotRegistered) Subject() string { return SnapshotSubject(p.Model, p.Version) }
@@ -507,6 +521,7 @@ func (p CatchUpRequested) Subject() string     { return PlanSubject(p.Plan) }
 func (p RepairCompleted) Subject() string      { return EnvSubject(p.Env) }
 func (p RunFailed) Subject() string            { return snapSubject(p.Snapshot) }
 func (p TableRetired) Subject() string         { return snapSubject(p.Table) }
+func (p PlanCancelled) Subject() string        { return PlanSubject(p.Plan) }
 
 func snapSubject(id string) string {
 	m, v, _ := ParseSnapshotID(id)

@@ -58,6 +58,10 @@ type Plan struct {
 	// CatchUp is the most recent catch-up request, nil if none.
 	CatchUp    *events.CatchUpRequested `json:"catch_up,omitempty"`
 	CatchUpSeq uint64                   `json:"catch_up_seq,omitempty"`
+	// Cancelled is the plan's cancellation (cancel_plan), nil if none:
+	// its backfill and catch-up work is no longer computed.
+	Cancelled    *events.PlanCancelled `json:"cancelled,omitempty"`
+	CancelledSeq uint64                `json:"cancelled_seq,omitempty"`
 }
 
 // CatchUpOpen reports whether a catch-up request waits for its strict retry.
@@ -225,6 +229,10 @@ type Failures struct {
 	// Last is the most recent failure and its sequence.
 	Last    events.RunFailed `json:"last"`
 	LastSeq uint64           `json:"last_seq"`
+	// LastFinal is the most recent final failure (the worker gave the
+	// work up) and its sequence (0: none).
+	LastFinal    events.RunFailed `json:"last_final"`
+	LastFinalSeq uint64           `json:"last_final_seq,omitempty"`
 }
 
 // Repair is the debt a promotion accepted with a gap leaves: the candidate's
@@ -327,6 +335,7 @@ func apply(s *State, seq uint64, ev events.Event) error {
 		f.Count++
 		if p.Final {
 			f.Final++
+			f.LastFinal, f.LastFinalSeq = p, seq
 		}
 		f.Last, f.LastSeq = p, seq
 	case events.IntervalsInvalidated:
@@ -389,6 +398,13 @@ func apply(s *State, seq uint64, ev events.Event) error {
 		}
 	case events.TableRetired:
 		s.retire(seq, p)
+	case events.PlanCancelled:
+		pl, ok := s.Plans[p.Plan]
+		if !ok {
+			return fmt.Errorf("cancellation of unknown plan %q", p.Plan)
+		}
+		c := p
+		pl.Cancelled, pl.CancelledSeq = &c, seq
 	case events.EnvironmentFinalized:
 		env := s.ensureEnv(p.Env)
 		env.Finalized, env.FinalizedGeneration = p.Plan, p.Generation

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/projections"
 )
@@ -41,11 +42,17 @@ func Fresh(st *projections.State, at time.Time) []Freshness {
 	return out
 }
 
-// Progress is how much of a plan's backfill its candidates' tables cover.
+// Progress is how much of a plan's backfill its candidates' tables cover,
+// and what went wrong with its work.
 type Progress struct {
 	Plan, Env string
 	// Total and Done are the backfill's length and the part covered.
 	Total, Done time.Duration
+	// Cancelled: the plan was cancelled (its work is computed no more).
+	Cancelled bool
+	// Failures are the latest failures of the plan's work, per candidate
+	// (PlanFailures).
+	Failures []commands.RunFailure
 }
 
 // Fraction is Done/Total (1 for an empty backfill).
@@ -64,7 +71,7 @@ func InFlight(st *projections.State) []Progress {
 		if pl.Accepted() || (pl.Decision != nil && !pl.CatchUpOpen()) {
 			continue
 		}
-		p := Progress{Plan: id, Env: pl.Built.Env}
+		p := Progress{Plan: id, Env: pl.Built.Env, Cancelled: pl.Cancelled != nil, Failures: PlanFailures(st, pl)}
 		for _, c := range pl.Built.Candidates {
 			want := interval.NewSet(c.Backfill...)
 			left := want.SubtractSet(st.Table(c.Table))
@@ -74,6 +81,28 @@ func InFlight(st *projections.State) []Progress {
 		out = append(out, p)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Plan < out[j].Plan })
+	return out
+}
+
+// PlanFailures lists, per candidate of pl in order, the latest failure of
+// the plan's own work (its backfill or catch-up: the run id names the
+// plan), the latest final one when there is one.
+func PlanFailures(st *projections.State, pl *projections.Plan) []commands.RunFailure {
+	var out []commands.RunFailure
+	ours := func(f events.RunFailed) bool {
+		_, plan, ok := events.PlanOfRunID(f.RunID)
+		return ok && plan == pl.Built.Plan
+	}
+	for _, c := range pl.Built.Candidates {
+		f := st.Failures[c.Snapshot]
+		switch {
+		case f == nil:
+		case f.LastFinalSeq > pl.BuiltSeq && ours(f.LastFinal):
+			out = append(out, Failure(c.Model, f.LastFinal, f.LastFinalSeq))
+		case f.LastSeq > pl.BuiltSeq && ours(f.Last):
+			out = append(out, Failure(c.Model, f.Last, f.LastSeq))
+		}
+	}
 	return out
 }
 
@@ -91,7 +120,8 @@ func Plans(st *projections.State, env string) []commands.PlanProgress {
 	out := []commands.PlanProgress{}
 	for _, p := range InFlight(st) {
 		if env == "" || p.Env == env {
-			out = append(out, commands.PlanProgress{Plan: p.Plan, Env: p.Env, BackfillMS: p.Total.Milliseconds(), DoneMS: p.Done.Milliseconds()})
+			out = append(out, commands.PlanProgress{Plan: p.Plan, Env: p.Env, BackfillMS: p.Total.Milliseconds(), DoneMS: p.Done.Milliseconds(),
+				Cancelled: p.Cancelled, Failures: p.Failures})
 		}
 	}
 	return out

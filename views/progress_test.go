@@ -1,7 +1,7 @@
 package views
 
 import (
-	"slices"
+	"reflect"
 	"testing"
 	"time"
 
@@ -56,7 +56,7 @@ func TestFreshAndInFlight(t *testing.T) {
 	// Status answers list them too, by env when one is asked for.
 	r, err := Answer(st, &commands.Status{Env: "prod"}, h(6))
 	want := []commands.PlanProgress{{Plan: "p2", Env: "prod", BackfillMS: (4 * time.Hour).Milliseconds(), DoneMS: time.Hour.Milliseconds()}}
-	if err != nil || !slices.Equal(r.Plans, want) || r.Plans[0].Complete() {
+	if err != nil || !reflect.DeepEqual(r.Plans, want) || r.Plans[0].Complete() {
 		t.Fatalf("status plans: %+v, %v", r.Plans, err)
 	}
 	if r, _ := Answer(st, &commands.Status{}, h(6)); len(r.Plans) != 2 || r.Plans[1].Plan != "p3" || !r.Plans[1].Complete() {

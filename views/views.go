@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/projections"
 )
@@ -55,6 +56,8 @@ func Status(st *projections.State, env string, at time.Time) ([]commands.EnvStat
 			}
 			if f := st.Failures[id]; f != nil {
 				ms.Failures = f.Count
+				last := Failure(m, f.Last, f.LastSeq)
+				ms.LastFailure = &last
 			}
 			es.Models = append(es.Models, ms)
 		}
@@ -166,6 +169,13 @@ func Retired(st *projections.State) []commands.RetiredTable {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Table < out[j].Table })
 	return out
+}
+
+// Failure is a RunFailed of model at seq as status shows it: its error
+// text bounded (commands.MaxFailureText).
+func Failure(model string, f events.RunFailed, seq uint64) commands.RunFailure {
+	return commands.RunFailure{Model: model, Snapshot: f.Snapshot, RunKind: f.RunKind, Error: commands.BoundText(f.Error, commands.MaxFailureText),
+		Attempt: f.Attempt, Final: f.Final, Seq: seq}
 }
 
 func nonNilRanges(s interval.Set) []interval.Range {

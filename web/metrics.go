@@ -20,11 +20,11 @@ var (
 	debtIvDesc    = prometheus.NewDesc("tidemark_repair_debt_intervals_open", "Intervals (in each model's unit) still missing in open repair debt.", nil, nil)
 	debtAgeDesc   = prometheus.NewDesc("tidemark_repair_debt_oldest_age_seconds", "Age of the oldest open repair debt on the engine's clock (0 when none).", nil, nil)
 	runsDesc      = prometheus.NewDesc("tidemark_worker_runs", "Completions recorded, by run kind.", []string{"run_kind"}, nil)
-	failsDesc     = prometheus.NewDesc("tidemark_worker_failures", "Failed runs recorded (final: the worker gave up).", []string{"final"}, nil)
+	failsDesc     = prometheus.NewDesc("tidemark_work_failures_total", "Failed runs the stream records (RunFailed: one per failed step of an attempt, by any worker, the built-in one included); final: the work was given up.", []string{"final"}, nil)
 	freshDesc     = prometheus.NewDesc("tidemark_model_freshness_seconds", "Seconds from the end of an incumbent's newest computed interval to the engine's clock (absent while it covers nothing).", []string{"env", "model"}, nil)
 	liveDesc      = prometheus.NewDesc("tidemark_workers_live", "Workers whose heartbeat is current (every kind: exec, sql, builtin).", nil, nil)
 	seenDesc      = prometheus.NewDesc("tidemark_worker_last_seen_seconds", "Seconds since a live worker's last heartbeat.", []string{"worker", "user", "kind"}, nil)
-	itemsDesc     = prometheus.NewDesc("tidemark_worker_items", "Work items a live worker finished, by outcome (done, failed), as its heartbeat reports.", []string{"worker", "user", "kind", "outcome"}, nil)
+	itemsDesc     = prometheus.NewDesc("tidemark_worker_items", "Attempts at work items a live worker finished since it started, by outcome (done; failed: an attempt that failed, whose failed steps the stream records, counted by tidemark_work_failures_total), as its heartbeat reports.", []string{"worker", "user", "kind", "outcome"}, nil)
 	flightDesc    = prometheus.NewDesc("tidemark_worker_in_flight", "Work items a live worker is computing, as its heartbeat reports.", []string{"worker", "user", "kind"}, nil)
 	backfillDesc  = prometheus.NewDesc("tidemark_plan_backfill_progress_ratio", "Share of a plan in flight's backfill its candidates' tables cover (0..1).", []string{"plan", "env"}, nil)
 )
@@ -102,8 +102,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			final += f.Final
 			retried += f.Count - f.Final
 		}
-		g(failsDesc, float64(final), "true")
-		g(failsDesc, float64(retried), "false")
+		ch <- prometheus.MustNewConstMetric(failsDesc, prometheus.CounterValue, float64(final), "true")
+		ch <- prometheus.MustNewConstMetric(failsDesc, prometheus.CounterValue, float64(retried), "false")
 		for _, f := range views.Fresh(st, now) {
 			if !f.Frontier.IsZero() {
 				g(freshDesc, f.Age.Seconds(), f.Env, f.Model)

@@ -308,6 +308,16 @@ func ranges(rs []interval.Range) string {
 	return strings.Join(interval.Set(rs).Strings(), ", ")
 }
 
+// failureText is a failed run for people: "backfill attempt 5, given
+// up: <error>".
+func failureText(f commands.RunFailure) string {
+	state := "retrying"
+	if f.Final {
+		state = "given up"
+	}
+	return fmt.Sprintf("%s attempt %d, %s: %s", f.RunKind, f.Attempt, state, f.Error)
+}
+
 func stamp(t time.Time) string {
 	if t.IsZero() {
 		return "-"
@@ -341,6 +351,17 @@ type flightView struct {
 	Plan, Env string
 	Percent   int
 	Done      string // e.g. "6h of 48h"
+	Cancelled bool
+	// Failures are the latest failures of the plan's work, per model.
+	Failures []failureView
+}
+
+// failureView is a failed run as the page shows it: who, and the
+// error's text (escaped by html/template like every string).
+type failureView struct {
+	Model string
+	Final bool
+	Text  string
 }
 
 type envView struct {
@@ -360,7 +381,11 @@ type modelView struct {
 	LastTick    time.Time
 	OpenRepairs int
 	Failures    int
-	Timeline    template.HTML
+	// LastFailure is the incumbent's last failed run, as text ("" when
+	// none); LastFailureFinal: it was given up.
+	LastFailure      string
+	LastFailureFinal bool
+	Timeline         template.HTML
 	// HasWritten: the warehouse recorded a write (WrittenEnd: the end of
 	// its interval; WrittenAt: when it committed).
 	HasWritten            bool
@@ -389,11 +414,15 @@ func (s *Server) view() view {
 		for _, e := range envs {
 			ev := envView{Name: e.Env, Generation: e.Generation}
 			for _, m := range e.Models {
-				ev.Models = append(ev.Models, modelView{
+				mv := modelView{
 					Model: m.Model, Snapshot: m.Snapshot, Frontier: m.Frontier, LastTick: m.LastTick,
 					Missing: strings.Join(interval.Set(m.Missing).Strings(), ", "), OpenRepairs: m.OpenRepairs, Failures: m.Failures,
 					Timeline: timeline(st, e.Env, m.Snapshot),
-				})
+				}
+				if f := m.LastFailure; f != nil {
+					mv.LastFailure, mv.LastFailureFinal = failureText(*f), f.Final
+				}
+				ev.Models = append(ev.Models, mv)
 			}
 			v.Envs = append(v.Envs, ev)
 		}
@@ -403,8 +432,12 @@ func (s *Server) view() view {
 		}
 		v.Retired = views.Retired(st)
 		for _, p := range views.InFlight(st) {
-			v.InFlight = append(v.InFlight, flightView{Plan: p.Plan, Env: p.Env, Percent: int(p.Fraction()*100 + 0.5),
-				Done: fmt.Sprintf("%s of %s", p.Done, p.Total)})
+			fv := flightView{Plan: p.Plan, Env: p.Env, Percent: int(p.Fraction()*100 + 0.5),
+				Done: fmt.Sprintf("%s of %s", p.Done, p.Total), Cancelled: p.Cancelled}
+			for _, f := range p.Failures {
+				fv.Failures = append(fv.Failures, failureView{Model: f.Model, Final: f.Final, Text: f.Snapshot + ": " + failureText(f)})
+			}
+			v.InFlight = append(v.InFlight, fv)
 		}
 		refs := st.Decisions
 		for i := len(refs) - 1; i >= 0 && len(v.Decisions) < 10; i-- {

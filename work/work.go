@@ -252,9 +252,11 @@ func ConsumerConfig(ackWait time.Duration, maxDeliver int) jetstream.ConsumerCon
 // Publisher follows the event stream and hands the work it makes due
 // (Of, one command's events at a time, in stream order) to a sink:
 // by default it publishes each item to TIDEMARK_WORK for `tidemark worker`
-// processes; with Runner set it runs each item in-process instead (the
-// built-in worker of `serve --builtin-worker`), to completion, before it
-// looks at the next event.
+// processes; with Runner set it runs the items in-process instead (the
+// built-in worker of `serve --builtin-worker`), on a bounded pool of
+// Concurrency workers with bounded retries (pool.go states its rules:
+// which items may run beside which, how failures are retried and
+// recorded, when the cursor moves).
 //
 // The cursor: the publisher keeps the last event sequence it has turned
 // into work in the checkpoint bucket (key work_cursor, shared by both
@@ -263,13 +265,14 @@ func ConsumerConfig(ackWait time.Duration, maxDeliver int) jetstream.ConsumerCon
 // work. After a restart it resumes after the cursor, so work made due
 // while it was down (a plan built, a tick recorded, a catch-up requested
 // through another replica) is still done. The cursor moves only after
-// every item of a command's events is published or run; an item
-// interrupted by a stop is delivered again after the restart. Each
-// published item carries a Nats-Msg-Id derived from the event sequence
-// (a restart within the duplicate window publishes nothing twice); each
-// in-process completion carries a command id derived from the item id and
-// step, so an item run again (after a restart, or by another replica's
-// built-in worker) is recorded once.
+// every item of a command's events, and of every command before them, is
+// published or finished in-process; an item interrupted by a stop is
+// delivered again after the restart. Each published item carries a
+// Nats-Msg-Id derived from the event sequence (a restart within the
+// duplicate window publishes nothing twice); each in-process completion
+// and failure carries a command id derived from the item id and step
+// (and attempt), so an item run again (after a restart, or by another
+// replica's built-in worker) is recorded once.
 type Publisher struct {
 	Log Log
 	// Runner, when set, is the in-process sink: items are run with
@@ -282,11 +285,13 @@ type Publisher struct {
 	SQL SQLOf
 	// Published, when set, is called after each item is stored.
 	Published func(Item)
-	// Done, when set, is called after each item run in-process: err is nil,
-	// or the rejection the item was given up for.
+	// Done, when set, is called after each item run in-process is
+	// finished: err is nil, or why it was given up (a rejection, or its
+	// last attempt's *ItemFailed).
 	Done func(item Item, err error)
-	// MaxBackoff caps the wait between attempts of an item that failed for
-	// a reason that may pass (unavailable, conflict, internal). Default 10s.
+	// MaxBackoff caps the wait between attempts of an item (failed, or
+	// refused for a reason that may pass: unavailable, conflict,
+	// internal). Default 10s.
 	MaxBackoff time.Duration
 	// AckWait and MaxDeliver configure the work consumer Prepare
 	// provisions (ConsumerConfig). Defaults DefaultAckWait and
@@ -294,11 +299,36 @@ type Publisher struct {
 	AckWait    time.Duration
 	MaxDeliver int
 
+	// Concurrency is how many items the in-process sink runs at once.
+	// Default DefaultConcurrency.
+	Concurrency int
+	// Attempts bounds the attempts at an in-process item whose steps fail
+	// to compute (*ItemFailed); the last failure is recorded final and the
+	// item given up. Default DefaultAttempts.
+	Attempts int
+	// RetryBackoff is the wait before an in-process item's second attempt;
+	// it doubles with each failure, up to MaxBackoff. Default
+	// DefaultRetryBackoff.
+	RetryBackoff time.Duration
+	// Reporter, when set, records each failed step of an in-process item
+	// (fail_work, a RunFailed event with the error's text): the engine.
+	Reporter commands.Handler
+	// Tables, when set, gives what each step writes and reads, which
+	// decides the items that may run beside each other (pool.go).
+	Tables TablesOf
+	// Stats, when set, counts the in-process attempts (the built-in
+	// worker's heartbeat).
+	Stats *Stats
+
 	prepared bool
 	start    uint64
 }
 
-// Runner runs a work item in-process, at a time (work/inproc).
+// Runner runs a work item in-process (work/inproc, work/sqlrun): each
+// step with ranges, in order. Steps whose computation failed are returned
+// as an *ItemFailed (the others are recorded); any other error is the
+// engine's refusal, or a stop. Run is called by several of the pool's
+// workers at once, for items that touch no common table.
 type Runner interface {
 	Run(ctx context.Context, item Item, at time.Time) error
 }
@@ -372,6 +402,26 @@ func (p *Publisher) Run(ctx context.Context) error {
 	}
 	cursor := p.start
 	log := e.Logger().With("subsystem", "work")
+	save := func(ctx context.Context, last uint64) error {
+		return p.retry(ctx, "saving the work cursor", func() error {
+			_, err := e.Bucket().Put(ctx, cursorKey, []byte(strconv.FormatUint(last, 10)))
+			return err
+		})
+	}
+	// The in-process sink: the pool runs the items while the tail reads
+	// on.
+	var batches chan batch
+	var pooled chan error
+	tctx, stop := context.WithCancel(ctx)
+	defer stop()
+	if p.Runner != nil {
+		batches, pooled = make(chan batch), make(chan error, 1)
+		go func() {
+			pooled <- p.pool(tctx, batches, save)
+			stop()
+		}()
+		defer func() { <-pooled }()
+	}
 	var group []events.Record
 	// flush delivers the work of the group, then moves the cursor past it;
 	// it fails only when ctx ends (the cursor then stays put).
@@ -380,26 +430,40 @@ func (p *Publisher) Run(ctx context.Context) error {
 			return nil
 		}
 		items := Of(group)
+		cancelled := cancelledBy(group)
 		end := group[len(group)-1]
 		last := end.Seq
 		group = group[:0]
 		// Within a group message (eventlog.GroupSubject) the cursor moves
 		// past it only at its last event: one before it is not all of seq.
 		midGroup := end.Count > 0 && end.Index < end.Count-1
+		if batches != nil {
+			b := batch{items: items, last: last, mid: midGroup, cancelled: cancelled}
+			for _, item := range items {
+				t, err := p.tablesOf(tctx, item)
+				if err != nil {
+					return err
+				}
+				b.tables = append(b.tables, t)
+			}
+			select {
+			case batches <- b:
+				return nil
+			case <-tctx.Done():
+				return tctx.Err()
+			}
+		}
 		for _, item := range items {
-			if err := p.deliver(ctx, item); err != nil {
+			if err := p.deliver(tctx, item); err != nil {
 				return err
 			}
 		}
 		if midGroup {
 			return nil
 		}
-		return p.retry(ctx, "saving the work cursor", func() error {
-			_, err := e.Bucket().Put(ctx, cursorKey, []byte(strconv.FormatUint(last, 10)))
-			return err
-		})
+		return save(tctx, last)
 	}
-	err := e.Reader().WithLogger(log).Tail(ctx, cursor+1, func(en eventlog.Entry) error {
+	err := e.Reader().WithLogger(log).Tail(tctx, cursor+1, func(en eventlog.Entry) error {
 		rec := en.Record
 		if rec.Err != nil {
 			// Not this build's event (or a time out of range): it makes
@@ -423,47 +487,35 @@ func (p *Publisher) Run(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return nil
 	}
+	if pooled != nil && tctx.Err() != nil {
+		stop()
+		perr := <-pooled
+		pooled <- perr
+		return fmt.Errorf("work: publisher: %w", perr)
+	}
 	return fmt.Errorf("work: publisher: %w", err)
 }
 
-// deliver publishes item, or runs it in-process, until that succeeds or
-// ctx ends. An in-process item rejected for a reason retrying cannot
-// change (invalid, not found, …) is logged and given up: it would
-// otherwise hold up all later work.
-func (p *Publisher) deliver(ctx context.Context, item Item) error {
-	if p.Runner == nil {
-		return p.retry(ctx, "publishing work", func() error {
-			described, err := describe(ctx, p.SQL, item)
-			if err != nil {
-				return err
-			}
-			return p.publish(ctx, described)
-		})
-	}
-	log := p.Log.Logger().With("subsystem", "worker")
-	if a, ok := p.Runner.(interface{ ActorName() string }); ok {
-		log = log.With("actor", a.ActorName())
-	}
-	var rejected error
-	err := p.retry(ctx, "built-in worker: running "+item.ID, func() error {
-		err := p.Runner.Run(ctx, item, p.Log.Now())
-		if err != nil && !Transient(err) {
-			log.Error("built-in worker: item rejected; giving it up", "item", item.ID, "run_kind", item.RunKind, "err", err)
-			rejected = err
-			return nil
+// cancelledBy is the plans the group's events cancel.
+func cancelledBy(group []events.Record) []string {
+	var out []string
+	for _, r := range group {
+		if p, ok := r.Event.Payload.(events.PlanCancelled); ok && r.Err == nil {
+			out = append(out, p.Plan)
 		}
-		return err
+	}
+	return out
+}
+
+// deliver publishes item until that succeeds or ctx ends.
+func (p *Publisher) deliver(ctx context.Context, item Item) error {
+	return p.retry(ctx, "publishing work", func() error {
+		described, err := describe(ctx, p.SQL, item)
+		if err != nil {
+			return err
+		}
+		return p.publish(ctx, described)
 	})
-	if err != nil {
-		return err
-	}
-	if rejected == nil {
-		log.Debug("built-in worker: item done", "item", item.ID, "run_kind", item.RunKind, "steps", len(item.Steps))
-	}
-	if p.Done != nil {
-		p.Done(item, rejected)
-	}
-	return nil
 }
 
 // Transient reports whether a failed command may succeed when sent again

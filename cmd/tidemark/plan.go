@@ -64,7 +64,34 @@ func newPlanCmd() *cobra.Command {
 	fl.StringSliceVar(&set, "set", nil, "MODEL=VERSION the plan sets (repeat or comma-separate)")
 	fl.IntVar(&trailing, "max-trailing-gap-advances", 0, "trailing-gap allowance bound (0: off)")
 	fl.IntVar(&catchUp, "max-catch-up-advances", 0, "bounded catch-up bound (0: off)")
-	fl.DurationVar(&wait, "wait", 0, "then wait, up to this long, until the plan's backfill set is computed (exit 1 if it is not)")
+	fl.DurationVar(&wait, "wait", 0, "then wait, up to this long, until the plan's backfill set is computed (exit 1 if it is not, naming the model and its error when its work was given up, or when the plan was cancelled)")
+	cmd.AddCommand(newPlanCancelCmd())
+	return cmd
+}
+
+// newPlanCancelCmd is `tidemark plan cancel ID`: cancel_plan.
+func newPlanCancelCmd() *cobra.Command {
+	var f clientFlags
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "cancel PLAN",
+		Short: "End a plan's outstanding work (backfill, catch-up): recorded as PlanCancelled; promoting it then reports what it misses",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r, err := request(cmd, f.natsURL, &commands.CancelPlan{Plan: args[0], Reason: reason, Meta: commands.Meta{Actor: "cli"}})
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if f.output == "json" {
+				return json.NewEncoder(out).Encode(r)
+			}
+			fmt.Fprintf(out, "plan %s cancelled (seq %d): its outstanding work is not computed; promoting it reports what it misses\n", args[0], r.Seq)
+			return nil
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().StringVar(&reason, "reason", "", "why, for the record (one line, at most 1024 bytes)")
 	return cmd
 }
 
@@ -98,7 +125,17 @@ func awaitBackfill(cmd *cobra.Command, url, plan string, wait time.Duration) err
 			fmt.Fprintf(cmd.ErrOrStderr(), "plan %s: backfill complete\n", plan)
 			return nil
 		}
-		if s := progress(*p); s != last {
+		if p.Cancelled {
+			return &exitError{kind: failed, err: fmt.Errorf("--wait: plan %s was cancelled, %s", plan, progress(*p))}
+		}
+		if f := p.Failed(); f != nil {
+			return &exitError{kind: failed, err: fmt.Errorf("--wait: plan %s failed: model %s (%s) was given up after %d attempt(s): %s", plan, f.Model, f.Snapshot, f.Attempt, f.Error)}
+		}
+		s := progress(*p)
+		for _, f := range p.Failures {
+			s += fmt.Sprintf("; %s failed (attempt %d, retrying): %s", f.Model, f.Attempt, firstLine(f.Error))
+		}
+		if s != last {
 			fmt.Fprintf(cmd.ErrOrStderr(), "plan %s: %s\n", plan, s)
 			last = s
 		}
@@ -109,4 +146,10 @@ func awaitBackfill(cmd *cobra.Command, url, plan string, wait time.Duration) err
 			return err
 		}
 	}
+}
+
+// firstLine is s up to its first line break.
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }

@@ -55,6 +55,13 @@ func printStatus(w io.Writer, envs []commands.EnvStatus, open []commands.Repair)
 		}
 	}
 	tw.Flush()
+	for _, e := range envs {
+		for _, m := range e.Models {
+			if f := m.LastFailure; f != nil {
+				fmt.Fprintf(w, "last failed run: %s %s, %s\n", e.Env, m.Snapshot, failureText(*f))
+			}
+		}
+	}
 	for _, r := range open {
 		fmt.Fprintf(w, "open repair: %s misses %s in %s (plan %s, open for %s since seq %d)\n", r.Snapshot, interval.Set(r.Missing), r.Env, r.Plan,
 			time.Duration(r.OpenForMS)*time.Millisecond, r.OpenSeq)
@@ -65,8 +72,25 @@ func printStatus(w io.Writer, envs []commands.EnvStatus, open []commands.Repair)
 // progress.
 func printPlans(w io.Writer, plans []commands.PlanProgress) {
 	for _, p := range plans {
-		fmt.Fprintf(w, "plan in flight: %s for %s, %s\n", p.Plan, p.Env, progress(p))
+		state := "plan in flight"
+		if p.Cancelled {
+			state = "plan cancelled"
+		}
+		fmt.Fprintf(w, "%s: %s for %s, %s\n", state, p.Plan, p.Env, progress(p))
+		for _, f := range p.Failures {
+			fmt.Fprintf(w, "  %s: %s\n", f.Snapshot, failureText(f))
+		}
 	}
+}
+
+// failureText is a failed run for people: "backfill attempt 5 of 5
+// (final, seq 42): <error>", the error's lines joined.
+func failureText(f commands.RunFailure) string {
+	state := "retrying"
+	if f.Final {
+		state = "given up"
+	}
+	return fmt.Sprintf("%s attempt %d (%s, seq %d): %s", f.RunKind, f.Attempt, state, f.Seq, strings.Join(strings.Fields(f.Error), " "))
 }
 
 // progress is a plan's backfill progress for people: "backfill 6h0m0s of

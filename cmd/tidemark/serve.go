@@ -39,7 +39,8 @@ func newServeCmd() *cobra.Command {
 		replicas                                      int
 		rateLimit                                     float64
 		workAckWait                                   time.Duration
-		workMaxAttempts                               int
+		workMaxAttempts, workConcurrency              int
+		modelTimeout                                  time.Duration
 		clusterName, clusterListen, serverName        string
 		authFile, user, password, tlsCert, tlsKey     string
 		routes                                        []string
@@ -95,7 +96,11 @@ func newServeCmd() *cobra.Command {
 			if janitorEvery > 0 && janitorGrace < commands.MinRetireGrace {
 				janitorErr = fmt.Errorf("--janitor-grace %s: at least %s", janitorGrace, commands.MinRetireGrace)
 			}
-			if err := errors.Join(ncfg.Validate(), cfg.Validate(), janitorErr); err != nil {
+			var workErr error
+			if workConcurrency < 1 || workMaxAttempts < 1 || modelTimeout <= 0 {
+				workErr = fmt.Errorf("--work-concurrency %d, --work-max-attempts %d, --model-timeout %s: each at least 1", workConcurrency, workMaxAttempts, modelTimeout)
+			}
+			if err := errors.Join(ncfg.Validate(), cfg.Validate(), janitorErr, workErr); err != nil {
 				return &exitError{kind: usage, err: err}
 			}
 			if noSync {
@@ -115,7 +120,11 @@ func newServeCmd() *cobra.Command {
 			// derived from the stream by the one publisher: published to
 			// `tidemark worker` processes, or run in-process with
 			// --builtin-worker.
-			pub := &work.Publisher{Log: eng, AckWait: workAckWait, MaxDeliver: workMaxAttempts}
+			// The built-in worker runs items on a bounded pool, each failed
+			// step recorded (fail_work: a RunFailed with its error) and
+			// tried again at most --work-max-attempts times.
+			pub := &work.Publisher{Log: eng, AckWait: workAckWait, MaxDeliver: workMaxAttempts,
+				Concurrency: workConcurrency, Attempts: workMaxAttempts, Reporter: eng}
 			var syncer *sqlrun.Syncer
 			var dropper *sqlrun.Janitor
 			var wh *warehouse.Warehouse
@@ -130,8 +139,8 @@ func newServeCmd() *cobra.Command {
 			defer stopRoster()
 			builtinStats := &work.Stats{}
 			if builtinWorker {
-				done := &inproc.Worker{Handler: eng, Actor: "worker:builtin"}
-				pub.Runner = builtinStats.Counting(done)
+				pub.Runner = &inproc.Worker{Handler: eng, Actor: "worker:builtin"}
+				pub.Stats = builtinStats
 			} else {
 				// Items published to workers carry their SQL, so that
 				// `tidemark worker --warehouse` (or any worker) can
@@ -155,7 +164,11 @@ func newServeCmd() *cobra.Command {
 			if wh != nil {
 				defer wh.Close()
 				if builtinWorker {
-					pub.Runner = builtinStats.Counting(&sqlrun.Runner{WH: wh, Proj: eng.Projection(), Done: &inproc.Worker{Handler: eng, Actor: "worker:builtin"}, Log: log.With("subsystem", "sqlrun")})
+					pub.Runner = &sqlrun.Runner{WH: wh, Proj: eng.Projection(), Done: &inproc.Worker{Handler: eng, Actor: "worker:builtin"},
+						Log: log.With("subsystem", "sqlrun"), Timeout: modelTimeout}
+					// Items that write or read a common table run in
+					// stream order; the others beside each other.
+					pub.Tables = sqlrun.Tables(eng.Projection())
 				}
 				syncer = &sqlrun.Syncer{WH: wh, Proj: eng.Projection(), Log: log.With("subsystem", "views")}
 				dropper = &sqlrun.Janitor{WH: wh, Proj: eng.Projection(), Log: log.With("subsystem", "janitor")}
@@ -330,7 +343,9 @@ func newServeCmd() *cobra.Command {
 	f.StringSliceVar(&routes, "routes", nil, "routes to the other cluster members, nats://HOST:PORT (comma-separated)")
 	f.StringVar(&serverName, "server-name", "", "embedded server name, unique in a cluster (default from --cluster-listen)")
 	f.DurationVar(&workAckWait, "work-ack-wait", work.DefaultAckWait, "redeliver a work item when its worker is silent this long (the work consumer the engine provisions; workers heartbeat every third of it)")
-	f.IntVar(&workMaxAttempts, "work-max-attempts", work.DefaultMaxDeliver, "deliveries of a work item before it is given up (the work consumer's max deliver)")
+	f.IntVar(&workMaxAttempts, "work-max-attempts", work.DefaultMaxDeliver, "attempts at a work item before it is given up, its last failure recorded final (the work consumer's max deliver; the built-in worker's attempts at an item whose model fails, with a backoff from 1s, doubling, at most 10s)")
+	f.IntVar(&workConcurrency, "work-concurrency", work.DefaultConcurrency, "work items the built-in worker computes at once (items on tables another item writes wait for it; a slow or failing model holds one at most)")
+	f.DurationVar(&modelTimeout, "model-timeout", sqlrun.DefaultTimeout, "cancel a model's computation (one step of a work item) that runs longer, and record it failed")
 	f.Float64Var(&rateLimit, "rate-limit", 1000, "commands per second one user may send, all its connections together (bursts of twice that; unauthenticated commands: per connection); 0: no limit")
 	f.DurationVar(&janitorEvery, "janitor-every", time.Hour, "how often the janitor retires the snapshot tables no environment's incumbent and no open plan uses (TableRetired; the warehouse drops them); 0: never")
 	f.DurationVar(&janitorGrace, "janitor-grace", 24*time.Hour, "retire a table only when its last use ended more than this long ago (at least 1h)")

@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -88,6 +89,10 @@ func Intervals(unit interval.Unit, ranges []interval.Range) []interval.Range {
 	return out
 }
 
+// DefaultTimeout bounds one step's computation unless Runner.Timeout says
+// otherwise.
+const DefaultTimeout = 10 * time.Minute
+
 // Runner computes work items in the warehouse, then hands them to Done,
 // which records them complete (an *inproc.Worker in serve).
 type Runner struct {
@@ -95,29 +100,67 @@ type Runner struct {
 	Proj *live.Projection
 	Done work.Runner
 	Log  *slog.Logger
+	// Timeout bounds the computation of one step (all its intervals): an
+	// endless query is cancelled and the step fails ("timed out after
+	// …"). Default DefaultTimeout.
+	Timeout time.Duration
+}
+
+func (r *Runner) timeout() time.Duration {
+	if r.Timeout <= 0 {
+		return DefaultTimeout
+	}
+	return r.Timeout
 }
 
 // Run computes every SQL step of item, in order (dependency order: an
 // upstream's rows are written before a downstream reads them), then
-// records the item done.
+// records the computed steps done. A step whose computation fails (a
+// warehouse error; its timeout) is not recorded, nor a later step that
+// reads the table it writes (not computed); the other steps are, and Run
+// returns the failures as a *work.ItemFailed (the publisher records and
+// retries them). A step of a cancelled plan's backfill or catch-up is
+// neither computed nor recorded.
 func (r *Runner) Run(ctx context.Context, item work.Item, at time.Time) error {
-	for _, st := range item.Steps {
+	failed := &work.ItemFailed{}
+	bad := map[string]bool{} // warehouse tables a failed or skipped step writes
+	done := item
+	done.Steps = slices.Clone(item.Steps)
+	for i, st := range item.Steps {
+		if len(st.Ranges) == 0 {
+			continue
+		}
 		var m warehouse.Model
 		var ok bool
 		var err error
 		var unit interval.Unit
 		var gone bool
-		var foreign string
+		var foreign, table string
+		var cancelled bool
 		r.Proj.Read(func(s *projections.State) {
 			m, ok, err = ModelOf(s, st.Snapshot)
 			if sn := s.Snapshots[st.Snapshot]; sn != nil {
 				unit = sn.Unit
 				_, gone = s.Retired[sn.Table]
+				table = TableName(sn.Table)
 			}
 			foreign = decide.ForeignWork(s, item.RunKind, st.RunID, st.Snapshot)
+			cancelled = decide.CancelledWork(s, item.RunKind, st.RunID) != ""
 		})
+		if cancelled {
+			// Its plan was cancelled: nothing of it is computed, and
+			// nothing recorded (the engine would refuse it).
+			if r.Log != nil {
+				r.Log.Info("work of a cancelled plan not computed", "item", item.ID, "snapshot", st.Snapshot, "run_id", st.RunID)
+			}
+			done.Steps[i].Ranges = nil
+			continue
+		}
 		if err != nil {
-			return err
+			failed.Failed = append(failed.Failed, work.StepFailure{Step: i, Err: err})
+			bad[table] = true
+			done.Steps[i].Ranges = nil
+			continue
 		}
 		if !ok || gone || foreign != "" {
 			// A retired table is not written again (the janitor dropped
@@ -129,11 +172,77 @@ func (r *Runner) Run(ctx context.Context, item work.Item, at time.Time) error {
 			}
 			continue
 		}
-		if err := writeStep(ctx, r.WH, r.Log, item.ID, st.Snapshot, m, unit, st.Ranges); err != nil {
-			return err
+		if reads := readsAny(m, bad); reads != "" {
+			// Computed from an upstream table that misses what a failed
+			// step should have written: not computed, tried again with it.
+			failed.Skipped = append(failed.Skipped, i)
+			bad[m.Table] = true
+			done.Steps[i].Ranges = nil
+			if r.Log != nil {
+				r.Log.Warn("step not computed: a step it reads failed", "item", item.ID, "snapshot", st.Snapshot, "reads", reads)
+			}
+			continue
+		}
+		sctx, cancel := context.WithTimeout(ctx, r.timeout())
+		err = writeStep(sctx, r.WH, r.Log, item.ID, st.Snapshot, m, unit, st.Ranges)
+		timedOut := errors.Is(sctx.Err(), context.DeadlineExceeded)
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			if timedOut {
+				err = fmt.Errorf("%s: timed out after %s: %w", st.Snapshot, r.timeout(), err)
+			}
+			failed.Failed = append(failed.Failed, work.StepFailure{Step: i, Err: err})
+			bad[m.Table] = true
+			done.Steps[i].Ranges = nil
 		}
 	}
-	return r.Done.Run(ctx, item, at)
+	if err := r.Done.Run(ctx, done, at); err != nil {
+		return err
+	}
+	if len(failed.Failed) > 0 {
+		return failed
+	}
+	return nil
+}
+
+// readsAny is the first upstream table of m in bad, or "".
+func readsAny(m warehouse.Model, bad map[string]bool) string {
+	for _, t := range m.Upstream {
+		if bad[t] {
+			return t
+		}
+	}
+	return ""
+}
+
+// Tables is serve's work.Publisher.Tables: the snapshot table a step
+// writes and the upstream snapshot tables it reads (tidemark table ids),
+// as proj knows them once it has applied the item's event.
+func Tables(proj *live.Projection) work.TablesOf {
+	return func(ctx context.Context, seq uint64, snapshot string) (work.Tables, error) {
+		if err := proj.WaitFor(ctx, seq); err != nil {
+			return work.Tables{}, err
+		}
+		t := work.Tables{Writes: snapshot}
+		proj.Read(func(st *projections.State) {
+			sn := st.Snapshots[snapshot]
+			if sn == nil {
+				return
+			}
+			t.Writes = sn.Table
+			up, _ := st.UpstreamOf(snapshot)
+			for _, id := range up {
+				if usn := st.Snapshots[id]; usn != nil {
+					t.Reads = append(t.Reads, usn.Table)
+				}
+			}
+			sort.Strings(t.Reads)
+		})
+		return t, nil
+	}
 }
 
 // ActorName is the actor Done records the work as, when it names one.
