@@ -40,7 +40,6 @@ func newServeCmd() *cobra.Command {
 		rateLimit                                     float64
 		workAckWait                                   time.Duration
 		workMaxAttempts, workConcurrency              int
-		modelTimeout                                  time.Duration
 		clusterName, clusterListen, serverName        string
 		authFile, user, password, tlsCert, tlsKey     string
 		routes                                        []string
@@ -97,8 +96,8 @@ func newServeCmd() *cobra.Command {
 				janitorErr = fmt.Errorf("--janitor-grace %s: at least %s", janitorGrace, commands.MinRetireGrace)
 			}
 			var workErr error
-			if workConcurrency < 1 || workMaxAttempts < 1 || modelTimeout <= 0 {
-				workErr = fmt.Errorf("--work-concurrency %d, --work-max-attempts %d, --model-timeout %s: each at least 1", workConcurrency, workMaxAttempts, modelTimeout)
+			if workConcurrency < 1 || workMaxAttempts < 1 || whOpts.ModelTimeout <= 0 {
+				workErr = fmt.Errorf("--work-concurrency %d, --work-max-attempts %d, --model-timeout %s: each at least 1", workConcurrency, workMaxAttempts, whOpts.ModelTimeout)
 			}
 			if err := errors.Join(ncfg.Validate(), cfg.Validate(), janitorErr, workErr); err != nil {
 				return &exitError{kind: usage, err: err}
@@ -165,7 +164,7 @@ func newServeCmd() *cobra.Command {
 				defer wh.Close()
 				if builtinWorker {
 					pub.Runner = &sqlrun.Runner{WH: wh, Proj: eng.Projection(), Done: &inproc.Worker{Handler: eng, Actor: "worker:builtin"},
-						Log: log.With("subsystem", "sqlrun"), Timeout: modelTimeout}
+						Log: log.With("subsystem", "sqlrun"), Timeout: whOpts.ModelTimeout}
 					// Items that write or read a common table run in
 					// stream order; the others beside each other.
 					pub.Tables = sqlrun.Tables(eng.Projection())
@@ -345,7 +344,6 @@ func newServeCmd() *cobra.Command {
 	f.DurationVar(&workAckWait, "work-ack-wait", work.DefaultAckWait, "redeliver a work item when its worker is silent this long (the work consumer the engine provisions; workers heartbeat every third of it)")
 	f.IntVar(&workMaxAttempts, "work-max-attempts", work.DefaultMaxDeliver, "attempts at a work item before it is given up, its last failure recorded final (the work consumer's max deliver; the built-in worker's attempts at an item whose model fails, with a backoff from 1s, doubling, at most 10s)")
 	f.IntVar(&workConcurrency, "work-concurrency", work.DefaultConcurrency, "work items the built-in worker computes at once (items on tables another item writes wait for it; a slow or failing model holds one at most)")
-	f.DurationVar(&modelTimeout, "model-timeout", sqlrun.DefaultTimeout, "cancel a model's computation (one step of a work item) that runs longer, and record it failed")
 	f.Float64Var(&rateLimit, "rate-limit", 1000, "commands per second one user may send, all its connections together (bursts of twice that; unauthenticated commands: per connection); 0: no limit")
 	f.DurationVar(&janitorEvery, "janitor-every", time.Hour, "how often the janitor retires the snapshot tables no environment's incumbent and no open plan uses (TableRetired; the warehouse drops them); 0: never")
 	f.DurationVar(&janitorGrace, "janitor-grace", 24*time.Hour, "retire a table only when its last use ended more than this long ago (at least 1h)")
