@@ -260,7 +260,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	if !strings.Contains(before, "No decision recorded yet") {
 		t.Fatalf("page before the promotion:\n%s", before)
 	}
-	if _, stderr, code := runCLI(t, "plan", "--env", "prod", "--set", "events="+version, "--id", "d1", "--nats-url", s.nats); code != 0 {
+	if _, stderr, code := runCLI(t, "plan", "--env", "prod", "--set", "events="+version, "--id", "d1", "--wait", "1m", "--nats-url", s.nats); code != 0 {
 		t.Fatalf("plan: %s", stderr)
 	}
 	if out, stderr, code := runCLI(t, "promote", "d1", "--nats-url", s.nats); code != 0 {
