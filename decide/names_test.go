@@ -69,7 +69,7 @@ func TestTableNameCollisionRefused(t *testing.T) {
 func TestEnvNameIsAWarehouseIdentifier(t *testing.T) {
 	w := deployed(t, h(6), model{name: "events"})
 	w.hourly("events", "v2")
-	for _, env := range []string{"PROD", "Prod", strings.Repeat("e", 64)} {
+	for _, env := range []string{"PROD", "Prod", strings.Repeat("e", 64), "tidemark", "tidemark_meta", "tidemark_sandbox", "main", "public", "pg_catalog", "information_schema", "temp", "system", "pg_temp_1"} {
 		ce := w.refused(&commands.BuildPlan{Plan: "p2", Env: env, Versions: map[string]string{"events": "v2"}}, h(7), commands.CodeInvalid)
 		if ce.Field != "env" {
 			t.Errorf("env %q: %v (field %s)", env, ce, ce.Field)

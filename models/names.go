@@ -32,7 +32,43 @@ func CheckWarehouseName(field, v string) *FieldError {
 	if len(v) > MaxIdentBytes {
 		return named(field, "%q is %d bytes: at most %d (a warehouse identifier; Postgres cuts longer ones)", v, len(v), MaxIdentBytes)
 	}
+	if why := Reserved(v); why != "" {
+		return named(field, "%q is reserved: %s", v, why)
+	}
 	return nil
+}
+
+// reservedNames are the schemas (and, for a model, the names a query
+// would resolve to a catalog's relation) the warehouse engines or
+// tidemark itself own.
+var reservedNames = map[string]string{
+	"tidemark":           "tidemark's snapshot tables live in that schema",
+	"tidemark_meta":      "tidemark's writer records live in that schema",
+	"tidemark_sandbox":   "the Postgres sandbox role's own schema name",
+	"main":               "DuckDB's default schema",
+	"temp":               "DuckDB's and Postgres's temporary schema",
+	"system":             "DuckDB's system catalog",
+	"public":             "Postgres's default schema",
+	"information_schema": "the SQL standard catalog",
+	"pg_catalog":         "Postgres's catalog",
+}
+
+// reservedPrefixes are the prefixes of the engines' catalog relations and
+// schemas (pg_class, duckdb_tables, sqlite_master, pg_toast, …).
+var reservedPrefixes = []string{"pg_", "duckdb_", "sqlite_"}
+
+// Reserved says why name may not name a model or an environment (an
+// engine's or tidemark's own schema or catalog relation), or "".
+func Reserved(name string) string {
+	if why, ok := reservedNames[name]; ok {
+		return why
+	}
+	for _, p := range reservedPrefixes {
+		if strings.HasPrefix(name, p) {
+			return "names starting with " + p + " are the warehouse engines' catalog"
+		}
+	}
+	return ""
 }
 
 // The digests of table names: tableDigest hex digits after a model name

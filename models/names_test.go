@@ -11,7 +11,7 @@ import (
 // folds case) and at most 63 bytes (Postgres cuts longer identifiers).
 func TestModelNameIsAWarehouseIdentifier(t *testing.T) {
 	base := Definition{Model: "events", Version: "v1", Cron: "@hourly", Start: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	for _, name := range []string{"Events", "EVENTS", strings.Repeat("m", 64)} {
+	for _, name := range []string{"Events", "EVENTS", strings.Repeat("m", 64), "pg_authid", "pg_statistic", "duckdb_tables", "sqlite_master", "information_schema", "main", "tidemark", "tidemark_meta"} {
 		d := base
 		d.Model = name
 		err := d.Validate()

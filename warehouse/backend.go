@@ -27,9 +27,11 @@ type backend interface {
 	// beginPromote prepares a promotion's transaction (Postgres: a lock
 	// timeout, so a reader of several views never deadlocks with it).
 	beginPromote(ctx context.Context, x execer) error
-	// swapView points view (schema-qualified, quoted) at sel, inside x's
+	// swapView points view name of schema (the environment) at sel,
+	// inside x's transaction; the sandbox may read the view (a query of
+	// an environment runs there).
 	// transaction.
-	swapView(ctx context.Context, x execer, view, sel string) error
+	swapView(ctx context.Context, x execer, schema, name, sel string) error
 	// metaIndexes creates the indexes of the writers' table (MetaSchema).
 	metaIndexes(ctx context.Context, x execer) error
 	// viewsReading lists the views (schema.view) that read the snapshot

@@ -125,8 +125,8 @@ func (duckBackend) lockTable(context.Context, execer, string) error { return nil
 func (duckBackend) beginPromote(context.Context, execer) error { return nil }
 
 // swapView: CREATE OR REPLACE VIEW swaps a view, whatever its columns.
-func (duckBackend) swapView(ctx context.Context, x execer, view, sel string) error {
-	_, err := x.ExecContext(ctx, "CREATE OR REPLACE VIEW "+view+" AS "+sel)
+func (duckBackend) swapView(ctx context.Context, x execer, schema, name, sel string) error {
+	_, err := x.ExecContext(ctx, "CREATE OR REPLACE VIEW "+qualified(schema, name)+" AS "+sel)
 	return err
 }
 

@@ -19,10 +19,12 @@ type pgBackend struct{}
 // LOCAL ROLE, inside each of their transactions): no login, no superuser,
 // none of pg_read_server_files, pg_write_server_files,
 // pg_execute_server_program (so no server file is read or written and no
-// COPY … PROGRAM runs), no CREATE on the database. It reads what models
-// read (pg_read_all_data when tidemark creates it; an operator may grant
-// SELECT on the source schemas instead), creates snapshot tables in schema
-// tidemark (which tidemark then owns) and INSERTs into them.
+// COPY … PROGRAM runs), no CREATE on the database, and not
+// pg_read_all_data (it reads pg_authid's password hashes). It reads only
+// what it is granted: the snapshot tables (adoptTable), the environments'
+// views (swapView), and whatever source schemas an operator grants; it
+// creates snapshot tables in schema tidemark (which tidemark then owns)
+// and INSERTs into them.
 //
 // Open creates it when it is missing and the connecting user may (a
 // superuser, or CREATEROLE), and checks it otherwise: see README's
@@ -59,23 +61,20 @@ func setupSandbox(ctx context.Context, db *sql.DB) error {
 			return err
 		}, retryableDDL)
 		if err != nil {
-			return fmt.Errorf("%w: %s does not exist and cannot be created (%w): have an administrator run CREATE ROLE %s NOLOGIN; GRANT pg_read_all_data TO %s; GRANT %s TO <tidemark's user> (README, \"Postgres warehouse\")",
-				ErrSandbox, SandboxRole, err, SandboxRole, SandboxRole, SandboxRole)
-		}
-		// Models read their sources; the operator may narrow this.
-		if _, err := db.ExecContext(ctx, "GRANT pg_read_all_data TO "+SandboxRole); err != nil {
-			return fmt.Errorf("%w: GRANT pg_read_all_data TO %s: %w", ErrSandbox, SandboxRole, err)
+			return fmt.Errorf("%w: %s does not exist and cannot be created (%w): have an administrator run CREATE ROLE %s NOLOGIN; GRANT %s TO <tidemark's user> (README, \"Postgres warehouse\")",
+				ErrSandbox, SandboxRole, err, SandboxRole, SandboxRole)
 		}
 	}
 	var bad bool
 	if err := q(&bad, `SELECT rolsuper OR rolbypassrls OR rolcreaterole OR rolcreatedb
 		OR pg_has_role(oid, 'pg_read_server_files', 'USAGE') OR pg_has_role(oid, 'pg_write_server_files', 'USAGE')
 		OR pg_has_role(oid, 'pg_execute_server_program', 'USAGE')
+		OR pg_has_role(oid, 'pg_read_all_data', 'USAGE') OR pg_has_role(oid, 'pg_write_all_data', 'USAGE')
 		FROM pg_roles WHERE rolname = '`+SandboxRole+`'`); err != nil {
 		return fmt.Errorf("%w: %w", ErrSandbox, err)
 	}
 	if bad {
-		return fmt.Errorf("%w: %s is a superuser, may create roles or databases, bypasses row security, or has pg_read_server_files, pg_write_server_files or pg_execute_server_program: revoke them", ErrSandbox, SandboxRole)
+		return fmt.Errorf("%w: %s is a superuser, may create roles or databases, bypasses row security, or has pg_read_server_files, pg_write_server_files, pg_execute_server_program, pg_read_all_data (which reads pg_authid's password hashes too) or pg_write_all_data: revoke them, and grant SELECT on the source schemas a model must read instead", ErrSandbox, SandboxRole)
 	}
 	var member bool
 	if err := q(&member, "SELECT pg_has_role(current_user, '"+SandboxRole+"', 'MEMBER')"); err != nil {
@@ -153,13 +152,21 @@ func (pgBackend) beginPromote(ctx context.Context, x execer) error {
 }
 
 // swapView: Postgres refuses CREATE OR REPLACE VIEW when the columns
-// change: DROP and CREATE in the same transaction.
-func (pgBackend) swapView(ctx context.Context, x execer, view, sel string) error {
-	if _, err := x.ExecContext(ctx, "DROP VIEW IF EXISTS "+view); err != nil {
-		return err
+// change: DROP and CREATE in the same transaction. The sandbox reads
+// nothing it is not granted: the environment's schema and view are.
+func (pgBackend) swapView(ctx context.Context, x execer, schema, name, sel string) error {
+	view := qualified(schema, name)
+	for _, stmt := range []string{
+		"DROP VIEW IF EXISTS " + view,
+		"CREATE VIEW " + view + " AS " + sel,
+		"GRANT USAGE ON SCHEMA " + quoteIdent(schema) + " TO " + SandboxRole,
+		"GRANT SELECT ON " + view + " TO " + SandboxRole,
+	} {
+		if _, err := x.ExecContext(ctx, stmt); err != nil {
+			return err
+		}
 	}
-	_, err := x.ExecContext(ctx, "CREATE VIEW "+view+" AS "+sel)
-	return err
+	return nil
 }
 
 // metaIndexes: every write looks up the records of its table's slice;
@@ -209,8 +216,8 @@ func (pgBackend) unsandbox(ctx context.Context, c *sql.Conn) error {
 }
 
 // adoptTable: the sandbox created the table; tidemark owns it (its drops
-// and views), and the sandbox may insert into it (and read it, should the
-// operator have narrowed pg_read_all_data).
+// and views), and the sandbox may insert into it and read it (a model
+// downstream reads it through its CTE).
 func (pgBackend) adoptTable(ctx context.Context, c *sql.Conn, table string) error {
 	if _, err := c.ExecContext(ctx, "ALTER TABLE "+qualified(Schema, table)+" OWNER TO CURRENT_USER"); err != nil {
 		return err

@@ -77,6 +77,47 @@ func TestModelSQLSandboxed(t *testing.T) {
 	})
 }
 
+// On Postgres the sandbox reads only what it is granted (the snapshot
+// tables, the environments' views, the source schemas an operator
+// grants): not a table of another schema, nor pg_authid's password
+// hashes, which pg_read_all_data would give it.
+func TestSandboxReadsOnlyWhatItIsGranted(t *testing.T) {
+	w, err := Open(t.Context(), newPostgresDSN(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	mustExec(t, w, "CREATE TABLE public.secret AS SELECT 'top secret' AS s")
+	for i, sql := range []string{
+		`SELECT CAST(now() AS TIMESTAMP) AS hour, s FROM public.secret`,
+		`SELECT CAST(now() AS TIMESTAMP) AS hour, rolpassword FROM pg_authid`,
+	} {
+		m := Model{Name: "reader", Table: "reader__" + string(rune('a'+i)), TimeColumn: "hour", SQL: sql}
+		if _, err := w.WriteInterval(t.Context(), m, day(0), day(1)); err == nil || !strings.Contains(err.Error(), "permission denied") {
+			t.Errorf("WriteInterval of %q: %v, want permission denied", sql, err)
+		}
+		if _, err := w.QueryLimited(t.Context(), sql, Limits{}); err == nil || !strings.Contains(err.Error(), "permission denied") {
+			t.Errorf("query %q: %v, want permission denied", sql, err)
+		}
+	}
+	// What it is granted it reads: a snapshot table, through a promoted
+	// environment's view.
+	up := Model{Name: "up", Table: "up__a", TimeColumn: "hour", SQL: `SELECT CAST(TIMESTAMP '2026-01-01 00:00:00' AS TIMESTAMP) AS hour, 1 AS n`}
+	if _, err := w.WriteInterval(t.Context(), up, day(0), day(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Promote(t.Context(), "prod", map[string]string{"up": "up__a"}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := w.QueryLimited(t.Context(), `SELECT n FROM prod.up`, Limits{}); err != nil || len(res.Rows) != 1 {
+		t.Fatalf("query of prod's view: %+v, %v", res, err)
+	}
+	down := Model{Name: "down", Table: "down__a", TimeColumn: "hour", SQL: `SELECT hour, n FROM up`, Upstream: map[string]string{"up": "up__a"}}
+	if n, err := w.WriteInterval(t.Context(), down, day(0), day(1)); err != nil || n != 1 {
+		t.Fatalf("a downstream model: %d rows, %v", n, err)
+	}
+}
+
 // A query is one read-only statement in the sandbox: its text cannot end
 // its read-only transaction (a comment ended by a carriage return hides
 // the rest from tidemark's check, not from the engine) nor read the

@@ -432,8 +432,8 @@ func (w *Warehouse) Promote(ctx context.Context, env string, views map[string]st
 			if n == 0 {
 				return fmt.Errorf("model %q: snapshot table %s.%s does not exist", m, Schema, views[m])
 			}
-			view, sel := qualified(env, m), "SELECT * FROM "+qualified(Schema, views[m])
-			if err := w.b.swapView(ctx, tx, view, sel); err != nil {
+			sel := "SELECT * FROM " + qualified(Schema, views[m])
+			if err := w.b.swapView(ctx, tx, env, m, sel); err != nil {
 				return fmt.Errorf("model %q: %w", m, err)
 			}
 			if testHookPromote != nil {

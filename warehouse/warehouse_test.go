@@ -57,6 +57,12 @@ func seed(t *testing.T, w *Warehouse) {
 		       CAST(i % 13 AS BIGINT) AS user_id,
 		       CAST(i % 100 AS DECIMAL(10,2)) / 4 AS amount
 		FROM generate_series(0, 1999) AS t(i)`)
+	if w.Engine() == "postgres" {
+		// The sandbox reads only what it is granted: an operator grants
+		// the source schemas its models read.
+		mustExec(t, w, "GRANT USAGE ON SCHEMA raw TO "+SandboxRole)
+		mustExec(t, w, "GRANT SELECT ON ALL TABLES IN SCHEMA raw TO "+SandboxRole)
+	}
 }
 
 func mustExec(t *testing.T, w *Warehouse, sql string, args ...any) {

@@ -10,6 +10,7 @@ package sqlrun_test
 
 import (
 	"fmt"
+	"github.com/tidemark/tidemark/warehouse"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -173,6 +174,17 @@ func (w *world) scalar(q string) string {
 		w.t.Fatalf("%s: %v %v", q, rows, err)
 	}
 	return fmt.Sprint(rows[0][0])
+}
+
+// grantSandbox lets the warehouse's sandbox read a schema tidemark does
+// not own (on Postgres it reads only what it is granted), as an operator
+// grants a source schema.
+func (w *world) grantSandbox(schema string) {
+	w.t.Helper()
+	if w.wh.Engine() == "postgres" {
+		w.exec("GRANT USAGE ON SCHEMA " + schema + " TO " + warehouse.SandboxRole)
+		w.exec("GRANT SELECT ON ALL TABLES IN SCHEMA " + schema + " TO " + warehouse.SandboxRole)
+	}
 }
 
 func (w *world) exec(q string) {
@@ -376,6 +388,7 @@ func TestVerifyAfterLateDataInLookback(t *testing.T) {
 	eachBackend(t, func(t *testing.T, w *world) {
 		w.exec("CREATE SCHEMA raw")
 		w.exec("CREATE TABLE raw.events (ts TIMESTAMP, user_id BIGINT, amount DECIMAL(12,2))")
+		w.grantSandbox("raw")
 		// One event every 7 minutes over the first 48 hours.
 		w.exec(`INSERT INTO raw.events SELECT TIMESTAMP '2026-11-01 00:00:00' + CAST(g.i AS INTEGER) * INTERVAL '7 minutes',
   CAST(g.i % 13 AS BIGINT), CAST(g.i % 100 AS DECIMAL(12,2)) + 0.5 FROM generate_series(0, 411) AS g(i)`)

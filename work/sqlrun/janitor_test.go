@@ -275,6 +275,7 @@ func TestJanitorKeepsTableAViewReads(t *testing.T) {
 		replaceV1(w, "")
 		w.exec("CREATE SCHEMA IF NOT EXISTS other")
 		w.exec("CREATE VIEW other.old_pv AS SELECT * FROM " + warehouse.Schema + "." + sqlrun.TableName("pv@v1"))
+		w.grantSandbox("other")
 		w.at(hour(48 + 25))
 		if got := w.sweep(); !slices.Equal(got, []string{"agg@v1", "pv@v1"}) {
 			t.Fatalf("retired %v", got)
