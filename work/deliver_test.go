@@ -219,8 +219,8 @@ func TestPoolIsolatesAFailingItem(t *testing.T) {
 }
 
 // TestPoolEndlessItemHoldsOneWorker: an item that never returns (until
-// the pool stops) takes one worker; the others do the rest; the cursor
-// stays before it.
+// the pool stops) takes one worker; the others do the rest (of three
+// workers, plan work takes at most two); the cursor stays before it.
 func TestPoolEndlessItemHoldsOneWorker(t *testing.T) {
 	endless := testItem(5, "slow@v1")
 	var rest []batch
@@ -234,7 +234,7 @@ func TestPoolEndlessItemHoldsOneWorker(t *testing.T) {
 		}
 		return nil
 	}}
-	p := &Publisher{Log: fakeLog{now: t0}, Runner: r, Concurrency: 2}
+	p := &Publisher{Log: fakeLog{now: t0}, Runner: r, Concurrency: 3}
 	pr := startPool(t, p, append([]batch{{items: []Item{endless}, last: 5}}, rest...)...)
 	eventually(t, "the rest done", func() bool { _, d := pr.snapshot(); return len(d) == 5 })
 	pr.stop()

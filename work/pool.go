@@ -1,6 +1,7 @@
 package work
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -31,6 +32,31 @@ import (
 //     it writes: each interval is written in one transaction, so the
 //     reader sees it whole either way. Within an item the steps run in
 //     their order (dependency order).
+//   - Priority. The work that keeps environments fresh (run kinds
+//     scheduled and repair) is started before plan work (backfill,
+//     catch-up) whenever both are ready, and plan work runs on at most
+//     Concurrency-1 workers: one worker is always left to scheduled and
+//     repair work, so a plan's slow, failing or endless models cost
+//     production's ticks nothing. The exception is plan work a queued
+//     scheduled or repair item waits for (the order rule): it may take
+//     the kept worker, as the waiting item could not start before it
+//     anyway. With Concurrency 1 plan work may take the only worker: a
+//     tick then waits for the plan attempt running (at most the Runner's
+//     time for an attempt, sqlrun.Runner.Timeout) but starts before any
+//     plan work queued. Priority only chooses among items the order rule
+//     lets start: an item never overtakes an earlier one it must wait
+//     for, and the cursor rule is unchanged. Within each class items
+//     start in stream order (a retry keeps its place).
+//   - Bounds. The pool holds at most maxQueued scheduled and repair items
+//     (the tail waits while they are that many; the scheduler makes them
+//     at its ticks' pace) and schedules at most maxQueuedPlan plan items;
+//     later plan items are parked, in order, and scheduled as earlier
+//     ones finish. The tail never waits for plan work, so a flood of
+//     plans never keeps a tick out. A parked item is not scanned (only
+//     the tables it writes are counted, which later scheduled and repair
+//     items wait for, as the order rule says), but it is held in memory:
+//     the plan work held is as much as users have built and not yet
+//     finished or cancelled.
 //   - Cancelled plans. The tail sees each PlanCancelled in stream order:
 //     the plan's backfill and catch-up items are given up then (one
 //     running is given up when its attempt returns; the Runner computes
@@ -43,6 +69,10 @@ import (
 //     only those steps and the steps that read them, after a backoff
 //     (RetryBackoff, doubling, at most MaxBackoff), until Attempts
 //     attempts; the last failure is recorded final and the item given up.
+//     A timeout is not retried (it would take as long again): an attempt
+//     in which a step timed out (TimedOut: the Runner's time for the
+//     attempt, or the warehouse's for a computation, ran out) is the
+//     item's last, its failures recorded final at once.
 //     A transient refusal (Transient: the engine unavailable, a conflict)
 //     is tried again, without counting, until ctx ends. Another refusal
 //     (invalid, not found) gives the item up at once. A waiting retry
@@ -59,10 +89,15 @@ const (
 	DefaultAttempts    = 5
 	// DefaultRetryBackoff is the wait before an item's second attempt.
 	DefaultRetryBackoff = time.Second
-	// maxQueued bounds the items the pool holds (queued, running or
-	// waiting to retry); the tail waits while it is full.
+	// maxQueued bounds the scheduled and repair items the pool holds
+	// (queued, running or waiting to retry); the tail waits while it is
+	// full.
 	maxQueued = 1024
 )
+
+// maxQueuedPlan bounds the plan items (backfill, catch-up) the pool
+// schedules; later ones are parked (a variable for tests).
+var maxQueuedPlan = 1024
 
 // Tables is what computing a step touches: the table it writes and the
 // tables it reads, by any names that are equal exactly when the tables
@@ -129,6 +164,9 @@ type task struct {
 	// waits counts transient failures in a row (their backoff).
 	waits   int
 	readyAt time.Time
+	// ord is the item's place in the stream (the order of intake).
+	ord     uint64
+	plan    bool
 	running bool
 	// cancelled: its plan was cancelled while it ran.
 	cancelled bool
@@ -156,9 +194,29 @@ type batch struct {
 // ErrPlanCancelled is why the pool gave up a cancelled plan's item.
 var ErrPlanCancelled = errors.New("work: the plan was cancelled")
 
+// ErrTimedOut marks a step that ran out of its time (a Runner wraps it in
+// the step's error, with the warehouse's ErrTimeout or the deadline it
+// set): running it again would take as long, so the pool does not retry
+// it (TimedOut).
+var ErrTimedOut = errors.New("work: timed out")
+
+// TimedOut reports whether a step's error is its own timeout: ErrTimedOut,
+// or a deadline exceeded within an attempt whose context had not ended
+// (the pool asks only then).
+func TimedOut(err error) bool {
+	return errors.Is(err, ErrTimedOut) || errors.Is(err, context.DeadlineExceeded)
+}
+
 // planWork reports whether item is plan work (backfill, catch-up) of plan.
 func planWork(item Item, plan string) bool {
-	return item.Plan == plan && (item.RunKind == events.RunBackfill || item.RunKind == events.RunCatchUp)
+	return item.Plan == plan && isPlanWork(item)
+}
+
+// isPlanWork reports whether item is plan work (backfill, catch-up): all
+// but the work that keeps environments fresh (scheduled, repair), which
+// the pool takes first.
+func isPlanWork(item Item) bool {
+	return item.RunKind == events.RunBackfill || item.RunKind == events.RunCatchUp
 }
 
 type result struct {
@@ -179,6 +237,39 @@ func (t *task) waitsFor(u *task) bool {
 		w := u.tables[j].Writes
 		for i, a := range t.item.Steps {
 			if len(a.Ranges) > 0 && (t.tables[i].Writes == w || slices.Contains(t.tables[i].Reads, w)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// writes adds to w the tables t still has to write.
+func (t *task) writes(w map[string]int, add int) {
+	for j, b := range t.item.Steps {
+		if len(b.Ranges) > 0 {
+			w[t.tables[j].Writes] += add
+			if w[t.tables[j].Writes] == 0 {
+				delete(w, t.tables[j].Writes)
+			}
+		}
+	}
+}
+
+// waitsForAny reports whether t writes or reads a table in w.
+func (t *task) waitsForAny(w map[string]int) bool {
+	if len(w) == 0 {
+		return false
+	}
+	for i, a := range t.item.Steps {
+		if len(a.Ranges) == 0 {
+			continue
+		}
+		if w[t.tables[i].Writes] > 0 {
+			return true
+		}
+		for _, r := range t.tables[i].Reads {
+			if w[r] > 0 {
 				return true
 			}
 		}
@@ -262,9 +353,17 @@ func (p *Publisher) pool(ctx context.Context, in <-chan batch, save func(context
 		wg.Wait()
 	}()
 
-	var queue []*task
+	// queue is the tasks scheduled, in stream order; parked, the plan
+	// tasks beyond maxQueuedPlan, in stream order (all later than the
+	// queue's plan tasks), with the tables they write (parkedWrites).
+	var queue, parked []*task
+	parkedWrites := map[string]int{}
 	var marks []*mark
-	free := n
+	var ord uint64
+	free, planRunning := n, 0
+	// Plan work leaves one worker to scheduled and repair work (with
+	// n = 1 it may take the only one).
+	planCap := max(n-1, 1)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	finish := func(t *task, err error) {
@@ -273,6 +372,14 @@ func (p *Publisher) pool(ctx context.Context, in <-chan batch, save func(context
 		if p.Done != nil {
 			p.Done(t.item, err)
 		}
+	}
+	start := func(t *task) {
+		t.running = true
+		free--
+		if t.plan {
+			planRunning++
+		}
+		tasks <- t
 	}
 	for {
 		var cursor uint64
@@ -287,27 +394,71 @@ func (p *Publisher) pool(ctx context.Context, in <-chan batch, save func(context
 				return err
 			}
 		}
+		// Parked plan tasks take the room plan tasks left, in order.
+		planHeld := 0
+		for _, t := range queue {
+			if t.plan {
+				planHeld++
+			}
+		}
+		for ; len(parked) > 0 && planHeld < maxQueuedPlan; planHeld++ {
+			t := parked[0]
+			parked = parked[1:]
+			t.writes(parkedWrites, -1)
+			at, _ := slices.BinarySearchFunc(queue, t.ord, func(u *task, ord uint64) int { return cmp.Compare(u.ord, ord) })
+			queue = slices.Insert(queue, at, t)
+		}
 		now := time.Now()
 		var next time.Time
+		// ready reports whether queue[i] may start now: not running, not
+		// waiting to retry, and no earlier unfinished task (nor, for
+		// scheduled or repair work, a parked one) writes what it writes
+		// or reads.
+		ready := func(i int) bool {
+			t := queue[i]
+			if t.running || t.readyAt.After(now) {
+				return false
+			}
+			if slices.ContainsFunc(queue[:i], t.waitsFor) {
+				return false
+			}
+			return t.plan || !t.waitsForAny(parkedWrites)
+		}
+		for _, t := range queue {
+			if !t.running && t.readyAt.After(now) && (next.IsZero() || t.readyAt.Before(next)) {
+				next = t.readyAt
+			}
+		}
+		// Scheduled and repair work first, then plan work on at most
+		// planCap workers, unless a scheduled or repair task waits for it.
 		for i, t := range queue {
 			if free == 0 {
 				break
 			}
-			if t.running {
+			if !t.plan && ready(i) {
+				start(t)
+			}
+		}
+		for i, t := range queue {
+			if free == 0 || planRunning >= planCap {
+				break
+			}
+			if t.plan && ready(i) {
+				start(t)
+			}
+		}
+		for j, u := range queue {
+			if free == 0 {
+				break
+			}
+			if u.plan || u.running {
 				continue
 			}
-			if t.readyAt.After(now) {
-				if next.IsZero() || t.readyAt.Before(next) {
-					next = t.readyAt
+			for i, t := range queue[:j] {
+				if free > 0 && t.plan && u.waitsFor(t) && ready(i) {
+					start(t)
 				}
-				continue
 			}
-			if slices.ContainsFunc(queue[:i], t.waitsFor) {
-				continue
-			}
-			t.running = true
-			free--
-			tasks <- t
 		}
 		// (Since Go 1.23 a stopped or reset timer delivers no stale tick.)
 		timer.Stop()
@@ -317,7 +468,7 @@ func (p *Publisher) pool(ctx context.Context, in <-chan batch, save func(context
 			wake = timer.C
 		}
 		intake := in
-		if len(queue) >= maxQueued {
+		if len(queue)-planHeld >= maxQueued {
 			intake = nil
 		}
 		select {
@@ -332,9 +483,27 @@ func (p *Publisher) pool(ctx context.Context, in <-chan batch, save func(context
 			m := &mark{last: b.last, mid: b.mid, left: len(b.items)}
 			marks = append(marks, m)
 			for i, it := range b.items {
-				queue = append(queue, &task{item: it, tables: b.tables[i], attempt: 1, mark: m})
+				ord++
+				t := &task{item: it, tables: b.tables[i], attempt: 1, mark: m, ord: ord, plan: isPlanWork(it)}
+				if t.plan && (len(parked) > 0 || planHeld >= maxQueuedPlan) {
+					parked = append(parked, t)
+					t.writes(parkedWrites, +1)
+					continue
+				}
+				if t.plan {
+					planHeld++
+				}
+				queue = append(queue, t)
 			}
 			for _, plan := range b.cancelled {
+				for _, t := range slices.Clone(parked) {
+					if planWork(t.item, plan) {
+						parked = slices.DeleteFunc(parked, func(u *task) bool { return u == t })
+						t.writes(parkedWrites, -1)
+						log.Info("built-in worker: plan cancelled; its item given up", "item", t.item.ID, "plan", plan)
+						finish(t, ErrPlanCancelled)
+					}
+				}
 				for _, t := range slices.Clone(queue) {
 					if !planWork(t.item, plan) {
 						continue
@@ -351,6 +520,9 @@ func (p *Publisher) pool(ctx context.Context, in <-chan batch, save func(context
 			free++
 			t := r.t
 			t.running = false
+			if t.plan {
+				planRunning--
+			}
 			var failed *ItemFailed
 			switch {
 			case ctx.Err() != nil:
@@ -362,7 +534,7 @@ func (p *Publisher) pool(ctx context.Context, in <-chan batch, save func(context
 				log.Debug("built-in worker: item done", "item", t.item.ID, "run_kind", t.item.RunKind, "attempt", t.attempt)
 				finish(t, nil)
 			case errors.As(r.err, &failed):
-				if t.attempt >= p.attempts() {
+				if t.attempt >= p.attempts() || TimedOut(failed) {
 					log.Error("built-in worker: item failed; giving it up", "item", t.item.ID, "run_kind", t.item.RunKind, "attempts", t.attempt, "err", r.err)
 					finish(t, r.err)
 					continue
@@ -443,7 +615,8 @@ func (p *Publisher) report(ctx context.Context, log *slog.Logger, t *task, faile
 			continue
 		}
 		st := t.item.Steps[f.Step]
-		final := t.attempt >= p.attempts()
+		// A timed-out attempt is the last (pool).
+		final := t.attempt >= p.attempts() || TimedOut(failed)
 		log.Warn("built-in worker: step failed", "item", t.item.ID, "snapshot", st.Snapshot, "attempt", t.attempt, "final", final, "err", f.Err)
 		if p.Reporter == nil || t.item.ID == "" || len(st.Ranges) == 0 {
 			continue

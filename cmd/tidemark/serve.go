@@ -343,7 +343,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&serverName, "server-name", "", "embedded server name, unique in a cluster (default from --cluster-listen)")
 	f.DurationVar(&workAckWait, "work-ack-wait", work.DefaultAckWait, "redeliver a work item when its worker is silent this long (the work consumer the engine provisions; workers heartbeat every third of it)")
 	f.IntVar(&workMaxAttempts, "work-max-attempts", work.DefaultMaxDeliver, "attempts at a work item before it is given up, its last failure recorded final (the work consumer's max deliver; the built-in worker's attempts at an item whose model fails, with a backoff from 1s, doubling, at most 10s)")
-	f.IntVar(&workConcurrency, "work-concurrency", work.DefaultConcurrency, "work items the built-in worker computes at once (items on tables another item writes wait for it; a slow or failing model holds one at most)")
+	f.IntVar(&workConcurrency, "work-concurrency", work.DefaultConcurrency, "work items the built-in worker computes at once (items on tables another item writes wait for it; scheduled and repair work first, and plan work on at most this many minus one, so one is left for production's ticks)")
 	f.Float64Var(&rateLimit, "rate-limit", 1000, "commands per second one user may send, all its connections together (bursts of twice that; unauthenticated commands: per connection); 0: no limit")
 	f.DurationVar(&janitorEvery, "janitor-every", time.Hour, "how often the janitor retires the snapshot tables no environment's incumbent and no open plan uses (TableRetired; the warehouse drops them); 0: never")
 	f.DurationVar(&janitorGrace, "janitor-grace", 24*time.Hour, "retire a table only when its last use ended more than this long ago (at least 1h)")

@@ -9,6 +9,7 @@ package sqlrun_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -35,9 +36,25 @@ FROM generate_series(0, 1000000000) AS a(i), generate_series(0, 1000000000) AS b
 // publisher runs serve's work publisher with the built-in SQL worker
 // until the test ends; done receives each finished item.
 type publisher struct {
-	p    *work.Publisher
-	mu   sync.Mutex
-	done map[string]error
+	p     *work.Publisher
+	stats work.Stats
+	mu    sync.Mutex
+	done  map[string]error
+}
+
+// inFlight is how many attempts run now.
+func (pb *publisher) inFlight() int64 { _, _, n := pb.stats.Counts(); return n }
+
+// finished reports whether any of the items is finished.
+func (pb *publisher) finished(ids ...string) bool {
+	pb.mu.Lock()
+	defer pb.mu.Unlock()
+	for _, id := range ids {
+		if _, ok := pb.done[id]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 func (w *world) publish(concurrency, attempts int, timeout, backoff time.Duration) *publisher {
@@ -51,6 +68,7 @@ func (w *world) publish(concurrency, attempts int, timeout, backoff time.Duratio
 			defer pb.mu.Unlock()
 			pb.done[it.ID] = err
 		}}
+	pb.p.Stats = &pb.stats
 	if err := pb.p.Prepare(w.t.Context()); err != nil {
 		w.t.Fatal(err)
 	}
@@ -105,8 +123,8 @@ func finalFailure(st *projections.State, snapshot string) *events.RunFailed {
 // SQL fails at compute time and one of an endless model do not delay
 // production: its frontier follows each tick while they fail. Each of
 // their failures is recorded (RunFailed with the warehouse's error text,
-// the endless one "timed out"), the last one final after the bounded
-// attempts. On the code before the pool (one item at a time, a failing
+// the endless one "timed out", final at once), the poison one's last
+// final after the bounded attempts. On the code before the pool (one item at a time, a failing
 // item retried for ever) prod's frontier never moves.
 func TestPoisonAndEndlessModelsLeaveProdOnTime(t *testing.T) {
 	w := newWorld(t)
@@ -142,8 +160,9 @@ func TestPoisonAndEndlessModelsLeaveProdOnTime(t *testing.T) {
 			f.RunKind != events.RunBackfill || f.RunID != "backfill:dev-poison" {
 			t.Errorf("poison's failures: %d (final %d), last final %+v", p.Count, p.Final, f)
 		}
+		// A timeout is final at once: not retried.
 		e := st.Failures["endless@v1"]
-		if f := e.LastFinal; e.Count != 2 || f.Attempt != 2 || !strings.Contains(f.Error, "timed out after "+timeout.String()) {
+		if f := e.LastFinal; e.Count != 1 || e.Final != 1 || f.Attempt != 1 || !strings.Contains(f.Error, "timed out after "+timeout.String()) {
 			t.Errorf("endless's failures: %d, last final %+v", e.Count, f)
 		}
 		if n := st.SnapshotCoverage("poison@v1"); !n.Empty() {
@@ -214,4 +233,118 @@ FROM pv WHERE ts >= @start_ts AND ts < @end_ts`, "hour", "pv")
 			t.Errorf("plan p2: cancelled %+v", pl.Cancelled)
 		}
 	})
+}
+
+// endlessPlans registers an endless model per name and builds the plans
+// (plan → its models, each in its own dev env); it returns the plans'
+// backfill items.
+func (w *world) endlessPlans(plans map[string][]string) []string {
+	w.t.Helper()
+	var items []string
+	for plan, models := range plans {
+		versions := map[string]string{}
+		for _, n := range models {
+			w.registerAt(&commands.RegisterSnapshot{Model: n, Version: "v1", Cron: "@hourly", Start: hour(46), SQL: endlessSQL, TimeColumn: "ts"})
+			versions[n] = "v1"
+		}
+		r := w.do(&commands.BuildPlan{Plan: plan, Env: "env-" + plan, Versions: versions})
+		items = append(items, events.WorkID(r.Seq, events.RunBackfill))
+	}
+	return items
+}
+
+// prodTickWhileEndless: with the dev plans' endless models computing
+// (their timeout a minute away), prod's tick is done, and no endless item
+// has ended or failed by then: an order, not a time.
+func prodTickWhileEndless(t *testing.T, w *world, pb *publisher, items []string, models []string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for pb.inFlight() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no endless item started")
+		}
+		time.Sleep(10 * time.Millisecond) // polling the publisher, bounded by the deadline
+	}
+	w.advance(hour(49))
+	w.eventually("prod's frontier at its tick", func(st *projections.State) bool { return !st.Frontier("pv@v1").Before(hour(49)) })
+	if pb.finished(items...) {
+		t.Errorf("an endless plan item ended before prod's tick was done")
+	}
+	w.e.Projection().Read(func(st *projections.State) {
+		for _, m := range models {
+			if f := st.Failures[m+"@v1"]; f != nil {
+				t.Errorf("%s failed before prod's tick was done: %+v", m, f.LastFinal)
+			}
+		}
+	})
+}
+
+// TestEndlessDevPlansLeaveProdTickOnTime: two dev plans of two endless
+// models each, on a pool of two: plan work takes one worker at most, so
+// prod's tick is done at once, while both plans still compute. On the
+// pool in queue order the plans held both workers, each for steps ×
+// timeout, and the tick waited for them.
+func TestEndlessDevPlansLeaveProdTickOnTime(t *testing.T) {
+	w := newWorld(t)
+	w.register("pv", "v1", "@hourly", pv(60), "ts")
+	w.deploy("p1", map[string]string{"pv": "v1"})
+	pb := w.publish(2, 2, time.Minute, 10*time.Millisecond)
+	items := w.endlessPlans(map[string][]string{"dev-a": {"e1", "e2"}, "dev-b": {"e3", "e4"}})
+	prodTickWhileEndless(t, w, pb, items, []string{"e1", "e2", "e3", "e4"})
+}
+
+// TestManyEndlessPlansLeaveProdTickOnTime: six one-model endless plans
+// queued ahead of prod's tick do not delay it: it is taken before them,
+// on the worker plan work leaves free.
+func TestManyEndlessPlansLeaveProdTickOnTime(t *testing.T) {
+	w := newWorld(t)
+	w.register("pv", "v1", "@hourly", pv(60), "ts")
+	w.deploy("p1", map[string]string{"pv": "v1"})
+	pb := w.publish(2, 2, time.Minute, 10*time.Millisecond)
+	plans := map[string][]string{}
+	var models []string
+	for i := range 6 {
+		m := fmt.Sprintf("e%d", i)
+		plans["dev-"+m] = []string{m}
+		models = append(models, m)
+	}
+	items := w.endlessPlans(plans)
+	prodTickWhileEndless(t, w, pb, items, models)
+}
+
+// TestTimedOutItemIsFinalAtOnce: an item's steps share its attempt's
+// time: a plan of two endless models times out once (the first step), the
+// second is not started, and both failures are recorded final at the
+// first of five attempts: a timeout is not retried.
+func TestTimedOutItemIsFinalAtOnce(t *testing.T) {
+	w := newWorld(t)
+	w.register("pv", "v1", "@hourly", pv(60), "ts")
+	w.deploy("p1", map[string]string{"pv": "v1"})
+	const timeout = 2 * time.Second
+	pb := w.publish(2, 5, timeout, 10*time.Millisecond)
+	items := w.endlessPlans(map[string][]string{"dev": {"e1", "e2"}})
+	w.eventually("both endless models given up", func(st *projections.State) bool {
+		return finalFailure(st, "e1@v1") != nil && finalFailure(st, "e2@v1") != nil
+	})
+	var texts []string
+	w.e.Projection().Read(func(st *projections.State) {
+		for _, m := range []string{"e1@v1", "e2@v1"} {
+			f := st.Failures[m]
+			if f.Count != 1 || f.Final != 1 || f.LastFinal.Attempt != 1 {
+				t.Errorf("%s: %d failures (final %d), last final %+v; want one, final at attempt 1", m, f.Count, f.Final, f.LastFinal)
+			}
+			texts = append(texts, f.LastFinal.Error)
+		}
+	})
+	joined := strings.Join(texts, "\n")
+	if strings.Count(joined, "timed out after "+timeout.String()) != 2 || strings.Count(joined, "not computed") != 1 {
+		t.Errorf("failures %q: want one step timed out and the other not started", texts)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !pb.finished(items...) {
+		if time.Now().After(deadline) {
+			t.Fatal("the item is not given up")
+		}
+		time.Sleep(10 * time.Millisecond) // polling the publisher, bounded by the deadline
+	}
 }

@@ -89,8 +89,8 @@ func Intervals(unit interval.Unit, ranges []interval.Range) []interval.Range {
 	return out
 }
 
-// DefaultTimeout bounds one step's computation unless Runner.Timeout says
-// otherwise.
+// DefaultTimeout bounds one attempt at an item (all its steps) unless
+// Runner.Timeout says otherwise.
 const DefaultTimeout = 10 * time.Minute
 
 // Runner computes work items in the warehouse, then hands them to Done,
@@ -100,9 +100,12 @@ type Runner struct {
 	Proj *live.Projection
 	Done work.Runner
 	Log  *slog.Logger
-	// Timeout bounds the computation of one step (all its intervals): an
-	// endless query is cancelled and the step fails ("timed out after
-	// …"). Default DefaultTimeout.
+	// Timeout bounds one attempt at an item: its steps share it, so an
+	// attempt costs at most Timeout however many steps it has. The step
+	// running when it ends is cancelled and fails ("timed out after …"),
+	// and each later step fails unstarted; their errors wrap
+	// work.ErrTimedOut, so the pool does not retry them (running them
+	// again would take as long). Default DefaultTimeout.
 	Timeout time.Duration
 }
 
@@ -119,9 +122,12 @@ func (r *Runner) timeout() time.Duration {
 // warehouse error; its timeout) is not recorded, nor a later step that
 // reads the table it writes (not computed); the other steps are, and Run
 // returns the failures as a *work.ItemFailed (the publisher records and
-// retries them). A step of a cancelled plan's backfill or catch-up is
-// neither computed nor recorded.
+// retries them; a timeout, which wraps work.ErrTimedOut, it records final
+// at once). A step of a cancelled plan's backfill or catch-up is neither
+// computed nor recorded. The steps share one deadline (Timeout).
 func (r *Runner) Run(ctx context.Context, item work.Item, at time.Time) error {
+	actx, cancel := context.WithTimeout(ctx, r.timeout())
+	defer cancel()
 	failed := &work.ItemFailed{}
 	bad := map[string]bool{} // warehouse tables a failed or skipped step writes
 	done := item
@@ -183,16 +189,23 @@ func (r *Runner) Run(ctx context.Context, item work.Item, at time.Time) error {
 			}
 			continue
 		}
-		sctx, cancel := context.WithTimeout(ctx, r.timeout())
-		err = writeStep(sctx, r.WH, r.Log, item.ID, st.Snapshot, m, unit, st.Ranges)
-		timedOut := errors.Is(sctx.Err(), context.DeadlineExceeded)
-		cancel()
+		if actx.Err() != nil {
+			// The attempt's time ran out at an earlier step: not started.
+			failed.Failed = append(failed.Failed, work.StepFailure{Step: i, Err: fmt.Errorf("%s: not computed: the work item's attempt timed out after %s (%w)", st.Snapshot, r.timeout(), work.ErrTimedOut)})
+			bad[m.Table] = true
+			done.Steps[i].Ranges = nil
+			continue
+		}
+		err = writeStep(actx, r.WH, r.Log, item.ID, st.Snapshot, m, unit, st.Ranges)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if err != nil {
-			if timedOut {
-				err = fmt.Errorf("%s: timed out after %s: %w", st.Snapshot, r.timeout(), err)
+			switch {
+			case errors.Is(actx.Err(), context.DeadlineExceeded):
+				err = fmt.Errorf("%s: timed out after %s: %w: %w", st.Snapshot, r.timeout(), work.ErrTimedOut, err)
+			case errors.Is(err, warehouse.ErrTimeout):
+				err = fmt.Errorf("%w: %w", work.ErrTimedOut, err)
 			}
 			failed.Failed = append(failed.Failed, work.StepFailure{Step: i, Err: err})
 			bad[m.Table] = true
