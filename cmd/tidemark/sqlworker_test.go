@@ -313,17 +313,6 @@ func TestWorkerProcessHelper(t *testing.T) {
 	os.Exit(exitCode(err))
 }
 
-// versionOf is prod's incumbent version of model.
-func versionOf(t *testing.T, natsURL, model string) string {
-	t.Helper()
-	nc, err := nats.Connect(natsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	return snapshotVersion(t, transport.NewClient(nc), model)
-}
-
 // TestBuiltinWorkerIsLive: serve's built-in worker is on the roster too
 // (kind builtin).
 func TestBuiltinWorkerIsLive(t *testing.T) {
