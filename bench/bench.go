@@ -1,6 +1,8 @@
 // Package bench measures tidemark against the JetStream it stands on: each
 // figure runs tidemark's path and the raw JetStream equivalent in the same
 // run, on the same server settings, and reports the ratio against a goal.
+// The data plane's row (tick to served, served.go) runs serve's path on a
+// DuckDB warehouse against its goal's bound.
 // Importers: cmd/tidemark (tidemark bench), integration (the cluster run).
 package bench
 
@@ -99,17 +101,19 @@ type sizes struct {
 	// larger size (0: not measured).
 	tenfold      bool
 	scaledReplay int
+	// ticks is the scheduler ticks of the tick-to-served row.
+	ticks int
 }
 
 func (o Options) sizes() sizes {
 	if o.Quick {
 		return sizes{commands: 20_000, latency: 2_000, durable: 3_000, replayEvents: 100_000, candidates: 200, memSnapshots: 2_000, growth: []int{10_000, 100_000},
-			tenfold: true}
+			tenfold: true, ticks: 5}
 	}
 	// Replay at 10M events: the rebuild folds as it reads (it holds the
 	// state, not the stream), and 10M events take about 3 GB of disk.
 	return sizes{commands: 200_000, latency: 10_000, durable: 20_000, replayEvents: 1_000_000, candidates: 1_000, memSnapshots: 10_000,
-		growth: []int{10_000, 100_000, 1_000_000}, tenfold: true, scaledReplay: 10_000_000}
+		growth: []int{10_000, 100_000, 1_000_000}, tenfold: true, scaledReplay: 10_000_000, ticks: 50}
 }
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -130,6 +134,7 @@ func Run(ctx context.Context, opts Options) ([]Figure, error) {
 		{"memory", memoryFigure},
 		{"growth", growthFigure},
 		{"cluster", clusterFigures},
+		{"tick to served", tickFigure},
 	}
 	var out []Figure
 	for _, s := range steps {

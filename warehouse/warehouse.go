@@ -515,6 +515,10 @@ func (w *Warehouse) DropTable(ctx context.Context, table string) error {
 	return nil
 }
 
+// IsPostgresDSN reports whether Open takes dsn as a Postgres database
+// (a postgres:// or postgresql:// URL); anything else is a DuckDB file.
+func IsPostgresDSN(dsn string) bool { return isPostgresDSN(dsn) }
+
 // Redact is dsn fit for a log line: a Postgres URL's password replaced.
 func Redact(dsn string) string {
 	u, err := url.Parse(dsn)

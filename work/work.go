@@ -298,6 +298,9 @@ type Publisher struct {
 	// DefaultMaxDeliver.
 	AckWait    time.Duration
 	MaxDeliver int
+	// Metadata is set on that consumer (workers read it when they bind:
+	// serve records its layout there).
+	Metadata map[string]string
 
 	// Concurrency is how many items the in-process sink runs at once.
 	// Default DefaultConcurrency.
@@ -377,7 +380,9 @@ func (p *Publisher) Prepare(ctx context.Context) error {
 			maxDeliver = DefaultMaxDeliver
 		}
 		if err := e.Retry(ctx, func(ctx context.Context) error {
-			_, err := e.JetStream().CreateOrUpdateConsumer(ctx, Stream, ConsumerConfig(ackWait, maxDeliver))
+			cfg := ConsumerConfig(ackWait, maxDeliver)
+			cfg.Metadata = p.Metadata
+			_, err := e.JetStream().CreateOrUpdateConsumer(ctx, Stream, cfg)
 			return err
 		}); err != nil {
 			return fmt.Errorf("engine: work consumer %s: %w", Consumer, err)

@@ -78,7 +78,20 @@ func newServeCmd() *cobra.Command {
 			// sends the command (docs/security.md); upstream models are read
 			// from the engine's projection (eng is set before any command).
 			var eng *engine.Engine
-			cfg.Check = sqlcheck.ForEngine(func(fn func(*projections.State)) { eng.Projection().Read(fn) })
+			check := sqlcheck.ForEngine(func(fn func(*projections.State)) { eng.Projection().Read(fn) })
+			// Without a warehouse nothing computes an SQL model's SQL:
+			// registering one is allowed (its file may be shared with a
+			// serve that has one) but said in the log.
+			var noSQL string
+			cfg.Check = func(ctx context.Context, c commands.Command) error {
+				if err := check(ctx, c); err != nil {
+					return err
+				}
+				if r, ok := c.(*commands.RegisterSnapshot); ok && r.SQL != "" && noSQL != "" {
+					log.Warn("an SQL model registered, but nothing computes its SQL: "+noSQL, "model", r.Model, "version", r.Version)
+				}
+				return nil
+			}
 			// Only the writer writes checkpoints as it folds: every member
 			// folds the same stream, and one writing is enough for all to
 			// load. Each still writes one when it stops (engine.Close).
@@ -99,7 +112,7 @@ func newServeCmd() *cobra.Command {
 			if workConcurrency < 1 || workMaxAttempts < 1 || whOpts.ModelTimeout <= 0 {
 				workErr = fmt.Errorf("--work-concurrency %d, --work-max-attempts %d, --model-timeout %s: each at least 1", workConcurrency, workMaxAttempts, whOpts.ModelTimeout)
 			}
-			if err := errors.Join(ncfg.Validate(), cfg.Validate(), janitorErr, workErr); err != nil {
+			if err := errors.Join(ncfg.Validate(), cfg.Validate(), janitorErr, workErr, serveLayout(builtinWorker, warehouseDSN)); err != nil {
 				return &exitError{kind: usage, err: err}
 			}
 			if noSync {
@@ -145,6 +158,8 @@ func newServeCmd() *cobra.Command {
 				// `tidemark worker --warehouse` (or any worker) can
 				// compute them.
 				pub.SQL = sqlrun.StepSQL(eng.Projection())
+				// Workers check the layout they join (workerServes).
+				pub.Metadata = map[string]string{layoutKey: serveWarehouse(warehouseDSN)}
 			}
 			// The data plane: SQL models computed in the warehouse before
 			// their work is recorded (by the built-in worker, or by
@@ -159,6 +174,15 @@ func newServeCmd() *cobra.Command {
 					eng.Close(context.WithoutCancel(ctx))
 					return &exitError{kind: usage, err: err}
 				}
+			}
+			switch {
+			case wh == nil && builtinWorker:
+				noSQL = "serve runs with --builtin-worker --warehouse none, so an SQL model's work is recorded done without computing its SQL and no view is swapped; give serve a --warehouse"
+			case wh == nil:
+				noSQL = "serve has no --warehouse, so its views are never swapped and only `tidemark worker --exec` takes its work; start serve with --warehouse postgres://… and its workers with the same --warehouse"
+			}
+			if noSQL != "" {
+				log.Info("no warehouse: models without SQL only (" + noSQL + ")")
 			}
 			if wh != nil {
 				defer wh.Close()
@@ -327,7 +351,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&listen, "listen", "127.0.0.1:4222", "client address of the embedded NATS server")
 	f.BoolVar(&noSync, "no-sync", false, "do not fsync every append (faster; risks losing acknowledged events on a machine crash)")
 	f.BoolVar(&noCoalesce, "no-coalesce", false, "store each event as its own message on its own subject instead of a group of concurrent completions as one group message (one store and, under fsync, one fsync per event: slower; for consumers that filter the stream by subject on the server)")
-	f.StringVar(&warehouseDSN, "warehouse", "", "where SQL models are computed and environments' views live: a DuckDB file (default with --builtin-worker: DATA-DIR/warehouse.duckdb; one process owns it), postgres://… for a Postgres shared with tidemark worker --warehouse processes (serve then swaps the views and answers query and verify), or none")
+	f.StringVar(&warehouseDSN, "warehouse", "", "where SQL models are computed and environments' views live: a DuckDB file, with --builtin-worker only (its default: DATA-DIR/warehouse.duckdb; one process owns it), postgres://… for a Postgres shared with tidemark worker --warehouse processes (serve then swaps the views and answers query and verify), or none")
 	warehouseFlags(f, &whOpts, true)
 	f.BoolVar(&builtinWorker, "builtin-worker", false, "run all work (backfill, scheduled, catch-up, repair) in-process, recording it as done at once, instead of publishing it to tidemark worker processes (demos and tests)")
 	f.IntVar(&replicas, "replicas", 1, "stream replicas (3 on a cluster)")

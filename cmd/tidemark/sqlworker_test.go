@@ -3,12 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -288,62 +285,6 @@ func snapshotVersion(t *testing.T, c *transport.Client, model string) string {
 	return ""
 }
 
-// TestSQLWorkerDuckDB: one worker owns a DuckDB file and computes a plan
-// into it (a model without SQL is recorded done by the same worker); a
-// second worker on the file is refused with ErrLocked naming it.
-func TestSQLWorkerDuckDB(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "w.duckdb")
-	s := startServe(t)
-	stop := startSQLWorker(t, s.nats, file, "solo")
-	eventually(t, "the worker is live", time.Minute, func() bool {
-		return strings.Contains(get(t, s.http+"/metrics"), `tidemark_worker_last_seen_seconds{kind="sql",user="",worker="solo"}`)
-	})
-	// A second worker on the file: in this process, and in another one.
-	_, stderr, code := runCLI(t, "worker", "--nats-url", s.nats, "--warehouse", file)
-	if code != 2 || !strings.Contains(stderr, file) || !strings.Contains(stderr, "owned by another process") {
-		t.Fatalf("a second worker on %s: exit %d %q", file, code, stderr)
-	}
-	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestWorkerProcessHelper$")
-	cmd.Env = append(os.Environ(), "TIDEMARK_HELPER_ARGS=worker\n--nats-url\n"+s.nats+"\n--warehouse\n"+file)
-	var errb strings.Builder
-	cmd.Stderr = &errb
-	err := cmd.Run()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(errb.String(), file) || !strings.Contains(errb.String(), "held by another process") {
-		t.Fatalf("a worker process on %s: %v %q", file, err, errb.String())
-	}
-	start := time.Now().UTC().Truncate(24 * time.Hour).Add(-24 * time.Hour)
-	applyAndPlan(t, s.nats, sqlModels(t, start), "d1")
-	// The backfill is computed by the worker, the model without SQL
-	// recorded done by it too.
-	backfilled(t, s.nats, "worker:solo")
-	if out, stderr, code := runCLI(t, "promote", "d1", "--nats-url", s.nats); code != 0 || !strings.Contains(out, "ACCEPTED") {
-		t.Fatalf("promote: exit %d %s %s", code, out, stderr)
-	}
-	stop()
-	wh, err := warehouse.Open(t.Context(), file, warehouse.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wh.Close()
-	hours := int(time.Now().UTC().Truncate(time.Hour).Sub(start) / time.Hour)
-	for table, want := range map[string]int64{
-		sqlrun.TableName("page_views@" + versionOf(t, s.nats, "page_views")): int64(60 * hours),
-	} {
-		_, rows, err := wh.Query(t.Context(), `SELECT count(*) FROM tidemark."`+table+`"`)
-		if err != nil || len(rows) != 1 || rows[0][0] != want {
-			t.Fatalf("%s: %v %v, want %d rows", table, rows, err, want)
-		}
-	}
-	_, rows, err := wh.Query(t.Context(), `SELECT sum(views) FROM tidemark."`+sqlrun.TableName("rollup@"+versionOf(t, s.nats, "rollup"))+`"`)
-	if err != nil || len(rows) != 1 || rows[0][0] == nil {
-		t.Fatalf("rollup: %v %v", rows, err)
-	}
-	if got := fmt.Sprint(rows[0][0]); got != "1440" {
-		t.Fatalf("rollup's views: %s, want 24*60", got)
-	}
-}
-
 // backfilled waits until every model's backfill is recorded by a worker
 // whose actor starts with actor.
 func backfilled(t *testing.T, natsURL, actor string) {
@@ -361,7 +302,7 @@ func backfilled(t *testing.T, natsURL, actor string) {
 func TestWorkerProcessHelper(t *testing.T) {
 	args := os.Getenv("TIDEMARK_HELPER_ARGS")
 	if args == "" {
-		t.Skip("a helper process for TestSQLWorkerDuckDB")
+		t.Skip("a helper process for the layout tests")
 	}
 	root := newRootCmd()
 	root.SetArgs(strings.Split(args, "\n"))
@@ -370,17 +311,6 @@ func TestWorkerProcessHelper(t *testing.T) {
 		os.Stderr.WriteString(err.Error() + "\n")
 	}
 	os.Exit(exitCode(err))
-}
-
-// versionOf is prod's incumbent version of model.
-func versionOf(t *testing.T, natsURL, model string) string {
-	t.Helper()
-	nc, err := nats.Connect(natsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	return snapshotVersion(t, transport.NewClient(nc), model)
 }
 
 // TestBuiltinWorkerIsLive: serve's built-in worker is on the roster too

@@ -32,9 +32,11 @@ func newWorkerCmd() *cobra.Command {
 			"--warehouse DSN computes the SQL the engine puts in each step of an SQL model into\n" +
 			"the warehouse, one transaction per interval, and reports the batch complete after\n" +
 			"the commit; a step of a model without SQL is reported complete at once. Use\n" +
-			"postgres://… to let many workers share one Postgres (serve --warehouse with the same\n" +
-			"DSN keeps the environments' views on it); a DuckDB file is owned by one process, so\n" +
-			"exactly one worker may use it.\n\n" +
+			"postgres://… to let many workers share one Postgres: serve --warehouse with the same\n" +
+			"DSN keeps the environments' views on it. A DuckDB file is refused (exit 2): one\n" +
+			"process owns it, so serve could not swap its views; compute into DuckDB with\n" +
+			"serve --builtin-worker instead. A worker joining a serve without a Postgres\n" +
+			"warehouse is refused too (README \"Layouts\").\n\n" +
 			"Workers bind to the durable consumer tidemark-workers, which `tidemark serve`\n" +
 			"provisions, and publish a heartbeat on tidemark.workers.heartbeat.<user> (the user\n" +
 			"of --nats-url; the server binds the subject to that user, as its commands) that\n" +
@@ -55,6 +57,9 @@ func newWorkerCmd() *cobra.Command {
 			}
 			ctx := cmd.Context()
 			w.Kind = work.KindExec
+			if err := workerLayout(warehouseDSN); err != nil {
+				return &exitError{kind: usage, err: err}
+			}
 			if warehouseDSN != "" {
 				wh, err := warehouse.Open(ctx, warehouseDSN, whOpts)
 				if err != nil {
@@ -76,7 +81,11 @@ func newWorkerCmd() *cobra.Command {
 			w.Handler = transport.NewClient(nc)
 			w.Logger = log.With("subsystem", "worker")
 			w.Output = cmd.ErrOrStderr()
-			if _, err := w.Consumer(ctx); err != nil {
+			c, err := w.Consumer(ctx)
+			if err != nil {
+				return &exitError{kind: usage, err: err}
+			}
+			if err := workerServes(c.CachedInfo().Config.Metadata, warehouseDSN); err != nil {
 				return &exitError{kind: usage, err: err}
 			}
 			w.Logger.Info("worker pulling work", "nats", natsURL, "concurrency", w.Concurrency, "name", w.Name, "kind", w.Kind)
@@ -85,7 +94,7 @@ func newWorkerCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&w.Command, "exec", "", "command computing one batch (run with sh -c)")
-	f.StringVar(&warehouseDSN, "warehouse", "", "compute SQL models in this warehouse: postgres://… (shared by many workers) or a DuckDB file (this worker only)")
+	f.StringVar(&warehouseDSN, "warehouse", "", "compute SQL models in this warehouse: postgres://…, the one serve --warehouse names (shared by many workers; a DuckDB file is refused: use serve --builtin-worker)")
 	warehouseFlags(f, &whOpts, false)
 	f.StringVar(&natsURL, "nats-url", defaultNatsURL, natsURLUsage)
 	f.IntVar(&w.Concurrency, "concurrency", 1, "work items run at once")
