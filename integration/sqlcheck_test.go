@@ -84,6 +84,8 @@ func TestHostileModelSQL(t *testing.T) {
 		{"misspelt column of the upstream", "SELECT ts, usr_id FROM events", "ts", "sql"},
 		{"misspelt column of its own FROM", "SELECT @start_ts AS ts, g.i FROM range(3) AS g(n)", "ts", "sql"},
 		{"wrong time column", "SELECT ts FROM events", "hour", "time_column"},
+		{"a CTE reading itself: the catalog's table", "WITH duckdb_tables AS (SELECT * FROM duckdb_tables) SELECT @start_ts AS ts, sql FROM duckdb_tables", "ts", "sql"},
+		{"a CTE reading a later one", "WITH x AS (SELECT * FROM y), y AS (SELECT * FROM events) SELECT ts FROM x", "ts", "sql"},
 	}
 	before := lastSeq(t, e)
 	for i, c := range cases {

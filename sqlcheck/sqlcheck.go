@@ -157,20 +157,45 @@ func Check(ctx context.Context, m Model, upstream Lookup) error {
 	if err := structure(ctx, sb, m); err != nil {
 		return err
 	}
+	// Each model binds in a sandbox of its own holding only its direct
+	// upstream models' tables, as the warehouse binds only those (its
+	// WITH "up" AS (SELECT * FROM tidemark."up__…")): a name it does not
+	// declare reaches nothing in the check either. ups is in dependency
+	// order, so every upstream's columns are known before they are read.
+	cols := map[string][]column{}
 	for _, u := range ups {
-		cols, err := describe(ctx, sb, u)
+		c, err := bind(ctx, u, cols)
 		if err != nil {
 			return upstreamErr(u.Name, err)
 		}
-		if err := sb.createTable(ctx, u.Name, cols); err != nil {
-			return upstreamErr(u.Name, err)
-		}
+		cols[u.Name] = c
 	}
-	cols, err := describe(ctx, sb, m)
+	c, err := bind(ctx, m, cols)
 	if err != nil {
 		return err
 	}
-	return timeColumn(m, cols)
+	return timeColumn(m, c)
+}
+
+// bind describes m in a fresh sandbox holding, as empty tables, only its
+// direct upstream models, whose columns cols gives.
+func bind(ctx context.Context, m Model, cols map[string][]column) ([]column, error) {
+	sb, err := openSandbox(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer sb.close()
+	made := map[string]bool{}
+	for _, d := range m.DependsOn {
+		if made[d] {
+			continue
+		}
+		made[d] = true
+		if err := sb.createTable(ctx, d, cols[d]); err != nil {
+			return nil, err
+		}
+	}
+	return describe(ctx, sb, m)
 }
 
 func upstreamErr(name string, err error) error {
@@ -247,6 +272,9 @@ func structure(ctx context.Context, sb *sandbox, m Model) error {
 	}
 	deps := map[string]bool{}
 	for _, d := range m.DependsOn {
+		if Reserved(d) {
+			return errAt(m.SQL, -1, "depends on %q, a reserved name (a system catalog's): a model reads no table of such a name", d)
+		}
 		deps[d] = true
 	}
 	w := walker{deps: deps}

@@ -94,6 +94,11 @@ type walker struct {
 	loc  int // the refusal's byte offset in the parsed text (-1: unknown)
 }
 
+// cte is a CTE in scope.
+type cte struct {
+	name string
+}
+
 func (w *walker) refuse(v map[string]any, format string, args ...any) {
 	w.err = &Error{Field: "sql", Msg: fmt.Sprintf(format, args...)}
 	w.loc = location(v)
@@ -117,8 +122,25 @@ func str(v map[string]any, k string) string {
 	return s
 }
 
-// walk visits v with scope, the CTE names visible there.
-func (w *walker) walk(v any, scope []string) {
+// inScope is the innermost CTE of scope named name (nil: none).
+func inScope(scope []cte, name string) *cte {
+	for i := len(scope) - 1; i >= 0; i-- {
+		if scope[i].name == name {
+			return &scope[i]
+		}
+	}
+	return nil
+}
+
+// walk visits v with scope, the CTEs visible there.
+//
+// Scope is the engines' (DuckDB's and Postgres's): the body of a WITH's
+// i-th CTE sees the CTEs of the enclosing scopes and the WITH's CTEs before
+// it, never itself nor a later one; the query under the WITH sees them all;
+// a subquery sees its enclosing query's scope. A recursive CTE (WITH
+// RECURSIVE r AS (a UNION b), a RECURSIVE_CTE_NODE named r) sees itself in
+// its recursive term b only.
+func (w *walker) walk(v any, scope []cte) {
 	if w.err != nil {
 		return
 	}
@@ -129,20 +151,23 @@ func (w *walker) walk(v any, scope []string) {
 		}
 	case map[string]any:
 		if ctes, ok := v["cte_map"].(map[string]any); ok {
-			if list, ok := ctes["map"].([]any); ok {
-				scope = append([]string(nil), scope...)
-				for _, e := range list {
-					if e, ok := e.(map[string]any); ok {
-						scope = append(scope, str(e, "key"))
-					}
-				}
+			list, _ := ctes["map"].([]any)
+			if scope = w.ctes(list, scope); w.err != nil {
+				return
 			}
 		}
 		if !w.node(v, scope) {
 			return
 		}
 		for _, k := range slices.Sorted(maps.Keys(v)) { // the first refusal, always the same
-			w.walk(v[k], scope)
+			switch {
+			case k == "cte_map": // walked by ctes, each in its own scope
+				continue
+			case k == "right" && str(v, "type") == "RECURSIVE_CTE_NODE":
+				w.walk(v[k], append(slices.Clip(scope), cte{name: str(v, "cte_name")}))
+			default:
+				w.walk(v[k], scope)
+			}
 			if w.err != nil {
 				return
 			}
@@ -150,8 +175,31 @@ func (w *walker) walk(v any, scope []string) {
 	}
 }
 
+// ctes walks the CTEs of one WITH, each in the scope it sees, and returns
+// the scope of the query under the WITH.
+func (w *walker) ctes(list []any, scope []cte) []cte {
+	scope = slices.Clip(scope)
+	for _, e := range list {
+		e, ok := e.(map[string]any)
+		if !ok {
+			continue
+		}
+		name := str(e, "key")
+		if Reserved(name) {
+			w.refuse(nil, "defines the CTE %q, a reserved name (a system catalog's): name it otherwise", name)
+			return nil
+		}
+		w.walk(e["value"], scope) // scope: the CTEs before it, not itself
+		if w.err != nil {
+			return nil
+		}
+		scope = append(scope, cte{name: name})
+	}
+	return scope
+}
+
 // node checks one JSON object of the tree; false stops the walk.
-func (w *walker) node(v map[string]any, scope []string) bool {
+func (w *walker) node(v map[string]any, scope []cte) bool {
 	typ := str(v, "type")
 	if class := str(v, "class"); class != "" { // an expression
 		switch class {
@@ -191,8 +239,12 @@ func (w *walker) node(v map[string]any, scope []string) bool {
 				w.refuse(v, "reads %s AT (…): time travel is not allowed", name)
 				return false
 			}
-			if !w.deps[name] && !slices.Contains(scope, name) {
-				w.refuse(v, "reads %q, which is neither a model it depends on (depends_on) nor a CTE it defines: declare the upstream model in depends_on", name)
+			if Reserved(name) {
+				w.refuse(v, "reads %q, a reserved name (a system catalog's: pg_*, duckdb_*, sqlite_*, pragma_*, information_schema, main, …): a model reads no table of such a name", name)
+				return false
+			}
+			if inScope(scope, name) == nil && !w.deps[name] {
+				w.refuse(v, "reads %q, which is neither a model it depends on (depends_on) nor a CTE in scope there (a CTE's body sees only the CTEs before it): declare the upstream model in depends_on", name)
 				return false
 			}
 		case "TABLE_FUNCTION":
