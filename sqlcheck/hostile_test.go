@@ -3,9 +3,12 @@
 package sqlcheck
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A chain a → b → c: c declares only b.
@@ -94,5 +97,98 @@ func TestHostileReservedNames(t *testing.T) {
 		if Reserved(n) {
 			t.Errorf("%s is reserved", n)
 		}
+	}
+}
+
+// TestHostileSizes: a scalar function whose result's size an argument
+// gives (DuckDB allocates it outside memory_limit, uninterruptibly: the
+// list form of range took 21 GB past a 256 MB limit) takes only a small
+// literal size.
+func TestHostileSizes(t *testing.T) {
+	ev := lookup(eventsModel)
+	m := func(sql string) Model { return Model{Name: "m", TimeColumn: "ts", DependsOn: []string{"events"}, SQL: sql} }
+	for _, tc := range []struct{ sql, want string }{
+		{`SELECT CAST(@start_ts AS TIMESTAMP) AS ts, len(range(0, 600000000)) AS n`, "calls range with the size 600000000"},
+		{`SELECT CAST(@start_ts AS TIMESTAMP) AS ts, len(generate_series(600000000)) AS n`, "calls generate_series with the size"},
+		{`SELECT ts, len(range(user_id)) AS n FROM events`, "calls range as a list with a computed"},
+		{`SELECT ts, unnest(range(@start_ts, @end_ts, INTERVAL 1 second)) AS n FROM events`, "calls range as a list"},
+		{`SELECT CAST(@start_ts AS TIMESTAMP) AS ts, length(repeat('x', 4000000000)) AS n`, "calls repeat with the size 4000000000"},
+		{`SELECT ts, repeat([1], user_id * 1000000) AS n FROM events`, "calls repeat with a computed size"},
+		{`SELECT ts, lpad('x', 100000, ' ') AS n FROM events`, "calls lpad with the size 100000"},
+		{`SELECT ts, rpad('x', CAST(user_id AS INTEGER), ' ') AS n FROM events`, "calls rpad with a computed size"},
+		{`SELECT ts, list_resize([1], 1000000000) AS n FROM events`, "calls list_resize"},
+		{`SELECT ts, array_resize([1], 1000000000) AS n FROM events`, "calls array_resize"},
+		{`SELECT ts, to_base(1, 2, 1000000000) AS n FROM events`, "calls to_base"},
+		{`SELECT ts, bitstring('1', 1000000000) AS n FROM events`, "calls bitstring"},
+		{`SELECT ts, format('{:>{}}', 'x', 1000000000) AS n FROM events`, "nested {}"},
+		{`SELECT ts, format('{:>1000000000}', 'x') AS n FROM events`, "width above 10000"},
+		{`SELECT ts, printf('%*d', 1000000000, 1) AS n FROM events`, "('*')"},
+		{`SELECT ts, list_reduce([1, 2, 3], (a, b) -> a || a, 'x') AS n FROM events`, "calls list_reduce"},
+		{`SELECT ts, sleep_ms(100000) AS n FROM events`, "calls sleep_ms"},
+		{`SELECT ts FROM events WHERE user_id IN (SELECT unnest(range(1000000000)))`, "calls range with the size"},
+		{`SELECT ts FROM events, unnest(range(1000000000)) u(x)`, "calls range with the size"},
+	} {
+		t.Run(tc.sql, func(t *testing.T) { refused(t, m(tc.sql), ev, tc.want) })
+	}
+	for _, sql := range []string{
+		`SELECT ts, len(range(0, 100)) AS n, repeat('-', 20) AS r, lpad(CAST(user_id AS VARCHAR), 8, '0') AS p, format('{:>8}', user_id) AS f, printf('%08d', user_id) AS g FROM events`,
+		`SELECT @start_ts + to_minutes(CAST(r.range AS BIGINT)) AS ts FROM range(0, 1000000000000) r WHERE r.range < 60`,
+		`SELECT @start_ts AS ts, g.i FROM generate_series(@start_ts, @end_ts, INTERVAL 1 minute) AS g(i)`,
+	} {
+		t.Run(sql, func(t *testing.T) {
+			if err := Check(t.Context(), m(sql), ev); err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+		})
+	}
+}
+
+// TestHostileTableRangeStreams: range in FROM, which the size rule leaves
+// alone, streams and stops at the timeout however large its bound.
+func TestHostileTableRangeStreams(t *testing.T) {
+	sb, err := openSandbox(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.close()
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	var n int64
+	err = sb.conn.QueryRowContext(ctx, `SELECT count(*) FROM range(1000000000000) WHERE range % 7 = 3`).Scan(&n)
+	if err == nil {
+		t.Fatalf("counted %d", n)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("took %s after a 500ms timeout", d)
+	}
+}
+
+// doubling is n CTEs each reading the previous one twice: 2^n tables once
+// expanded, in a few hundred bytes.
+func doubling(n int) string {
+	var b strings.Builder
+	b.WriteString("WITH c0 AS (SELECT CAST(@start_ts AS TIMESTAMP) AS ts)")
+	for i := 1; i < n; i++ {
+		fmt.Fprintf(&b, ", c%d AS (SELECT * FROM c%d a, c%d b)", i, i-1, i-1)
+	}
+	fmt.Fprintf(&b, " SELECT a.ts FROM c%d a", n-1)
+	return b.String()
+}
+
+// TestHostileExpansion: a statement whose CTEs expand past MaxExpansion
+// tables is refused before binding (binding took 38 s at n=21, doubling
+// with each CTE, and DESCRIBE ignores the context).
+func TestHostileExpansion(t *testing.T) {
+	start := time.Now()
+	refused(t, Model{Name: "m", TimeColumn: "ts", SQL: doubling(24)}, nil, "expands too much")
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("took %s", d)
+	}
+	// An unused CTE is bound too: its own weight is bounded.
+	refused(t, Model{Name: "m", TimeColumn: "ts", SQL: strings.Replace(doubling(24), " SELECT a.ts FROM c23 a", " SELECT CAST(@start_ts AS TIMESTAMP) AS ts", 1)}, nil, "expands too much")
+	// Under the bound, it binds.
+	if err := Check(t.Context(), Model{Name: "m", TimeColumn: "ts", SQL: doubling(9)}, nil); err != nil {
+		t.Fatalf("refused 2^8 tables: %v", err)
 	}
 }

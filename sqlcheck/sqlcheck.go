@@ -277,8 +277,12 @@ func structure(ctx context.Context, sb *sandbox, m Model) error {
 		}
 		deps[d] = true
 	}
-	w := walker{deps: deps}
+	weight := 1
+	w := walker{deps: deps, acc: &weight}
 	w.walk(tree.Statements[0], nil)
+	if w.err == nil && weight > MaxExpansion {
+		w.err, w.loc = errAt(m.SQL, -1, "expands too much: it reads CTEs that read CTEs… more than %d tables in all once expanded (the engines bind a CTE at each reference)", MaxExpansion), -1
+	}
 	if w.err != nil {
 		if w.err.Line == 0 && w.loc >= 0 {
 			w.err.Line, w.err.Column = at(m.SQL, r.Source(w.loc))
