@@ -106,7 +106,9 @@ func TestHostileReservedNames(t *testing.T) {
 // literal size.
 func TestHostileSizes(t *testing.T) {
 	ev := lookup(eventsModel)
-	m := func(sql string) Model { return Model{Name: "m", TimeColumn: "ts", DependsOn: []string{"events"}, SQL: sql} }
+	m := func(sql string) Model {
+		return Model{Name: "m", TimeColumn: "ts", DependsOn: []string{"events"}, SQL: sql}
+	}
 	for _, tc := range []struct{ sql, want string }{
 		{`SELECT CAST(@start_ts AS TIMESTAMP) AS ts, len(range(0, 600000000)) AS n`, "calls range with the size 600000000"},
 		{`SELECT CAST(@start_ts AS TIMESTAMP) AS ts, len(generate_series(600000000)) AS n`, "calls generate_series with the size"},
