@@ -84,6 +84,10 @@ func TestHostileModelSQL(t *testing.T) {
 		{"misspelt column of the upstream", "SELECT ts, usr_id FROM events", "ts", "sql"},
 		{"misspelt column of its own FROM", "SELECT @start_ts AS ts, g.i FROM range(3) AS g(n)", "ts", "sql"},
 		{"wrong time column", "SELECT ts FROM events", "hour", "time_column"},
+		{"a CTE reading itself: the catalog's table", "WITH duckdb_tables AS (SELECT * FROM duckdb_tables) SELECT @start_ts AS ts, sql FROM duckdb_tables", "ts", "sql"},
+		{"a list past the memory limit", "SELECT ts, len(range(0, 600000000)) AS n FROM events", "ts", "sql"},
+		{"CTEs doubling", "WITH c0 AS (SELECT ts FROM events), c1 AS (SELECT * FROM c0 a, c0 b), c2 AS (SELECT * FROM c1 a, c1 b), c3 AS (SELECT * FROM c2 a, c2 b), c4 AS (SELECT * FROM c3 a, c3 b), c5 AS (SELECT * FROM c4 a, c4 b), c6 AS (SELECT * FROM c5 a, c5 b), c7 AS (SELECT * FROM c6 a, c6 b), c8 AS (SELECT * FROM c7 a, c7 b), c9 AS (SELECT * FROM c8 a, c8 b), c10 AS (SELECT * FROM c9 a, c9 b) SELECT a.ts FROM c10 a", "ts", "sql"},
+		{"a CTE reading a later one", "WITH x AS (SELECT * FROM y), y AS (SELECT * FROM events) SELECT ts FROM x", "ts", "sql"},
 	}
 	before := lastSeq(t, e)
 	for i, c := range cases {

@@ -15,22 +15,44 @@
 //     wrapper ("SELECT * FROM (" + sql + "\n) q"), so a ';' or a comment
 //     cannot end the wrapper early;
 //   - reading only its declared upstream models (depends_on) and the CTEs
-//     it defines, by their plain names: a schema- or catalog-qualified
+//     in scope, by their plain names: a schema- or catalog-qualified
 //     table (tidemark."x__abc", prod.events, information_schema.tables), a
-//     file ('/etc/passwd'), any other name is refused;
+//     file ('/etc/passwd'), any other name is refused. Scope is the
+//     engines': a CTE's body sees the CTEs before it in its WITH (and the
+//     enclosing ones), never itself nor a later one, whose name would
+//     reach the catalog's table (WITH pg_statistic AS (SELECT * FROM
+//     pg_statistic)); a recursive CTE sees itself in its recursive term;
+//   - reading no table of a reserved name (Reserved: pg_*, duckdb_*,
+//     sqlite_*, pragma_*, information_schema, main, temp, system, memory,
+//     public, tidemark), not even an upstream model's or a CTE's;
+//   - of a bounded expanded size: MaxExpansion tables once every CTE
+//     reference is expanded (CTEs doubling each other bind exponentially);
+//   - calling the list and string builders that DuckDB allocates outside
+//     its memory limit (range and generate_series as lists, repeat, lpad,
+//     rpad, list_resize, array_resize, to_base, bitstring,
+//     equi_width_bins) only with integer literal sizes of at most MaxSize,
+//     format and printf only with a literal format without computed or
+//     large widths, and never list_reduce or sleep_ms;
 //   - calling table functions only from a small allowlist that generates
 //     data (range, generate_series, unnest), never read_text, read_csv,
 //     glob, duckdb_settings() and the like; no qualified function, and no
 //     scalar function of a denylist that reads or changes the server's
 //     state (current_setting, nextval, pg_read_file, query_to_xml, …);
-//   - bound by DuckDB's binder against its upstream models' columns (each
-//     upstream is created, empty, from its own SQL, recursively): a
-//     misspelt column or function is refused with DuckDB's message;
+//   - bound by DuckDB's binder against its direct upstream models'
+//     columns, in a sandbox holding those tables only (each upstream's
+//     columns come from binding its own SQL, recursively, each in a
+//     sandbox of its own): a misspelt column or function is refused with
+//     DuckDB's message;
 //   - returning its time column, of a date or timestamp type.
 //
 // Everything runs in a private in-memory DuckDB opened per check with
 // enable_external_access=false and lock_configuration=true, one thread and
 // a memory limit; the query is only described (bound), never executed.
+// Known gap: the warehouse runs the query in-process, and a string or list
+// grown by data rather than by a size argument (s || s, compounded through
+// CTEs or a recursive CTE) is still allocated outside DuckDB's memory
+// limit; running the query in a child process with an OS memory limit is
+// the complete fix.
 // A build without cgo has no DuckDB: Check then refuses every model with
 // SQL (ErrNoParser), saying why.
 //
@@ -157,20 +179,45 @@ func Check(ctx context.Context, m Model, upstream Lookup) error {
 	if err := structure(ctx, sb, m); err != nil {
 		return err
 	}
+	// Each model binds in a sandbox of its own holding only its direct
+	// upstream models' tables, as the warehouse binds only those (its
+	// WITH "up" AS (SELECT * FROM tidemark."up__…")): a name it does not
+	// declare reaches nothing in the check either. ups is in dependency
+	// order, so every upstream's columns are known before they are read.
+	cols := map[string][]column{}
 	for _, u := range ups {
-		cols, err := describe(ctx, sb, u)
+		c, err := bind(ctx, u, cols)
 		if err != nil {
 			return upstreamErr(u.Name, err)
 		}
-		if err := sb.createTable(ctx, u.Name, cols); err != nil {
-			return upstreamErr(u.Name, err)
-		}
+		cols[u.Name] = c
 	}
-	cols, err := describe(ctx, sb, m)
+	c, err := bind(ctx, m, cols)
 	if err != nil {
 		return err
 	}
-	return timeColumn(m, cols)
+	return timeColumn(m, c)
+}
+
+// bind describes m in a fresh sandbox holding, as empty tables, only its
+// direct upstream models, whose columns cols gives.
+func bind(ctx context.Context, m Model, cols map[string][]column) ([]column, error) {
+	sb, err := openSandbox(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer sb.close()
+	made := map[string]bool{}
+	for _, d := range m.DependsOn {
+		if made[d] {
+			continue
+		}
+		made[d] = true
+		if err := sb.createTable(ctx, d, cols[d]); err != nil {
+			return nil, err
+		}
+	}
+	return describe(ctx, sb, m)
 }
 
 func upstreamErr(name string, err error) error {
@@ -247,10 +294,17 @@ func structure(ctx context.Context, sb *sandbox, m Model) error {
 	}
 	deps := map[string]bool{}
 	for _, d := range m.DependsOn {
+		if Reserved(d) {
+			return errAt(m.SQL, -1, "depends on %q, a reserved name (a system catalog's): a model reads no table of such a name", d)
+		}
 		deps[d] = true
 	}
-	w := walker{deps: deps}
+	weight := 1
+	w := walker{deps: deps, acc: &weight}
 	w.walk(tree.Statements[0], nil)
+	if w.err == nil && weight > MaxExpansion {
+		w.err, w.loc = errAt(m.SQL, -1, "expands too much: it reads CTEs that read CTEs… more than %d tables in all once expanded (the engines bind a CTE at each reference)", MaxExpansion), -1
+	}
 	if w.err != nil {
 		if w.err.Line == 0 && w.loc >= 0 {
 			w.err.Line, w.err.Column = at(m.SQL, r.Source(w.loc))
