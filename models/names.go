@@ -51,15 +51,20 @@ var reservedNames = map[string]string{
 	"public":             "Postgres's default schema",
 	"information_schema": "the SQL standard catalog",
 	"pg_catalog":         "Postgres's catalog",
+	"memory":             "DuckDB's in-memory catalog",
 }
 
 // reservedPrefixes are the prefixes of the engines' catalog relations and
-// schemas (pg_class, duckdb_tables, sqlite_master, pg_toast, …).
-var reservedPrefixes = []string{"pg_", "duckdb_", "sqlite_"}
+// schemas a bare name can reach (pg_class, pg_authid, duckdb_tables,
+// sqlite_master, pragma_database_list, pg_toast, …).
+var reservedPrefixes = []string{"pg_", "duckdb_", "sqlite_", "pragma_"}
 
-// Reserved says why name may not name a model or an environment (an
-// engine's or tidemark's own schema or catalog relation), or "".
+// Reserved says why name may not name a model or an environment, nor a
+// table model SQL reads (an engine's or tidemark's own schema or catalog
+// relation), or "". It compares case-insensitively: DuckDB resolves even
+// quoted identifiers so.
 func Reserved(name string) string {
+	name = strings.ToLower(name)
 	if why, ok := reservedNames[name]; ok {
 		return why
 	}
