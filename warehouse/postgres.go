@@ -131,15 +131,80 @@ func openPostgres(ctx context.Context, dsn string) (*sql.DB, error) {
 
 func (pgBackend) engine() string { return "postgres" }
 
+// batchConcurrency: a Postgres statement runs on one core (no parallel
+// plan for INSERT … SELECT), so batches of disjoint ranges run four at a
+// time (lockRange lets them).
+func (pgBackend) batchConcurrency() int { return 4 }
+
 // ddlBounds: DDL takes no parameters; the table is created from LIMIT 0,
 // so the bounds' values do not matter.
 func (pgBackend) ddlBounds() (string, string, []any) { return nullTS, nullTS, nil }
 
-// lockTable: read committed lets two processes' DELETE+INSERT of one
-// slice interleave into duplicates: writers of one table take turns
-// across processes (a transaction-scoped advisory lock).
-func (pgBackend) lockTable(ctx context.Context, x execer, table string) error {
-	_, err := x.ExecContext(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", "tidemark.write:"+table)
+// lockRange: read committed lets two processes' DELETE+INSERT of one
+// slice interleave into duplicates: writers of overlapping slices of one
+// table take turns across processes, with transaction-scoped advisory
+// locks at three granularities (so that writers of disjoint batches of one
+// table run at once): the table, blocks of lockBlock and UTC days. A range
+// of at most lockMax days takes the table and its blocks shared and its
+// days exclusively; one of at most lockMax blocks takes the table shared
+// and its blocks exclusively; a longer one takes the table exclusively.
+// Two overlapping ranges share a key one of them holds exclusively. Every
+// writer takes its keys in one order (table, blocks by time, days by
+// time), so no two wait for each other.
+func (pgBackend) lockRange(ctx context.Context, x execer, table string, r Range) error {
+	keys, shared := rangeLocks(table, r)
+	_, err := x.ExecContext(ctx, `SELECT count(CASE WHEN t.s THEN pg_advisory_xact_lock_shared(hashtextextended(t.k, 0))::text
+  ELSE pg_advisory_xact_lock(hashtextextended(t.k, 0))::text END) FROM unnest($1::text[], $2::bool[]) AS t(k, s)`, keys, shared)
+	return err
+}
+
+// Lock granularities of lockRange.
+const (
+	lockDay   = 24 * time.Hour
+	lockBlock = 32 * lockDay
+	lockMax   = 64
+)
+
+// rangeLocks is the advisory lock keys of a write of r into table, in the
+// order they are taken, and whether each is shared.
+func rangeLocks(table string, r Range) (keys []string, shared []bool) {
+	base := "tidemark.write:" + table // the table's key (a whole-table lock before ranges had their own)
+	span := func(d time.Duration) (int64, int64) {
+		first := floorDiv(r.Start.Unix(), int64(d/time.Second))
+		last := floorDiv(r.End.Add(-time.Nanosecond).Unix(), int64(d/time.Second))
+		return first, last
+	}
+	d0, d1 := span(lockDay)
+	b0, b1 := span(lockBlock)
+	if b1-b0+1 > lockMax {
+		return []string{base}, []bool{false}
+	}
+	keys, shared = append(keys, base), append(shared, true)
+	days := d1-d0+1 <= lockMax
+	for b := b0; b <= b1; b++ {
+		keys, shared = append(keys, fmt.Sprintf("%s:b%d", base, b)), append(shared, days)
+	}
+	if days {
+		for d := d0; d <= d1; d++ {
+			keys, shared = append(keys, fmt.Sprintf("%s:d%d", base, d)), append(shared, false)
+		}
+	}
+	return keys, shared
+}
+
+// floorDiv is a/b rounded down (b > 0).
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
+}
+
+// lockWriters: the records' own lock, apart from the ranges' keys, taken
+// last by every writer (see lockRange's order).
+func (pgBackend) lockWriters(ctx context.Context, x execer, table string) error {
+	_, err := x.ExecContext(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", "tidemark.writers:"+table)
 	return err
 }
 
