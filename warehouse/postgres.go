@@ -143,14 +143,16 @@ func (pgBackend) ddlBounds() (string, string, []any) { return nullTS, nullTS, ni
 // lockRange: read committed lets two processes' DELETE+INSERT of one
 // slice interleave into duplicates: writers of overlapping slices of one
 // table take turns across processes, with transaction-scoped advisory
-// locks at three granularities (so that writers of disjoint batches of one
-// table run at once): the table, blocks of lockBlock and UTC days. A range
-// of at most lockMax days takes the table and its blocks shared and its
-// days exclusively; one of at most lockMax blocks takes the table shared
-// and its blocks exclusively; a longer one takes the table exclusively.
-// Two overlapping ranges share a key one of them holds exclusively. Every
-// writer takes its keys in one order (table, blocks by time, days by
-// time), so no two wait for each other.
+// locks at several granularities (so that writers of disjoint batches of
+// one table run at once): the table, then grids of lockGrains (UTC hours,
+// days, 32 and 1,024 days). A range takes exclusively the cells of the
+// finest grid where it touches at most lockMax of them, and shared the
+// cells of every coarser grid and the table; a range too long for every
+// grid takes the table exclusively. Two overlapping ranges share a key one
+// of them holds exclusively; disjoint ones share none, unless both touch
+// one cell of their grid (a batch not aligned to it). Every writer takes
+// its keys in one order (table, then grids coarse to fine, cells by time),
+// so no two wait for each other.
 func (pgBackend) lockRange(ctx context.Context, x execer, table string, r Range) error {
 	keys, shared := rangeLocks(table, r)
 	_, err := x.ExecContext(ctx, `SELECT count(CASE WHEN t.s THEN pg_advisory_xact_lock_shared(hashtextextended(t.k, 0))::text
@@ -158,35 +160,35 @@ func (pgBackend) lockRange(ctx context.Context, x execer, table string, r Range)
 	return err
 }
 
-// Lock granularities of lockRange.
-const (
-	lockDay   = 24 * time.Hour
-	lockBlock = 32 * lockDay
-	lockMax   = 64
-)
+// Lock grids of lockRange, fine to coarse, and the most cells one range
+// locks exclusively.
+var lockGrains = []time.Duration{time.Hour, 24 * time.Hour, 32 * 24 * time.Hour, 1024 * 24 * time.Hour}
+
+const lockMax = 192
 
 // rangeLocks is the advisory lock keys of a write of r into table, in the
 // order they are taken, and whether each is shared.
 func rangeLocks(table string, r Range) (keys []string, shared []bool) {
 	base := "tidemark.write:" + table // the table's key (a whole-table lock before ranges had their own)
-	span := func(d time.Duration) (int64, int64) {
-		first := floorDiv(r.Start.Unix(), int64(d/time.Second))
-		last := floorDiv(r.End.Add(-time.Nanosecond).Unix(), int64(d/time.Second))
-		return first, last
+	cells := func(g time.Duration) (int64, int64) {
+		sec := int64(g / time.Second)
+		return floorDiv(r.Start.Unix(), sec), floorDiv(r.End.Add(-time.Nanosecond).Unix(), sec)
 	}
-	d0, d1 := span(lockDay)
-	b0, b1 := span(lockBlock)
-	if b1-b0+1 > lockMax {
+	fine := -1 // the grid locked exclusively
+	for i, g := range lockGrains {
+		if a, b := cells(g); b-a+1 <= lockMax {
+			fine = i
+			break
+		}
+	}
+	if fine < 0 {
 		return []string{base}, []bool{false}
 	}
 	keys, shared = append(keys, base), append(shared, true)
-	days := d1-d0+1 <= lockMax
-	for b := b0; b <= b1; b++ {
-		keys, shared = append(keys, fmt.Sprintf("%s:b%d", base, b)), append(shared, days)
-	}
-	if days {
-		for d := d0; d <= d1; d++ {
-			keys, shared = append(keys, fmt.Sprintf("%s:d%d", base, d)), append(shared, false)
+	for i := len(lockGrains) - 1; i >= fine; i-- {
+		a, b := cells(lockGrains[i])
+		for c := a; c <= b; c++ {
+			keys, shared = append(keys, fmt.Sprintf("%s:%d:%d", base, i, c)), append(shared, i != fine)
 		}
 	}
 	return keys, shared
