@@ -124,12 +124,26 @@ type Batching struct {
 // error (the batches not yet started are not; a failed batch's
 // transaction leaves none of its rows); it logs the rows.
 func writeStep(ctx context.Context, wh *warehouse.Warehouse, log *slog.Logger, item, snapshot string, m warehouse.Model, unit interval.Unit, b Batching, ranges []interval.Range) error {
+	rows, batches, err := WriteStep(ctx, wh, m, unit, b, ranges)
+	if err != nil {
+		return fmt.Errorf("sqlrun: %s: %w", snapshot, err)
+	}
+	if log != nil {
+		log.Debug("computed", "snapshot", snapshot, "batches", batches, "rows", rows, "item", item)
+	}
+	return nil
+}
+
+// WriteStep is what the Runner and the Computer do to compute a step's
+// ranges of m (writeStep, without the log): it returns the rows inserted
+// and the batches written.
+func WriteStep(ctx context.Context, wh *warehouse.Warehouse, m warehouse.Model, unit interval.Unit, b Batching, ranges []interval.Range) (rows int64, n int, err error) {
 	batches := Batches(unit, b.Size, ranges)
 	limit := b.Concurrency
 	if limit <= 0 {
 		limit = wh.BatchConcurrency()
 	}
-	var rows atomic.Int64
+	var total atomic.Int64
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(limit)
 	for _, bt := range batches {
@@ -139,19 +153,14 @@ func writeStep(ctx context.Context, wh *warehouse.Warehouse, log *slog.Logger, i
 		g.Go(func() error {
 			n, err := wh.WriteInterval(gctx, m, bt.Start, bt.End)
 			if err != nil {
-				return fmt.Errorf("sqlrun: %s %s: %w", snapshot, bt, err)
+				return fmt.Errorf("batch %s: %w", bt, err)
 			}
-			rows.Add(n)
+			total.Add(n)
 			return nil
 		})
 	}
-	if err := g.Wait(); err != nil {
-		return err
-	}
-	if log != nil {
-		log.Debug("computed", "snapshot", snapshot, "batches", len(batches), "rows", rows.Load(), "item", item)
-	}
-	return nil
+	err = g.Wait()
+	return total.Load(), len(batches), err
 }
 
 // modelOfStep is the warehouse model of a step's SQL, checked field by
