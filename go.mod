@@ -17,6 +17,7 @@ require (
 	github.com/synadia-io/orbit.go/jetstreamext v0.4.0
 	github.com/vbauerster/mpb/v8 v8.16.2
 	github.com/vmihailenco/msgpack/v5 v5.4.1
+	golang.org/x/sync v0.25.0
 	golang.org/x/term v0.48.0
 	pgregory.net/rapid v1.3.0
 )
@@ -65,7 +66,6 @@ require (
 	golang.org/x/crypto v0.59.0 // indirect
 	golang.org/x/exp v0.0.0-20260112195511-716be5621a96 // indirect
 	golang.org/x/mod v0.42.0 // indirect
-	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/telemetry v0.0.0-20261009151841-97e8ea77aa2a // indirect
 	golang.org/x/text v0.44.0 // indirect

@@ -103,17 +103,23 @@ type sizes struct {
 	scaledReplay int
 	// ticks is the scheduler ticks of the tick-to-served row.
 	ticks int
+	// backfillHours is the backfill rows' size (hourly intervals), measured
+	// best of backfillRounds.
+	backfillHours, backfillRounds int
+	// backfillScale measures the backfill rows again at 10× (full runs
+	// only: the per-batch DELETE makes it quadratic today).
+	backfillScale bool
 }
 
 func (o Options) sizes() sizes {
 	if o.Quick {
 		return sizes{commands: 20_000, latency: 2_000, durable: 3_000, replayEvents: 100_000, candidates: 200, memSnapshots: 2_000, growth: []int{10_000, 100_000},
-			tenfold: true, ticks: 5}
+			tenfold: true, ticks: 5, backfillHours: 168 * 2, backfillRounds: 1}
 	}
 	// Replay at 10M events: the rebuild folds as it reads (it holds the
 	// state, not the stream), and 10M events take about 3 GB of disk.
 	return sizes{commands: 200_000, latency: 10_000, durable: 20_000, replayEvents: 1_000_000, candidates: 1_000, memSnapshots: 10_000,
-		growth: []int{10_000, 100_000, 1_000_000}, tenfold: true, scaledReplay: 10_000_000, ticks: 50}
+		growth: []int{10_000, 100_000, 1_000_000}, tenfold: true, scaledReplay: 10_000_000, ticks: 50, backfillHours: 8_760, backfillRounds: 3, backfillScale: true}
 }
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -135,6 +141,7 @@ func Run(ctx context.Context, opts Options) ([]Figure, error) {
 		{"growth", growthFigure},
 		{"cluster", clusterFigures},
 		{"tick to served", tickFigure},
+		{"backfill", backfillFigures},
 	}
 	var out []Figure
 	for _, s := range steps {

@@ -135,6 +135,10 @@ type RegisterSnapshot struct {
 	// in an interval (models.Definition): both or neither.
 	SQL        string `msgpack:"sql,omitempty" json:"sql,omitempty"`
 	TimeColumn string `msgpack:"time_column,omitempty" json:"time_column,omitempty"`
+	// BatchSize and BatchConcurrency are the version's batching
+	// (models.Definition): omitted, 0, not set.
+	BatchSize        int `msgpack:"batch_size,omitempty" json:"batch_size,omitempty"`
+	BatchConcurrency int `msgpack:"batch_concurrency,omitempty" json:"batch_concurrency,omitempty"`
 }
 
 // BuildPlan builds a plan at the command's clock.
@@ -386,7 +390,7 @@ func snapshotRef(m *Meta, model, v string) error {
 func (c *RegisterSnapshot) Definition() models.Definition {
 	return models.Definition{Model: c.Model, Version: c.Version, Cron: c.Cron, Unit: c.IntervalUnit, Start: c.Start,
 		Lookback: c.Lookback, Kind: c.SnapshotKind, AllowPartials: c.AllowPartials, DependsOn: c.DependsOn,
-		SQL: c.SQL, TimeColumn: c.TimeColumn}
+		SQL: c.SQL, TimeColumn: c.TimeColumn, BatchSize: c.BatchSize, BatchConcurrency: c.BatchConcurrency}
 }
 
 // Validate implements Command: the meta, then the definition

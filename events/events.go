@@ -206,6 +206,14 @@ type SnapshotRegistered struct {
 	// SQL (omitted, so such events encode as before SQL existed).
 	SQL        string `msgpack:"sql,omitempty" json:"sql,omitempty"`
 	TimeColumn string `msgpack:"time_column,omitempty" json:"time_column,omitempty"`
+	// BatchSize is how many intervals one batch of the version's
+	// computation spans (one statement, one transaction each); 0: the
+	// whole range of a step in one batch. BatchConcurrency is how many
+	// batches of it a worker computes at once; 0: the warehouse's
+	// default. Omitted when 0, so events of versions without them encode
+	// as before they existed.
+	BatchSize        int `msgpack:"batch_size,omitempty" json:"batch_size,omitempty"`
+	BatchConcurrency int `msgpack:"batch_concurrency,omitempty" json:"batch_concurrency,omitempty"`
 }
 
 // Policy is the promotion policy a plan was built with.

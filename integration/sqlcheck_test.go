@@ -33,7 +33,7 @@ func TestHostileModelSQL(t *testing.T) {
 	defer svc.Stop()
 	nc := connect(t, e)
 	must(t, e.Handle(t.Context(), &commands.RegisterSnapshot{Meta: meta(at(6)), Model: "events", Version: "v1", Cron: "@hourly", Start: t0, TimeColumn: "ts",
-		SQL: "SELECT @start_ts + to_minutes(CAST(r.range AS BIGINT)) AS ts, CAST(r.range % 7 AS BIGINT) AS user_id FROM range(0, 60) r"}))
+		SQL: "SELECT h.h + to_minutes(CAST(r.range AS BIGINT)) AS ts, CAST(r.range % 7 AS BIGINT) AS user_id FROM range(0, 60) r, range(@start_ts, @end_ts, INTERVAL 1 HOUR) h(h)"}))
 	must(t, e.Handle(t.Context(), &commands.RegisterSnapshot{Meta: meta(at(6)), Model: "clicks", Version: "v1", Cron: "@hourly", Start: t0}))
 
 	send := func(id, sql, timeColumn string) commands.Reply {

@@ -7,7 +7,8 @@ import (
 )
 
 // DecodeModel reads the model fields m gives (cron, interval_unit,
-// lookback, kind, allow_partials, start, depends_on, sql, time_column) over base: a version's
+// lookback, kind, allow_partials, start, depends_on, sql, time_column,
+// batch_size, batch_concurrency) over base: a version's
 // overrides of its model's definition. A base without a cron is a model's
 // own definition, so cron and start are required. It checks how each field
 // is written; whether the definition holds is models.Definition.Validate.
@@ -64,6 +65,19 @@ func DecodeModel(m *Map, base models.Definition) (models.Definition, error) {
 	if m.Has("time_column") {
 		if d.TimeColumn, err = m.Str("time_column", false); err != nil {
 			return d, err
+		}
+	}
+	for _, f := range []struct {
+		key string
+		v   *int
+	}{{"batch_size", &d.BatchSize}, {"batch_concurrency", &d.BatchConcurrency}} {
+		if n, ok, err := m.Int(f.key); err != nil {
+			return d, err
+		} else if ok {
+			if n < 1 {
+				return d, m.Errorf(f.key, "must be >= 1 (omit it for the default)")
+			}
+			*f.v = n
 		}
 	}
 	return d, nil

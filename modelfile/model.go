@@ -44,6 +44,9 @@ type modelDoc struct {
 	DependsOn     []string `yaml:"depends_on"`
 	SQL           string   `yaml:"sql"`
 	TimeColumn    string   `yaml:"time_column"`
+	// BatchSize and BatchConcurrency: nil when absent (0 is refused).
+	BatchSize        *int `yaml:"batch_size"`
+	BatchConcurrency *int `yaml:"batch_concurrency"`
 }
 
 type fileDoc struct {
@@ -131,9 +134,22 @@ func Parse(path string, b []byte) ([]Model, error) {
 				return nil, at(fmt.Sprintf("depends_on[%d]", j), "unknown model %q: define it in this file", d)
 			}
 		}
+		var batchSize, batchConc int
+		if m.BatchSize != nil {
+			if *m.BatchSize < 1 {
+				return nil, at("batch_size", "batch_size %d: must be >= 1 (omit it for the whole missing range in one batch)", *m.BatchSize)
+			}
+			batchSize = *m.BatchSize
+		}
+		if m.BatchConcurrency != nil {
+			if *m.BatchConcurrency < 1 {
+				return nil, at("batch_concurrency", "batch_concurrency %d: must be >= 1 (omit it for the warehouse's default)", *m.BatchConcurrency)
+			}
+			batchConc = *m.BatchConcurrency
+		}
 		def := models.Definition{Model: m.Name, Version: m.Version, Cron: m.Cron, Unit: unit, Start: start.UTC(),
 			Lookback: lookback, Kind: events.Kind(m.Kind), AllowPartials: m.AllowPartials, DependsOn: m.DependsOn,
-			SQL: m.SQL, TimeColumn: m.TimeColumn}
+			SQL: m.SQL, TimeColumn: m.TimeColumn, BatchSize: batchSize, BatchConcurrency: batchConc}
 		if err := def.Validate(); err != nil {
 			fe := err.(*models.FieldError)
 			return nil, at(fe.Key, "%s", fe.Detail)
@@ -145,7 +161,7 @@ func Parse(path string, b []byte) ([]Model, error) {
 		sched, _ := interval.NewSchedule(m.Cron, unit, m.AllowPartials) // valid: Validate built it
 		reg := commands.RegisterSnapshot{Model: m.Name, Version: m.Version, Cron: m.Cron, IntervalUnit: unit, Start: start.UTC(),
 			Lookback: lookback, SnapshotKind: kind, AllowPartials: m.AllowPartials, DependsOn: m.DependsOn,
-			SQL: m.SQL, TimeColumn: m.TimeColumn}
+			SQL: m.SQL, TimeColumn: m.TimeColumn, BatchSize: batchSize, BatchConcurrency: batchConc}
 		mod := Model{Register: reg, Line: line(fmt.Sprintf("$.models[%d]", i)), Index: i,
 			SQLLine: line(fmt.Sprintf("$.models[%d].sql", i)), TimeColumnLine: line(fmt.Sprintf("$.models[%d].time_column", i))}
 		if m.Version == "" {
@@ -176,7 +192,8 @@ func contentVersion(r commands.RegisterSnapshot, sched interval.Schedule) string
 		kind = events.Incremental
 	}
 	return models.ContentVersion(events.SnapshotRegistered{Model: r.Model, Cron: sched.Cron(), Unit: sched.Unit(), Start: r.Start,
-		Lookback: r.Lookback, Kind: kind, AllowPartials: r.AllowPartials, DependsOn: r.DependsOn, SQL: r.SQL, TimeColumn: r.TimeColumn})
+		Lookback: r.Lookback, Kind: kind, AllowPartials: r.AllowPartials, DependsOn: r.DependsOn, SQL: r.SQL, TimeColumn: r.TimeColumn,
+		BatchSize: r.BatchSize, BatchConcurrency: r.BatchConcurrency})
 }
 
 func lineOf(n ast.Node) int {

@@ -36,7 +36,24 @@ type Definition struct {
 	// kind (incremental, forward_only) is computed per interval, so either
 	// may carry SQL.
 	SQL, TimeColumn string
+	// BatchSize is how many intervals of the unit one batch of a backfill
+	// computes, as one statement over the batch's range (@start_ts and
+	// @end_ts its bounds) in one transaction; 0 (not set): the whole
+	// missing range of a step is one batch (SQLMesh's batch_size).
+	// BatchConcurrency is how many batches of the model are computed at
+	// once; 0 (not set): the warehouse's default (1 on DuckDB, 4 on
+	// Postgres).
+	BatchSize, BatchConcurrency int
 }
+
+// MaxBatchSize bounds a model's batch_size, in intervals (about 19 years
+// of 5-minute intervals: more is no batching at all, which is leaving it
+// out).
+const MaxBatchSize = 2_000_000
+
+// MaxBatchConcurrency bounds a model's batch_concurrency (each batch in
+// flight holds a warehouse connection).
+const MaxBatchConcurrency = 64
 
 // ErrInvalid is matched by every *FieldError.
 var ErrInvalid = errors.New("models: invalid definition")
@@ -126,6 +143,14 @@ func (d Definition) Validate() error {
 		if err := checkTimeColumn(d.TimeColumn); err != nil {
 			return named("time_column", "%v", err)
 		}
+	}
+	if d.BatchSize < 0 || d.BatchSize > MaxBatchSize {
+		m := fmt.Sprintf("batch_size %d: want 1 .. %d intervals (omitted: the whole missing range in one batch)", d.BatchSize, MaxBatchSize)
+		return &FieldError{Field: "batch_size", Key: "batch_size", Msg: m, Detail: m}
+	}
+	if d.BatchConcurrency < 0 || d.BatchConcurrency > MaxBatchConcurrency {
+		m := fmt.Sprintf("batch_concurrency %d: want 1 .. %d (omitted: the warehouse's default)", d.BatchConcurrency, MaxBatchConcurrency)
+		return &FieldError{Field: "batch_concurrency", Key: "batch_concurrency", Msg: m, Detail: m}
 	}
 	for i, dep := range d.DependsOn {
 		field := fmt.Sprintf("depends_on[%d]", i)

@@ -20,7 +20,8 @@ import (
 // with new ones, so its output must never change (a golden test pins it).
 // A version's SQL (its exact bytes, hashed) and time column are part of it;
 // they enter the input only when set, so fingerprints of versions without
-// SQL are those computed before SQL existed.
+// SQL are those computed before SQL existed. BatchSize and
+// BatchConcurrency enter it the same way, each only when set.
 func Fingerprint(r events.SnapshotRegistered) string {
 	deps := append([]string(nil), r.DependsOn...)
 	sort.Strings(deps)
@@ -34,6 +35,13 @@ func Fingerprint(r events.SnapshotRegistered) string {
 		// Only when set, so a version without SQL keeps its fingerprint.
 		sum := sha256.Sum256([]byte(r.SQL))
 		fmt.Fprintf(h, "sql=%s\ntime_column=%s\n", hex.EncodeToString(sum[:]), r.TimeColumn)
+	}
+	// The same for the batch fields: each only when set.
+	if r.BatchSize != 0 {
+		fmt.Fprintf(h, "batch_size=%d\n", r.BatchSize)
+	}
+	if r.BatchConcurrency != 0 {
+		fmt.Fprintf(h, "batch_concurrency=%d\n", r.BatchConcurrency)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }

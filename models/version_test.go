@@ -75,3 +75,51 @@ func TestDerivedVersion(t *testing.T) {
 		t.Errorf("after 100 plans: %q", v)
 	}
 }
+
+// batch_size and batch_concurrency enter the fingerprint only when set:
+// the goldens above (without them) are unchanged, and each one set gives
+// a new fingerprint, pinned here.
+func TestFingerprintGoldenBatch(t *testing.T) {
+	r := events.SnapshotRegistered{Model: "sessions", Cron: "@hourly", Unit: "hour",
+		Start: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), Lookback: 2, Kind: events.Incremental,
+		DependsOn: []string{"users", "events"}, Upstream: []string{"events@v1"},
+		SQL:        "SELECT user_id, ts FROM events WHERE ts >= @start_ts AND ts < @end_ts\n",
+		TimeColumn: "ts"}
+	seen := map[string]string{Fingerprint(r): "none"}
+	for name, edit := range map[string]func(*events.SnapshotRegistered){
+		"size":        func(r *events.SnapshotRegistered) { r.BatchSize = 168 },
+		"concurrency": func(r *events.SnapshotRegistered) { r.BatchConcurrency = 4 },
+		"both":        func(r *events.SnapshotRegistered) { r.BatchSize, r.BatchConcurrency = 168, 4 },
+		"other size":  func(r *events.SnapshotRegistered) { r.BatchSize = 24 },
+	} {
+		c := r
+		edit(&c)
+		fp := Fingerprint(c)
+		if prev, dup := seen[fp]; dup {
+			t.Errorf("%s has the fingerprint of %s", name, prev)
+		}
+		seen[fp] = name
+	}
+	r.BatchSize, r.BatchConcurrency = 168, 4
+	if got, want := Fingerprint(r), "fb977f7bab971039"; got != want {
+		t.Errorf("Fingerprint = %s, want %s", got, want)
+	}
+}
+
+func TestValidateBatch(t *testing.T) {
+	d := Definition{Model: "m", Cron: "@hourly", Start: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+	for _, c := range []struct {
+		size, conc int
+		field      string
+	}{{0, 0, ""}, {1, 1, ""}, {168, 64, ""}, {-1, 0, "batch_size"}, {MaxBatchSize + 1, 0, "batch_size"}, {0, -1, "batch_concurrency"}, {0, 65, "batch_concurrency"}} {
+		d.BatchSize, d.BatchConcurrency = c.size, c.conc
+		err := d.Validate()
+		var field string
+		if fe, ok := err.(*FieldError); ok {
+			field = fe.Field
+		}
+		if field != c.field {
+			t.Errorf("batch_size %d, batch_concurrency %d: %v, want an error on %q", c.size, c.conc, err, c.field)
+		}
+	}
+}

@@ -15,7 +15,7 @@ models:
     cron: "@hourly"
     start: 2026-12-01T00:00:00Z
     time_column: ts
-    sql: "SELECT @start_ts + to_minutes(CAST(r.range AS BIGINT)) AS ts, CAST(r.range % 3 AS BIGINT) AS session_id FROM range(0, 60) r"
+    sql: "SELECT h.h + to_minutes(CAST(r.range AS BIGINT)) AS ts, CAST(r.range % 3 AS BIGINT) AS session_id FROM range(0, 60) r, range(@start_ts, @end_ts, INTERVAL 1 HOUR) h(h)"
   - name: sessions
     cron: "@hourly"
     start: 2026-12-01T00:00:00Z
@@ -50,7 +50,7 @@ func TestSQLModels(t *testing.T) {
 	if m.TimeColumn != "ts" || !strings.HasPrefix(m.SQL, "SELECT session_id, min(ts)") || !strings.HasSuffix(m.SQL, "GROUP BY session_id\n") {
 		t.Fatalf("sessions: %q %q", m.SQL, m.TimeColumn)
 	}
-	if !strings.HasPrefix(f.Models["events"].SQL, "SELECT @start_ts") {
+	if !strings.HasPrefix(f.Models["events"].SQL, "SELECT h.h") {
 		t.Fatalf("events: %q", f.Models["events"].SQL)
 	}
 	v := f.Steps[1].Versions["sessions"]
@@ -78,7 +78,7 @@ func TestSQLModels(t *testing.T) {
 // (sqlcheck): a model reading a server file stops the run at its
 // registration, naming the field.
 func TestRunChecksSQL(t *testing.T) {
-	text := strings.Replace(withSQL, "FROM range(0, 60) r", "FROM range(0, 60) r, read_text('/etc/passwd')", 1)
+	text := strings.Replace(withSQL, "FROM range(0, 60) r, range(@start_ts, @end_ts, INTERVAL 1 HOUR) h(h)", "FROM range(0, 60) r, range(@start_ts, @end_ts, INTERVAL 1 HOUR) h(h), read_text('/etc/passwd')", 1)
 	f, err := Parse("hostile.yaml", []byte(text))
 	if err != nil {
 		t.Fatal(err)

@@ -19,8 +19,8 @@ models:
     start: 2026-11-30T00:00:00Z
     time_column: ts
     sql: |
-      SELECT @start_ts + to_minutes(CAST(r.range AS BIGINT)) AS ts, CAST(r.range % 7 AS BIGINT) AS user_id
-      FROM range(0, 60) r
+      SELECT h.h + to_minutes(CAST(r.range AS BIGINT)) AS ts, CAST(r.range % 7 AS BIGINT) AS user_id
+      FROM range(0, 60) r, range(@start_ts, @end_ts, INTERVAL 1 HOUR) h(h)
   - name: rollup
     cron: "@daily"
     start: 2026-11-30T00:00:00Z
@@ -39,7 +39,7 @@ steps:
       versions:
         events:
           version: v2
-          sql: "SELECT @start_ts + to_minutes(CAST(2 * r.range AS BIGINT)) AS ts, CAST(r.range % 5 AS BIGINT) AS user_id FROM range(0, 30) r"
+          sql: "SELECT h.h + to_minutes(CAST(2 * r.range AS BIGINT)) AS ts, CAST(r.range % 5 AS BIGINT) AS user_id FROM range(0, 30) r, range(@start_ts, @end_ts, INTERVAL 1 HOUR) h(h)"
   - backfill: {plan: p1}
   - promote: {plan: p1}
     expect: {outcome: accepted, incumbent: {events: v2}}

@@ -10,13 +10,13 @@ import (
 
 // The models of cmd/tidemark/demo.go and testdata/scenarios/warehouse.
 var (
-	eventsModel = Model{Name: "events", TimeColumn: "ts", SQL: `SELECT @start_ts + to_minutes(CAST(r.range AS BIGINT)) AS ts, CAST(r.range % 7 AS BIGINT) AS user_id
-FROM range(0, 60) r
+	eventsModel = Model{Name: "events", TimeColumn: "ts", SQL: `SELECT h.h + to_minutes(CAST(r.range AS BIGINT)) AS ts, CAST(r.range % 7 AS BIGINT) AS user_id
+FROM range(0, 60) r, range(@start_ts, @end_ts, INTERVAL 1 HOUR) h(h)
 `}
-	eventsSeries = Model{Name: "events", TimeColumn: "ts", SQL: `SELECT @start_ts + CAST(g.i AS INTEGER) * INTERVAL '1 minute' AS ts,
+	eventsSeries = Model{Name: "events", TimeColumn: "ts", SQL: `SELECT h.h + CAST(g.i AS INTEGER) * INTERVAL '1 minute' AS ts,
   CAST(g.i % 5 AS BIGINT) AS user_id,
   CAST(g.i % 7 AS DECIMAL(12,2)) + 0.25 AS amount
-FROM generate_series(0, 59) AS g(i)
+FROM generate_series(0, 59) AS g(i), generate_series(@start_ts, @end_ts - INTERVAL '1 hour', INTERVAL '1 hour') AS h(h)
 `}
 )
 

@@ -16,14 +16,23 @@ import (
 type backend interface {
 	// engine names the engine: "duckdb" or "postgres".
 	engine() string
+	// batchConcurrency is how many batches of one model are written at
+	// once when the model does not say (batch_concurrency).
+	batchConcurrency() int
 	// ddlBounds is how @start_ts and @end_ts are written in a snapshot
 	// table's creation (CREATE TABLE … AS … LIMIT 0), and the arguments
 	// bound to them: parameters where DDL binds them (DuckDB), else a
 	// typed NULL constant (Postgres: DDL takes no parameters).
 	ddlBounds() (start, end string, args []any)
-	// lockTable makes the writers of table take turns across processes,
-	// inside x's transaction (nothing where one process owns the data).
-	lockTable(ctx context.Context, x execer, table string) error
+	// lockRange makes the writers of overlapping ranges of table take
+	// turns across processes, inside x's transaction (nothing where one
+	// process owns the data); writers of disjoint ranges need not.
+	lockRange(ctx context.Context, x execer, table string, r Range) error
+	// lockWriters makes the writers of table's records in MetaSchema take
+	// turns across processes, inside x's transaction, until it ends
+	// (taken after lockRange, last: two writes of disjoint ranges may
+	// both trim one older record).
+	lockWriters(ctx context.Context, x execer, table string) error
 	// beginPromote prepares a promotion's transaction (Postgres: a lock
 	// timeout, so a reader of several views never deadlocks with it).
 	beginPromote(ctx context.Context, x execer) error

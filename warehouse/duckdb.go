@@ -120,7 +120,15 @@ func (duckBackend) ddlBounds() (string, string, []any) {
 
 // lockTable: one process owns a DuckDB file; in-process writers of a
 // slice already take turns (lockInterval).
-func (duckBackend) lockTable(context.Context, execer, string) error { return nil }
+// batchConcurrency: one statement of DuckDB's already uses every thread
+// it has (Options.Threads), so batches of a model run one at a time.
+func (duckBackend) batchConcurrency() int { return 1 }
+
+func (duckBackend) lockRange(context.Context, execer, string, Range) error { return nil }
+
+// lockWriters: DuckDB's own conflict on a record both writes delete is
+// retried (retryableWrite).
+func (duckBackend) lockWriters(context.Context, execer, string) error { return nil }
 
 func (duckBackend) beginPromote(context.Context, execer) error { return nil }
 

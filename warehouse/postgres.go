@@ -130,15 +130,82 @@ func openPostgres(ctx context.Context, dsn string) (*sql.DB, error) {
 
 func (pgBackend) engine() string { return "postgres" }
 
+// batchConcurrency: a Postgres statement runs on one core (no parallel
+// plan for INSERT … SELECT), so batches of disjoint ranges run four at a
+// time (lockRange lets them).
+func (pgBackend) batchConcurrency() int { return 4 }
+
 // ddlBounds: DDL takes no parameters; the table is created from LIMIT 0,
 // so the bounds' values do not matter.
 func (pgBackend) ddlBounds() (string, string, []any) { return nullTS, nullTS, nil }
 
-// lockTable: read committed lets two processes' DELETE+INSERT of one
-// slice interleave into duplicates: writers of one table take turns
-// across processes (a transaction-scoped advisory lock).
-func (pgBackend) lockTable(ctx context.Context, x execer, table string) error {
-	_, err := x.ExecContext(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", "tidemark.write:"+table)
+// lockRange: read committed lets two processes' DELETE+INSERT of one
+// slice interleave into duplicates: writers of overlapping slices of one
+// table take turns across processes, with transaction-scoped advisory
+// locks at several granularities (so that writers of disjoint batches of
+// one table run at once): the table, then grids of lockGrains (UTC hours,
+// days, 32 and 1,024 days). A range takes exclusively the cells of the
+// finest grid where it touches at most lockMax of them, and shared the
+// cells of every coarser grid and the table; a range too long for every
+// grid takes the table exclusively. Two overlapping ranges share a key one
+// of them holds exclusively; disjoint ones share none, unless both touch
+// one cell of their grid (a batch not aligned to it). Every writer takes
+// its keys in one order (table, then grids coarse to fine, cells by time),
+// so no two wait for each other.
+func (pgBackend) lockRange(ctx context.Context, x execer, table string, r Range) error {
+	keys, shared := rangeLocks(table, r)
+	_, err := x.ExecContext(ctx, `SELECT count(CASE WHEN t.s THEN pg_advisory_xact_lock_shared(hashtextextended(t.k, 0))::text
+  ELSE pg_advisory_xact_lock(hashtextextended(t.k, 0))::text END) FROM unnest($1::text[], $2::bool[]) AS t(k, s)`, keys, shared)
+	return err
+}
+
+// Lock grids of lockRange, fine to coarse, and the most cells one range
+// locks exclusively.
+var lockGrains = []time.Duration{time.Hour, 24 * time.Hour, 32 * 24 * time.Hour, 1024 * 24 * time.Hour}
+
+const lockMax = 192
+
+// rangeLocks is the advisory lock keys of a write of r into table, in the
+// order they are taken, and whether each is shared.
+func rangeLocks(table string, r Range) (keys []string, shared []bool) {
+	base := "tidemark.write:" + table // the table's key (a whole-table lock before ranges had their own)
+	cells := func(g time.Duration) (int64, int64) {
+		sec := int64(g / time.Second)
+		return floorDiv(r.Start.Unix(), sec), floorDiv(r.End.Add(-time.Nanosecond).Unix(), sec)
+	}
+	fine := -1 // the grid locked exclusively
+	for i, g := range lockGrains {
+		if a, b := cells(g); b-a+1 <= lockMax {
+			fine = i
+			break
+		}
+	}
+	if fine < 0 {
+		return []string{base}, []bool{false}
+	}
+	keys, shared = append(keys, base), append(shared, true)
+	for i := len(lockGrains) - 1; i >= fine; i-- {
+		a, b := cells(lockGrains[i])
+		for c := a; c <= b; c++ {
+			keys, shared = append(keys, fmt.Sprintf("%s:%d:%d", base, i, c)), append(shared, i != fine)
+		}
+	}
+	return keys, shared
+}
+
+// floorDiv is a/b rounded down (b > 0).
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
+}
+
+// lockWriters: the records' own lock, apart from the ranges' keys, taken
+// last by every writer (see lockRange's order).
+func (pgBackend) lockWriters(ctx context.Context, x execer, table string) error {
+	_, err := x.ExecContext(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", "tidemark.writers:"+table)
 	return err
 }
 

@@ -13,8 +13,9 @@ type Diff struct {
 	OnlyInRecompute int64     `json:"only_in_recompute"`
 	Columns         []string  `json:"columns"`
 	Samples         []DiffRow `json:"samples,omitempty"`
-	// Writers counts, per snapshot, the intervals recomputed with that
-	// snapshot's query because it wrote them (Writers), when the caller
+	// Writers counts, per snapshot, the writes (an interval or a batch of
+	// intervals each: one record of Writers) recomputed with that
+	// snapshot's query because it wrote them, when the caller
 	// verified by writer (sqlrun.VerifyEnv).
 	Writers map[string]int `json:"writers,omitempty"`
 	// Unrecorded counts the intervals that had no usable writer record (a

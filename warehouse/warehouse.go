@@ -240,12 +240,19 @@ func (w *Warehouse) bounded(ctx context.Context, m Model, f func(ctx context.Con
 	return err
 }
 
+// BatchConcurrency is how many batches of one model are written at once
+// when the model does not say: 1 on DuckDB, 4 on Postgres.
+func (w *Warehouse) BatchConcurrency() int { return w.b.batchConcurrency() }
+
 // WriteInterval recomputes m over [start, end) into its snapshot table,
 // replacing the rows already there for that interval, in one transaction.
 // The same transaction records m (m.Snapshot and its Fingerprint) as the
 // writer of [start, end) of the table (Writers). m's SQL runs as one
 // statement in the sandbox, within m's timeout. It returns the rows
-// inserted.
+// inserted. [start, end) is any range: one interval of m's unit or a batch
+// of many (one DELETE and one INSERT … SELECT over the whole range). Writes
+// of disjoint ranges of one table may run at once, in this process and in
+// others (Postgres); writes of overlapping ranges take turns.
 func (w *Warehouse) WriteInterval(ctx context.Context, m Model, start, end time.Time) (int64, error) {
 	start, end = start.UTC(), end.UTC()
 	if !start.Before(end) {
@@ -277,7 +284,7 @@ func (w *Warehouse) WriteInterval(ctx context.Context, m Model, start, end time.
 	err = w.bounded(ctx, m, func(ctx context.Context, timeout time.Duration) error {
 		return retry(ctx, func() error {
 			return w.inTx(ctx, "BEGIN", func(c *sql.Conn) error {
-				if err := w.b.lockTable(ctx, c, m.Table); err != nil {
+				if err := w.b.lockRange(ctx, c, m.Table, Range{start, end}); err != nil {
 					return err
 				}
 				if _, err := c.ExecContext(ctx, del, start, end); err != nil {
@@ -292,6 +299,9 @@ func (w *Warehouse) WriteInterval(ctx context.Context, m Model, start, end time.
 				}
 				rows = n
 				if err := w.b.unsandbox(ctx, c); err != nil {
+					return err
+				}
+				if err := w.b.lockWriters(ctx, c, m.Table); err != nil {
 					return err
 				}
 				wr := Written{Table: m.Table, Query: Range{start, end}, Holds: Range{start, end}, Snapshot: m.Snapshot,

@@ -11,11 +11,12 @@ import (
 // SQL is what any worker needs to compute a step of an SQL model in the
 // warehouse, whatever its language: the model's query, the column that
 // places its rows in an interval, the snapshot table to write, the
-// snapshot tables its upstream model names read, and the unit its ranges
-// are computed in (one transaction per interval of that unit). A step of
+// snapshot tables its upstream model names read, the unit its ranges
+// are in, and how they are batched (one statement and one transaction
+// per batch of BatchSize intervals of that unit). A step of
 // a model without SQL carries none (Step.SQL is nil; omitted on the wire).
 //
-// Computing one interval [start, end) of the step, as `tidemark worker
+// Computing one batch [start, end) of the step, as `tidemark worker
 // --warehouse` does (warehouse.WriteInterval): in one transaction, delete
 // the rows of Table in schema "tidemark" whose TimeColumn is in
 // [start, end), then insert the rows of
@@ -39,9 +40,18 @@ type SQL struct {
 	// snapshot the step's snapshot was planned against, never an
 	// environment's view.
 	Upstream map[string]string `msgpack:"upstream,omitempty" json:"upstream,omitempty"`
-	// Unit is the snapshot's interval unit: a range is computed one
-	// interval of this unit at a time.
+	// Unit is the snapshot's interval unit: a range is computed in
+	// batches of BatchSize intervals of this unit.
 	Unit interval.Unit `msgpack:"unit" json:"unit"`
+	// BatchSize is how many intervals of Unit one batch spans: a range is
+	// split at every BatchSize-th interval boundary from its start, and
+	// each batch is computed as one interval [batch start, batch end) is
+	// above (one statement, one transaction); 0 (omitted): each range is
+	// one batch. BatchConcurrency is how many batches of the step a
+	// worker may compute at once; 0 (omitted): the warehouse's default
+	// (1 on DuckDB, 4 on Postgres).
+	BatchSize        int `msgpack:"batch_size,omitempty" json:"batch_size,omitempty"`
+	BatchConcurrency int `msgpack:"batch_concurrency,omitempty" json:"batch_concurrency,omitempty"`
 	// Error is set when the model has SQL but the engine could not resolve
 	// what it reads (an upstream snapshot that was never planned); a
 	// worker reports the step's ranges failed with it instead of computing.

@@ -15,9 +15,9 @@ const applySQLFile = `models:
     start: 2026-12-01T00:00:00Z
     time_column: ts
     sql: |
-      SELECT @start_ts + to_minutes(CAST(r.range AS BIGINT)) AS ts,
+      SELECT h.h + to_minutes(CAST(r.range AS BIGINT)) AS ts,
         CAST(r.range % 7 AS BIGINT) AS user_id
-      FROM range(0, 60) r
+      FROM range(0, 60) r, range(@start_ts, @end_ts, INTERVAL 1 HOUR) h(h)
   - name: rollup
     cron: "@daily"
     start: 2026-12-01T00:00:00Z
@@ -35,7 +35,7 @@ const applySQLFile = `models:
 func TestApplyChecksSQL(t *testing.T) {
 	for _, c := range []struct{ name, from, to, want string }{
 		{"binder", "", "", `models.yaml:17: models[1].sql: does not bind: Binder Error: Referenced column "usr_id" not found in FROM clause!`},
-		{"file read", "FROM range(0, 60) r", "FROM read_text('/etc/passwd')", "models.yaml:9: models[0].sql: calls the table function read_text"},
+		{"file read", "FROM range(0, 60) r, range(@start_ts, @end_ts, INTERVAL 1 HOUR) h(h)", "FROM read_text('/etc/passwd')", "models.yaml:9: models[0].sql: calls the table function read_text"},
 		{"smuggled statement", "GROUP BY 1", "GROUP BY 1 /* /* */ -- */ ; COPY (SELECT 1) TO '/tmp/x'", "models.yaml:15: models[1].sql: is not one SELECT statement"},
 		{"time column", "time_column: day", "time_column: hour", `models.yaml:14: models[1].time_column: "hour" is not a column of the query's result`},
 	} {

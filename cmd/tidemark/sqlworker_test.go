@@ -64,8 +64,8 @@ func sqlModels(t *testing.T, start time.Time) string {
     start: ` + start.Format(time.RFC3339) + `
     time_column: ts
     sql: |
-      SELECT @start_ts + CAST(g.i AS INTEGER) * INTERVAL '1 minute' AS ts, CAST(g.i % 5 AS BIGINT) AS user_id
-      FROM generate_series(0, 59) AS g(i)
+      SELECT h.h + CAST(g.i AS INTEGER) * INTERVAL '1 minute' AS ts, CAST(g.i % 5 AS BIGINT) AS user_id
+      FROM generate_series(0, 59) AS g(i), generate_series(@start_ts, @end_ts - INTERVAL '1 hour', INTERVAL '1 hour') AS h(h)
   - name: rollup
     cron: "@daily"
     start: ` + start.Format(time.RFC3339) + `

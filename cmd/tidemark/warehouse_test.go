@@ -25,8 +25,8 @@ func TestWarehouseForReal(t *testing.T) {
     start: ` + start.Format(time.RFC3339) + `
     time_column: ts
     sql: |
-      SELECT @start_ts + to_minutes(CAST(r.range AS BIGINT)) AS ts, CAST(r.range % 5 AS BIGINT) AS user_id
-      FROM range(0, 60) r
+      SELECT h.h + to_minutes(CAST(r.range AS BIGINT)) AS ts, CAST(r.range % 5 AS BIGINT) AS user_id
+      FROM range(0, 60) r, range(@start_ts, @end_ts, INTERVAL 1 HOUR) h(h)
   - name: rollup
     cron: "@daily"
     start: ` + start.Format(time.RFC3339) + `

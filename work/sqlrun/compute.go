@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/live"
@@ -34,7 +37,9 @@ func StepSQL(proj *live.Projection) work.SQLOf {
 			case ok && retired:
 				out = &work.SQL{Error: fmt.Sprintf("table %s of %s was retired by the janitor: plan the version again to recompute it", st.Snapshots[snapshot].Table, snapshot)}
 			case ok:
-				out = &work.SQL{Query: m.SQL, TimeColumn: m.TimeColumn, Table: m.Table, Upstream: m.Upstream, Unit: st.Snapshots[snapshot].Unit}
+				sn := st.Snapshots[snapshot]
+				out = &work.SQL{Query: m.SQL, TimeColumn: m.TimeColumn, Table: m.Table, Upstream: m.Upstream, Unit: sn.Unit,
+					BatchSize: sn.BatchSize, BatchConcurrency: sn.BatchConcurrency}
 				if len(out.Upstream) == 0 {
 					out.Upstream = nil
 				}
@@ -45,10 +50,11 @@ func StepSQL(proj *live.Projection) work.SQLOf {
 }
 
 // Computer computes the batches of `tidemark worker --warehouse`: each
-// batch of a step that carries SQL (work.Step.SQL) is written into the
-// warehouse one interval of the step's unit at a time
-// (warehouse.WriteInterval: one transaction per interval, idempotent), and
-// Compute returns only after the last interval is committed, so the
+// range of a step that carries SQL (work.Step.SQL) is written into the
+// warehouse in batches of the model's batch_size intervals
+// (warehouse.WriteInterval: one statement and one transaction per batch,
+// idempotent), and Compute returns only after the last batch is
+// committed, so the
 // worker reports the batch complete only then. A step without SQL (a
 // model that has none) is computed by doing nothing: the worker records it
 // complete, as the built-in worker does.
@@ -76,25 +82,85 @@ func (c *Computer) Compute(ctx context.Context, b work.Batch) error {
 	if err != nil {
 		return err
 	}
-	return writeStep(ctx, c.WH, c.Log, b.Item.ID, st.Snapshot, m, s.Unit, []interval.Range{b.Range})
+	return writeStep(ctx, c.WH, c.Log, b.Item.ID, st.Snapshot, m, s.Unit, Batching{s.BatchSize, s.BatchConcurrency}, []interval.Range{b.Range})
 }
 
-// writeStep writes ranges of snapshot's model one interval of unit at a
-// time (warehouse.WriteInterval: one transaction each) and logs the rows.
-func writeStep(ctx context.Context, wh *warehouse.Warehouse, log *slog.Logger, item, snapshot string, m warehouse.Model, unit interval.Unit, ranges []interval.Range) error {
-	var rows int64
-	ivs := Intervals(unit, ranges)
-	for _, iv := range ivs {
-		n, err := wh.WriteInterval(ctx, m, iv.Start, iv.End)
-		if err != nil {
-			return fmt.Errorf("sqlrun: %s %s: %w", snapshot, iv, err)
+// Batches splits ranges into the batches they are computed in, in order:
+// each range is cut after every size whole intervals of unit from its
+// start (its last batch may be shorter, or end in a partial interval);
+// size 0 leaves each range one batch (SQLMesh: no batch_size, the whole
+// missing range at once).
+func Batches(unit interval.Unit, size int, ranges []interval.Range) []interval.Range {
+	var out []interval.Range
+	for _, r := range ranges {
+		if size <= 0 {
+			out = append(out, r)
+			continue
 		}
-		rows += n
+		for s := r.Start; s.Before(r.End); {
+			e := unit.Add(unit.Floor(s), size)
+			if e.After(r.End) {
+				e = r.End
+			}
+			out = append(out, interval.R(s, e))
+			s = e
+		}
+	}
+	return out
+}
+
+// Batching is how a step's ranges are computed: Size intervals of the
+// unit per batch (0: each range one batch), Concurrency batches at once
+// (0: the warehouse's default, warehouse.Warehouse.BatchConcurrency).
+type Batching struct {
+	Size, Concurrency int
+}
+
+// writeStep writes ranges of snapshot's model in batches (Batches): each
+// batch is one warehouse.WriteInterval over the batch's range (one
+// DELETE, one INSERT … SELECT with @start_ts and @end_ts the batch's
+// bounds, one transaction), up to b.Concurrency of them at once. It
+// returns once every batch is committed, or with the first batch's
+// error (the batches not yet started are not; a failed batch's
+// transaction leaves none of its rows); it logs the rows.
+func writeStep(ctx context.Context, wh *warehouse.Warehouse, log *slog.Logger, item, snapshot string, m warehouse.Model, unit interval.Unit, b Batching, ranges []interval.Range) error {
+	rows, batches, err := WriteStep(ctx, wh, m, unit, b, ranges)
+	if err != nil {
+		return fmt.Errorf("sqlrun: %s: %w", snapshot, err)
 	}
 	if log != nil {
-		log.Debug("computed", "snapshot", snapshot, "intervals", len(ivs), "rows", rows, "item", item)
+		log.Debug("computed", "snapshot", snapshot, "batches", batches, "rows", rows, "item", item)
 	}
 	return nil
+}
+
+// WriteStep is what the Runner and the Computer do to compute a step's
+// ranges of m (writeStep, without the log): it returns the rows inserted
+// and the batches written.
+func WriteStep(ctx context.Context, wh *warehouse.Warehouse, m warehouse.Model, unit interval.Unit, b Batching, ranges []interval.Range) (rows int64, n int, err error) {
+	batches := Batches(unit, b.Size, ranges)
+	limit := b.Concurrency
+	if limit <= 0 {
+		limit = wh.BatchConcurrency()
+	}
+	var total atomic.Int64
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(limit)
+	for _, bt := range batches {
+		if gctx.Err() != nil {
+			break // a batch failed: start no more
+		}
+		g.Go(func() error {
+			n, err := wh.WriteInterval(gctx, m, bt.Start, bt.End)
+			if err != nil {
+				return fmt.Errorf("batch %s: %w", bt, err)
+			}
+			total.Add(n)
+			return nil
+		})
+	}
+	err = g.Wait()
+	return total.Load(), len(batches), err
 }
 
 // modelOfStep is the warehouse model of a step's SQL, checked field by

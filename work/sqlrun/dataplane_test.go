@@ -47,10 +47,10 @@ func eachBackend(t *testing.T, fn func(t *testing.T, w *world)) {
 // (generate_series is a table function in DuckDB and Postgres): integer
 // user ids, DECIMAL amounts.
 func pv(perHour int) string {
-	return fmt.Sprintf(`SELECT @start_ts + CAST(g.i AS INTEGER) * INTERVAL '1 minute' AS ts,
+	return fmt.Sprintf(`SELECT h.h + CAST(g.i AS INTEGER) * INTERVAL '1 minute' AS ts,
   CAST(g.i %% 5 AS BIGINT) AS user_id,
   CAST(g.i %% 7 AS DECIMAL(12,2)) + 0.25 AS amount
-FROM generate_series(0, %d) AS g(i)`, perHour-1)
+FROM generate_series(0, %d) AS g(i), generate_series(@start_ts, @end_ts - INTERVAL '1 hour', INTERVAL '1 hour') AS h(h)`, perHour-1)
 }
 
 // agg is an hourly rollup of pv (or of upstream, when given).
@@ -470,8 +470,8 @@ FROM pv WHERE ts >= @start_ts AND ts < @end_ts GROUP BY 1, 2`
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d := diffs["agg"]; d.Writers["agg@v1"] != 48 || d.Writers["agg@v2"] != 1 || len(d.Writers) != 2 || d.Unrecorded != 0 {
-			t.Fatalf("agg's writers: %v, unrecorded %d; want 48 hours by agg@v1, 1 by agg@v2", d.Writers, d.Unrecorded)
+		if d := diffs["agg"]; d.Writers["agg@v1"] != 1 || d.Writers["agg@v2"] != 1 || len(d.Writers) != 2 || d.Unrecorded != 0 {
+			t.Fatalf("agg's writers: %v, unrecorded %d; want agg@v1's 48-hour backfill (one batch), 1 hour by agg@v2", d.Writers, d.Unrecorded)
 		}
 
 		// The dashboard's last written interval: the hour agg@v2 computed.
@@ -491,12 +491,13 @@ FROM pv WHERE ts >= @start_ts AND ts < @end_ts GROUP BY 1, 2`
 		w.verify()
 
 		// A record whose query is not the one the log defines for its
-		// snapshot does not count: that hour falls back to the incumbent's
-		// query (v2's), and its v1 rows differ.
-		w.exec(`UPDATE tidemark_meta.intervals SET fingerprint = 'forged' WHERE table_name = '` + table + `' AND holds_start = TIMESTAMP '2026-11-01 07:00:00'`)
+		// snapshot does not count: the hours it holds (v1's backfill, one
+		// batch of 48) fall back to the incumbent's query (v2's), and their
+		// v1 rows differ.
+		w.exec(`UPDATE tidemark_meta.intervals SET fingerprint = 'forged' WHERE table_name = '` + table + `' AND holds_start = TIMESTAMP '2026-11-01 00:00:00'`)
 		diffs, err = sqlrun.VerifyEnv(t.Context(), w.wh, w.e.Projection(), "prod", "agg")
-		if d := diffs["agg"]; err != nil || d.Unrecorded != 1 || d.Writers["agg@v1"] != 47 || d.OnlyInView != 5 || d.OnlyInRecompute != 5 {
-			t.Fatalf("verify with a forged writer record: %+v %v, want that hour unrecorded and its 5 rows differing each way", d, err)
+		if d := diffs["agg"]; err != nil || d.Unrecorded != 48 || d.Writers["agg@v1"] != 0 || d.OnlyInView != 240 || d.OnlyInRecompute != 240 {
+			t.Fatalf("verify with a forged writer record: %+v %v, want those 48 hours unrecorded and their 240 rows differing each way", d, err)
 		}
 
 		// Without writer records (a table written before they existed),

@@ -1,5 +1,5 @@
 // Package sqlrun runs SQL models in the warehouse: Runner computes a work
-// item's SQL steps, interval by interval, before the item is recorded
+// item's SQL steps, batch by batch, before the item is recorded
 // complete (the built-in worker); StepSQL gives the publisher each step's
 // SQL and Computer computes a published step from it alone (`tidemark
 // worker --warehouse`); and Views keeps every environment's views on its
@@ -7,9 +7,10 @@
 // (SQLMesh's virtual update).
 //
 // Invariants. A snapshot's rows are written only into its own table
-// (TableName of its tidemark table), one transaction per interval
-// (warehouse.WriteInterval: delete the interval, insert the query's rows
-// in it), so running an item again rewrites the same rows. A snapshot
+// (TableName of its tidemark table), one statement and one transaction
+// per batch of its batch_size intervals (warehouse.WriteInterval: delete
+// the batch's range, insert the query's rows in it), so running an item
+// again rewrites the same rows. A snapshot
 // reads its upstream models from the snapshot tables it was planned
 // against (projections.State.UpstreamOf), never from an environment's
 // views. Completion is recorded only after every interval of the item is
@@ -140,6 +141,7 @@ func (r *Runner) Run(ctx context.Context, item work.Item, at time.Time) error {
 		var ok bool
 		var err error
 		var unit interval.Unit
+		var batching Batching
 		var gone bool
 		var foreign, table string
 		var cancelled bool
@@ -147,6 +149,7 @@ func (r *Runner) Run(ctx context.Context, item work.Item, at time.Time) error {
 			m, ok, err = ModelOf(s, st.Snapshot)
 			if sn := s.Snapshots[st.Snapshot]; sn != nil {
 				unit = sn.Unit
+				batching = Batching{sn.BatchSize, sn.BatchConcurrency}
 				_, gone = s.Retired[sn.Table]
 				table = TableName(sn.Table)
 			}
@@ -196,7 +199,7 @@ func (r *Runner) Run(ctx context.Context, item work.Item, at time.Time) error {
 			done.Steps[i].Ranges = nil
 			continue
 		}
-		err = writeStep(actx, r.WH, r.Log, item.ID, st.Snapshot, m, unit, st.Ranges)
+		err = writeStep(actx, r.WH, r.Log, item.ID, st.Snapshot, m, unit, batching, st.Ranges)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

@@ -23,8 +23,8 @@ var t0 = time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 
 // Page views generated per hour: perHour rows, user ids 0..4.
 func pageViews(perHour int) string {
-	return `SELECT @start_ts + to_minutes(CAST(r.range AS BIGINT)) AS ts, CAST(r.range % 5 AS BIGINT) AS user_id
-FROM range(0, ` + itoa(perHour) + `) r`
+	return `SELECT h.h + to_minutes(CAST(r.range AS BIGINT)) AS ts, CAST(r.range % 5 AS BIGINT) AS user_id
+FROM range(0, ` + itoa(perHour) + `) r, range(@start_ts, @end_ts, INTERVAL 1 HOUR) h(h)`
 }
 
 const rollup = `SELECT date_trunc('day', ts) AS day, user_id, count(*) AS views

@@ -1,0 +1,66 @@
+package bench
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/tidemark/tidemark/warehouse"
+)
+
+// The Go benchmarks behind the backfill rows: b.N backfills of a year of
+// an hourly model (1,000 rows an hour) in batches of 168, each beside the
+// raw INSERT … SELECT (reported as raw-rows/s and overhead-ms/batch).
+
+func benchBackfill(b *testing.B, dsn string) {
+	wh, err := warehouse.Open(b.Context(), dsn, warehouse.Options{})
+	if err != nil {
+		b.Skip(err)
+	}
+	defer wh.Close()
+	var tm, raw, over time.Duration
+	var rows int64
+	for i := 0; b.Loop(); i++ {
+		r, err := backfillOnce(b.Context(), wh, 8_760, i)
+		if err != nil {
+			b.Fatal(err)
+		}
+		tm, raw, over, rows = tm+r.tidemark, raw+r.raw, over+r.overhead(), rows+r.rows
+	}
+	b.ReportMetric(rowsPerSec(rows, tm), "rows/s")
+	b.ReportMetric(rowsPerSec(rows, raw), "raw-rows/s")
+	b.ReportMetric(float64(over)/float64(time.Millisecond)/float64(b.N), "overhead-ms/batch")
+}
+
+func BenchmarkBackfillDuckDB(b *testing.B) {
+	benchBackfill(b, filepath.Join(b.TempDir(), "w.duckdb"))
+}
+
+func BenchmarkBackfillPostgres(b *testing.B) {
+	dir, err := os.MkdirTemp("", "tidemark-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	dsn, stop, err := privatePostgres(b.Context(), dir)
+	if err != nil {
+		b.Skip(err)
+	}
+	defer stop()
+	benchBackfill(b, dsn)
+}
+
+// The quick backfill rows run and report both engines' sides.
+func TestBackfillFiguresQuick(t *testing.T) {
+	fs, err := backfillFigures(t.Context(), Options{Quick: true}.sizes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fs {
+		t.Logf("%s: tidemark %.0f limit %.2f ratio %.3f pass %v scale %+v (%s)", f.Name, f.Tidemark, f.Limit, f.Ratio, f.Pass, f.Scale, f.Note)
+		if f.Tidemark == 0 && f.Note[:7] != "skipped" {
+			t.Errorf("%s: nothing measured", f.Name)
+		}
+	}
+}

@@ -1,0 +1,164 @@
+package sqlrun_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/modelfile"
+	"github.com/tidemark/tidemark/projections"
+	"github.com/tidemark/tidemark/warehouse"
+	"github.com/tidemark/tidemark/work"
+	"github.com/tidemark/tidemark/work/sqlrun"
+)
+
+// rawHours fills raw.ev with 7 rows an hour over n hours from t0.
+func rawHours(w *world, n int) {
+	w.exec("CREATE SCHEMA raw")
+	w.exec(`CREATE TABLE raw.ev AS SELECT CAST(TIMESTAMP '2026-11-01 00:00:00' + CAST(g.i AS INTEGER) * INTERVAL '1 minute' * 60 / 7 AS TIMESTAMP) AS ts,
+  CAST(g.i % 5 AS BIGINT) AS user_id FROM generate_series(0, ` + itoa(7*n-1) + `) AS g(i)`)
+}
+
+const evAgg = `SELECT date_trunc('hour', ts) AS hour, user_id, count(*) AS views FROM raw.ev WHERE ts >= @start_ts AND ts < @end_ts GROUP BY 1, 2`
+
+// A backfill with batch_size 168 writes each batch as one statement (one
+// writer record each, with the batch's bounds), the same rows as writes of
+// one interval each, and verifies clean; batch_concurrency 3 writes
+// disjoint batches at once (Postgres: each its own range locks).
+func TestBatchedBackfill(t *testing.T) {
+	eachBackend(t, func(t *testing.T, w *world) {
+		const hours = 400
+		rawHours(w, hours)
+		w.at(hour(hours))
+		w.registerAt(&commands.RegisterSnapshot{Model: "agg", Version: "v1", Cron: "@hourly", SQL: evAgg, TimeColumn: "hour", BatchSize: 168, BatchConcurrency: 3})
+		w.deploy("p1", map[string]string{"agg": "v1"})
+		w.clean()
+
+		var table string
+		w.e.Projection().Read(func(st *projections.State) { table = sqlrun.TableName(st.Snapshots["agg@v1"].Table) })
+		recs, err := w.wh.Writers(t.Context(), table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []interval.Range{interval.R(hour(0), hour(168)), interval.R(hour(168), hour(336)), interval.R(hour(336), hour(400))}
+		if len(recs) != len(want) {
+			t.Fatalf("%d writes: %+v, want one per batch %v", len(recs), recs, want)
+		}
+		for i, r := range recs {
+			if !r.Query.Start.Equal(want[i].Start) || !r.Query.End.Equal(want[i].End) {
+				t.Fatalf("write %d: %+v, want %v", i, r.Query, want[i])
+			}
+		}
+		// The same model written one interval at a time.
+		ref := warehouse.Model{Name: "agg", Table: "agg_ref", SQL: evAgg, TimeColumn: "hour"}
+		for h := range hours {
+			if _, err := w.wh.WriteInterval(t.Context(), ref, hour(h), hour(h+1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a, b := `tidemark."`+table+`"`, `tidemark.agg_ref`
+		if got := w.scalar(`SELECT (SELECT count(*) FROM (SELECT * FROM ` + a + ` EXCEPT ALL SELECT * FROM ` + b + `) x) + (SELECT count(*) FROM (SELECT * FROM ` + b + ` EXCEPT ALL SELECT * FROM ` + a + `) y)`); got != "0" {
+			t.Fatalf("batched and per-interval writes differ in %s rows", got)
+		}
+		if got := w.scalar(`SELECT count(*) FROM ` + a); got != itoa(hours*5) {
+			t.Fatalf("%s rows, want %d", got, hours*5)
+		}
+	})
+}
+
+// A batch that fails leaves none of its rows (its transaction), the
+// batches committed before it keep theirs, and the step is not recorded
+// complete.
+func TestFailingBatchLeavesNoRows(t *testing.T) {
+	eachBackend(t, func(t *testing.T, w *world) {
+		rawHours(w, 100)
+		w.at(hour(100))
+		bad := `SELECT date_trunc('hour', ts) AS hour, user_id, count(*) + CAST(CASE WHEN @start_ts >= TIMESTAMP '2026-11-02 16:00:00' THEN 'x' ELSE '0' END AS INTEGER) AS views
+FROM raw.ev WHERE ts >= @start_ts AND ts < @end_ts GROUP BY 1, 2`
+		w.registerAt(&commands.RegisterSnapshot{Model: "agg", Version: "v1", Cron: "@hourly", SQL: bad, TimeColumn: "hour", BatchSize: 20, BatchConcurrency: 1})
+		r := w.do(&commands.BuildPlan{Plan: "p1", Env: "prod", Versions: map[string]string{"agg": "v1"}})
+		err := w.run.Run(t.Context(), work.Backfill(*r.Plan), w.now)
+		if err == nil {
+			t.Fatal("the backfill succeeded")
+		}
+		var table string
+		var covered interval.Set
+		w.e.Projection().Read(func(st *projections.State) {
+			sn := st.Snapshots["agg@v1"]
+			table, covered = sqlrun.TableName(sn.Table), st.Coverage[sn.Table]
+		})
+		if len(covered) != 0 {
+			t.Fatalf("coverage recorded: %v", covered)
+		}
+		// Batches of 20 hours: [0,20) and [20,40) committed; [40,60) failed.
+		got := w.scalar(`SELECT count(*) FROM tidemark."` + table + `" WHERE hour >= TIMESTAMP '2026-11-02 16:00:00'`)
+		before := w.scalar(`SELECT count(*) FROM tidemark."` + table + `" WHERE hour < TIMESTAMP '2026-11-02 16:00:00'`)
+		if got != "0" || before != itoa(40*5) {
+			t.Fatalf("%s rows from the failed batch on, %s before it; want 0 and %d", got, before, 40*5)
+		}
+	})
+}
+
+// batch_size and batch_concurrency go from a model file through the
+// registration to the projection's snapshot and the step a worker gets.
+func TestBatchFieldsRoundTrip(t *testing.T) {
+	w := newWorld(t)
+	ms, err := modelfile.Parse("m.yaml", []byte(`models:
+  - name: agg
+    version: v1
+    cron: "@hourly"
+    start: 2026-11-01T00:00:00Z
+    time_column: hour
+    batch_size: 168
+    batch_concurrency: 2
+    sql: "`+strings.ReplaceAll(evAgg, `'`, `''`)[0:0]+`SELECT date_trunc('hour', ts) AS hour FROM raw.ev WHERE ts >= @start_ts AND ts < @end_ts GROUP BY 1"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := ms[0].Register
+	if reg.BatchSize != 168 || reg.BatchConcurrency != 2 {
+		t.Fatalf("model file: %+v", reg)
+	}
+	r := w.do(&reg)
+	var sn *projections.Snapshot
+	w.e.Projection().Read(func(st *projections.State) { sn = st.Snapshots["agg@v1"] })
+	if sn.BatchSize != 168 || sn.BatchConcurrency != 2 {
+		t.Fatalf("projection: %+v", sn.SnapshotRegistered)
+	}
+	s, err := sqlrun.StepSQL(w.e.Projection())(t.Context(), r.Seq, "agg@v1")
+	if err != nil || s == nil || s.BatchSize != 168 || s.BatchConcurrency != 2 {
+		t.Fatalf("step SQL: %+v %v", s, err)
+	}
+	b, _ := json.Marshal(s)
+	if !strings.Contains(string(b), `"batch_size":168,"batch_concurrency":2`) {
+		t.Fatalf("step SQL JSON: %s", b)
+	}
+	for _, bad := range []string{"batch_size: 0", "batch_concurrency: 65", "batch_size: -1"} {
+		_, err := modelfile.Parse("m.yaml", []byte("models:\n  - name: a\n    cron: \"@hourly\"\n    start: 2026-11-01T00:00:00Z\n    "+bad+"\n"))
+		if err == nil || !strings.Contains(err.Error(), strings.SplitN(bad, ":", 2)[0]) {
+			t.Fatalf("%s: %v", bad, err)
+		}
+	}
+}
+
+func TestBatches(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	h := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Hour) }
+	got := sqlrun.Batches(interval.Hour, 168, []interval.Range{interval.R(h(0), h(400)), interval.R(h(500), h(510))})
+	want := []interval.Range{interval.R(h(0), h(168)), interval.R(h(168), h(336)), interval.R(h(336), h(400)), interval.R(h(500), h(510))}
+	if len(got) != len(want) {
+		t.Fatalf("%v, want %v", got, want)
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("%v, want %v", got, want)
+		}
+	}
+	if got := sqlrun.Batches(interval.Hour, 0, want); len(got) != 4 {
+		t.Fatalf("no batch_size: %v, want each range one batch", got)
+	}
+}
