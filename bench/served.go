@@ -29,7 +29,7 @@ import (
 // interval's rows, for every model of the environment.
 
 // tickModelSQL is the small model: 60 rows an hour, in SQL DuckDB runs.
-const tickModelSQL = "SELECT @start_ts + CAST(g.i AS INTEGER) * INTERVAL '1 minute' AS ts, CAST(g.i % 5 AS BIGINT) AS user_id FROM generate_series(0, 59) AS g(i)"
+const tickModelSQL = "SELECT h.h + CAST(g.i AS INTEGER) * INTERVAL '1 minute' AS ts, CAST(g.i % 5 AS BIGINT) AS user_id FROM generate_series(0, 59) AS g(i), range(@start_ts, @end_ts, INTERVAL 1 HOUR) AS h(h)"
 
 // tickRows is tickModelSQL's rows an interval.
 const tickRows = 60

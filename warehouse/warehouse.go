@@ -368,6 +368,11 @@ func retryableDDL(err error) bool {
 	if errors.As(err, &pg) && (pg.Code == "23505" || pg.Code == "42P07" || pg.Code == "42P06" || pg.Code == "42710") {
 		return true
 	}
+	// Concurrent GRANTs on one object (the sandbox's, as two processes
+	// create the schema) race on its catalog row.
+	if errors.As(err, &pg) && pg.Code == "XX000" && strings.Contains(pg.Message, "tuple concurrently updated") {
+		return true
+	}
 	return retryableWrite(err)
 }
 

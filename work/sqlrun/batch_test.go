@@ -20,6 +20,7 @@ func rawHours(w *world, n int) {
 	w.exec("CREATE SCHEMA raw")
 	w.exec(`CREATE TABLE raw.ev AS SELECT CAST(TIMESTAMP '2026-11-01 00:00:00' + CAST(g.i AS INTEGER) * INTERVAL '1 minute' * 60 / 7 AS TIMESTAMP) AS ts,
   CAST(g.i % 5 AS BIGINT) AS user_id FROM generate_series(0, ` + itoa(7*n-1) + `) AS g(i)`)
+	w.grantSandbox("raw")
 }
 
 const evAgg = `SELECT date_trunc('hour', ts) AS hour, user_id, count(*) AS views FROM raw.ev WHERE ts >= @start_ts AND ts < @end_ts GROUP BY 1, 2`
