@@ -60,8 +60,10 @@ type backend interface {
 	unsandbox(ctx context.Context, c *sql.Conn) error
 	// adoptTable, after a snapshot table's creation in the sandbox (and
 	// unsandbox), gives tidemark the table and the sandbox what it needs
-	// of it (Postgres: owner, INSERT).
-	adoptTable(ctx context.Context, c *sql.Conn, table string) error
+	// of it (Postgres: owner, INSERT), and the engine what a write of a
+	// range needs to find its rows (Postgres: an index on timeColumn, or
+	// every batch's DELETE scans the whole table).
+	adoptTable(ctx context.Context, c *sql.Conn, table, timeColumn string) error
 	// schemaCreated gives the sandbox what it needs of schema Schema.
 	schemaCreated(ctx context.Context, x execer) error
 	// execOne runs q, a statement built from model SQL, on c as exactly

@@ -170,7 +170,7 @@ func (duckBackend) sandbox(context.Context, *sql.Conn, time.Duration) error { re
 
 func (duckBackend) unsandbox(context.Context, *sql.Conn) error { return nil }
 
-func (duckBackend) adoptTable(context.Context, *sql.Conn, string) error { return nil }
+func (duckBackend) adoptTable(context.Context, *sql.Conn, string, string) error { return nil }
 
 func (duckBackend) schemaCreated(context.Context, execer) error { return nil }
 

@@ -284,12 +284,35 @@ func (pgBackend) unsandbox(ctx context.Context, c *sql.Conn) error {
 
 // adoptTable: the sandbox created the table; tidemark owns it (its drops
 // and views), and the sandbox may insert into it and read it (a model
-// downstream reads it through its CTE).
-func (pgBackend) adoptTable(ctx context.Context, c *sql.Conn, table string) error {
-	if _, err := c.ExecContext(ctx, "ALTER TABLE "+qualified(Schema, table)+" OWNER TO CURRENT_USER"); err != nil {
+// downstream reads it through its CTE). The time column is indexed: a
+// write's DELETE of its range (and verify's reads of one) would otherwise
+// scan the whole table, which made a backfill quadratic in the table's
+// size. The index is unnamed (Postgres names it uniquely: a name built
+// from a 63-byte table name would be cut), made once under a lock, since
+// several processes may adopt one table.
+func (pgBackend) adoptTable(ctx context.Context, c *sql.Conn, table, timeColumn string) error {
+	t := qualified(Schema, table)
+	if _, err := c.ExecContext(ctx, "ALTER TABLE "+t+" OWNER TO CURRENT_USER"); err != nil {
 		return err
 	}
-	_, err := c.ExecContext(ctx, "GRANT SELECT, INSERT ON "+qualified(Schema, table)+" TO "+SandboxRole)
+	if _, err := c.ExecContext(ctx, "GRANT SELECT, INSERT ON "+t+" TO "+SandboxRole); err != nil {
+		return err
+	}
+	if timeColumn == "" {
+		return nil
+	}
+	if _, err := c.ExecContext(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", "tidemark.index:"+table); err != nil {
+		return err
+	}
+	var indexed bool
+	if err := c.QueryRowContext(ctx, `SELECT EXISTS (SELECT FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+		WHERE i.indrelid = to_regclass($1) AND a.attname = $2)`, t, timeColumn).Scan(&indexed); err != nil {
+		return err
+	}
+	if indexed {
+		return nil
+	}
+	_, err := c.ExecContext(ctx, "CREATE INDEX ON "+t+" ("+quoteIdent(timeColumn)+")")
 	return err
 }
 

@@ -182,7 +182,7 @@ func (w *Warehouse) EnsureTable(ctx context.Context, m Model) error {
 				if err := w.b.unsandbox(ctx, c); err != nil {
 					return err
 				}
-				return w.b.adoptTable(ctx, c, m.Table)
+				return w.b.adoptTable(ctx, c, m.Table, m.TimeColumn)
 			})
 		}, retryableDDL)
 	})
