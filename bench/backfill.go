@@ -2,18 +2,14 @@ package bench
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/internal/pgserver"
 	"github.com/tidemark/tidemark/warehouse"
 	"github.com/tidemark/tidemark/work/sqlrun"
 )
@@ -47,12 +43,25 @@ func backfillOnce(ctx context.Context, wh *warehouse.Warehouse, hours, r int) (b
 	start := t0
 	end := t0.Add(time.Duration(hours) * time.Hour)
 	db := wh.DB()
-	body := func(s, e string) string {
-		return fmt.Sprintf(`SELECT * FROM (%s) q WHERE q.ts >= %s AND q.ts < %s`,
-			replaceMacros(backfillSQL, s, e), s, e)
+	// The raw side runs the model's query as a person would: its macros
+	// replaced by the bounds (warehouse.SubstituteMacros, the one renderer).
+	body := func(s, e string) (string, error) {
+		q, err := warehouse.SubstituteMacros(backfillSQL, s, e)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf(`SELECT * FROM (%s) q WHERE q.ts >= %s AND q.ts < %s`, q.Text, s, e), nil
+	}
+	create, err := body(warehouse.NullTS, warehouse.NullTS)
+	if err != nil {
+		return out, err
+	}
+	insert, err := body(warehouse.ParamStart, warehouse.ParamEnd)
+	if err != nil {
+		return out, err
 	}
 	raw := fmt.Sprintf("bench_raw_%d", r)
-	if _, err := db.ExecContext(ctx, fmt.Sprintf("CREATE TABLE %s AS %s LIMIT 0", raw, body("CAST(NULL AS TIMESTAMP)", "CAST(NULL AS TIMESTAMP)"))); err != nil {
+	if _, err := db.ExecContext(ctx, fmt.Sprintf("CREATE TABLE %s AS %s LIMIT 0", raw, create)); err != nil {
 		return out, err
 	}
 	per := raw + "_b"
@@ -67,7 +76,7 @@ func backfillOnce(ctx context.Context, wh *warehouse.Warehouse, hours, r int) (b
 	}
 
 	t := time.Now()
-	if _, err := db.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s %s", raw, body("CAST($1 AS TIMESTAMP)", "CAST($2 AS TIMESTAMP)")), start, end); err != nil {
+	if _, err := db.ExecContext(ctx, "INSERT INTO "+raw+" "+insert, start, end); err != nil {
 		return out, err
 	}
 	out.raw = time.Since(t)
@@ -75,7 +84,7 @@ func backfillOnce(ctx context.Context, wh *warehouse.Warehouse, hours, r int) (b
 	batches := sqlrun.Batches(interval.Hour, backfillBatch, []interval.Range{interval.R(start, end)})
 	t = time.Now()
 	for _, b := range batches {
-		if _, err := db.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s %s", per, body("CAST($1 AS TIMESTAMP)", "CAST($2 AS TIMESTAMP)")), b.Start, b.End); err != nil {
+		if _, err := db.ExecContext(ctx, "INSERT INTO "+per+" "+insert, b.Start, b.End); err != nil {
 			return out, err
 		}
 	}
@@ -96,25 +105,6 @@ func backfillOnce(ctx context.Context, wh *warehouse.Warehouse, hours, r int) (b
 		}
 	}
 	return out, wh.DropTable(ctx, m.Table)
-}
-
-// replaceMacros puts s and e in place of @start_ts and @end_ts (the raw
-// side runs the model's query as a person would).
-func replaceMacros(q, s, e string) string {
-	out := ""
-	for i := 0; i < len(q); i++ {
-		switch {
-		case len(q[i:]) >= 9 && q[i:i+9] == "@start_ts":
-			out += s
-			i += 8
-		case len(q[i:]) >= 7 && q[i:i+7] == "@end_ts":
-			out += e
-			i += 6
-		default:
-			out += q[i : i+1]
-		}
-	}
-	return out
 }
 
 // backfillBest is the best of rounds alternating rounds of backfillOnce
@@ -165,12 +155,12 @@ func backfillFigures(ctx context.Context, sz sizes) ([]Figure, error) {
 		}
 		out = append(out, fs...)
 	}
-	pg, stop, err := privatePostgres(ctx, dir)
+	pg, err := pgserver.Start(ctx, "")
 	if err != nil {
 		return append(out, Figure{Name: "backfill: Postgres, batches of 168 vs one INSERT … SELECT", Unit: "rows/s", Goal: ">= 0.5 of raw", Note: "skipped: " + err.Error()}), nil
 	}
-	defer stop()
-	wh, err := warehouse.Open(ctx, pg, warehouse.Options{})
+	defer pg.Stop()
+	wh, err := warehouse.Open(ctx, pg.DSN("postgres"), warehouse.Options{})
 	if err != nil {
 		return nil, err
 	}
@@ -205,82 +195,4 @@ func backfillEngine(ctx context.Context, wh *warehouse.Warehouse, name string, s
 		o.Scale = scaled(sz.backfillHours, big, o.Tidemark, bo, 2, max(o.Tidemark, 0.001), max(bo, 0.001))
 	}
 	return []Figure{f, o}, nil
-}
-
-// privatePostgres starts a private Postgres server (initdb and pg_ctl in
-// a directory under dir, a unix socket there and a random port, fsync
-// off) and returns its DSN and how to stop it; an error says why it
-// cannot run here.
-func privatePostgres(ctx context.Context, dir string) (string, func(), error) {
-	bin := ""
-	if p, err := exec.LookPath("pg_ctl"); err == nil {
-		if _, err := exec.LookPath("initdb"); err == nil {
-			bin = filepath.Dir(p)
-		}
-	}
-	if bin == "" {
-		dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-		if len(dirs) == 0 {
-			return "", nil, errors.New("initdb/pg_ctl not found on PATH or in /usr/lib/postgresql/*/bin")
-		}
-		bin = dirs[len(dirs)-1]
-	}
-	pgDir := filepath.Join(dir, "pg")
-	if err := os.Mkdir(pgDir, 0o700); err != nil {
-		return "", nil, err
-	}
-	var runAs []string
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			return "", nil, fmt.Errorf("running as root and there is no postgres user to own the cluster: %w", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		for _, d := range []string{dir, pgDir} {
-			if err := os.Chown(d, uid, gid); err != nil {
-				return "", nil, err
-			}
-		}
-		p, err := exec.LookPath("runuser")
-		if err != nil {
-			return "", nil, errors.New("running as root without runuser")
-		}
-		runAs = []string{p, "-u", "postgres", "--"}
-	}
-	cmd := func(name string, args ...string) *exec.Cmd {
-		full := append(append([]string{}, runAs...), append([]string{filepath.Join(bin, name)}, args...)...)
-		c := exec.CommandContext(ctx, full[0], full[1:]...)
-		c.Env = append(os.Environ(), "LC_ALL=C")
-		return c
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	data := filepath.Join(pgDir, "data")
-	if out, err := cmd("initdb", "-D", data, "-U", "postgres", "--auth=trust", "--no-sync").CombinedOutput(); err != nil {
-		return "", nil, fmt.Errorf("initdb: %v: %s", err, out)
-	}
-	opts := fmt.Sprintf("-k %s -p %d -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off", pgDir, port)
-	if out, err := cmd("pg_ctl", "-D", data, "-o", opts, "-l", filepath.Join(pgDir, "log"), "-w", "start").CombinedOutput(); err != nil {
-		return "", nil, fmt.Errorf("pg_ctl start: %v: %s", err, out)
-	}
-	stop := func() {
-		full := append(append([]string{}, runAs...), filepath.Join(bin, "pg_ctl"), "-D", data, "-m", "fast", "-w", "stop")
-		_ = exec.Command(full[0], full[1:]...).Run()
-	}
-	dsn := fmt.Sprintf("postgres://postgres@/postgres?host=%s&port=%d&sslmode=disable", pgDir, port)
-	db, err := sql.Open("pgx", dsn)
-	if err == nil {
-		err = db.PingContext(ctx)
-		db.Close()
-	}
-	if err != nil {
-		stop()
-		return "", nil, err
-	}
-	return dsn, stop, nil
 }

@@ -1,11 +1,11 @@
 package bench
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/tidemark/tidemark/internal/pgserver"
 	"github.com/tidemark/tidemark/warehouse"
 )
 
@@ -38,17 +38,12 @@ func BenchmarkBackfillDuckDB(b *testing.B) {
 }
 
 func BenchmarkBackfillPostgres(b *testing.B) {
-	dir, err := os.MkdirTemp("", "tidemark-bench-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	dsn, stop, err := privatePostgres(b.Context(), dir)
+	pg, err := pgserver.Start(b.Context(), "")
 	if err != nil {
 		b.Skip(err)
 	}
-	defer stop()
-	benchBackfill(b, dsn)
+	defer pg.Stop()
+	benchBackfill(b, pg.DSN("postgres"))
 }
 
 // The quick backfill rows run and report both engines' sides.
