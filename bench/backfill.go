@@ -268,7 +268,7 @@ func workersFigure(ctx context.Context, wh *warehouse.Warehouse, sz sizes) (Figu
 	rounds := max(sz.backfillRounds, 3)
 	rows, many, one, err := workersBest(ctx, wh, sz.backfillHours, rounds, workersConcurrency)
 	if err != nil {
-		return Figure{}, fmt.Errorf("Postgres workers: %w", err)
+		return Figure{}, fmt.Errorf("the Postgres workers row: %w", err)
 	}
 	tm, lim := rowsPerSec(rows, many), rowsPerSec(rows, one)
 	ratio := tm / lim
