@@ -1,7 +1,10 @@
 package sqlrun_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -161,5 +164,26 @@ func TestBatches(t *testing.T) {
 	}
 	if got := sqlrun.Batches(interval.Hour, 0, want); len(got) != 4 {
 		t.Fatalf("no batch_size: %v, want each range one batch", got)
+	}
+}
+
+// A step whose context ends before every batch started is not computed:
+// WriteStep says so (it returned nil when no batch had started, and the
+// step was recorded complete with no rows).
+func TestWriteStepCancelledIsNotComputed(t *testing.T) {
+	wh, err := warehouse.Open(t.Context(), filepath.Join(t.TempDir(), "w.duckdb"), warehouse.Options{})
+	if errors.Is(err, warehouse.ErrNoCgo) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wh.Close()
+	m := warehouse.Model{Name: "pv", Table: "pv__x", SQL: pv(60), TimeColumn: "ts", Snapshot: "pv@v1"}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	rows, n, err := sqlrun.WriteStep(ctx, wh, m, interval.Hour, sqlrun.Batching{Size: 1, Concurrency: 1}, []interval.Range{interval.R(t0, hour(48))})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("WriteStep on an ended context: %d rows of %d batches, %v; want context.Canceled", rows, n, err)
 	}
 }

@@ -1,6 +1,7 @@
 package sqlrun
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -143,12 +144,12 @@ func WriteStep(ctx context.Context, wh *warehouse.Warehouse, m warehouse.Model, 
 	if limit <= 0 {
 		limit = wh.BatchConcurrency()
 	}
-	var total atomic.Int64
+	var total, committed atomic.Int64
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(limit)
 	for _, bt := range batches {
 		if gctx.Err() != nil {
-			break // a batch failed: start no more
+			break // a batch failed, or ctx ended: start no more
 		}
 		g.Go(func() error {
 			n, err := wh.WriteInterval(gctx, m, bt.Start, bt.End)
@@ -156,10 +157,15 @@ func WriteStep(ctx context.Context, wh *warehouse.Warehouse, m warehouse.Model, 
 				return fmt.Errorf("batch %s: %w", bt, err)
 			}
 			total.Add(n)
+			committed.Add(1)
 			return nil
 		})
 	}
-	err = g.Wait()
+	if err = g.Wait(); err == nil && int(committed.Load()) != len(batches) {
+		// The loop stopped before a batch started (ctx ended): the step
+		// is not computed, and must not be recorded so.
+		err = fmt.Errorf("%d of %d batches computed: %w", committed.Load(), len(batches), cmp.Or(ctx.Err(), context.Canceled))
+	}
 	return total.Load(), len(batches), err
 }
 
