@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -171,14 +170,7 @@ func TestBatches(t *testing.T) {
 // WriteStep says so (it returned nil when no batch had started, and the
 // step was recorded complete with no rows).
 func TestWriteStepCancelledIsNotComputed(t *testing.T) {
-	wh, err := warehouse.Open(t.Context(), filepath.Join(t.TempDir(), "w.duckdb"), warehouse.Options{})
-	if errors.Is(err, warehouse.ErrNoCgo) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wh.Close()
+	wh := tempDuckDB(t)
 	m := warehouse.Model{Name: "pv", Table: "pv__x", SQL: pv(60), TimeColumn: "ts", Snapshot: "pv@v1"}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()

@@ -92,14 +92,7 @@ func TestComputerFromPublishedSQL(t *testing.T) {
 // the engine's error, fails with ErrBadStep naming the field, and writes
 // nothing; a step without SQL writes nothing and succeeds.
 func TestComputerRefusesBadSteps(t *testing.T) {
-	wh, err := warehouse.Open(t.Context(), filepath.Join(t.TempDir(), "w.duckdb"), warehouse.Options{})
-	if errors.Is(err, warehouse.ErrNoCgo) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wh.Close()
+	wh := tempDuckDB(t)
 	c := &sqlrun.Computer{WH: wh}
 	good := work.SQL{Query: pv(60), TimeColumn: "ts", Table: "pv__000000000001", Unit: interval.Hour}
 	batch := func(s *work.SQL) work.Batch {

@@ -2,8 +2,6 @@ package sqlrun_test
 
 import (
 	"encoding/json"
-	"errors"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -17,14 +15,7 @@ import (
 // the reply always fits the server's maximum payload (before, both replies
 // were dropped for their size and the client waited in vain).
 func TestServeQueryBounded(t *testing.T) {
-	wh, err := warehouse.Open(t.Context(), filepath.Join(t.TempDir(), "w.duckdb"), warehouse.Options{})
-	if errors.Is(err, warehouse.ErrNoCgo) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wh.Close()
+	wh := tempDuckDB(t)
 	nc := jstest.Node(t).Conn()
 	stop, err := sqlrun.Serve(nc, wh, nil, 0, nil)
 	if err != nil {

@@ -2,6 +2,7 @@ package sqlrun_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sync/atomic"
@@ -196,14 +197,7 @@ func TestComputePromoteVerify(t *testing.T) {
 // views read the promoted tables; applying them again changes nothing.
 func TestSyncOnce(t *testing.T) {
 	e := jstest.Engine(t, engine.Config{TrustCommandTime: true})
-	wh, err := warehouse.Open(t.Context(), filepath.Join(t.TempDir(), "warehouse.duckdb"), warehouse.Options{})
-	if err == warehouse.ErrNoCgo {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wh.Close()
+	wh := tempDuckDB(t)
 	w := &world{t: t, e: e, wh: wh, now: t0.Add(24 * time.Hour)}
 	w.run = &sqlrun.Runner{WH: wh, Proj: e.Projection(), Done: &inproc.Worker{Handler: e, Actor: "test"}}
 	w.register("page_views", "v1", "@hourly", pageViews(60), "ts")
@@ -220,4 +214,19 @@ func TestSyncOnce(t *testing.T) {
 		}
 	}
 	w.verify()
+}
+
+// tempDuckDB opens a DuckDB warehouse in a file of the test's own, closed
+// when the test ends; a build without cgo skips the test.
+func tempDuckDB(t *testing.T) *warehouse.Warehouse {
+	t.Helper()
+	wh, err := warehouse.Open(t.Context(), filepath.Join(t.TempDir(), "w.duckdb"), warehouse.Options{})
+	if errors.Is(err, warehouse.ErrNoCgo) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { wh.Close() })
+	return wh
 }
