@@ -95,9 +95,22 @@ type poolRun struct {
 	errs  map[string]error
 	stop  func()
 	ended chan error
+	ctx   context.Context // ends when the pool is stopped
 }
 
 func startPool(t *testing.T, p *Publisher, batches ...batch) *poolRun {
+	t.Helper()
+	pr, in := launchPool(t, p, batches)
+	for _, b := range batches {
+		in <- b
+	}
+	return pr
+}
+
+// launchPool starts p's pool, recording what it finishes and the cursor
+// it saves, stopped when the test ends, and fills in the tables of each
+// batch's items; the caller hands the batches to in.
+func launchPool(t *testing.T, p *Publisher, batches []batch) (*poolRun, chan<- batch) {
 	t.Helper()
 	pr := &poolRun{errs: map[string]error{}, ended: make(chan error, 1)}
 	p.Done = func(it Item, err error) {
@@ -108,9 +121,8 @@ func startPool(t *testing.T, p *Publisher, batches ...batch) *poolRun {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	var once sync.Once
-	var endErr error
-	pr.stop = func() { once.Do(func() { cancel(); endErr = <-pr.ended }) }
-	_ = endErr
+	pr.stop = func() { once.Do(func() { cancel(); <-pr.ended }) }
+	pr.ctx = ctx
 	in := make(chan batch)
 	go func() {
 		pr.ended <- p.pool(ctx, in, func(_ context.Context, seq uint64) error {
@@ -120,18 +132,17 @@ func startPool(t *testing.T, p *Publisher, batches ...batch) *poolRun {
 			return nil
 		})
 	}()
-	for _, b := range batches {
-		for _, it := range b.items {
+	t.Cleanup(pr.stop)
+	for i := range batches {
+		for _, it := range batches[i].items {
 			tables, err := p.tablesOf(ctx, it)
 			if err != nil {
 				t.Fatal(err)
 			}
-			b.tables = append(b.tables, tables)
+			batches[i].tables = append(batches[i].tables, tables)
 		}
-		in <- b
 	}
-	t.Cleanup(pr.stop)
-	return pr
+	return pr, in
 }
 
 // eventually waits until cond holds, for at most 10s.

@@ -24,44 +24,16 @@ func scheduledItem(seq uint64, snapshots ...string) Item {
 // them in fails the test instead of hanging it.
 func feed(t *testing.T, p *Publisher, batches ...batch) *poolRun {
 	t.Helper()
-	pr := &poolRun{errs: map[string]error{}, ended: make(chan error, 1)}
-	p.Done = func(it Item, err error) {
-		pr.mu.Lock()
-		defer pr.mu.Unlock()
-		pr.done = append(pr.done, it.ID)
-		pr.errs[it.ID] = err
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	var once sync.Once
-	pr.stop = func() { once.Do(func() { cancel(); <-pr.ended }) }
-	in := make(chan batch)
-	go func() {
-		pr.ended <- p.pool(ctx, in, func(_ context.Context, seq uint64) error {
-			pr.mu.Lock()
-			defer pr.mu.Unlock()
-			pr.saved = append(pr.saved, seq)
-			return nil
-		})
-	}()
-	for i := range batches {
-		for _, it := range batches[i].items {
-			tables, err := p.tablesOf(ctx, it)
-			if err != nil {
-				t.Fatal(err)
-			}
-			batches[i].tables = append(batches[i].tables, tables)
-		}
-	}
+	pr, in := launchPool(t, p, batches)
 	go func() {
 		for _, b := range batches {
 			select {
 			case in <- b:
-			case <-ctx.Done():
+			case <-pr.ctx.Done():
 				return
 			}
 		}
 	}()
-	t.Cleanup(pr.stop)
 	return pr
 }
 
