@@ -205,7 +205,12 @@ func BoundText(s string, n int) string {
 	}
 	const cut = " …(cut)"
 	s = s[:n-len(cut)]
-	for len(s) > 0 && !utf8.ValidString(s) {
+	// Drop the bytes of a rune the cut split (only those: an invalid byte
+	// earlier in s is kept, not a reason to drop everything after it).
+	for i := 0; i < utf8.UTFMax-1 && len(s) > 0; i++ {
+		if r, size := utf8.DecodeLastRuneInString(s); r != utf8.RuneError || size != 1 {
+			break
+		}
 		s = s[:len(s)-1]
 	}
 	return s + cut
