@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/tidemark/tidemark/commands"
 	"log/slog"
 	"time"
 
@@ -56,9 +57,6 @@ type VerifyReply struct {
 // maxQueryBytes bounds a query's text.
 const maxQueryBytes = 64 << 10
 
-// maxErrorBytes bounds an error's text in a reply.
-const maxErrorBytes = 4 << 10
-
 // replyLimits are wh's query limits, with the byte limit lowered to fit
 // a reply in maxPayload (the reply's envelope is counted by Result.Size).
 func replyLimits(wh *warehouse.Warehouse, maxPayload int64) warehouse.Limits {
@@ -69,13 +67,9 @@ func replyLimits(wh *warehouse.Warehouse, maxPayload int64) warehouse.Limits {
 	return lim
 }
 
-// clip bounds an error's text.
-func clip(s string) string {
-	if len(s) > maxErrorBytes {
-		return s[:maxErrorBytes] + "…"
-	}
-	return s
-}
+// clip bounds an error's text in a reply (commands.MaxErrorText, cut at
+// a UTF-8 boundary).
+func clip(s string) string { return commands.BoundText(s, commands.MaxErrorText) }
 
 // Serve answers query and verify requests on nc until the returned stop is
 // called. Each request runs with timeout.
