@@ -54,10 +54,20 @@ var tableName = models.TableName
 // warehouse table (models.TableName) is table's, or "". Two table ids
 // sharing one warehouse table would write each other's rows: a client who
 // picks version names could search for a collision of the digest.
+//
+// A warehouse table name is a table id's model name (cut to fit) before
+// its last "__", so only the table ids starting with that part can share
+// it: the others are passed over without hashing them (each registration
+// and each derived version of a plan would otherwise hash every
+// registered snapshot's table id, on the one-at-a-time command path).
 func tableClash(st *projections.State, table string) string {
 	name := tableName(table)
+	prefix := name
+	if i := strings.LastIndex(name, "__"); i >= 0 {
+		prefix = name[:i]
+	}
 	for _, sn := range st.Snapshots {
-		if sn.Table != table && tableName(sn.Table) == name {
+		if sn.Table != table && strings.HasPrefix(sn.Table, prefix) && tableName(sn.Table) == name {
 			return sn.Table
 		}
 	}
