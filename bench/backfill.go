@@ -82,7 +82,7 @@ func backfillOnce(ctx context.Context, wh *warehouse.Warehouse, hours, r int) (b
 	}
 	out.raw = time.Since(t)
 
-	batches := sqlrun.Batches(interval.Hour, backfillBatch, []interval.Range{interval.R(start, end)})
+	batches := interval.Batches(interval.Hour, backfillBatch, []interval.Range{interval.R(start, end)})
 	t = time.Now()
 	for _, b := range batches {
 		if _, err := db.ExecContext(ctx, "INSERT INTO "+per+" "+insert, b.Start, b.End); err != nil {
@@ -92,7 +92,7 @@ func backfillOnce(ctx context.Context, wh *warehouse.Warehouse, hours, r int) (b
 	out.stmts = time.Since(t)
 
 	t = time.Now()
-	rows, n, err := sqlrun.WriteStep(ctx, wh, m, interval.Hour, sqlrun.Batching{Size: backfillBatch, Concurrency: 1}, []interval.Range{interval.R(start, end)})
+	rows, n, err := sqlrun.WriteStep(ctx, wh, m, interval.Hour, sqlrun.Batching{Size: backfillBatch, Concurrency: 1}, []interval.Range{interval.R(start, end)}, nil)
 	if err != nil {
 		return out, err
 	}
@@ -224,7 +224,7 @@ func workersOnce(ctx context.Context, wh *warehouse.Warehouse, hours, r, conc in
 	}
 	end := t0.Add(time.Duration(hours) * time.Hour)
 	t := time.Now()
-	rows, _, err := sqlrun.WriteStep(ctx, wh, m, interval.Hour, sqlrun.Batching{Size: workersBatch, Concurrency: conc}, []interval.Range{interval.R(t0, end)})
+	rows, _, err := sqlrun.WriteStep(ctx, wh, m, interval.Hour, sqlrun.Batching{Size: workersBatch, Concurrency: conc}, []interval.Range{interval.R(t0, end)}, nil)
 	d := time.Since(t)
 	if err != nil {
 		return 0, 0, err

@@ -167,6 +167,9 @@ type CompleteIntervals struct {
 	// for the snapshot containing every range; RunKind, when set, must be
 	// the item's (empty: the item's).
 	Work string `msgpack:"work,omitempty" json:"work,omitempty"`
+	// Rows is how many rows computing the ranges wrote (0 when unknown):
+	// recorded in the event for progress, checked only to be >= 0.
+	Rows int64 `msgpack:"rows,omitempty" json:"rows,omitempty"`
 }
 
 // CompleteWork is complete_intervals as a worker sends it: Work is
@@ -475,6 +478,9 @@ func (c *CompleteIntervals) Validate() error {
 	}
 	if err := checkWork(c.Work, c.RunKind); err != nil {
 		return err
+	}
+	if c.Rows < 0 {
+		return Errorf(CodeInvalid, "rows", "rows %d: want the number of rows written, >= 0", c.Rows)
 	}
 	return validateRanges(c.Ranges)
 }

@@ -69,7 +69,7 @@ func metaFields(m *Meta) int {
 
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (c CompleteIntervals) EncodeMsgpack(enc *msgpack.Encoder) error {
-	if err := enc.EncodeMapLen(metaFields(&c.Meta) + msgp.Count(3, c.RunKind != "", c.RunID != "", c.Work != "")); err != nil {
+	if err := enc.EncodeMapLen(metaFields(&c.Meta) + msgp.Count(3, c.RunKind != "", c.RunID != "", c.Work != "", c.Rows != 0)); err != nil {
 		return err
 	}
 	if err := encodeMeta(enc, &c.Meta); err != nil {
@@ -90,7 +90,10 @@ func (c CompleteIntervals) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if err := msgp.OptString(enc, "run_id", c.RunID); err != nil {
 		return err
 	}
-	return msgp.OptString(enc, "work", c.Work)
+	if err := msgp.OptString(enc, "work", c.Work); err != nil {
+		return err
+	}
+	return msgp.OptInt64(enc, "rows", c.Rows)
 }
 
 // DecodeMsgpack implements msgpack.CustomDecoder.
@@ -115,6 +118,8 @@ func (c *CompleteIntervals) DecodeMsgpack(dec *msgpack.Decoder) error {
 			c.RunID, err = dec.DecodeString()
 		case "work":
 			c.Work, err = dec.DecodeString()
+		case "rows":
+			c.Rows, err = dec.DecodeInt64()
 		default:
 			err = fmt.Errorf("msgpack: unknown field %q", k)
 		}

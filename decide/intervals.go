@@ -111,7 +111,7 @@ func complete(st *projections.State, c *commands.CompleteIntervals) (Decision, e
 	if kind == "" {
 		kind = events.RunManual
 	}
-	p := events.IntervalsCompleted{Snapshot: sn.Snapshot, Table: sn.Table, Ranges: set, RunKind: kind, RunID: c.RunID}
+	p := events.IntervalsCompleted{Snapshot: sn.Snapshot, Table: sn.Table, Ranges: set, RunKind: kind, RunID: c.RunID, Work: c.Work, Rows: c.Rows}
 	payloads := []events.Payload{p}
 	subjects := []string{p.Subject()}
 	for _, r := range st.RepairsClosedBy(sn.Table, set) {

@@ -282,6 +282,12 @@ type IntervalsCompleted struct {
 	Ranges   []interval.Range `msgpack:"ranges" json:"ranges"`
 	RunKind  RunKind          `msgpack:"run_kind" json:"run_kind"`
 	RunID    string           `msgpack:"run_id,omitempty" json:"run_id,omitempty"`
+	// Work is the work item the completion reports (work-<seq>-<run
+	// kind>), when it names one: a batch of that item is done.
+	Work string `msgpack:"work,omitempty" json:"work,omitempty"`
+	// Rows is how many rows the computation wrote, as its worker reports
+	// it (0: none, or not reported).
+	Rows int64 `msgpack:"rows,omitempty" json:"rows,omitempty"`
 }
 
 // IntervalsInvalidated removes ranges from a table's coverage.

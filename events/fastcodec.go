@@ -97,7 +97,7 @@ func (w *wire) DecodeMsgpack(dec *msgpack.Decoder) error {
 
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (p IntervalsCompleted) EncodeMsgpack(enc *msgpack.Encoder) error {
-	if err := enc.EncodeMapLen(msgp.Count(4, p.RunID != "")); err != nil {
+	if err := enc.EncodeMapLen(msgp.Count(4, p.RunID != "", p.Work != "", p.Rows != 0)); err != nil {
 		return err
 	}
 	if err := msgp.String(enc, "snapshot", p.Snapshot); err != nil {
@@ -112,7 +112,13 @@ func (p IntervalsCompleted) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if err := msgp.String(enc, "run_kind", string(p.RunKind)); err != nil {
 		return err
 	}
-	return msgp.OptString(enc, "run_id", p.RunID)
+	if err := msgp.OptString(enc, "run_id", p.RunID); err != nil {
+		return err
+	}
+	if err := msgp.OptString(enc, "work", p.Work); err != nil {
+		return err
+	}
+	return msgp.OptInt64(enc, "rows", p.Rows)
 }
 
 // DecodeMsgpack implements msgpack.CustomDecoder.
@@ -132,6 +138,10 @@ func (p *IntervalsCompleted) DecodeMsgpack(dec *msgpack.Decoder) error {
 			p.RunKind = RunKind(s)
 		case "run_id":
 			p.RunID, err = dec.DecodeString()
+		case "work":
+			p.Work, err = dec.DecodeString()
+		case "rows":
+			p.Rows, err = dec.DecodeInt64()
 		default:
 			err = dec.Skip()
 		}

@@ -162,8 +162,48 @@ type State struct {
 // the same events: its run kind and, per snapshot, the ranges of its
 // steps.
 type Work struct {
-	RunKind events.RunKind          `json:"run_kind"`
-	Steps   map[string]interval.Set `json:"steps"`
+	RunKind events.RunKind `json:"run_kind"`
+	// At is when the work became due: the time of its first event.
+	At    time.Time               `json:"at"`
+	Steps map[string]interval.Set `json:"steps"`
+	// Done is, per snapshot, what the completions that name the item have
+	// recorded of its step: the item's progress (batches are done when
+	// Done covers them), which the publisher gates a child's batches on
+	// and plan --wait and the dashboard show.
+	Done map[string]*StepDone `json:"done,omitempty"`
+}
+
+// StepDone is what completions naming a work item recorded of one of its
+// steps.
+type StepDone struct {
+	// Ranges is the part of the step recorded complete.
+	Ranges interval.Set `json:"ranges"`
+	// Rows sums the rows the completions reported.
+	Rows int64 `json:"rows"`
+	// Reports counts the completions; Last is the time of the latest.
+	Reports int       `json:"reports"`
+	Last    time.Time `json:"last"`
+}
+
+// done records a completion naming the item: ranges of snapshot (clipped
+// to its step), rows written, at the event's time.
+func (w *Work) done(snapshot string, ranges []interval.Range, rows int64, at time.Time) {
+	step, ok := w.Steps[snapshot]
+	if !ok {
+		return
+	}
+	if w.Done == nil {
+		w.Done = map[string]*StepDone{}
+	}
+	d := w.Done[snapshot]
+	if d == nil {
+		d = &StepDone{}
+		w.Done[snapshot] = d
+	}
+	d.Ranges = d.Ranges.AddSet(step.SubtractSet(step.SubtractSet(interval.NewSet(ranges...)))) // step ∩ ranges
+	d.Rows += rows
+	d.Reports++
+	d.Last = at
 }
 
 // AdvanceRef ties a SchedulerAdvanced to the scheduled work item it is
@@ -174,7 +214,7 @@ type AdvanceRef struct {
 }
 
 // addWork adds ranges of snapshot to the work item id of run kind k.
-func (s *State) addWork(id string, k events.RunKind, snapshot string, ranges ...[]interval.Range) {
+func (s *State) addWork(id string, k events.RunKind, at time.Time, snapshot string, ranges ...[]interval.Range) {
 	var set interval.Set
 	for _, rs := range ranges {
 		set = set.AddSet(interval.NewSet(rs...))
@@ -184,7 +224,7 @@ func (s *State) addWork(id string, k events.RunKind, snapshot string, ranges ...
 	}
 	w := s.Work[id]
 	if w == nil {
-		w = &Work{RunKind: k, Steps: map[string]interval.Set{}}
+		w = &Work{RunKind: k, At: at, Steps: map[string]interval.Set{}}
 		s.Work[id] = w
 	}
 	w.Steps[snapshot] = w.Steps[snapshot].AddSet(set)
@@ -314,7 +354,7 @@ func apply(s *State, seq uint64, ev events.Event) error {
 		s.Plans[p.Plan] = pl
 		s.planBuilt(pl)
 		for _, c := range p.Candidates {
-			s.addWork(events.WorkID(seq, events.RunBackfill), events.RunBackfill, c.Snapshot, c.Backfill)
+			s.addWork(events.WorkID(seq, events.RunBackfill), events.RunBackfill, ev.OccurredAt, c.Snapshot, c.Backfill)
 		}
 		for _, c := range p.Candidates {
 			// The first plan to name a forward-only version binds the table
@@ -326,6 +366,9 @@ func apply(s *State, seq uint64, ev events.Event) error {
 	case events.IntervalsCompleted:
 		s.Coverage[p.Table] = s.Coverage[p.Table].AddSet(p.Ranges) // one merge, not a copy per range
 		s.Runs[p.RunKind]++
+		if w := s.Work[p.Work]; w != nil {
+			w.done(p.Snapshot, p.Ranges, p.Rows, ev.OccurredAt)
+		}
 	case events.RunFailed:
 		f := s.Failures[p.Snapshot]
 		if f == nil {
@@ -347,7 +390,7 @@ func apply(s *State, seq uint64, ev events.Event) error {
 		if last := s.LastAdvance; last != nil && ev.Causation != "" && last.Causation == ev.Causation {
 			item = last.Item
 		}
-		s.addWork(item, events.RunScheduled, p.Snapshot, p.Ranges)
+		s.addWork(item, events.RunScheduled, ev.OccurredAt, p.Snapshot, p.Ranges)
 		s.LastAdvance = &AdvanceRef{Causation: ev.Causation, Item: item}
 	case events.PromotionDecided:
 		pl, ok := s.Plans[p.Plan]
@@ -365,7 +408,7 @@ func apply(s *State, seq uint64, ev events.Event) error {
 			s.DecisionCodes[c]++
 		}
 		for _, r := range p.Repairs {
-			s.addWork(events.WorkID(seq, events.RunRepair), events.RunRepair, r.Snapshot, r.Ranges)
+			s.addWork(events.WorkID(seq, events.RunRepair), events.RunRepair, ev.OccurredAt, r.Snapshot, r.Ranges)
 		}
 		if p.Outcome == events.Accepted {
 			s.release(p.Env, pl, seq, ev.OccurredAt)
@@ -388,7 +431,7 @@ func apply(s *State, seq uint64, ev events.Event) error {
 		c := p
 		pl.CatchUp, pl.CatchUpSeq = &c, seq
 		for _, w := range p.Work {
-			s.addWork(events.WorkID(seq, events.RunCatchUp), events.RunCatchUp, w.Snapshot, w.Ranges, w.Recompute)
+			s.addWork(events.WorkID(seq, events.RunCatchUp), events.RunCatchUp, ev.OccurredAt, w.Snapshot, w.Ranges, w.Recompute)
 		}
 	case events.RepairCompleted:
 		for _, r := range s.Repairs {

@@ -20,10 +20,11 @@ type Batch struct {
 // Computer computes batches for a worker's pull/ack/heartbeat/report loop
 // (work/shell.Worker): a shell command per batch, or the step's SQL in a
 // warehouse (work/sqlrun.Computer). Compute returns once the batch is
-// durably computed (nil: the worker reports it complete) or has failed; a
-// *Failure error details the failure's exit status and stderr.
+// durably computed (nil: the worker reports it complete, with the rows
+// written, 0 when unknown) or has failed; a *Failure error details the
+// failure's exit status and stderr.
 type Computer interface {
-	Compute(ctx context.Context, b Batch) error
+	Compute(ctx context.Context, b Batch) (rows int64, err error)
 }
 
 // ErrPermanent marks a batch that cannot be computed as sent (a step whose

@@ -7,10 +7,12 @@
 package work
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
@@ -73,6 +75,11 @@ type Item struct {
 	// At is when the work became due (the event's time).
 	At    time.Time `msgpack:"at" json:"at"`
 	Steps []Step    `msgpack:"steps" json:"steps"`
+	// Batch, on a published message, names the batch it carries (Split):
+	// "<step>/<batch>", the index of its step in the item and of the
+	// batch in that step; Steps then holds that one step with that one
+	// range. Empty: the whole item (the in-process sink).
+	Batch string `msgpack:"batch,omitempty" json:"batch,omitempty"`
 }
 
 // Step is one model's ranges within an Item. A worker runs its
@@ -301,6 +308,17 @@ type Publisher struct {
 	// Metadata is set on that consumer (workers read it when they bind:
 	// serve records its layout there).
 	Metadata map[string]string
+	// Progress, when set, gives what each item's reports have recorded
+	// done (the engine's projection). With it, each published item is cut
+	// into batches (Split, batch.go), one message each, and a batch that
+	// reads an earlier step's table is held until the batches of that step
+	// overlapping its range are done; without it, items are published
+	// whole.
+	Progress DoneOf
+	// BatchConcurrency bounds the batches of an SQL step published and
+	// not yet done when its model sets no batch_concurrency (serve: its
+	// warehouse's default); 0: unbounded.
+	BatchConcurrency int
 
 	// Concurrency is how many items the in-process sink runs at once.
 	// Default DefaultConcurrency.
@@ -325,6 +343,22 @@ type Publisher struct {
 
 	prepared bool
 	start    uint64
+	// waiting holds, per item id, the published sink's batches waiting for
+	// their parents' (Progress), in order; the cursor stays before their
+	// item's event while any wait.
+	waiting map[string]*held
+}
+
+// held is an item whose batches the published sink is admitting: those
+// not published yet (in order), the run ids and batch_concurrency of its
+// steps, and per step with a bound the batches published and not known
+// done.
+type held struct {
+	item      Item
+	runs      []string
+	limits    []int
+	parts     []Part
+	published map[int][]interval.Range
 }
 
 // Runner runs a work item in-process (work/inproc, work/sqlrun): each
@@ -436,6 +470,10 @@ func (p *Publisher) Run(ctx context.Context) error {
 		}
 		items := Of(group)
 		cancelled := cancelledBy(group)
+		var woken wake
+		if batches == nil && len(p.waiting) > 0 {
+			woken = wakeBy(group)
+		}
 		end := group[len(group)-1]
 		last := end.Seq
 		group = group[:0]
@@ -463,10 +501,14 @@ func (p *Publisher) Run(ctx context.Context) error {
 				return err
 			}
 		}
+		woken.cancelled = cancelled
+		if err := p.wake(tctx, woken, last); err != nil {
+			return err
+		}
 		if midGroup {
 			return nil
 		}
-		return save(tctx, last)
+		return save(tctx, p.hold(last))
 	}
 	err := e.Reader().WithLogger(log).Tail(tctx, cursor+1, func(en eventlog.Entry) error {
 		rec := en.Record
@@ -512,15 +554,175 @@ func cancelledBy(group []events.Record) []string {
 	return out
 }
 
-// deliver publishes item until that succeeds or ctx ends.
+// deliver publishes item until that succeeds or ctx ends: whole, or
+// (Progress set) as its batches (admit), those already done (a restart
+// re-deriving the item) left out.
 func (p *Publisher) deliver(ctx context.Context, item Item) error {
 	return p.retry(ctx, "publishing work", func() error {
 		described, err := describe(ctx, p.SQL, item)
 		if err != nil {
 			return err
 		}
-		return p.publish(ctx, described)
+		if p.Progress == nil {
+			return p.publish(ctx, described)
+		}
+		tables, err := p.tablesOf(ctx, described)
+		if err != nil {
+			return err
+		}
+		h := &held{item: item, published: map[int][]interval.Range{}}
+		for _, st := range described.Steps {
+			h.runs = append(h.runs, st.RunID)
+			lim := 0
+			if st.SQL != nil {
+				lim = cmp.Or(st.SQL.BatchConcurrency, p.BatchConcurrency)
+			}
+			h.limits = append(h.limits, lim)
+		}
+		for _, part := range Split(described, tables) {
+			done, err := part.isDone(ctx, p.Progress, item.EventSeq)
+			if err != nil {
+				return err
+			}
+			if !done {
+				h.parts = append(h.parts, part)
+			}
+		}
+		if err := p.admit(ctx, h, item.EventSeq); err != nil {
+			return err
+		}
+		if len(h.parts) > 0 {
+			if p.waiting == nil {
+				p.waiting = map[string]*held{}
+			}
+			p.waiting[item.ID] = h
+		}
+		return nil
 	})
+}
+
+// admit publishes, in order, each of h's batches that may start now, as
+// a state at seq knows the item's progress: the batches of earlier steps
+// it reads are done (Part.Needs), and fewer of its own step's batches
+// are published and not done than the step's batch_concurrency. The
+// others stay in h.parts.
+func (p *Publisher) admit(ctx context.Context, h *held, seq uint64) error {
+	inFlight := map[int]int{}
+	for step, rs := range h.published {
+		if h.limits[step] <= 0 {
+			continue
+		}
+		done, err := p.Progress(ctx, seq, h.item.ID, h.item.Steps[step].Snapshot)
+		if err != nil {
+			return err
+		}
+		rs = slices.DeleteFunc(rs, done.Covers)
+		h.published[step], inFlight[step] = rs, len(rs)
+	}
+	var still []Part
+	for i, part := range h.parts {
+		if lim := h.limits[part.Step]; lim > 0 && inFlight[part.Step] >= lim {
+			still = append(still, part)
+			continue
+		}
+		ready, err := part.ready(ctx, p.Progress, seq)
+		if err == nil && ready {
+			err = p.publish(ctx, part.Item)
+		}
+		if err != nil {
+			h.parts = append(still, h.parts[i:]...)
+			return err
+		}
+		if !ready {
+			still = append(still, part)
+			continue
+		}
+		if h.limits[part.Step] > 0 {
+			h.published[part.Step] = append(h.published[part.Step], part.Item.Steps[0].Ranges[0])
+			inFlight[part.Step]++
+		}
+	}
+	h.parts = still
+	return nil
+}
+
+// wake is what a command's events change for the batches waiting: the
+// items they report batches of done, the runs they record failed for
+// good, the plans they cancel.
+type wake struct {
+	done      map[string]bool
+	failed    map[string]bool // run kind + " " + run id
+	cancelled []string
+}
+
+// wakeBy is what group changes for waiting batches.
+func wakeBy(group []events.Record) wake {
+	var w wake
+	for _, r := range group {
+		if r.Err != nil {
+			continue
+		}
+		switch e := r.Event.Payload.(type) {
+		case events.IntervalsCompleted:
+			if e.Work != "" {
+				if w.done == nil {
+					w.done = map[string]bool{}
+				}
+				w.done[e.Work] = true
+			}
+		case events.RunFailed:
+			if e.Final {
+				if w.failed == nil {
+					w.failed = map[string]bool{}
+				}
+				w.failed[string(e.RunKind)+" "+e.RunID] = true
+			}
+		}
+	}
+	return w
+}
+
+// wake publishes the waiting batches of the items w reports done whose
+// parents are now done, as a state at seq knows them, and gives up the
+// waiting batches of items a run of which failed for good (they read
+// what will not be written) and of the plans w cancels.
+func (p *Publisher) wake(ctx context.Context, w wake, seq uint64) error {
+	log := p.Log.Logger().With("subsystem", "work")
+	for id, h := range p.waiting {
+		item := h.item
+		if slices.Contains(w.cancelled, item.Plan) && (item.RunKind == events.RunBackfill || item.RunKind == events.RunCatchUp) {
+			log.Info("batches of a cancelled plan not published", "item", id, "batches", len(h.parts))
+			delete(p.waiting, id)
+			continue
+		}
+		if i := slices.IndexFunc(h.runs, func(run string) bool { return w.failed[string(item.RunKind)+" "+run] }); i >= 0 {
+			log.Warn("batches not published: a batch of their item failed for good", "item", id, "run_id", h.runs[i], "batches", len(h.parts))
+			delete(p.waiting, id)
+			continue
+		}
+		if !w.done[id] {
+			continue
+		}
+		if err := p.retry(ctx, "publishing work", func() error { return p.admit(ctx, h, seq) }); err != nil {
+			return err
+		}
+		if len(h.parts) == 0 {
+			delete(p.waiting, id)
+		}
+	}
+	return nil
+}
+
+// hold is where the work cursor may move to after last: before the
+// event of the earliest item with batches waiting (a restart derives it
+// again and publishes what is not done), else last.
+func (p *Publisher) hold(last uint64) uint64 {
+	for _, h := range p.waiting {
+		if seq := h.item.EventSeq; seq <= last {
+			last = seq - 1
+		}
+	}
+	return last
 }
 
 // Transient reports whether a failed command may succeed when sent again

@@ -158,6 +158,9 @@ func newServeCmd() *cobra.Command {
 				// `tidemark worker --warehouse` (or any worker) can
 				// compute them.
 				pub.SQL = sqlrun.StepSQL(eng.Projection())
+				// Each item goes out as its batches, any worker taking
+				// any; a child's batch waits for its parent's.
+				pub.Progress, pub.Tables = sqlrun.Progress(eng.Projection()), sqlrun.Tables(eng.Projection())
 				// Workers check the layout they join (workerServes).
 				pub.Metadata = map[string]string{layoutKey: serveWarehouse(warehouseDSN)}
 			}
@@ -192,6 +195,10 @@ func newServeCmd() *cobra.Command {
 					// Items that write or read a common table run in
 					// stream order; the others beside each other.
 					pub.Tables = sqlrun.Tables(eng.Projection())
+				}
+				if !builtinWorker {
+					// batch_concurrency's default: the workers' warehouse's.
+					pub.BatchConcurrency = wh.BatchConcurrency()
 				}
 				syncer = &sqlrun.Syncer{WH: wh, Proj: eng.Projection(), Log: log.With("subsystem", "views")}
 				dropper = &sqlrun.Janitor{WH: wh, Proj: eng.Projection(), Log: log.With("subsystem", "janitor")}

@@ -213,3 +213,23 @@ func TestSet(t *testing.T) {
 		}
 	}
 }
+
+// TestBatches: a range is cut after every size intervals from its start,
+// its last batch shorter; size 0 leaves each range whole.
+func TestBatches(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	h := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Hour) }
+	got := Batches(Hour, 168, []Range{R(h(0), h(400)), R(h(500), h(510))})
+	want := []Range{R(h(0), h(168)), R(h(168), h(336)), R(h(336), h(400)), R(h(500), h(510))}
+	if len(got) != len(want) {
+		t.Fatalf("%v, want %v", got, want)
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("%v, want %v", got, want)
+		}
+	}
+	if got := Batches(Hour, 0, want); len(got) != 4 {
+		t.Fatalf("no batch_size: %v, want each range one batch", got)
+	}
+}

@@ -472,3 +472,27 @@ func (s Set) Split(u Unit) []Range {
 	}
 	return out
 }
+
+// Batches splits ranges into the batches they are computed in, in order:
+// each range is cut after every size whole intervals of unit from its
+// start (its last batch may be shorter, or end in a partial interval);
+// size 0 leaves each range one batch (SQLMesh: no batch_size, the whole
+// missing range at once).
+func Batches(unit Unit, size int, ranges []Range) []Range {
+	var out []Range
+	for _, r := range ranges {
+		if size <= 0 {
+			out = append(out, r)
+			continue
+		}
+		for s := r.Start; s.Before(r.End); {
+			e := unit.Add(unit.Floor(s), size)
+			if e.After(r.End) {
+				e = r.End
+			}
+			out = append(out, R(s, e))
+			s = e
+		}
+	}
+	return out
+}

@@ -180,6 +180,17 @@ func OptString(enc *msgpack.Encoder, key, v string) error {
 	return String(enc, key, v)
 }
 
+// OptInt64 writes key and value unless the value is 0 (omitempty).
+func OptInt64(enc *msgpack.Encoder, key string, v int64) error {
+	if v == 0 {
+		return nil
+	}
+	if err := enc.EncodeString(key); err != nil {
+		return err
+	}
+	return enc.EncodeInt(v)
+}
+
 // Count returns how many of the flags are set: the size of a map whose
 // optional entries are the flags.
 func Count(always int, optional ...bool) int {

@@ -29,12 +29,13 @@ func (w *Worker) ActorName() string { return w.Actor }
 
 // Complete records ranges of a snapshot as computed.
 func (w *Worker) Complete(ctx context.Context, snapshot string, ranges []interval.Range, kind events.RunKind, runID string, at time.Time) error {
-	return w.complete(ctx, "", "", snapshot, ranges, kind, runID, at)
+	return w.complete(ctx, "", "", snapshot, ranges, kind, runID, 0, at)
 }
 
 // complete records ranges as computed under command id id (a new one when
-// empty), as part of work item work (none when empty).
-func (w *Worker) complete(ctx context.Context, id, work, snapshot string, ranges []interval.Range, kind events.RunKind, runID string, at time.Time) error {
+// empty), as part of work item work (none when empty), with the rows
+// computing them wrote.
+func (w *Worker) complete(ctx context.Context, id, work, snapshot string, ranges []interval.Range, kind events.RunKind, runID string, rows int64, at time.Time) error {
 	if len(ranges) == 0 {
 		return nil
 	}
@@ -44,7 +45,7 @@ func (w *Worker) complete(ctx context.Context, id, work, snapshot string, ranges
 	model, version, _ := events.ParseSnapshotID(snapshot)
 	r := w.Handler.Handle(ctx, &commands.CompleteIntervals{
 		Meta:  commands.Meta{ID: id, Actor: w.Actor, At: at, Correlation: runID},
-		Model: model, Version: version, Ranges: ranges, RunKind: kind, RunID: runID, Work: work,
+		Model: model, Version: version, Ranges: ranges, RunKind: kind, RunID: runID, Work: work, Rows: rows,
 	})
 	if err := r.Err(); err != nil {
 		return fmt.Errorf("worker: complete %s %v: %w", snapshot, interval.Set(ranges), err)
@@ -63,15 +64,28 @@ func (w *Worker) complete(ctx context.Context, id, work, snapshot string, ranges
 // stays deterministic and a step that fits in one command keeps its id.
 // The Worker is in-process: its Handler is the engine, which alone accepts
 // reserved ids.
+//
+// A batch (Item.Batch set) derives its ids from its key:
+// "$work:<item id>/<step>/<batch>/0".
 func (w *Worker) Run(ctx context.Context, item work.Item, at time.Time) error {
+	return w.run(ctx, item, 0, at)
+}
+
+// RecordBatch records a batch of an item (one step, one range, Batch
+// set) computed, with the rows it wrote (sqlrun.BatchRecorder).
+func (w *Worker) RecordBatch(ctx context.Context, batch work.Item, rows int64, at time.Time) error {
+	return w.run(ctx, batch, rows, at)
+}
+
+func (w *Worker) run(ctx context.Context, item work.Item, rows int64, at time.Time) error {
 	for i, st := range item.Steps {
 		for c, start := 0, 0; start < len(st.Ranges); c, start = c+1, start+commands.MaxRanges {
 			chunk := st.Ranges[start:min(start+commands.MaxRanges, len(st.Ranges))]
 			id := ""
 			if item.ID != "" {
-				id = chunkID(item.ID, i, c)
+				id = chunkID(item.Key(), i, c)
 			}
-			if err := w.complete(ctx, id, item.ID, st.Snapshot, chunk, item.RunKind, st.RunID, at); err != nil {
+			if err := w.complete(ctx, id, item.ID, st.Snapshot, chunk, item.RunKind, st.RunID, rows, at); err != nil {
 				return err
 			}
 		}

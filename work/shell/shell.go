@@ -279,9 +279,9 @@ func (w *Worker) runItem(ctx context.Context, item work.Item, attempt int) error
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			meta := commands.Meta{ID: fmt.Sprintf("%s/%d/%d/%d", item.ID, si, ri, attempt), Actor: "worker:" + w.Name, Correlation: st.RunID}
+			meta := commands.Meta{ID: fmt.Sprintf("%s/%d/%d/%d", item.Key(), si, ri, attempt), Actor: "worker:" + w.Name, Correlation: st.RunID}
 			if res.err != nil {
-				meta.ID = fmt.Sprintf("%s/%d/%d/%d/failed", item.ID, si, ri, attempt)
+				meta.ID = fmt.Sprintf("%s/%d/%d/%d/failed", item.Key(), si, ri, attempt)
 				rep := w.Handler.Handle(ctx, &commands.FailWork{FailRun: commands.FailRun{Meta: meta, Model: st.Model, Version: st.Version, Ranges: []interval.Range{r},
 					RunKind: item.RunKind, RunID: st.RunID, Worker: w.Name, ExitStatus: res.exit, Error: res.err.Error(),
 					StderrTail: res.stderr, Attempt: attempt, Final: attempt >= w.MaxAttempts || errors.Is(res.err, work.ErrPermanent), Work: item.ID}})
@@ -292,9 +292,9 @@ func (w *Worker) runItem(ctx context.Context, item work.Item, attempt int) error
 			}
 			// The completion id does not depend on the attempt: a batch
 			// computed again after a redelivery is recorded once.
-			meta.ID = fmt.Sprintf("%s/%d/%d", item.ID, si, ri)
+			meta.ID = fmt.Sprintf("%s/%d/%d", item.Key(), si, ri)
 			rep := w.Handler.Handle(ctx, &commands.CompleteWork{CompleteIntervals: commands.CompleteIntervals{Meta: meta, Model: st.Model, Version: st.Version,
-				Ranges: []interval.Range{r}, RunKind: item.RunKind, RunID: st.RunID, Work: item.ID}})
+				Ranges: []interval.Range{r}, RunKind: item.RunKind, RunID: st.RunID, Work: item.ID, Rows: res.rows}})
 			if err := rep.Err(); err != nil {
 				return fmt.Errorf("worker: report completion of %s %s: %w", st.Snapshot, r, err)
 			}
@@ -315,7 +315,7 @@ func (w *Worker) runItem(ctx context.Context, item work.Item, attempt int) error
 func (w *Worker) check(ctx context.Context, item work.Item, si, attempt int) error {
 	st := item.Steps[si]
 	for from := 0; from < len(st.Ranges); from += commands.MaxRanges {
-		meta := commands.Meta{ID: fmt.Sprintf("%s/%d/check/%d/%d", item.ID, si, attempt, from), Actor: "worker:" + w.Name, Correlation: st.RunID}
+		meta := commands.Meta{ID: fmt.Sprintf("%s/%d/check/%d/%d", item.Key(), si, attempt, from), Actor: "worker:" + w.Name, Correlation: st.RunID}
 		ranges := st.Ranges[from:min(from+commands.MaxRanges, len(st.Ranges))]
 		rep := w.Handler.Handle(ctx, &commands.CheckWork{CompleteWork: commands.CompleteWork{CompleteIntervals: commands.CompleteIntervals{
 			Meta: meta, Model: st.Model, Version: st.Version, Ranges: ranges, RunKind: item.RunKind, RunID: st.RunID, Work: item.ID}}})
@@ -345,6 +345,7 @@ type execResult struct {
 	exit   int
 	stderr string
 	err    error
+	rows   int64 // rows written, as the Computer reports them
 }
 
 // compute runs b with Compute, or the shell command.
@@ -355,10 +356,10 @@ func (w *Worker) compute(ctx context.Context, b work.Batch) execResult {
 	started := time.Now()
 	runCtx, cancel := context.WithTimeout(ctx, w.Timeout)
 	defer cancel()
-	err := w.Compute.Compute(runCtx, b)
+	rows, err := w.Compute.Compute(runCtx, b)
 	if err == nil {
-		w.Logger.Info("worker: batch done", "snapshot", b.Item.Steps[b.Step].Snapshot, "range", b.Range.String(), "run_kind", b.Item.RunKind, "took", time.Since(started).Round(time.Millisecond))
-		return execResult{}
+		w.Logger.Info("worker: batch done", "snapshot", b.Item.Steps[b.Step].Snapshot, "range", b.Range.String(), "run_kind", b.Item.RunKind, "rows", rows, "took", time.Since(started).Round(time.Millisecond))
+		return execResult{rows: rows}
 	}
 	res := execResult{exit: -1, err: err}
 	if ctx.Err() == nil && errors.Is(runCtx.Err(), context.DeadlineExceeded) {

@@ -472,7 +472,7 @@ func TestOutputWrittenSerially(t *testing.T) {
 // computeFunc is a work.Computer.
 type computeFunc func(ctx context.Context, b work.Batch) error
 
-func (f computeFunc) Compute(ctx context.Context, b work.Batch) error { return f(ctx, b) }
+func (f computeFunc) Compute(ctx context.Context, b work.Batch) (int64, error) { return 0, f(ctx, b) }
 
 // TestComputeReplacesCommand: with Compute set the worker runs no shell
 // command; each batch is handed to it (item, step, range, attempt), a

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events/interval"
@@ -73,8 +72,8 @@ func TestBatchedBackfill(t *testing.T) {
 }
 
 // A batch that fails leaves none of its rows (its transaction), the
-// batches committed before it keep theirs, and the step is not recorded
-// complete.
+// batches committed before it keep theirs and are recorded complete, batch
+// by batch, and nothing from the failed batch on is.
 func TestFailingBatchLeavesNoRows(t *testing.T) {
 	eachBackend(t, func(t *testing.T, w *world) {
 		rawHours(w, 100)
@@ -93,8 +92,8 @@ FROM raw.ev WHERE ts >= @start_ts AND ts < @end_ts GROUP BY 1, 2`
 			sn := st.Snapshots["agg@v1"]
 			table, covered = sqlrun.TableName(sn.Table), st.Coverage[sn.Table]
 		})
-		if len(covered) != 0 {
-			t.Fatalf("coverage recorded: %v", covered)
+		if want := interval.NewSet(interval.R(t0, hour(40))); !covered.Equal(want) {
+			t.Fatalf("coverage recorded: %v, want the committed batches %v", covered, want)
 		}
 		// Batches of 20 hours: [0,20) and [20,40) committed; [40,60) failed.
 		got := w.scalar(`SELECT count(*) FROM tidemark."` + table + `" WHERE hour >= TIMESTAMP '2026-11-02 16:00:00'`)
@@ -148,24 +147,6 @@ func TestBatchFieldsRoundTrip(t *testing.T) {
 	}
 }
 
-func TestBatches(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	h := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Hour) }
-	got := sqlrun.Batches(interval.Hour, 168, []interval.Range{interval.R(h(0), h(400)), interval.R(h(500), h(510))})
-	want := []interval.Range{interval.R(h(0), h(168)), interval.R(h(168), h(336)), interval.R(h(336), h(400)), interval.R(h(500), h(510))}
-	if len(got) != len(want) {
-		t.Fatalf("%v, want %v", got, want)
-	}
-	for i := range got {
-		if got[i] != want[i] {
-			t.Fatalf("%v, want %v", got, want)
-		}
-	}
-	if got := sqlrun.Batches(interval.Hour, 0, want); len(got) != 4 {
-		t.Fatalf("no batch_size: %v, want each range one batch", got)
-	}
-}
-
 // A step whose context ends before every batch started is not computed:
 // WriteStep says so (it returned nil when no batch had started, and the
 // step was recorded complete with no rows).
@@ -174,7 +155,7 @@ func TestWriteStepCancelledIsNotComputed(t *testing.T) {
 	m := warehouse.Model{Name: "pv", Table: "pv__x", SQL: pv(60), TimeColumn: "ts", Snapshot: "pv@v1"}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	rows, n, err := sqlrun.WriteStep(ctx, wh, m, interval.Hour, sqlrun.Batching{Size: 1, Concurrency: 1}, []interval.Range{interval.R(t0, hour(48))})
+	rows, n, err := sqlrun.WriteStep(ctx, wh, m, interval.Hour, sqlrun.Batching{Size: 1, Concurrency: 1}, []interval.Range{interval.R(t0, hour(48))}, nil)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("WriteStep on an ended context: %d rows of %d batches, %v; want context.Canceled", rows, n, err)
 	}

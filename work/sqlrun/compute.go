@@ -3,9 +3,11 @@ package sqlrun
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -70,44 +72,20 @@ type Computer struct {
 var ErrBadStep = fmt.Errorf("sqlrun: step cannot be computed (%w)", work.ErrPermanent)
 
 // Compute implements work.Computer.
-func (c *Computer) Compute(ctx context.Context, b work.Batch) error {
+func (c *Computer) Compute(ctx context.Context, b work.Batch) (int64, error) {
 	if b.Step < 0 || b.Step >= len(b.Item.Steps) {
-		return fmt.Errorf("%w: item %s has no step %d", ErrBadStep, b.Item.ID, b.Step)
+		return 0, fmt.Errorf("%w: item %s has no step %d", ErrBadStep, b.Item.ID, b.Step)
 	}
 	st := b.Item.Steps[b.Step]
 	s := st.SQL
 	if s == nil {
-		return nil
+		return 0, nil
 	}
 	m, err := modelOfStep(st)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	return writeStep(ctx, c.WH, c.Log, b.Item.ID, st.Snapshot, m, s.Unit, Batching{s.BatchSize, s.BatchConcurrency}, []interval.Range{b.Range})
-}
-
-// Batches splits ranges into the batches they are computed in, in order:
-// each range is cut after every size whole intervals of unit from its
-// start (its last batch may be shorter, or end in a partial interval);
-// size 0 leaves each range one batch (SQLMesh: no batch_size, the whole
-// missing range at once).
-func Batches(unit interval.Unit, size int, ranges []interval.Range) []interval.Range {
-	var out []interval.Range
-	for _, r := range ranges {
-		if size <= 0 {
-			out = append(out, r)
-			continue
-		}
-		for s := r.Start; s.Before(r.End); {
-			e := unit.Add(unit.Floor(s), size)
-			if e.After(r.End) {
-				e = r.End
-			}
-			out = append(out, interval.R(s, e))
-			s = e
-		}
-	}
-	return out
+	return writeStep(ctx, c.WH, c.Log, b.Item.Key(), st.Snapshot, m, s.Unit, Batching{Size: s.BatchSize, Concurrency: s.BatchConcurrency}, []interval.Range{b.Range}, nil)
 }
 
 // Batching is how a step's ranges are computed: Size intervals of the
@@ -115,36 +93,44 @@ func Batches(unit interval.Unit, size int, ranges []interval.Range) []interval.R
 // (0: the warehouse's default, warehouse.Warehouse.BatchConcurrency).
 type Batching struct {
 	Size, Concurrency int
+	// Timeout, when > 0, bounds each batch: one that runs longer is
+	// cancelled and fails wrapping work.ErrTimedOut.
+	Timeout time.Duration
 }
 
-// writeStep writes ranges of snapshot's model in batches (Batches): each
-// batch is one warehouse.WriteInterval over the batch's range (one
+// writeStep writes ranges of snapshot's model in batches (work.Batches):
+// each batch is one warehouse.WriteInterval over the batch's range (one
 // DELETE, one INSERT … SELECT with @start_ts and @end_ts the batch's
-// bounds, one transaction), up to b.Concurrency of them at once. It
-// returns once every batch is committed, or with the first batch's
+// bounds, one transaction), up to b.Concurrency of them at once, each
+// handed to committed (when set) once it is committed. It returns the
+// rows inserted once every batch is committed, or with the first batch's
 // error (the batches not yet started are not; a failed batch's
 // transaction leaves none of its rows); it logs the rows.
-func writeStep(ctx context.Context, wh *warehouse.Warehouse, log *slog.Logger, item, snapshot string, m warehouse.Model, unit interval.Unit, b Batching, ranges []interval.Range) error {
-	rows, batches, err := WriteStep(ctx, wh, m, unit, b, ranges)
+func writeStep(ctx context.Context, wh *warehouse.Warehouse, log *slog.Logger, item, snapshot string, m warehouse.Model, unit interval.Unit, b Batching, ranges []interval.Range, committed Committed) (int64, error) {
+	rows, batches, err := WriteStep(ctx, wh, m, unit, b, ranges, committed)
 	if err != nil {
-		return fmt.Errorf("sqlrun: %s: %w", snapshot, err)
+		return rows, fmt.Errorf("sqlrun: %s: %w", snapshot, err)
 	}
 	if log != nil {
 		log.Debug("computed", "snapshot", snapshot, "batches", batches, "rows", rows, "item", item)
 	}
-	return nil
+	return rows, nil
 }
+
+// Committed is told of each batch WriteStep has committed, with its rows,
+// from the goroutine that wrote it; an error fails the step.
+type Committed func(ctx context.Context, batch interval.Range, rows int64) error
 
 // WriteStep is what the Runner and the Computer do to compute a step's
 // ranges of m (writeStep, without the log): it returns the rows inserted
 // and the batches written.
-func WriteStep(ctx context.Context, wh *warehouse.Warehouse, m warehouse.Model, unit interval.Unit, b Batching, ranges []interval.Range) (rows int64, n int, err error) {
-	batches := Batches(unit, b.Size, ranges)
+func WriteStep(ctx context.Context, wh *warehouse.Warehouse, m warehouse.Model, unit interval.Unit, b Batching, ranges []interval.Range, committed Committed) (rows int64, n int, err error) {
+	batches := interval.Batches(unit, b.Size, ranges)
 	limit := b.Concurrency
 	if limit <= 0 {
 		limit = wh.BatchConcurrency()
 	}
-	var total, committed atomic.Int64
+	var total, written atomic.Int64
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(limit)
 	for _, bt := range batches {
@@ -152,19 +138,30 @@ func WriteStep(ctx context.Context, wh *warehouse.Warehouse, m warehouse.Model, 
 			break // a batch failed, or ctx ended: start no more
 		}
 		g.Go(func() error {
-			n, err := wh.WriteInterval(gctx, m, bt.Start, bt.End)
+			bctx, cancel := gctx, context.CancelFunc(func() {})
+			if b.Timeout > 0 {
+				bctx, cancel = context.WithTimeout(gctx, b.Timeout)
+			}
+			defer cancel()
+			n, err := wh.WriteInterval(bctx, m, bt.Start, bt.End)
+			if err != nil && gctx.Err() == nil && errors.Is(bctx.Err(), context.DeadlineExceeded) {
+				return fmt.Errorf("batch %s: timed out after %s: %w: %w", bt, b.Timeout, work.ErrTimedOut, err)
+			}
 			if err != nil {
 				return fmt.Errorf("batch %s: %w", bt, err)
 			}
 			total.Add(n)
-			committed.Add(1)
+			written.Add(1)
+			if committed != nil {
+				return committed(gctx, bt, n)
+			}
 			return nil
 		})
 	}
-	if err = g.Wait(); err == nil && int(committed.Load()) != len(batches) {
+	if err = g.Wait(); err == nil && int(written.Load()) != len(batches) {
 		// The loop stopped before a batch started (ctx ended): the step
 		// is not computed, and must not be recorded so.
-		err = fmt.Errorf("%d of %d batches computed: %w", committed.Load(), len(batches), cmp.Or(ctx.Err(), context.Canceled))
+		err = fmt.Errorf("%d of %d batches computed: %w", written.Load(), len(batches), cmp.Or(ctx.Err(), context.Canceled))
 	}
 	return total.Load(), len(batches), err
 }

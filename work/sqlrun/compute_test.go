@@ -33,7 +33,7 @@ func (w *world) computeAsWorker(c *sqlrun.Computer, r commands.Reply) []work.Ite
 		}
 		for i, st := range it.Steps {
 			for _, rg := range st.Ranges {
-				if err := c.Compute(w.t.Context(), work.Batch{Item: it, Step: i, Range: rg, Attempt: 1}); err != nil {
+				if _, err := c.Compute(w.t.Context(), work.Batch{Item: it, Step: i, Range: rg, Attempt: 1}); err != nil {
 					w.t.Fatalf("%s step %d %s: %v", it.ID, i, rg, err)
 				}
 			}
@@ -111,21 +111,21 @@ func TestComputerRefusesBadSteps(t *testing.T) {
 	} {
 		s := good
 		tt.edit(&s)
-		err := c.Compute(t.Context(), batch(&s))
+		_, err := c.Compute(t.Context(), batch(&s))
 		if !errors.Is(err, sqlrun.ErrBadStep) || !strings.Contains(err.Error(), "sql."+tt.field) {
 			t.Errorf("%s: %v, want ErrBadStep naming sql.%s", tt.field, err, tt.field)
 		}
 	}
-	if err := c.Compute(t.Context(), work.Batch{Item: work.Item{ID: "x"}, Step: 3}); !errors.Is(err, sqlrun.ErrBadStep) {
+	if _, err := c.Compute(t.Context(), work.Batch{Item: work.Item{ID: "x"}, Step: 3}); !errors.Is(err, sqlrun.ErrBadStep) {
 		t.Errorf("a step out of range: %v", err)
 	}
-	if err := c.Compute(t.Context(), batch(nil)); err != nil {
+	if _, err := c.Compute(t.Context(), batch(nil)); err != nil {
 		t.Errorf("a step without SQL: %v", err)
 	}
 	if _, rows, err := wh.Query(t.Context(), "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'tidemark'"); err != nil || rows[0][0] != int64(0) {
 		t.Fatalf("tables after refused steps: %v %v", rows, err)
 	}
-	if err := c.Compute(t.Context(), batch(&good)); err != nil {
+	if _, err := c.Compute(t.Context(), batch(&good)); err != nil {
 		t.Fatal(err)
 	}
 	if _, rows, err := wh.Query(t.Context(), `SELECT count(*) FROM tidemark."pv__000000000001"`); err != nil || rows[0][0] != int64(60) {
@@ -165,7 +165,7 @@ func BenchmarkComputer(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {
 				day := interval.R(t0.AddDate(0, 0, i%30), t0.AddDate(0, 0, i%30+1))
-				if err := c.Compute(b.Context(), work.Batch{Item: it, Range: day, Attempt: 1}); err != nil {
+				if _, err := c.Compute(b.Context(), work.Batch{Item: it, Range: day, Attempt: 1}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -31,6 +31,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/decide"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/live"
@@ -90,24 +91,32 @@ func Intervals(unit interval.Unit, ranges []interval.Range) []interval.Range {
 	return out
 }
 
-// DefaultTimeout bounds one attempt at an item (all its steps) unless
-// Runner.Timeout says otherwise.
+// DefaultTimeout bounds one attempt at a batch unless Runner.Timeout
+// says otherwise.
 const DefaultTimeout = 10 * time.Minute
 
-// Runner computes work items in the warehouse, then hands them to Done,
-// which records them complete (an *inproc.Worker in serve).
+// Runner computes work items in the warehouse and records each batch
+// complete as soon as it is committed, through Done (an *inproc.Worker in
+// serve, whose RecordBatch carries the batch's rows).
 type Runner struct {
 	WH   *warehouse.Warehouse
 	Proj *live.Projection
 	Done work.Runner
 	Log  *slog.Logger
-	// Timeout bounds one attempt at an item: its steps share it, so an
-	// attempt costs at most Timeout however many steps it has. The step
+	// Timeout bounds one attempt at a batch (Batching.Timeout): the batch
 	// running when it ends is cancelled and fails ("timed out after …"),
-	// and each later step fails unstarted; their errors wrap
-	// work.ErrTimedOut, so the pool does not retry them (running them
-	// again would take as long). Default DefaultTimeout.
+	// its error wrapping work.ErrTimedOut, so the pool does not retry it
+	// (running it again would take as long). A backfill of many batches
+	// may take as long as it needs. Default DefaultTimeout.
 	Timeout time.Duration
+}
+
+// BatchRecorder records one committed batch of an item (its one step
+// with its one range, Item.Batch naming it) with the rows it wrote; an
+// *inproc.Worker is one. A Runner whose Done is not records the batch
+// with Done.Run, without its rows.
+type BatchRecorder interface {
+	RecordBatch(ctx context.Context, batch work.Item, rows int64, at time.Time) error
 }
 
 func (r *Runner) timeout() time.Duration {
@@ -118,21 +127,23 @@ func (r *Runner) timeout() time.Duration {
 }
 
 // Run computes every SQL step of item, in order (dependency order: an
-// upstream's rows are written before a downstream reads them), then
-// records the computed steps done. A step whose computation fails (a
-// warehouse error; its timeout) is not recorded, nor a later step that
-// reads the table it writes (not computed); the other steps are, and Run
+// upstream's rows are written before a downstream reads them), each in
+// batches of its model's batch_size, and records each batch done as soon
+// as it is committed (record); steps of models without SQL are recorded
+// at the end. The batches of a step that this item's completions have
+// already recorded (a retry, or a restart running the item again) are
+// not computed again. A step whose computation fails (a warehouse error;
+// a batch's timeout) keeps the batches it committed; a later step that
+// reads the table it writes is not computed; the other steps are, and Run
 // returns the failures as a *work.ItemFailed (the publisher records and
 // retries them; a timeout, which wraps work.ErrTimedOut, it records final
 // at once). A step of a cancelled plan's backfill or catch-up is neither
-// computed nor recorded. The steps share one deadline (Timeout).
+// computed nor recorded.
 func (r *Runner) Run(ctx context.Context, item work.Item, at time.Time) error {
-	actx, cancel := context.WithTimeout(ctx, r.timeout())
-	defer cancel()
 	failed := &work.ItemFailed{}
 	bad := map[string]bool{} // warehouse tables a failed or skipped step writes
-	done := item
-	done.Steps = slices.Clone(item.Steps)
+	rest := item             // what is recorded at the end: the steps without SQL
+	rest.Steps = slices.Clone(item.Steps)
 	for i, st := range item.Steps {
 		if len(st.Ranges) == 0 {
 			continue
@@ -145,13 +156,17 @@ func (r *Runner) Run(ctx context.Context, item work.Item, at time.Time) error {
 		var gone bool
 		var foreign, table string
 		var cancelled bool
+		var done interval.Set
 		r.Proj.Read(func(s *projections.State) {
 			m, ok, err = ModelOf(s, st.Snapshot)
 			if sn := s.Snapshots[st.Snapshot]; sn != nil {
 				unit = sn.Unit
-				batching = Batching{sn.BatchSize, sn.BatchConcurrency}
+				batching = Batching{Size: sn.BatchSize, Concurrency: sn.BatchConcurrency, Timeout: r.timeout()}
 				_, gone = s.Retired[sn.Table]
 				table = TableName(sn.Table)
+			}
+			if w := s.Work[item.ID]; w != nil && w.Done[st.Snapshot] != nil {
+				done = w.Done[st.Snapshot].Ranges
 			}
 			foreign = decide.ForeignWork(s, item.RunKind, st.RunID, st.Snapshot)
 			cancelled = decide.CancelledWork(s, item.RunKind, st.RunID) != ""
@@ -162,13 +177,13 @@ func (r *Runner) Run(ctx context.Context, item work.Item, at time.Time) error {
 			if r.Log != nil {
 				r.Log.Info("work of a cancelled plan not computed", "item", item.ID, "snapshot", st.Snapshot, "run_id", st.RunID)
 			}
-			done.Steps[i].Ranges = nil
+			rest.Steps[i].Ranges = nil
 			continue
 		}
 		if err != nil {
 			failed.Failed = append(failed.Failed, work.StepFailure{Step: i, Err: err})
 			bad[table] = true
-			done.Steps[i].Ranges = nil
+			rest.Steps[i].Ranges = nil
 			continue
 		}
 		if !ok || gone || foreign != "" {
@@ -181,47 +196,82 @@ func (r *Runner) Run(ctx context.Context, item work.Item, at time.Time) error {
 			}
 			continue
 		}
+		rest.Steps[i].Ranges = nil
 		if reads := readsAny(m, bad); reads != "" {
 			// Computed from an upstream table that misses what a failed
 			// step should have written: not computed, tried again with it.
 			failed.Skipped = append(failed.Skipped, i)
 			bad[m.Table] = true
-			done.Steps[i].Ranges = nil
 			if r.Log != nil {
 				r.Log.Warn("step not computed: a step it reads failed", "item", item.ID, "snapshot", st.Snapshot, "reads", reads)
 			}
 			continue
 		}
-		if actx.Err() != nil {
-			// The attempt's time ran out at an earlier step: not started.
-			failed.Failed = append(failed.Failed, work.StepFailure{Step: i, Err: fmt.Errorf("%s: not computed: the work item's attempt timed out after %s (%w)", st.Snapshot, r.timeout(), work.ErrTimedOut)})
-			bad[m.Table] = true
-			done.Steps[i].Ranges = nil
+		names := batchNames(i, unit, batching.Size, st.Ranges)
+		todo := interval.NewSet(st.Ranges...).SubtractSet(done)
+		if todo.Empty() {
 			continue
 		}
-		err = writeStep(actx, r.WH, r.Log, item.ID, st.Snapshot, m, unit, batching, st.Ranges)
+		// Only whole batches are left out: a batch partly recorded (its
+		// grid changed) is computed again whole.
+		var left []interval.Range
+		for _, b := range interval.Batches(unit, batching.Size, st.Ranges) {
+			if todo.Overlaps(b) {
+				left = append(left, b)
+			}
+		}
+		one := batching
+		one.Size = 0 // left is cut into batches already
+		_, err = writeStep(ctx, r.WH, r.Log, item.ID, st.Snapshot, m, unit, one, left, func(ctx context.Context, b interval.Range, rows int64) error {
+			return r.record(ctx, item, i, names[b.Start], b, rows, at)
+		})
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if err != nil {
-			switch {
-			case errors.Is(actx.Err(), context.DeadlineExceeded):
-				err = fmt.Errorf("%s: timed out after %s: %w: %w", st.Snapshot, r.timeout(), work.ErrTimedOut, err)
-			case errors.Is(err, warehouse.ErrTimeout):
+			if errors.Is(err, warehouse.ErrTimeout) && !errors.Is(err, work.ErrTimedOut) {
 				err = fmt.Errorf("%w: %w", work.ErrTimedOut, err)
+			}
+			var ce *commands.Error
+			if errors.As(err, &ce) {
+				// The engine refused a batch's record: that is not a
+				// computation failing, and retrying will not change it.
+				return err
 			}
 			failed.Failed = append(failed.Failed, work.StepFailure{Step: i, Err: err})
 			bad[m.Table] = true
-			done.Steps[i].Ranges = nil
 		}
 	}
-	if err := r.Done.Run(ctx, done, at); err != nil {
+	if err := r.Done.Run(ctx, rest, at); err != nil {
 		return err
 	}
 	if len(failed.Failed) > 0 {
 		return failed
 	}
 	return nil
+}
+
+// batchNames maps the start of each batch of a step's ranges to its
+// index among them (Item.Batch "<step>/<index>").
+func batchNames(step int, unit interval.Unit, size int, ranges []interval.Range) map[time.Time]string {
+	out := map[time.Time]string{}
+	for n, b := range interval.Batches(unit, size, ranges) {
+		out[b.Start] = fmt.Sprintf("%d/%d", step, n)
+	}
+	return out
+}
+
+// record records batch b of step i of item, named name, done with its
+// rows.
+func (r *Runner) record(ctx context.Context, item work.Item, i int, name string, b interval.Range, rows int64, at time.Time) error {
+	one := item
+	st := item.Steps[i]
+	st.Ranges = []interval.Range{b}
+	one.Steps, one.Batch = []work.Step{st}, name
+	if br, ok := r.Done.(BatchRecorder); ok {
+		return br.RecordBatch(ctx, one, rows, at)
+	}
+	return r.Done.Run(ctx, one, at)
 }
 
 // readsAny is the first upstream table of m in bad, or "".
@@ -258,6 +308,24 @@ func Tables(proj *live.Projection) work.TablesOf {
 			sort.Strings(t.Reads)
 		})
 		return t, nil
+	}
+}
+
+// Progress is serve's work.Publisher.Progress: what the completions
+// naming a work item have recorded of a snapshot's step
+// (projections.Work.Done), as proj knows it once it has applied seq.
+func Progress(proj *live.Projection) work.DoneOf {
+	return func(ctx context.Context, seq uint64, id, snapshot string) (interval.Set, error) {
+		if err := proj.WaitFor(ctx, seq); err != nil {
+			return nil, err
+		}
+		var done interval.Set
+		proj.Read(func(st *projections.State) {
+			if w := st.Work[id]; w != nil && w.Done[snapshot] != nil {
+				done = slices.Clone(w.Done[snapshot].Ranges)
+			}
+		})
+		return done, nil
 	}
 }
 
