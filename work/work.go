@@ -802,7 +802,7 @@ func (p *Publisher) publish(ctx context.Context, item Item) error {
 	}
 	m := nats.NewMsg(Subject(item.RunKind))
 	m.Data = b
-	m.Header.Set(jetstream.MsgIDHeader, item.ID)
+	m.Header.Set(jetstream.MsgIDHeader, item.Key())
 	m.Header.Set("Content-Type", "application/json")
 	if _, err := js.PublishMsg(ctx, m); err != nil {
 		return fmt.Errorf("engine: publish %s: %w", item.ID, err)
