@@ -1,6 +1,6 @@
 // Package sqlrun runs SQL models in the warehouse: Runner computes a work
-// item's SQL steps, batch by batch, before the item is recorded
-// complete (the built-in worker); StepSQL gives the publisher each step's
+// item's SQL steps, batch by batch, recording each batch complete once it
+// is committed (the built-in worker); StepSQL gives the publisher each step's
 // SQL and Computer computes a published step from it alone (`tidemark
 // worker --warehouse`); and Views keeps every environment's views on its
 // incumbents' snapshot tables, so that a promotion is a view swap
@@ -13,8 +13,8 @@
 // again rewrites the same rows. A snapshot
 // reads its upstream models from the snapshot tables it was planned
 // against (projections.State.UpstreamOf), never from an environment's
-// views. Completion is recorded only after every interval of the item is
-// committed. Views are a projection of the event stream: they are derived
+// views. A batch is recorded complete only after it is committed, and as
+// soon as it is. Views are a projection of the event stream: they are derived
 // from the live state (each env's incumbents) and applied idempotently,
 // all of an env's in one transaction, and again after a restart.
 //
