@@ -64,7 +64,8 @@ func Subject(kind events.RunKind) string { return SubjectPrefix + string(kind) }
 // Item is one unit of work: steps computed in order (dependency
 // order), by one worker.
 type Item struct {
-	// ID identifies the item; it is the Nats-Msg-Id it was published with.
+	// ID identifies the item; a batch of it is published with Nats-Msg-Id
+	// Key().
 	ID      string         `msgpack:"id" json:"id"`
 	RunKind events.RunKind `msgpack:"run_kind" json:"run_kind"`
 	Env     string         `msgpack:"env,omitempty" json:"env,omitempty"`
@@ -802,7 +803,9 @@ func (p *Publisher) publish(ctx context.Context, item Item) error {
 	}
 	m := nats.NewMsg(Subject(item.RunKind))
 	m.Data = b
-	m.Header.Set(jetstream.MsgIDHeader, item.ID)
+	// Each batch of an item is a message of its own: its key, not the
+	// item's id, or the stream would keep only the first batch.
+	m.Header.Set(jetstream.MsgIDHeader, item.Key())
 	m.Header.Set("Content-Type", "application/json")
 	if _, err := js.PublishMsg(ctx, m); err != nil {
 		return fmt.Errorf("engine: publish %s: %w", item.ID, err)

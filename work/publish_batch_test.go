@@ -1,0 +1,391 @@
+package work
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/engine"
+	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/internal/jstest"
+	"github.com/tidemark/tidemark/live"
+	"github.com/tidemark/tidemark/projections"
+)
+
+// The published sink's batches (deliver, admit, wake, hold) against a
+// real engine on an embedded JetStream server: the test is the worker,
+// fetching from the work consumer and recording completions and failures
+// by hand.
+
+// pubWorld is an engine on a simulated clock (commands carry their
+// time), the work consumer, and the publisher(s) the test runs on it.
+type pubWorld struct {
+	t       *testing.T
+	e       *engine.Engine
+	js      jetstream.JetStream
+	cons    jetstream.Consumer
+	markers int
+}
+
+// now is the commands' clock: after every range the tests use.
+var pubNow = t0.Add(24 * time.Hour)
+
+// ph is t0 plus n hours.
+func ph(n int) time.Time { return t0.Add(time.Duration(n) * time.Hour) }
+
+func newPubWorld(t *testing.T) *pubWorld {
+	t.Helper()
+	e := jstest.Engine(t, engine.Config{TrustCommandTime: true})
+	return &pubWorld{t: t, e: e, js: e.JetStream()}
+}
+
+// runningPub is a publisher running until stop.
+type runningPub struct {
+	p    *Publisher
+	stop func()
+	mu   sync.Mutex
+	keys []string // Item.Key of every publish (duplicates included)
+}
+
+func (r *runningPub) published() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.keys)
+}
+
+// start runs a publisher in published mode as serve wires it (SQL,
+// Progress and Tables from the engine's projection), with
+// batchConcurrency as its default bound.
+func (w *pubWorld) start(batchConcurrency int) *runningPub {
+	t := w.t
+	t.Helper()
+	proj := w.e.Projection()
+	r := &runningPub{}
+	r.p = &Publisher{Log: w.e, AckWait: time.Minute, SQL: testSQL(proj), Progress: testProgress(proj), Tables: testTables(proj),
+		BatchConcurrency: batchConcurrency, MaxBackoff: 50 * time.Millisecond,
+		Published: func(it Item) { r.mu.Lock(); r.keys = append(r.keys, it.Key()); r.mu.Unlock() }}
+	if err := r.p.Prepare(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := w.js.Consumer(t.Context(), Stream, Consumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.cons = cons
+	ctx, cancel := context.WithCancel(context.Background())
+	ended := make(chan error, 1)
+	go func() { ended <- r.p.Run(ctx) }()
+	var once sync.Once
+	r.stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-ended; err != nil {
+				t.Errorf("publisher: %v", err)
+			}
+		})
+	}
+	t.Cleanup(r.stop)
+	return r
+}
+
+// testSQL is sqlrun.StepSQL's batching: each snapshot's unit, batch_size
+// and batch_concurrency (a query no one runs).
+func testSQL(proj *live.Projection) SQLOf {
+	return func(ctx context.Context, seq uint64, snapshot string) (*SQL, error) {
+		if err := proj.WaitFor(ctx, seq); err != nil {
+			return nil, err
+		}
+		var out *SQL
+		proj.Read(func(st *projections.State) {
+			if sn := st.Snapshots[snapshot]; sn != nil {
+				out = &SQL{Query: "SELECT 1", TimeColumn: "ts", Table: sn.Table, Unit: sn.Unit, BatchSize: sn.BatchSize, BatchConcurrency: sn.BatchConcurrency}
+			}
+		})
+		return out, nil
+	}
+}
+
+// testTables is sqlrun.Tables.
+func testTables(proj *live.Projection) TablesOf {
+	return func(ctx context.Context, seq uint64, snapshot string) (Tables, error) {
+		if err := proj.WaitFor(ctx, seq); err != nil {
+			return Tables{}, err
+		}
+		t := Tables{Writes: snapshot}
+		proj.Read(func(st *projections.State) {
+			sn := st.Snapshots[snapshot]
+			if sn == nil {
+				return
+			}
+			t.Writes = sn.Table
+			up, _ := st.UpstreamOf(snapshot)
+			for _, id := range up {
+				if usn := st.Snapshots[id]; usn != nil {
+					t.Reads = append(t.Reads, usn.Table)
+				}
+			}
+			sort.Strings(t.Reads)
+		})
+		return t, nil
+	}
+}
+
+// testProgress is sqlrun.Progress.
+func testProgress(proj *live.Projection) DoneOf {
+	return func(ctx context.Context, seq uint64, id, snapshot string) (interval.Set, error) {
+		if err := proj.WaitFor(ctx, seq); err != nil {
+			return nil, err
+		}
+		var done interval.Set
+		proj.Read(func(st *projections.State) {
+			if w := st.Work[id]; w != nil && w.Done[snapshot] != nil {
+				done = slices.Clone(w.Done[snapshot].Ranges)
+			}
+		})
+		return done, nil
+	}
+}
+
+func (w *pubWorld) do(cmd commands.Command) commands.Reply {
+	w.t.Helper()
+	r := w.e.Handle(w.t.Context(), cmd)
+	if err := r.Err(); err != nil {
+		w.t.Fatalf("%T rejected: %v", cmd, err)
+	}
+	return r
+}
+
+func pmeta() commands.Meta { return commands.Meta{ID: commands.NewID(), At: pubNow, Actor: "test"} }
+
+// register registers model@v1, hourly from t0.
+func (w *pubWorld) register(model string, batchSize, batchConcurrency int, dependsOn ...string) {
+	w.do(&commands.RegisterSnapshot{Meta: pmeta(), Model: model, Version: "v1", Cron: "@hourly", Start: t0,
+		DependsOn: dependsOn, BatchSize: batchSize, BatchConcurrency: batchConcurrency})
+}
+
+// build builds plan in env for models (each at v1, backfilled [t0,
+// through)) and returns its backfill item's id.
+func (w *pubWorld) build(plan, env string, through time.Time, models ...string) string {
+	w.t.Helper()
+	vs := map[string]string{}
+	for _, m := range models {
+		vs[m] = "v1"
+	}
+	w.do(&commands.BuildPlan{Meta: commands.Meta{ID: commands.NewID(), At: through, Actor: "test"}, Plan: plan, Env: env, Versions: vs})
+	var id string
+	w.e.View(func(st *projections.State) { id = events.WorkID(st.Plans[plan].BuiltSeq, events.RunBackfill) })
+	return id
+}
+
+// batchMsg is a fetched batch: its item and when it was fetched, what the
+// item had recorded done of each snapshot.
+type batchMsg struct {
+	item  Item
+	msgID string
+	done  map[string]interval.Set
+}
+
+func (b batchMsg) key() string { return b.item.Key() }
+
+// barrier makes a marker item (a model of its own, planned alone in an
+// env of its own) and fetches the work consumer until the marker's batch
+// comes, acking every message: the publisher handles events in stream
+// order, so every batch it published before it is among those returned
+// (in stream order, the marker left out).
+func (w *pubWorld) barrier() []batchMsg {
+	t := w.t
+	t.Helper()
+	w.markers++
+	m := "marker" + strconv.Itoa(w.markers)
+	w.register(m, 0, 0)
+	w.build("plan-"+m, "env-"+m, ph(1), m)
+	var out []batchMsg
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		msgs, err := w.cons.Fetch(10, jetstream.FetchMaxWait(200*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := false
+		for msg := range msgs.Messages() {
+			var it Item
+			if err := json.Unmarshal(msg.Data(), &it); err != nil {
+				t.Fatal(err)
+			}
+			if err := msg.Ack(); err != nil {
+				t.Fatal(err)
+			}
+			if it.Steps[0].Model == m {
+				seen = true
+				continue
+			}
+			b := batchMsg{item: it, msgID: msg.Headers().Get(jetstream.MsgIDHeader), done: map[string]interval.Set{}}
+			w.e.View(func(st *projections.State) {
+				if wk := st.Work[it.ID]; wk != nil {
+					for sn, d := range wk.Done {
+						b.done[sn] = slices.Clone(d.Ranges)
+					}
+				}
+			})
+			out = append(out, b)
+		}
+		if seen {
+			return out
+		}
+	}
+	t.Fatalf("marker %s never published", m)
+	return nil
+}
+
+// complete records b's range done, naming its item, as a worker does.
+func (w *pubWorld) complete(b batchMsg) {
+	w.t.Helper()
+	st := b.item.Steps[0]
+	w.do(&commands.CompleteWork{CompleteIntervals: commands.CompleteIntervals{Meta: pmeta(), Model: st.Model, Version: st.Version,
+		Ranges: st.Ranges, RunKind: b.item.RunKind, RunID: st.RunID, Work: b.item.ID}})
+}
+
+// fail records b's range failed for good, naming its item.
+func (w *pubWorld) fail(b batchMsg) {
+	w.t.Helper()
+	st := b.item.Steps[0]
+	w.do(&commands.FailWork{FailRun: commands.FailRun{Meta: pmeta(), Model: st.Model, Version: st.Version, Ranges: st.Ranges,
+		RunKind: b.item.RunKind, RunID: st.RunID, Worker: "test", ExitStatus: 1, Error: "boom", Attempt: 1, Final: true, Work: b.item.ID}})
+}
+
+// cursor is the saved work cursor.
+func (w *pubWorld) cursor() uint64 {
+	w.t.Helper()
+	e, err := w.e.Bucket().Get(w.t.Context(), cursorKey)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	n, err := strconv.ParseUint(string(e.Value()), 10, 64)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return n
+}
+
+// pwait waits until cond holds, for at most 20s.
+func pwait(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func keysOf(bs []batchMsg) []string {
+	var out []string
+	for _, b := range bs {
+		out = append(out, b.key())
+	}
+	return out
+}
+
+// find is the batch of bs named key.
+func find(t *testing.T, bs []batchMsg, key string) batchMsg {
+	t.Helper()
+	for _, b := range bs {
+		if b.key() == key {
+			return b
+		}
+	}
+	t.Fatalf("no batch %s among %v", key, keysOf(bs))
+	return batchMsg{}
+}
+
+// sameSet reports whether got and want hold the same keys.
+func sameSet(got, want []string) bool {
+	g, w := slices.Clone(got), slices.Clone(want)
+	slices.Sort(g)
+	slices.Sort(w)
+	return slices.Equal(g, w)
+}
+
+// checkNeeds fails t for each fetched batch of child whose parent's
+// overlapping batches (hours cut by 2) were not recorded done when it
+// was fetched.
+func checkNeeds(t *testing.T, bs []batchMsg, child, parent string) {
+	t.Helper()
+	for _, b := range bs {
+		st := b.item.Steps[0]
+		if st.Snapshot != child {
+			continue
+		}
+		r := st.Ranges[0]
+		need := interval.R(r.Start.Truncate(2*time.Hour), r.End.Add(time.Hour).Truncate(2*time.Hour))
+		if !b.done[parent].Covers(need) {
+			t.Errorf("batch %s (%s) was fetchable while its parent's %s was not done (done: %s)", b.key(), r, need, b.done[parent])
+		}
+	}
+}
+
+// TestPublishedChildWaitsForParent: a plan of a parent and a child (batch
+// size 2 hours) goes out as the parent's batches at once, and each child
+// batch only once the parent's batch under it is recorded done, in
+// whatever order the parent's batches complete; every batch is its own
+// message (Nats-Msg-Id = its key).
+func TestPublishedChildWaitsForParent(t *testing.T) {
+	w := newPubWorld(t)
+	w.start(0)
+	w.register("events", 2, 0)
+	w.register("sessions", 2, 0, "events")
+	id := w.build("p1", "prod", ph(6), "events", "sessions")
+
+	got := w.barrier()
+	want := []string{id + "/0/0", id + "/0/1", id + "/0/2"}
+	if !slices.Equal(keysOf(got), want) {
+		t.Fatalf("published at once: %v, want the parent's batches %v", keysOf(got), want)
+	}
+	for _, b := range got {
+		if b.msgID != b.key() {
+			t.Errorf("batch %s published with Nats-Msg-Id %q, want its key", b.key(), b.msgID)
+		}
+	}
+	parents := got
+
+	// The middle parent batch done: only the child batch over it follows.
+	w.complete(find(t, parents, id+"/0/1"))
+	got = w.barrier()
+	checkNeeds(t, got, "sessions@v1", "events@v1")
+	if !slices.Equal(keysOf(got), []string{id + "/1/1"}) {
+		t.Fatalf("after the parent's batch 1: %v, want %s/1/1 alone", keysOf(got), id)
+	}
+	children := got
+
+	w.complete(find(t, parents, id+"/0/2"))
+	w.complete(find(t, parents, id+"/0/0"))
+	got = w.barrier()
+	checkNeeds(t, got, "sessions@v1", "events@v1")
+	if !sameSet(keysOf(got), []string{id + "/1/0", id + "/1/2"}) {
+		t.Fatalf("after the rest of the parent: %v, want %s/1/0 and /1/2", keysOf(got), id)
+	}
+	children = append(children, got...)
+	for _, b := range children {
+		if b.msgID != b.key() {
+			t.Errorf("batch %s published with Nats-Msg-Id %q, want its key", b.key(), b.msgID)
+		}
+		w.complete(b)
+	}
+	if got := w.barrier(); len(got) != 0 {
+		t.Errorf("published after the item was done: %v", keysOf(got))
+	}
+	var done interval.Set
+	w.e.View(func(st *projections.State) { done = st.Work[id].Done["sessions@v1"].Ranges })
+	if !done.Equal(interval.NewSet(interval.R(ph(0), ph(6)))) {
+		t.Errorf("the child's progress: %s", done)
+	}
+}
