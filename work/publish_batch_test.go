@@ -389,3 +389,181 @@ func TestPublishedChildWaitsForParent(t *testing.T) {
 		t.Errorf("the child's progress: %s", done)
 	}
 }
+
+// TestPublishedBatchConcurrency: with batch_concurrency 2, never more
+// than two batches of the step are on the stream and not recorded done;
+// each completion releases the next, in whatever order they complete. A
+// model without its own bound takes the publisher's.
+func TestPublishedBatchConcurrency(t *testing.T) {
+	w := newPubWorld(t)
+	w.start(3)
+	w.register("events", 1, 2)
+	w.register("clicks", 1, 0)
+	id := w.build("p1", "prod", ph(8), "events", "clicks")
+	bound := map[string]int{"events@v1": 2, "clicks@v1": 3}
+
+	outstanding := map[string][]batchMsg{} // per snapshot, fetched and not completed
+	seen := map[string]bool{}
+	published := map[string]int{} // per snapshot
+	check := func(got []batchMsg) {
+		t.Helper()
+		for _, b := range got {
+			if seen[b.key()] || b.item.ID != id {
+				t.Fatalf("batch %s published twice, or not of item %s", b.key(), id)
+			}
+			seen[b.key()] = true
+			sn := b.item.Steps[0].Snapshot
+			outstanding[sn] = append(outstanding[sn], b)
+			published[sn]++
+		}
+		for sn, n := range bound {
+			// Of the step's 8 batches, those not done yet, up to the bound.
+			want := min(n, 8-published[sn]+len(outstanding[sn]))
+			if len(outstanding[sn]) != want {
+				t.Fatalf("%s: %d batches on the stream not done (%v), want %d", sn, len(outstanding[sn]), keysOf(outstanding[sn]), want)
+			}
+		}
+	}
+	check(w.barrier())
+	// Complete the newest of events' and the oldest of clicks' batches, one
+	// at a time, until all are done.
+	for round := 0; len(seen) < 16 || len(outstanding["events@v1"])+len(outstanding["clicks@v1"]) > 0; round++ {
+		if round > 20 {
+			t.Fatalf("not done after %d rounds: seen %d", round, len(seen))
+		}
+		if ev := outstanding["events@v1"]; len(ev) > 0 {
+			w.complete(ev[len(ev)-1])
+			outstanding["events@v1"] = ev[:len(ev)-1]
+		}
+		if cl := outstanding["clicks@v1"]; len(cl) > 0 {
+			w.complete(cl[0])
+			outstanding["clicks@v1"] = cl[1:]
+		}
+		check(w.barrier())
+	}
+}
+
+// lastSeq is the event stream's last sequence.
+func (w *pubWorld) lastSeq() uint64 {
+	w.t.Helper()
+	seq, err := w.e.LastSeq(w.t.Context())
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return seq
+}
+
+// itemKeys is the keys of item id's batches among keys.
+func itemKeys(keys []string, id string) []string {
+	var out []string
+	for _, k := range keys {
+		if len(k) > len(id) && k[:len(id)+1] == id+"/" {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// TestPublishedRestart: while child batches wait, the work cursor stays
+// before the item's event; a publisher started after a stop derives the
+// item again and publishes only the batches not recorded done, within the
+// bounds (what was on the stream not done, and the next in turn), and
+// the rest as their parents complete; once nothing waits the cursor
+// moves to the stream's end.
+func TestPublishedRestart(t *testing.T) {
+	w := newPubWorld(t)
+	first := w.start(0)
+	w.register("events", 2, 2)
+	w.register("sessions", 2, 0, "events")
+	id := w.build("p1", "prod", ph(8), "events", "sessions")
+	seq, _, _ := events.ParseWorkID(id)
+
+	parents := w.barrier()
+	if !slices.Equal(keysOf(parents), []string{id + "/0/0", id + "/0/1"}) {
+		t.Fatalf("published at once: %v", keysOf(parents))
+	}
+	w.complete(find(t, parents, id+"/0/0"))
+	got := w.barrier()
+	if !sameSet(keysOf(got), []string{id + "/0/2", id + "/1/0"}) {
+		t.Fatalf("after the parent's batch 0: %v", keysOf(got))
+	}
+	parents = append(parents, got...)
+	if c := w.cursor(); c != seq-1 {
+		t.Errorf("work cursor %d while batches wait, want %d (before the item's event)", c, seq-1)
+	}
+	first.stop()
+	if c := w.cursor(); c != seq-1 {
+		t.Fatalf("work cursor %d after the stop, want %d", c, seq-1)
+	}
+
+	second := w.start(0)
+	// The barrier's marker comes after the item: the item was derived again.
+	if got := w.barrier(); len(got) != 0 {
+		// Within the duplicate window the stream keeps no second copy.
+		t.Errorf("new messages after the restart: %v", keysOf(got))
+	}
+	want := []string{id + "/0/1", id + "/0/2", id + "/1/0"}
+	if got := itemKeys(second.published(), id); !sameSet(got, want) {
+		t.Fatalf("published after the restart: %v, want %v (the batches not done, within batch_concurrency 2)", got, want)
+	}
+
+	w.complete(find(t, parents, id+"/0/1"))
+	got = w.barrier()
+	if !sameSet(keysOf(got), []string{id + "/0/3", id + "/1/1"}) {
+		t.Fatalf("after the parent's batch 1: %v", keysOf(got))
+	}
+	parents = append(parents, got...)
+	w.complete(find(t, parents, id+"/0/2"))
+	w.complete(find(t, parents, id+"/0/3"))
+	got = w.barrier()
+	if !sameSet(keysOf(got), []string{id + "/1/2", id + "/1/3"}) {
+		t.Fatalf("after the whole parent: %v", keysOf(got))
+	}
+	last := w.lastSeq()
+	pwait(t, "the cursor at the stream's end", func() bool { return w.cursor() == last })
+}
+
+// TestPublishedGivenUp: a final failure of a parent batch gives the
+// waiting child batches up, and so does the plan's cancellation: none is
+// published, and the cursor moves on.
+func TestPublishedGivenUp(t *testing.T) {
+	setup := func(t *testing.T) (*pubWorld, string, []batchMsg) {
+		w := newPubWorld(t)
+		w.start(0)
+		w.register("events", 2, 0)
+		w.register("sessions", 2, 0, "events")
+		id := w.build("p1", "prod", ph(6), "events", "sessions")
+		parents := w.barrier()
+		if len(parents) != 3 {
+			t.Fatalf("published at once: %v", keysOf(parents))
+		}
+		seq, _, _ := events.ParseWorkID(id)
+		if c := w.cursor(); c != seq-1 {
+			t.Fatalf("work cursor %d while batches wait, want %d", c, seq-1)
+		}
+		return w, id, parents
+	}
+	t.Run("final failure", func(t *testing.T) {
+		w, id, parents := setup(t)
+		w.complete(find(t, parents, id+"/0/0"))
+		if got := w.barrier(); !slices.Equal(keysOf(got), []string{id + "/1/0"}) {
+			t.Fatalf("after the parent's batch 0: %v", keysOf(got))
+		}
+		w.fail(find(t, parents, id+"/0/1"))
+		w.complete(find(t, parents, id+"/0/2"))
+		if got := w.barrier(); len(got) != 0 {
+			t.Errorf("published after a final failure of the parent: %v", keysOf(got))
+		}
+		last := w.lastSeq()
+		pwait(t, "the cursor at the stream's end", func() bool { return w.cursor() == last })
+	})
+	t.Run("cancelled", func(t *testing.T) {
+		w, _, _ := setup(t)
+		w.do(&commands.CancelPlan{Meta: pmeta(), Plan: "p1"})
+		if got := w.barrier(); len(got) != 0 {
+			t.Errorf("published after the plan's cancellation: %v", keysOf(got))
+		}
+		last := w.lastSeq()
+		pwait(t, "the cursor at the stream's end", func() bool { return w.cursor() == last })
+	})
+}
