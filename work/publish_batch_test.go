@@ -567,3 +567,38 @@ func TestPublishedGivenUp(t *testing.T) {
 		pwait(t, "the cursor at the stream's end", func() bool { return w.cursor() == last })
 	})
 }
+
+// TestWakeOrder: the waiting batches of several items that one command's
+// events wake are published in stream order (their items' events), not
+// in the order a map gives them.
+func TestWakeOrder(t *testing.T) {
+	w := newPubWorld(t)
+	var order []string
+	p := &Publisher{Log: w.e, Progress: func(context.Context, uint64, string, string) (interval.Set, error) { return nil, nil },
+		Published: func(it Item) { order = append(order, it.Key()) }}
+	if err := p.Prepare(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 10 {
+		order = nil
+		p.waiting = map[string]*held{}
+		var want []string
+		woken := wake{done: map[string]bool{}}
+		for i := range 8 {
+			it := testItem(uint64(100*round+10+i), "a@v1")
+			parts := Split(it, nil)
+			p.waiting[it.ID] = &held{item: it, runs: []string{"backfill:p1"}, limits: []int{0}, parts: parts, published: map[int][]interval.Range{}}
+			woken.done[it.ID] = true
+			want = append(want, parts[0].Item.Key())
+		}
+		if err := p.wake(t.Context(), woken, 0); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(order, want) {
+			t.Fatalf("round %d: woken batches published in the order %v, want %v", round, order, want)
+		}
+		if len(p.waiting) != 0 {
+			t.Fatalf("round %d: %d items still waiting", round, len(p.waiting))
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -686,10 +687,23 @@ func wakeBy(group []events.Record) wake {
 // wake publishes the waiting batches of the items w reports done whose
 // parents are now done, as a state at seq knows them, and gives up the
 // waiting batches of items a run of which failed for good (they read
-// what will not be written) and of the plans w cancels.
+// what will not be written) and of the plans w cancels. Items are taken
+// in stream order (their events'), so the batches woken go out oldest
+// item first whatever order the map holds them in.
 func (p *Publisher) wake(ctx context.Context, w wake, seq uint64) error {
+	if len(p.waiting) == 0 || len(w.done) == 0 && len(w.failed) == 0 && len(w.cancelled) == 0 {
+		return nil
+	}
 	log := p.Log.Logger().With("subsystem", "work")
-	for id, h := range p.waiting {
+	ids := make([]string, 0, len(p.waiting))
+	for id := range p.waiting {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b string) int {
+		return cmp.Or(cmp.Compare(p.waiting[a].item.EventSeq, p.waiting[b].item.EventSeq), strings.Compare(a, b))
+	})
+	for _, id := range ids {
+		h := p.waiting[id]
 		item := h.item
 		if slices.Contains(w.cancelled, item.Plan) && (item.RunKind == events.RunBackfill || item.RunKind == events.RunCatchUp) {
 			log.Info("batches of a cancelled plan not published", "item", id, "batches", len(h.parts))
