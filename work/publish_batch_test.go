@@ -3,6 +3,7 @@ package work
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"sort"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/engine"
+	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/internal/jstest"
@@ -601,4 +603,71 @@ func TestWakeOrder(t *testing.T) {
 			t.Fatalf("round %d: %d items still waiting", round, len(p.waiting))
 		}
 	}
+}
+
+// TestPublishedGroupedCompletions: a completion stored in a group message
+// (eventlog.GroupSubject: several commands' events in one message, as the
+// engine group-commits them) wakes the waiting batches wherever it sits
+// in the message: before its last event (the publisher's flush mid-group,
+// which saves no cursor) or last; the cursor, held before the item while
+// batches wait, moves to the stream's end once none does.
+func TestPublishedGroupedCompletions(t *testing.T) {
+	w := newPubWorld(t)
+	w.start(0)
+	w.register("events", 2, 0)
+	w.register("sessions", 2, 0, "events")
+	id := w.build("p1", "prod", ph(6), "events", "sessions")
+	seq, _, _ := events.ParseWorkID(id)
+	replicas, memory := w.e.Storage()
+	elog, err := eventlog.Ensure(t.Context(), w.js, eventlog.Config{Replicas: replicas, Memory: memory, Logger: jstest.Quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := events.NewIDSource()
+	n := 0
+	ev := func(p events.Payload) events.Event {
+		n++
+		e := events.New(ids, pubNow, p)
+		e.Causation, e.Digest = fmt.Sprintf("group-cmd-%d", n), "d"
+		return e
+	}
+	done := func(a, b int) events.Event {
+		return ev(events.IntervalsCompleted{Snapshot: "events@v1", Table: "events@v1", Ranges: []interval.Range{interval.R(ph(a), ph(b))},
+			RunKind: events.RunBackfill, RunID: "backfill:p1", Work: id})
+	}
+	other := func() events.Event {
+		return ev(events.IntervalsCompleted{Snapshot: "solo@v1", Table: "solo@v1", Ranges: []interval.Range{interval.R(ph(0), ph(1))}, RunKind: events.RunManual})
+	}
+	group := func(evs ...events.Event) {
+		t.Helper()
+		if _, err := elog.AppendGroup(t.Context(), evs, eventlog.GroupCondition{LastSeq: w.lastSeq()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if parents := w.barrier(); len(parents) != 3 {
+		t.Fatalf("published at once: %v", keysOf(parents))
+	}
+
+	group(done(2, 4), other()) // the completion first: a flush mid-group
+	got := w.barrier()
+	checkNeeds(t, got, "sessions@v1", "events@v1")
+	if !slices.Equal(keysOf(got), []string{id + "/1/1"}) {
+		t.Fatalf("after a completion mid-group: %v, want %s/1/1", keysOf(got), id)
+	}
+	group(other(), done(0, 2)) // the completion last
+	got = w.barrier()
+	checkNeeds(t, got, "sessions@v1", "events@v1")
+	if !slices.Equal(keysOf(got), []string{id + "/1/0"}) {
+		t.Fatalf("after a completion ending a group: %v, want %s/1/0", keysOf(got), id)
+	}
+	if c := w.cursor(); c != seq-1 {
+		t.Errorf("work cursor %d while a batch waits, want %d", c, seq-1)
+	}
+	group(done(4, 6), other())
+	got = w.barrier()
+	if !slices.Equal(keysOf(got), []string{id + "/1/2"}) {
+		t.Fatalf("after the last parent batch: %v, want %s/1/2", keysOf(got), id)
+	}
+	last := w.lastSeq()
+	pwait(t, "the cursor at the stream's end", func() bool { return w.cursor() == last })
 }
