@@ -82,6 +82,12 @@ func (w *pubWorld) start(batchConcurrency int) *runningPub {
 		t.Fatal(err)
 	}
 	w.cons = cons
+	r.run(t)
+	return r
+}
+
+// run runs r's publisher (again) until stop.
+func (r *runningPub) run(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ended := make(chan error, 1)
 	go func() { ended <- r.p.Run(ctx) }()
@@ -95,7 +101,6 @@ func (w *pubWorld) start(batchConcurrency int) *runningPub {
 		})
 	}
 	t.Cleanup(r.stop)
-	return r
 }
 
 // testSQL is sqlrun.StepSQL's batching: each snapshot's unit, batch_size
@@ -669,5 +674,52 @@ func TestPublishedGroupedCompletions(t *testing.T) {
 		t.Fatalf("after the last parent batch: %v, want %s/1/2", keysOf(got), id)
 	}
 	last := w.lastSeq()
+	pwait(t, "the cursor at the stream's end", func() bool { return w.cursor() == last })
+}
+
+// TestPublisherRunsAgain: a publisher run again after a stop (serve runs
+// it each time its engine becomes the writer) starts after the cursor
+// as saved now, not where it first started, and without the batches it
+// held when it stopped: meanwhile another writer's publisher may have
+// published them, and moved the cursor past their item.
+func TestPublisherRunsAgain(t *testing.T) {
+	w := newPubWorld(t)
+	first := w.start(0)
+	w.register("events", 2, 0)
+	w.register("sessions", 2, 0, "events")
+	w.register("solo", 0, 0)
+	solo := w.build("p0", "dev", ph(2), "solo") // published, never completed, waits for nothing
+	id := w.build("p1", "prod", ph(4), "events", "sessions")
+	parents := w.barrier()
+	if len(parents) != 3 || parents[0].key() != solo+"/0/0" {
+		t.Fatalf("published: %v", keysOf(parents))
+	}
+	first.stop()
+
+	// Another writer's publisher takes over and publishes the children.
+	other := w.start(0)
+	for _, b := range parents[1:] {
+		w.complete(b)
+	}
+	if got := w.barrier(); !sameSet(keysOf(got), []string{id + "/1/0", id + "/1/1"}) {
+		t.Fatalf("the other publisher published %v", keysOf(got))
+	}
+	last := w.lastSeq()
+	pwait(t, "the cursor at the stream's end", func() bool { return w.cursor() == last })
+	other.stop()
+
+	// The first runs again: it derives nothing before the cursor again
+	// and holds nothing back.
+	first.mu.Lock()
+	first.keys = nil
+	first.mu.Unlock()
+	first.run(t)
+	if got := w.barrier(); len(got) != 0 {
+		t.Errorf("new messages: %v", keysOf(got))
+	}
+	if got := append(itemKeys(first.published(), solo), itemKeys(first.published(), id)...); len(got) != 0 {
+		t.Errorf("run again, the publisher published %v again: it started before the cursor", got)
+	}
+	last = w.lastSeq()
 	pwait(t, "the cursor at the stream's end", func() bool { return w.cursor() == last })
 }

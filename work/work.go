@@ -433,7 +433,11 @@ func (p *Publisher) Prepare(ctx context.Context) error {
 }
 
 // Run follows the stream until ctx ends (preparing first if Prepare was
-// not called).
+// not called since the last Run). Run again after a stop (serve runs it
+// each time its engine becomes the writer), it prepares again: it starts
+// after the cursor as saved now, which another writer's publisher may
+// have moved meanwhile, and holds no batch from before (the items whose
+// batches still wait are derived again after the cursor).
 func (p *Publisher) Run(ctx context.Context) error {
 	e := p.Log
 	if !p.prepared {
@@ -442,6 +446,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 		}
 	}
 	cursor := p.start
+	p.prepared, p.waiting = false, nil
 	log := e.Logger().With("subsystem", "work")
 	save := func(ctx context.Context, last uint64) error {
 		return p.retry(ctx, "saving the work cursor", func() error {
