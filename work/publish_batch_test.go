@@ -37,7 +37,7 @@ type pubWorld struct {
 	markers int
 }
 
-// now is the commands' clock: after every range the tests use.
+// pubNow is the completions' clock: after every range the tests use.
 var pubNow = t0.Add(24 * time.Hour)
 
 // ph is t0 plus n hours.
@@ -282,18 +282,6 @@ func (w *pubWorld) cursor() uint64 {
 	return n
 }
 
-// pwait waits until cond holds, for at most 20s.
-func pwait(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func keysOf(bs []batchMsg) []string {
 	var out []string
 	for _, b := range bs {
@@ -527,7 +515,7 @@ func TestPublishedRestart(t *testing.T) {
 		t.Fatalf("after the whole parent: %v", keysOf(got))
 	}
 	last := w.lastSeq()
-	pwait(t, "the cursor at the stream's end", func() bool { return w.cursor() == last })
+	eventually(t, "the cursor at the stream's end", func() bool { return w.cursor() == last })
 }
 
 // TestPublishedGivenUp: a final failure of a parent batch gives the
@@ -562,7 +550,7 @@ func TestPublishedGivenUp(t *testing.T) {
 			t.Errorf("published after a final failure of the parent: %v", keysOf(got))
 		}
 		last := w.lastSeq()
-		pwait(t, "the cursor at the stream's end", func() bool { return w.cursor() == last })
+		eventually(t, "the cursor at the stream's end", func() bool { return w.cursor() == last })
 	})
 	t.Run("cancelled", func(t *testing.T) {
 		w, _, _ := setup(t)
@@ -571,7 +559,7 @@ func TestPublishedGivenUp(t *testing.T) {
 			t.Errorf("published after the plan's cancellation: %v", keysOf(got))
 		}
 		last := w.lastSeq()
-		pwait(t, "the cursor at the stream's end", func() bool { return w.cursor() == last })
+		eventually(t, "the cursor at the stream's end", func() bool { return w.cursor() == last })
 	})
 }
 
@@ -674,7 +662,7 @@ func TestPublishedGroupedCompletions(t *testing.T) {
 		t.Fatalf("after the last parent batch: %v, want %s/1/2", keysOf(got), id)
 	}
 	last := w.lastSeq()
-	pwait(t, "the cursor at the stream's end", func() bool { return w.cursor() == last })
+	eventually(t, "the cursor at the stream's end", func() bool { return w.cursor() == last })
 }
 
 // TestPublisherRunsAgain: a publisher run again after a stop (serve runs
@@ -705,7 +693,7 @@ func TestPublisherRunsAgain(t *testing.T) {
 		t.Fatalf("the other publisher published %v", keysOf(got))
 	}
 	last := w.lastSeq()
-	pwait(t, "the cursor at the stream's end", func() bool { return w.cursor() == last })
+	eventually(t, "the cursor at the stream's end", func() bool { return w.cursor() == last })
 	other.stop()
 
 	// The first runs again: it derives nothing before the cursor again
@@ -721,5 +709,5 @@ func TestPublisherRunsAgain(t *testing.T) {
 		t.Errorf("run again, the publisher published %v again: it started before the cursor", got)
 	}
 	last = w.lastSeq()
-	pwait(t, "the cursor at the stream's end", func() bool { return w.cursor() == last })
+	eventually(t, "the cursor at the stream's end", func() bool { return w.cursor() == last })
 }
