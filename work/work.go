@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -64,7 +65,8 @@ func Subject(kind events.RunKind) string { return SubjectPrefix + string(kind) }
 // Item is one unit of work: steps computed in order (dependency
 // order), by one worker.
 type Item struct {
-	// ID identifies the item; it is the Nats-Msg-Id it was published with.
+	// ID identifies the item; a batch of it is published with Nats-Msg-Id
+	// Key().
 	ID      string         `msgpack:"id" json:"id"`
 	RunKind events.RunKind `msgpack:"run_kind" json:"run_kind"`
 	Env     string         `msgpack:"env,omitempty" json:"env,omitempty"`
@@ -431,7 +433,11 @@ func (p *Publisher) Prepare(ctx context.Context) error {
 }
 
 // Run follows the stream until ctx ends (preparing first if Prepare was
-// not called).
+// not called since the last Run). Run again after a stop (serve runs it
+// each time its engine becomes the writer), it prepares again: it starts
+// after the cursor as saved now, which another writer's publisher may
+// have moved meanwhile, and holds no batch from before (the items whose
+// batches still wait are derived again after the cursor).
 func (p *Publisher) Run(ctx context.Context) error {
 	e := p.Log
 	if !p.prepared {
@@ -440,6 +446,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 		}
 	}
 	cursor := p.start
+	p.prepared, p.waiting = false, nil
 	log := e.Logger().With("subsystem", "work")
 	save := func(ctx context.Context, last uint64) error {
 		return p.retry(ctx, "saving the work cursor", func() error {
@@ -685,10 +692,23 @@ func wakeBy(group []events.Record) wake {
 // wake publishes the waiting batches of the items w reports done whose
 // parents are now done, as a state at seq knows them, and gives up the
 // waiting batches of items a run of which failed for good (they read
-// what will not be written) and of the plans w cancels.
+// what will not be written) and of the plans w cancels. Items are taken
+// in stream order (their events'), so the batches woken go out oldest
+// item first whatever order the map holds them in.
 func (p *Publisher) wake(ctx context.Context, w wake, seq uint64) error {
+	if len(p.waiting) == 0 || len(w.done) == 0 && len(w.failed) == 0 && len(w.cancelled) == 0 {
+		return nil
+	}
 	log := p.Log.Logger().With("subsystem", "work")
-	for id, h := range p.waiting {
+	ids := make([]string, 0, len(p.waiting))
+	for id := range p.waiting {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b string) int {
+		return cmp.Or(cmp.Compare(p.waiting[a].item.EventSeq, p.waiting[b].item.EventSeq), strings.Compare(a, b))
+	})
+	for _, id := range ids {
+		h := p.waiting[id]
 		item := h.item
 		if slices.Contains(w.cancelled, item.Plan) && (item.RunKind == events.RunBackfill || item.RunKind == events.RunCatchUp) {
 			log.Info("batches of a cancelled plan not published", "item", id, "batches", len(h.parts))
@@ -802,6 +822,8 @@ func (p *Publisher) publish(ctx context.Context, item Item) error {
 	}
 	m := nats.NewMsg(Subject(item.RunKind))
 	m.Data = b
+	// Each batch of an item is a message of its own: its key, not the
+	// item's id, or the stream would keep only the first batch.
 	m.Header.Set(jetstream.MsgIDHeader, item.Key())
 	m.Header.Set("Content-Type", "application/json")
 	if _, err := js.PublishMsg(ctx, m); err != nil {
