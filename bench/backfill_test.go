@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -87,4 +88,21 @@ func BenchmarkBackfillPostgresWorkers(b *testing.B) {
 	b.ReportMetric(rowsPerSec(rows, many), "rows/s")
 	b.ReportMetric(rowsPerSec(rows, one), "1-worker-rows/s")
 	b.ReportMetric(float64(one)/float64(many), "ratio")
+}
+
+// TestWorkersRun: n worker loops sharing published batches write every
+// row of the backfill once, and the rows add up in the events.
+func TestWorkersRun(t *testing.T) {
+	pg, err := pgserver.Start(t.Context(), "")
+	if err != nil {
+		t.Skip(err)
+	}
+	defer pg.Stop()
+	for _, n := range []int{1, 3} {
+		rows, d, err := workersRun(t.Context(), pg.DSN("postgres"), fmt.Sprintf("bfw_t%d", n), 96, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%d workers: %d rows in %s", n, rows, d)
+	}
 }
