@@ -135,6 +135,54 @@ type PlanProgress struct {
 	// Failures are, per candidate whose plan work failed, the latest
 	// failure of it (a final one first), in candidate order.
 	Failures []RunFailure `msgpack:"failures,omitempty" json:"failures,omitempty"`
+	// Models is the progress of the plan's own work per model: its
+	// backfill, then its latest catch-up once one was requested, each in
+	// candidate order; only models the work has something to compute
+	// for.
+	Models []ModelProgress `msgpack:"models,omitempty" json:"models,omitempty"`
+}
+
+// ModelProgress is one model's step of a plan's work item (its backfill
+// or its catch-up) as the completions naming the item recorded it: the
+// batches and intervals asked and done, the rows written, and the pace
+// from when the work became due to its latest completion (event times:
+// the same state gives the same figures). A batch is done when the
+// completions cover it.
+type ModelProgress struct {
+	Model    string         `msgpack:"model" json:"model"`
+	Snapshot string         `msgpack:"snapshot" json:"snapshot"`
+	RunKind  events.RunKind `msgpack:"run_kind" json:"run_kind"`
+	// Batches is how many batches the step is cut into (interval.Batches
+	// by the snapshot's unit and batch_size), BatchesDone those done.
+	Batches     int `msgpack:"batches" json:"batches"`
+	BatchesDone int `msgpack:"batches_done" json:"batches_done"`
+	// Intervals counts the step's intervals of the snapshot's unit,
+	// IntervalsDone those recorded done.
+	Intervals     int `msgpack:"intervals" json:"intervals"`
+	IntervalsDone int `msgpack:"intervals_done" json:"intervals_done"`
+	// Rows sums the rows the completions reported.
+	Rows int64 `msgpack:"rows" json:"rows"`
+	// DueAt is when the work became due; LastDoneAt is the time of the
+	// step's latest completion (zero: none yet).
+	DueAt      time.Time `msgpack:"due_at" json:"due_at"`
+	LastDoneAt time.Time `msgpack:"last_done_at,omitempty" json:"last_done_at,omitzero"`
+	// RowsPerSecond and IntervalsPerSecond are Rows and IntervalsDone
+	// over LastDoneAt − DueAt (0 until something is done).
+	RowsPerSecond      float64 `msgpack:"rows_per_second" json:"rows_per_second"`
+	IntervalsPerSecond float64 `msgpack:"intervals_per_second" json:"intervals_per_second"`
+	// ETAMS is the time the rest of the step takes at that pace, from
+	// LastDoneAt, in milliseconds: the intervals left over
+	// IntervalsPerSecond (0 when all are done); nil while it is unknown
+	// (nothing done yet).
+	ETAMS *int64 `msgpack:"eta_ms,omitempty" json:"eta_ms,omitempty"`
+}
+
+// ETA is ETAMS as a duration; ok is false while it is unknown.
+func (m ModelProgress) ETA() (d time.Duration, ok bool) {
+	if m.ETAMS == nil {
+		return 0, false
+	}
+	return time.Duration(*m.ETAMS) * time.Millisecond, true
 }
 
 // Failed is the plan's first failure its worker gave up on, or nil.

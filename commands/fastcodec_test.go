@@ -46,6 +46,10 @@ func TestHandWrittenEncodersMatchReflective(t *testing.T) {
 			Plan: &events.PlanBuilt{Plan: "p1"}, Advances: []events.SchedulerAdvanced{{Env: "prod"}}, Repairs: []Repair{{Env: "prod"}}, Envs: []EnvStatus{{Env: "prod"}},
 			Plans: []PlanProgress{{Plan: "p2", Env: "prod", BackfillMS: 7200000, DoneMS: 3600000}}},
 		{Accepted: true, CatchUp: &events.CatchUpRequested{Plan: "p1"}, Advances: []events.SchedulerAdvanced{}},
+		{Accepted: true, Plans: []PlanProgress{{Plan: "p3", Env: "prod", BackfillMS: 3600000, Models: []ModelProgress{
+			{Model: "m", Snapshot: "m@v1", RunKind: events.RunBackfill, Batches: 3, BatchesDone: 1, Intervals: 5, IntervalsDone: 2, Rows: 40,
+				DueAt: t0, LastDoneAt: t0.Add(time.Minute), RowsPerSecond: 0.75, IntervalsPerSecond: 1.0 / 30, ETAMS: new(int64)},
+			{Model: "n", Snapshot: "n@v1", RunKind: events.RunCatchUp, Batches: 1, Intervals: 1, DueAt: t0}}}}},
 		{Accepted: true, Envs: []EnvStatus{{Env: "prod"}}, Retired: []RetiredTable{{Table: "m@v1", Snapshots: []string{"m@v1"}, Seq: 9, JudgedAt: t0, Reason: "unused"}}},
 	} {
 		same(t, "reply", i, rep, replyPlain(rep))

@@ -50,6 +50,7 @@ var documented = map[string]any{
 	"cancel_plan":          commands.CancelPlan{},
 	"RunFailure":           commands.RunFailure{},
 	"PlanProgress":         commands.PlanProgress{},
+	"ModelProgress":        commands.ModelProgress{},
 	"retire_tables":        commands.RetireTables{},
 	"RetiredTable":         commands.RetiredTable{},
 	"Meta":                 commands.Meta{},

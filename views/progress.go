@@ -1,6 +1,7 @@
 package views
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -53,6 +54,8 @@ type Progress struct {
 	// Failures are the latest failures of the plan's work, per candidate
 	// (PlanFailures).
 	Failures []commands.RunFailure
+	// Models is the progress of the plan's work per model (PlanWork).
+	Models []commands.ModelProgress
 }
 
 // Fraction is Done/Total (1 for an empty backfill).
@@ -71,7 +74,7 @@ func InFlight(st *projections.State) []Progress {
 		if pl.Accepted() || (pl.Decision != nil && !pl.CatchUpOpen()) {
 			continue
 		}
-		p := Progress{Plan: id, Env: pl.Built.Env, Cancelled: pl.Cancelled != nil, Failures: PlanFailures(st, pl)}
+		p := Progress{Plan: id, Env: pl.Built.Env, Cancelled: pl.Cancelled != nil, Failures: PlanFailures(st, pl), Models: PlanWork(st, pl)}
 		for _, c := range pl.Built.Candidates {
 			want := interval.NewSet(c.Backfill...)
 			left := want.SubtractSet(st.Table(c.Table))
@@ -106,6 +109,101 @@ func PlanFailures(st *projections.State, pl *projections.Plan) []commands.RunFai
 	return out
 }
 
+// PlanWork lists the progress of pl's own work per model: its backfill
+// item, then its latest catch-up item once one was requested, each in
+// candidate order (WorkProgress).
+func PlanWork(st *projections.State, pl *projections.Plan) []commands.ModelProgress {
+	order := make([]string, len(pl.Built.Candidates))
+	for i, c := range pl.Built.Candidates {
+		order[i] = c.Snapshot
+	}
+	out := WorkProgress(st, events.WorkID(pl.BuiltSeq, events.RunBackfill), order)
+	if pl.CatchUp != nil {
+		out = append(out, WorkProgress(st, events.WorkID(pl.CatchUpSeq, events.RunCatchUp), order)...)
+	}
+	return out
+}
+
+// WorkProgress is the progress of work item id per snapshot it has a
+// step for (StepProgress): those in order first, in that order, then the
+// others by id. Nil when there is no such item.
+func WorkProgress(st *projections.State, id string, order []string) []commands.ModelProgress {
+	w := st.Work[id]
+	if w == nil {
+		return nil
+	}
+	var rest []string
+	for sn := range w.Steps {
+		if !slices.Contains(order, sn) {
+			rest = append(rest, sn)
+		}
+	}
+	sort.Strings(rest)
+	var out []commands.ModelProgress
+	for _, sn := range append(slices.Clone(order), rest...) {
+		if step, ok := w.Steps[sn]; ok && !step.Empty() {
+			out = append(out, StepProgress(st.Snapshots[sn], sn, w, step, w.Done[sn]))
+		}
+	}
+	return out
+}
+
+// StepProgress is the progress of item w's step for snapshot id (sn its
+// registration; nil when unknown: then each range is one batch and no
+// interval is counted): step cut into batches as workers cut it
+// (interval.Batches by the snapshot's unit and, for a version with SQL,
+// its batch_size), those done covered by done (nil: nothing done), and
+// the pace over [w.At, done.Last]. The ETA is the intervals left over the
+// intervals done per second (batches when the unit is unknown): 0 once
+// every batch is done, unknown until something is done after w.At.
+func StepProgress(sn *projections.Snapshot, id string, w *projections.Work, step interval.Set, done *projections.StepDone) commands.ModelProgress {
+	m := commands.ModelProgress{Snapshot: id, RunKind: w.RunKind, DueAt: w.At}
+	var unit interval.Unit
+	size := 0
+	if sn != nil {
+		m.Model, unit = sn.Model, sn.Unit
+		if sn.SQL != "" {
+			size = sn.BatchSize
+		}
+	}
+	var got interval.Set
+	if done != nil {
+		got = done.Ranges
+		m.Rows, m.LastDoneAt = done.Rows, done.Last
+	}
+	for _, b := range interval.Batches(unit, size, step) {
+		m.Batches++
+		if got.Covers(b) {
+			m.BatchesDone++
+		}
+	}
+	for _, r := range step {
+		m.Intervals += unit.Count(r)
+	}
+	for _, r := range got {
+		m.IntervalsDone += unit.Count(r)
+	}
+	// The ETA counts intervals; batches when the unit is unknown.
+	total, finished := m.Intervals, m.IntervalsDone
+	if total == 0 {
+		total, finished = m.Batches, m.BatchesDone
+	}
+	if m.BatchesDone == m.Batches || finished >= total {
+		m.ETAMS = new(int64)
+	}
+	elapsed := m.LastDoneAt.Sub(m.DueAt)
+	if done == nil || elapsed <= 0 {
+		return m
+	}
+	m.RowsPerSecond = float64(m.Rows) / elapsed.Seconds()
+	m.IntervalsPerSecond = float64(m.IntervalsDone) / elapsed.Seconds()
+	if m.ETAMS == nil && finished > 0 {
+		eta := time.Duration(float64(elapsed) * float64(total-finished) / float64(finished)).Milliseconds()
+		m.ETAMS = &eta
+	}
+	return m
+}
+
 func duration(s interval.Set) time.Duration {
 	var d time.Duration
 	for _, r := range s {
@@ -121,7 +219,7 @@ func Plans(st *projections.State, env string) []commands.PlanProgress {
 	for _, p := range InFlight(st) {
 		if env == "" || p.Env == env {
 			out = append(out, commands.PlanProgress{Plan: p.Plan, Env: p.Env, BackfillMS: p.Total.Milliseconds(), DoneMS: p.Done.Milliseconds(),
-				Cancelled: p.Cancelled, Failures: p.Failures})
+				Cancelled: p.Cancelled, Failures: p.Failures, Models: p.Models})
 		}
 	}
 	return out

@@ -354,6 +354,40 @@ type flightView struct {
 	Cancelled bool
 	// Failures are the latest failures of the plan's work, per model.
 	Failures []failureView
+	// Models is the progress of the plan's work per model.
+	Models []workView
+}
+
+// workView is one model's step of a plan's work as the page shows it:
+// batches and intervals done of those asked, rows written, the pace and
+// the ETA ("-" before anything is done).
+type workView struct {
+	commands.ModelProgress
+	Rate, ETA string
+}
+
+// newWorkView is m for the page: "5.0 rows/s · 0.10 intervals/s" and
+// "20s" (to the second; "0s" once done).
+func newWorkView(m commands.ModelProgress) workView {
+	v := workView{ModelProgress: m, Rate: "-", ETA: "-"}
+	if !m.LastDoneAt.IsZero() {
+		v.Rate = perSecond(m.RowsPerSecond) + " rows/s · " + perSecond(m.IntervalsPerSecond) + " intervals/s"
+	}
+	if d, ok := m.ETA(); ok {
+		v.ETA = d.Round(time.Second).String()
+	}
+	return v
+}
+
+// perSecond is a rate with the digits that matter: "1234", "12.5", "0.10".
+func perSecond(x float64) string {
+	switch {
+	case x >= 100:
+		return strconv.FormatFloat(x, 'f', 0, 64)
+	case x >= 10:
+		return strconv.FormatFloat(x, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(x, 'f', 2, 64)
 }
 
 // failureView is a failed run as the page shows it: who, and the
@@ -436,6 +470,9 @@ func (s *Server) view() view {
 				Done: fmt.Sprintf("%s of %s", p.Done, p.Total), Cancelled: p.Cancelled}
 			for _, f := range p.Failures {
 				fv.Failures = append(fv.Failures, failureView{Model: f.Model, Final: f.Final, Text: f.Snapshot + ": " + failureText(f)})
+			}
+			for _, m := range p.Models {
+				fv.Models = append(fv.Models, newWorkView(m))
 			}
 			v.InFlight = append(v.InFlight, fv)
 		}

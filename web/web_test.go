@@ -17,6 +17,7 @@ import (
 
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/engine"
+	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/internal/jstest"
 	"github.com/tidemark/tidemark/natsnode"
@@ -160,20 +161,25 @@ func TestDashboardRows(t *testing.T) {
 }
 
 // A plan built and not promoted yet is in flight, with the share of its
-// backfill done.
+// backfill done and, per model, its work's batches, intervals and rows
+// done, the pace and the ETA.
 func TestDashboardPlansInFlight(t *testing.T) {
 	e := jstest.Engine(t, engine.Config{TrustCommandTime: true})
 	at := time.Date(2026, 12, 1, 4, 0, 0, 0, time.UTC)
 	meta := func() commands.Meta { return commands.Meta{ID: commands.NewID(), At: at} }
-	for _, c := range []commands.Command{
-		&commands.RegisterSnapshot{Meta: meta(), Model: "events", Version: "v1", Cron: "@hourly", Start: at.Add(-4 * time.Hour)},
-		&commands.BuildPlan{Meta: meta(), Plan: "p1", Env: "prod", Versions: map[string]string{"events": "v1"}},
-		&commands.CompleteIntervals{Meta: meta(), Model: "events", Version: "v1", Ranges: []interval.Range{interval.R(at.Add(-4*time.Hour), at.Add(-3*time.Hour))}},
-	} {
-		if err := e.Handle(t.Context(), c).Err(); err != nil {
+	handle := func(c commands.Command) commands.Reply {
+		r := e.Handle(t.Context(), c)
+		if err := r.Err(); err != nil {
 			t.Fatal(err)
 		}
+		return r
 	}
+	handle(&commands.RegisterSnapshot{Meta: meta(), Model: "events", Version: "v1", Cron: "@hourly", Start: at.Add(-4 * time.Hour)})
+	built := handle(&commands.BuildPlan{Meta: meta(), Plan: "p1", Env: "prod", Versions: map[string]string{"events": "v1"}})
+	// The first of four hours (one batch: no SQL), 120 rows, 10s after
+	// the plan was built: 12 rows/s, 0.1 intervals/s, three left: 30s.
+	handle(&commands.CompleteIntervals{Meta: commands.Meta{ID: commands.NewID(), At: at.Add(10 * time.Second)}, Model: "events", Version: "v1",
+		Ranges: []interval.Range{interval.R(at.Add(-4*time.Hour), at.Add(-3*time.Hour))}, Work: events.WorkID(built.Seq, events.RunBackfill), Rows: 120})
 	h, err := (&Server{Proj: e.Projection(), Log: e.Reader(), Registry: e.Registry(), Clock: e.Now, Logger: quiet()}).Handler()
 	if err != nil {
 		t.Fatal(err)
@@ -181,8 +187,11 @@ func TestDashboardPlansInFlight(t *testing.T) {
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	_, page := get(t, srv.URL+"/")
-	if !strings.Contains(page, `<li data-inflight="p1">p1 → prod <progress max="100" value="25">25%</progress> backfill 25% (1h0m0s of 4h0m0s)</li>`) {
+	if !strings.Contains(page, `<li data-inflight="p1">p1 → prod <progress max="100" value="25">25%</progress> backfill 25% (1h0m0s of 4h0m0s)`) {
 		t.Fatalf("p1 is not shown in flight at 25%%:\n%s", page)
+	}
+	if !strings.Contains(page, `<tr data-work="events@v1" data-run-kind="backfill"><td class="snap">events@v1</td><td>backfill</td><td class="batches"><progress max="1" value="0"></progress> 0/1</td><td>1/4</td><td class="rows">120</td><td class="rate">12.0 rows/s · 0.10 intervals/s</td><td class="eta">30s</td></tr>`) {
+		t.Fatalf("p1's work is not shown per model:\n%s", page)
 	}
 	_, metrics := get(t, srv.URL+"/metrics")
 	if !strings.Contains(metrics, `tidemark_plan_backfill_progress_ratio{env="prod",plan="p1"} 0.25`) {

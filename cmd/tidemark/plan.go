@@ -3,12 +3,20 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"os"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events/interval"
+	"github.com/vbauerster/mpb/v8"
+	"github.com/vbauerster/mpb/v8/decor"
+	"golang.org/x/term"
 )
 
 func newPlanCmd() *cobra.Command {
@@ -97,7 +105,9 @@ func newPlanCancelCmd() *cobra.Command {
 
 // awaitBackfill asks the server for the status until plan's backfill set
 // is covered (or the plan is no longer in flight: accepted meanwhile), for
-// at most wait (0: does not wait). Progress goes to stderr.
+// at most wait (0: does not wait). Progress goes to stderr: the plan's
+// share of its backfill and, per model, its batches done, rows, rate and
+// ETA (waitShow: bars on a terminal, lines when they change otherwise).
 func awaitBackfill(cmd *cobra.Command, url, plan string, wait time.Duration) error {
 	if wait <= 0 {
 		return nil
@@ -107,9 +117,19 @@ func awaitBackfill(cmd *cobra.Command, url, plan string, wait time.Duration) err
 		return err
 	}
 	defer nc.Close()
+	show := newWaitShow(cmd.ErrOrStderr(), plan)
+	err = waitBackfill(cmd, nc, plan, wait, show)
+	show.end()
+	if err == nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "plan %s: backfill complete\n", plan)
+	}
+	return err
+}
+
+// waitBackfill is awaitBackfill's loop: nil once the backfill is covered.
+func waitBackfill(cmd *cobra.Command, nc *nats.Conn, plan string, wait time.Duration, show waitShow) error {
 	ctx := cmd.Context()
 	deadline := time.Now().Add(wait)
-	last := ""
 	for {
 		r, err := send(ctx, nc, &commands.Status{})
 		if err != nil {
@@ -121,8 +141,10 @@ func awaitBackfill(cmd *cobra.Command, url, plan string, wait time.Duration) err
 				p = &r.Plans[i]
 			}
 		}
+		if p != nil {
+			show.show(*p)
+		}
 		if p == nil || p.Complete() {
-			fmt.Fprintf(cmd.ErrOrStderr(), "plan %s: backfill complete\n", plan)
 			return nil
 		}
 		if p.Cancelled {
@@ -131,14 +153,6 @@ func awaitBackfill(cmd *cobra.Command, url, plan string, wait time.Duration) err
 		if f := p.Failed(); f != nil {
 			return &exitError{kind: failed, err: fmt.Errorf("--wait: plan %s failed: model %s (%s) was given up after %d attempt(s): %s", plan, f.Model, f.Snapshot, f.Attempt, f.Error)}
 		}
-		s := progress(*p)
-		for _, f := range p.Failures {
-			s += fmt.Sprintf("; %s failed (attempt %d, retrying): %s", f.Model, f.Attempt, firstLine(f.Error))
-		}
-		if s != last {
-			fmt.Fprintf(cmd.ErrOrStderr(), "plan %s: %s\n", plan, s)
-			last = s
-		}
 		if !time.Now().Before(deadline) {
 			return &exitError{kind: failed, err: fmt.Errorf("--wait: plan %s's backfill is not computed after %s, %s (is `tidemark serve` computing its work: --builtin-worker, or a `tidemark worker`?)", plan, wait, progress(*p))}
 		}
@@ -146,6 +160,154 @@ func awaitBackfill(cmd *cobra.Command, url, plan string, wait time.Duration) err
 			return err
 		}
 	}
+}
+
+// waitShow shows a plan's progress while plan --wait waits.
+type waitShow interface {
+	// show shows a status answer's progress of the plan.
+	show(p commands.PlanProgress)
+	// end stops showing; nothing is written after it returns.
+	end()
+}
+
+// newWaitShow shows plan's progress on w: bars when w is a terminal,
+// lines otherwise.
+func newWaitShow(w io.Writer, plan string) waitShow {
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		return &barShow{plan: plan, p: mpb.New(mpb.WithOutput(f), mpb.WithWidth(30)), bars: map[string]*modelBar{}}
+	}
+	return &lineShow{w: w, plan: plan, models: map[string]string{}}
+}
+
+// retrying is the failures of the plan's work its workers retry:
+// "; events failed (attempt 2, retrying): <first line>" each.
+func retrying(p commands.PlanProgress) string {
+	s := ""
+	for _, f := range p.Failures {
+		if !f.Final {
+			s += fmt.Sprintf("; %s failed (attempt %d, retrying): %s", f.Model, f.Attempt, firstLine(f.Error))
+		}
+	}
+	return s
+}
+
+// lineShow writes a line for the plan, and one per model, each time its
+// figures change: "plan p1: events@v1 backfill: batches 1/3, intervals
+// 3/5, 150 rows, 5.0 rows/s, 0.10 intervals/s, ETA 20s". One line per
+// change of each, so the output is bounded by the work's batches.
+type lineShow struct {
+	w      io.Writer
+	plan   string
+	last   string
+	models map[string]string
+}
+
+func (l *lineShow) show(p commands.PlanProgress) {
+	if s := progress(p) + retrying(p); s != l.last {
+		fmt.Fprintf(l.w, "plan %s: %s\n", l.plan, s)
+		l.last = s
+	}
+	for _, m := range p.Models {
+		k := modelLabel(m)
+		if s := batchFigures(m); s != l.models[k] {
+			fmt.Fprintf(l.w, "plan %s: %s: %s\n", l.plan, k, s)
+			l.models[k] = s
+		}
+	}
+}
+
+func (l *lineShow) end() {}
+
+// barShow draws a bar per model (batches done of its batches, then its
+// other figures); the failures its workers retry are printed above them
+// when they change.
+type barShow struct {
+	plan string
+	p    *mpb.Progress
+	last string
+	bars map[string]*modelBar
+}
+
+// modelBar is one model's bar and the figures its decorator shows.
+type modelBar struct {
+	bar  *mpb.Bar
+	text atomic.Pointer[string]
+}
+
+func (b *barShow) show(p commands.PlanProgress) {
+	if s := retrying(p); s != b.last {
+		if s != "" {
+			fmt.Fprintf(b.p, "plan %s: %s%s\n", b.plan, progress(p), s)
+		}
+		b.last = s
+	}
+	for _, m := range p.Models {
+		k := modelLabel(m)
+		text := modelFigures(m)
+		mb := b.bars[k]
+		if mb == nil {
+			mb = &modelBar{}
+			mb.text.Store(&text)
+			mb.bar = b.p.AddBar(int64(m.Batches),
+				mpb.PrependDecorators(decor.Name(k, decor.WCSyncSpaceR), decor.CountersNoUnit(" %d/%d batches", decor.WCSyncSpace)),
+				mpb.AppendDecorators(decor.Any(func(decor.Statistics) string { return *mb.text.Load() })))
+			b.bars[k] = mb
+		}
+		mb.text.Store(&text)
+		mb.bar.SetCurrent(int64(m.BatchesDone))
+	}
+}
+
+func (b *barShow) end() {
+	for _, mb := range b.bars {
+		mb.bar.Abort(false) // left drawn as it is; a completed bar stays
+	}
+	b.p.Wait()
+}
+
+// modelLabel names a model's step of the plan's work: "events@v1
+// backfill".
+func modelLabel(m commands.ModelProgress) string {
+	return m.Snapshot + " " + string(m.RunKind)
+}
+
+// batchFigures is a model's progress for people: "batches 1/3, " then
+// modelFigures.
+func batchFigures(m commands.ModelProgress) string {
+	return fmt.Sprintf("batches %d/%d, %s", m.BatchesDone, m.Batches, modelFigures(m))
+}
+
+// modelFigures is a model's progress but its batches, for people:
+// "intervals 3/5, 150 rows, 5.0 rows/s, 0.10 intervals/s, ETA 20s" (no
+// rates before anything is done, and then "ETA unknown").
+func modelFigures(m commands.ModelProgress) string {
+	s := fmt.Sprintf("intervals %d/%d, %d rows", m.IntervalsDone, m.Intervals, m.Rows)
+	if !m.LastDoneAt.IsZero() {
+		s += ", " + perSecond(m.RowsPerSecond) + " rows/s, " + perSecond(m.IntervalsPerSecond) + " intervals/s"
+	}
+	if d, ok := m.ETA(); ok {
+		return s + ", ETA " + roughly(d)
+	}
+	return s + ", ETA unknown"
+}
+
+// perSecond is a rate with the digits that matter: "1234", "12.5", "0.10".
+func perSecond(x float64) string {
+	switch {
+	case x >= 100:
+		return strconv.FormatFloat(x, 'f', 0, 64)
+	case x >= 10:
+		return strconv.FormatFloat(x, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(x, 'f', 2, 64)
+}
+
+// roughly is d to the second (to the millisecond under a second).
+func roughly(d time.Duration) string {
+	if d >= time.Second {
+		return d.Round(time.Second).String()
+	}
+	return d.Round(time.Millisecond).String()
 }
 
 // firstLine is s up to its first line break.

@@ -69,7 +69,8 @@ func printStatus(w io.Writer, envs []commands.EnvStatus, open []commands.Repair)
 }
 
 // printPlans writes one line per plan in flight with its backfill
-// progress.
+// progress, then one per model of its work (batches, rows, rate, ETA)
+// and one per failure.
 func printPlans(w io.Writer, plans []commands.PlanProgress) {
 	for _, p := range plans {
 		state := "plan in flight"
@@ -77,6 +78,9 @@ func printPlans(w io.Writer, plans []commands.PlanProgress) {
 			state = "plan cancelled"
 		}
 		fmt.Fprintf(w, "%s: %s for %s, %s\n", state, p.Plan, p.Env, progress(p))
+		for _, m := range p.Models {
+			fmt.Fprintf(w, "  %s: %s\n", modelLabel(m), batchFigures(m))
+		}
 		for _, f := range p.Failures {
 			fmt.Fprintf(w, "  %s: %s\n", f.Snapshot, failureText(f))
 		}

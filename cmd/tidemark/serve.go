@@ -191,7 +191,7 @@ func newServeCmd() *cobra.Command {
 				defer wh.Close()
 				if builtinWorker {
 					pub.Runner = &sqlrun.Runner{WH: wh, Proj: eng.Projection(), Done: &inproc.Worker{Handler: eng, Actor: "worker:builtin"},
-						Log: log.With("subsystem", "sqlrun"), Timeout: whOpts.ModelTimeout}
+						Log: log.With("subsystem", "sqlrun"), Timeout: whOpts.ModelTimeout, Clock: eng.Now}
 					// Items that write or read a common table run in
 					// stream order; the others beside each other.
 					pub.Tables = sqlrun.Tables(eng.Projection())

@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/modelfile"
 	"github.com/tidemark/tidemark/projections"
@@ -158,5 +161,33 @@ func TestWriteStepCancelledIsNotComputed(t *testing.T) {
 	rows, n, err := sqlrun.WriteStep(ctx, wh, m, interval.Hour, sqlrun.Batching{Size: 1, Concurrency: 1}, []interval.Range{interval.R(t0, hour(48))}, nil)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("WriteStep on an ended context: %d rows of %d batches, %v; want context.Canceled", rows, n, err)
+	}
+}
+
+// With a Clock, each batch is recorded at the reading when it committed,
+// so the item's progress (Work.Done: plan --wait's rate and ETA) follows
+// the batches; without one, at the item's at.
+func TestBatchesRecordedAtTheirClock(t *testing.T) {
+	w := newWorld(t)
+	rawHours(w, 60)
+	w.at(hour(60))
+	w.registerAt(&commands.RegisterSnapshot{Model: "agg", Version: "v1", Cron: "@hourly", SQL: evAgg, TimeColumn: "hour", BatchSize: 20, BatchConcurrency: 1})
+	var readings atomic.Int64
+	w.run.Clock = func() time.Time { return w.now.Add(time.Duration(readings.Add(1)) * time.Minute) }
+	r := w.do(&commands.BuildPlan{Plan: "p1", Env: "prod", Versions: map[string]string{"agg": "v1"}})
+	item := work.Backfill(*r.Plan)
+	item.ID = events.WorkID(r.Seq, events.RunBackfill) // as work.Of names it
+	if err := w.run.Run(t.Context(), item, w.now); err != nil {
+		t.Fatal(err)
+	}
+	var done projections.StepDone
+	w.e.Projection().Read(func(st *projections.State) {
+		if d := st.Work[item.ID].Done["agg@v1"]; d != nil {
+			done = *d
+		}
+	})
+	// Three batches, recorded one per reading.
+	if done.Reports != 3 || readings.Load() != 3 || !done.Last.Equal(w.now.Add(3*time.Minute)) || done.Rows != 60*5 {
+		t.Fatalf("recorded %+v after %d readings; want 3 reports, the last at %s, %d rows", done, readings.Load(), w.now.Add(3*time.Minute), 60*5)
 	}
 }
