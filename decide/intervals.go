@@ -141,5 +141,5 @@ func failRun(st *projections.State, c *commands.FailRun) (Decision, error) {
 		return Decision{}, err
 	}
 	return single(st, events.RunFailed{Snapshot: sn.Snapshot, Ranges: set, RunKind: c.RunKind, RunID: c.RunID, Worker: c.Worker,
-		ExitStatus: c.ExitStatus, Error: commands.BoundText(c.Error, commands.MaxErrorText), StderrTail: c.StderrTail, Attempt: c.Attempt, Final: c.Final}), nil
+		ExitStatus: c.ExitStatus, Error: commands.BoundText(c.Error, commands.MaxErrorText), StderrTail: c.StderrTail, Attempt: c.Attempt, Final: c.Final, Work: c.Work}), nil
 }

@@ -464,6 +464,9 @@ type RunFailed struct {
 	// Attempt counts deliveries of the work, from 1.
 	Attempt int  `msgpack:"attempt" json:"attempt"`
 	Final   bool `msgpack:"final" json:"final"`
+	// Work is the work item the failure reports (fail_work), when it
+	// names one.
+	Work string `msgpack:"work,omitempty" json:"work,omitempty"`
 }
 
 // PlanCancelled records that a plan's outstanding work was ended

@@ -658,7 +658,7 @@ func (p *Publisher) admit(ctx context.Context, h *held, seq uint64) error {
 // good, the plans they cancel.
 type wake struct {
 	done      map[string]bool
-	failed    map[string]bool // run kind + " " + run id
+	failed    map[string]bool // work item id, or run kind + " " + run id
 	cancelled []string
 }
 
@@ -682,7 +682,11 @@ func wakeBy(group []events.Record) wake {
 				if w.failed == nil {
 					w.failed = map[string]bool{}
 				}
-				w.failed[string(e.RunKind)+" "+e.RunID] = true
+				if e.Work != "" {
+					w.failed[e.Work] = true
+				} else {
+					w.failed[string(e.RunKind)+" "+e.RunID] = true
+				}
 			}
 		}
 	}
@@ -715,6 +719,13 @@ func (p *Publisher) wake(ctx context.Context, w wake, seq uint64) error {
 			delete(p.waiting, id)
 			continue
 		}
+		if w.failed[id] {
+			log.Warn("batches not published: a batch of their item failed for good", "item", id, "batches", len(h.parts))
+			delete(p.waiting, id)
+			continue
+		}
+		// A failure naming no item (fail_run, or one recorded before
+		// failures named their item): matched by its run.
 		if i := slices.IndexFunc(h.runs, func(run string) bool { return w.failed[string(item.RunKind)+" "+run] }); i >= 0 {
 			log.Warn("batches not published: a batch of their item failed for good", "item", id, "run_id", h.runs[i], "batches", len(h.parts))
 			delete(p.waiting, id)

@@ -256,6 +256,9 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		// work: the environment moved past its plan, say). Delivered
 		// again, the item would be computed again and refused again.
 		w.Logger.Error("worker: the engine refused the item's work; giving it up", "item", item.ID, "err", err)
+		if item.Batch != "" {
+			w.givenUp(ctx, item, attempt, err)
+		}
 		_ = msg.Term()
 	default:
 		delay := w.Backoff[min(attempt-1, len(w.Backoff)-1)]
@@ -301,6 +304,25 @@ func (w *Worker) runItem(ctx context.Context, item work.Item, attempt int) error
 		}
 	}
 	return nil
+}
+
+// givenUp records, as far as the engine takes it, that the worker gave a
+// batch up for good after the engine refused its work (err): a final
+// fail_work, so that the publisher no longer holds the item's batches
+// that wait for it. The engine may refuse this too (an item it does
+// not know): then there is nothing to hold.
+func (w *Worker) givenUp(ctx context.Context, item work.Item, attempt int, err error) {
+	for si, st := range item.Steps {
+		for ri, r := range st.Ranges {
+			meta := commands.Meta{ID: fmt.Sprintf("%s/%d/%d/%d/given-up", item.Key(), si, ri, attempt), Actor: "worker:" + w.Name, Correlation: st.RunID}
+			rep := w.Handler.Handle(ctx, &commands.FailWork{FailRun: commands.FailRun{Meta: meta, Model: st.Model, Version: st.Version, Ranges: []interval.Range{r},
+				RunKind: item.RunKind, RunID: st.RunID, Worker: w.Name, ExitStatus: -1, Error: "given up: the engine refused it for good: " + err.Error(),
+				Attempt: attempt, Final: true, Work: item.ID}})
+			if rerr := rep.Err(); rerr != nil {
+				w.Logger.Warn("worker: the engine refused the record of the item given up", "item", item.Key(), "err", rerr)
+			}
+		}
+	}
 }
 
 // check asks the engine whether step si of a plan's item may still be

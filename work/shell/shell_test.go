@@ -610,6 +610,23 @@ func TestCheckBeforePlanWork(t *testing.T) {
 		}
 	}
 
+	// A batch message refused for good is given up with a final
+	// fail_work naming the item, so the publisher stops holding the
+	// batches that wait for it.
+	batch := it
+	batch.Steps, batch.Batch = []work.Step{it.Steps[1]}, "1/0"
+	batchData, err := json.Marshal(batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, m, computed = run(commands.CodeInvalid, batchData)
+	if !slices.Equal(m.acts, []string{"term"}) || computed["b@v1+p1"] != 0 || len(h.cmds) != 1 {
+		t.Fatalf("stale batch: settled %v, computed %v, reported %s; want term, unwritten, one report", m.acts, computed, js(t, h.cmds))
+	}
+	if f, ok := h.cmds[0].(*commands.FailWork); !ok || !f.Final || f.Work != it.ID || f.Model != "b" || !strings.Contains(f.Error, "given up") {
+		t.Errorf("stale batch: reported %s, want a final fail_work of b naming %s", js(t, h.cmds[0]), it.ID)
+	}
+
 	_, m, computed = run(commands.CodeConflict, data)
 	if !slices.Equal(m.acts, []string{"nak 1s"}) || computed["b@v1+p1"] != 0 {
 		t.Fatalf("state changing: settled %v, computed %v; want the item handed back, b@v1+p1 unwritten", m.acts, computed)
