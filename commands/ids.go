@@ -109,21 +109,24 @@ func refuseInternal(cmd Command) error {
 // encoding without its Meta (map keys sorted; an empty list or map is
 // encoded as an absent one). The engine records it with the command's
 // events (the envelope's digest), so a command id reused for another
-// command (another kind or body) is told apart from a retry.
+// command (another kind or body) is told apart from a retry. A
+// completion's rows are left out: they report what a computation wrote,
+// not what the command asks, so a batch computed again (redelivered) that
+// writes other rows is the same completion, recorded once.
 func Digest(cmd Command) string {
 	// The hot path's commands, without reflection; the same bytes
 	// (TestDigestFastPath).
 	switch c := cmd.(type) {
 	case *CompleteIntervals:
 		v := *c
-		v.Meta = Meta{}
+		v.Meta, v.Rows = Meta{}, 0
 		if len(v.Ranges) == 0 {
 			v.Ranges = nil
 		}
 		return digestOf(c.Kind(), &v)
 	case *CompleteWork:
 		v := *c
-		v.Meta = Meta{} // its one field is a struct: nothing else is cleared
+		v.Meta, v.Rows = Meta{}, 0 // nothing else is cleared
 		return digestOf(c.Kind(), &v)
 	}
 	return digestReflect(cmd)

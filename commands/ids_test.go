@@ -164,3 +164,24 @@ func TestDigestFastPath(t *testing.T) {
 		}
 	}
 }
+
+// TestDigestIgnoresRows: a completion's rows are not part of what it asks:
+// the same batch reported with other rows (computed again) has the same
+// digest, so its fixed id is a retry, not an idempotency conflict; other
+// ranges are another command.
+func TestDigestIgnoresRows(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	c := CompleteIntervals{Model: "m", Version: "v1", Ranges: []interval.Range{interval.R(t0, t0.Add(time.Hour))}, Work: "work-3-backfill", Rows: 101}
+	d := c
+	d.Rows = 102
+	if Digest(&c) != Digest(&d) {
+		t.Error("complete_intervals: the digest depends on rows")
+	}
+	if Digest(&CompleteWork{CompleteIntervals: c}) != Digest(&CompleteWork{CompleteIntervals: d}) {
+		t.Error("complete_work: the digest depends on rows")
+	}
+	d.Ranges = []interval.Range{interval.R(t0, t0.Add(2*time.Hour))}
+	if Digest(&CompleteWork{CompleteIntervals: c}) == Digest(&CompleteWork{CompleteIntervals: d}) {
+		t.Error("complete_work: other ranges, same digest")
+	}
+}

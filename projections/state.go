@@ -3,6 +3,7 @@ package projections
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"time"
@@ -201,9 +202,11 @@ func (w *Work) done(snapshot string, ranges []interval.Range, rows int64, at tim
 		w.Done[snapshot] = d
 	}
 	d.Ranges = d.Ranges.AddSet(step.SubtractSet(step.SubtractSet(interval.NewSet(ranges...)))) // step ∩ ranges
-	d.Rows += rows
+	d.Rows = min(d.Rows, math.MaxInt64-rows) + rows                                            // saturating: a worker reports rows
 	d.Reports++
-	d.Last = at
+	if at.After(d.Last) {
+		d.Last = at // the latest, whatever order the reports arrive in
+	}
 }
 
 // AdvanceRef ties a SchedulerAdvanced to the scheduled work item it is

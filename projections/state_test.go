@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -130,5 +131,37 @@ func TestUpstreamOf(t *testing.T) {
 	}
 	if _, missing := f.st.UpstreamOf("rollup@v1+p9"); len(missing) != 1 || missing[0] != "raw" {
 		t.Fatalf("rollup@v1+p9 missing %v", missing)
+	}
+}
+
+// TestWorkProgress: completions naming a work item fold into its
+// progress: ranges clipped to the item's step, rows summed (saturating at
+// the largest int64, whatever a worker reports), the latest completion's
+// time whatever order they arrive in; a completion naming no item, or an
+// item without a step for the snapshot, changes no progress.
+func TestWorkProgress(t *testing.T) {
+	f := &folder{t: t, st: New(), ids: events.NewIDSource()}
+	f.apply(hr(0), events.SnapshotRegistered{Snapshot: "events@v1", Model: "events", Version: "v1", Cron: "0 * * * *", Unit: interval.Hour, Start: t0, Kind: events.Incremental, Table: "events@v1"})
+	seq := f.apply(hr(10), events.PlanBuilt{Plan: "p1", Env: "prod", Candidates: []events.Candidate{{Model: "events", Snapshot: "events@v1", Table: "events@v1",
+		Backfill: []interval.Range{interval.R(hr(0), hr(10))}}}})
+	id := events.WorkID(seq, events.RunBackfill)
+	done := func(at time.Time, a, b int, rows int64, work string) {
+		f.apply(at, events.IntervalsCompleted{Snapshot: "events@v1", Table: "events@v1", Ranges: []interval.Range{interval.R(hr(a), hr(b))}, RunKind: events.RunBackfill, Work: work, Rows: rows})
+	}
+	done(hr(12), 0, 2, 5, id)
+	done(hr(11), 8, 12, math.MaxInt64, id) // beyond the step, earlier, huge
+	done(hr(13), 2, 4, 7, "")              // names no item
+	w := f.st.Work[id]
+	if !w.At.Equal(hr(10)) {
+		t.Errorf("at %s, want the plan's time", w.At)
+	}
+	d := w.Done["events@v1"]
+	want := interval.NewSet(interval.R(hr(0), hr(2)), interval.R(hr(8), hr(10)))
+	if d == nil || !d.Ranges.Equal(want) || d.Rows != math.MaxInt64 || d.Reports != 2 || !d.Last.Equal(hr(12)) {
+		t.Fatalf("progress %+v, want ranges %v, rows saturated, 2 reports, last %s", d, want, hr(12))
+	}
+	done(hr(14), 2, 3, 1, id)
+	if d.Rows != math.MaxInt64 || !d.Last.Equal(hr(14)) {
+		t.Errorf("after another: rows %d last %s", d.Rows, d.Last)
 	}
 }

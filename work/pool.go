@@ -41,9 +41,11 @@ import (
 //     scheduled or repair item waits for (the order rule): it may take
 //     the kept worker, as the waiting item could not start before it
 //     anyway. With Concurrency 1 plan work may take the only worker: a
-//     tick then waits for the plan attempt running (at most the Runner's
-//     time for an attempt, sqlrun.Runner.Timeout) but starts before any
-//     plan work queued. Priority only chooses among items the order rule
+//     tick then waits for the plan attempt running (all the batches of
+//     its steps not yet done, each bounded by sqlrun.Runner.Timeout, so a
+//     long backfill delays ticks for as long: keep Concurrency >= 2, the
+//     default, to keep production fresh while plans backfill) but starts
+//     before any plan work queued. Priority only chooses among items the order rule
 //     lets start: an item never overtakes an earlier one it must wait
 //     for, and the cursor rule is unchanged. Within each class items
 //     start in stream order (a retry keeps its place).

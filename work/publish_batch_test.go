@@ -711,3 +711,24 @@ func TestPublisherRunsAgain(t *testing.T) {
 	last = w.lastSeq()
 	eventually(t, "the cursor at the stream's end", func() bool { return w.cursor() == last })
 }
+
+// TestPublishedFailureDropsOnlyReaders: a batch failed for good gives up
+// only the waiting batches that read it; another model's batches of the
+// same item, waiting for a batch_concurrency slot, go on.
+func TestPublishedFailureDropsOnlyReaders(t *testing.T) {
+	w := newPubWorld(t)
+	w.start(0)
+	w.register("events", 1, 1)
+	w.register("clicks", 1, 1)
+	id := w.build("p1", "prod", ph(3), "events", "clicks")
+	got := w.barrier()
+	if !slices.Equal(keysOf(got), []string{id + "/0/0", id + "/1/0"}) {
+		t.Fatalf("published at once: %v", keysOf(got))
+	}
+	w.fail(find(t, got, id+"/1/0"))     // clicks fails for good
+	w.complete(find(t, got, id+"/0/0")) // events' first batch done
+	next := w.barrier()
+	if !slices.Equal(keysOf(next), []string{id + "/0/1"}) {
+		t.Errorf("after events' batch 0 done (clicks failed for good): published %v, want %s/0/1: events reads nothing clicks writes", keysOf(next), id)
+	}
+}

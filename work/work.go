@@ -54,6 +54,14 @@ const (
 	// DuplicateWindow is the work stream's Nats-Msg-Id deduplication window:
 	// replicas publishing the same work item within it store it once.
 	DuplicateWindow = 5 * time.Minute
+	// FormatKey is the work consumer's metadata key naming the work
+	// format serve publishes (Format); workers read it when they bind.
+	FormatKey = "tidemark.work_format"
+	// Format is this build's work format: "2", items published as their
+	// batches (Item.Batch) and completions carrying rows. A consumer
+	// without FormatKey was provisioned by an older serve (whole items,
+	// completions without rows): a worker then reports no rows.
+	Format = "2"
 	// cursorKey in the checkpoint bucket holds the last event sequence
 	// the publisher has turned into work.
 	cursorKey = "work_cursor"
@@ -417,7 +425,10 @@ func (p *Publisher) Prepare(ctx context.Context) error {
 		}
 		if err := e.Retry(ctx, func(ctx context.Context) error {
 			cfg := ConsumerConfig(ackWait, maxDeliver)
-			cfg.Metadata = p.Metadata
+			cfg.Metadata = map[string]string{FormatKey: Format}
+			for k, v := range p.Metadata {
+				cfg.Metadata[k] = v
+			}
 			_, err := e.JetStream().CreateOrUpdateConsumer(ctx, Stream, cfg)
 			return err
 		}); err != nil {
@@ -586,8 +597,9 @@ func (p *Publisher) deliver(ctx context.Context, item Item) error {
 			}
 			h.limits = append(h.limits, lim)
 		}
+		progress := p.progressOnce()
 		for _, part := range Split(described, tables) {
-			done, err := part.isDone(ctx, p.Progress, item.EventSeq)
+			done, err := part.isDone(ctx, progress, item.EventSeq)
 			if err != nil {
 				return err
 			}
@@ -614,12 +626,13 @@ func (p *Publisher) deliver(ctx context.Context, item Item) error {
 // are published and not done than the step's batch_concurrency. The
 // others stay in h.parts.
 func (p *Publisher) admit(ctx context.Context, h *held, seq uint64) error {
+	progress := p.progressOnce()
 	inFlight := map[int]int{}
 	for step, rs := range h.published {
 		if h.limits[step] <= 0 {
 			continue
 		}
-		done, err := p.Progress(ctx, seq, h.item.ID, h.item.Steps[step].Snapshot)
+		done, err := progress(ctx, seq, h.item.ID, h.item.Steps[step].Snapshot)
 		if err != nil {
 			return err
 		}
@@ -632,7 +645,7 @@ func (p *Publisher) admit(ctx context.Context, h *held, seq uint64) error {
 			still = append(still, part)
 			continue
 		}
-		ready, err := part.ready(ctx, p.Progress, seq)
+		ready, err := part.ready(ctx, progress, seq)
 		if err == nil && ready {
 			err = p.publish(ctx, part.Item)
 		}
@@ -653,13 +666,35 @@ func (p *Publisher) admit(ctx context.Context, h *held, seq uint64) error {
 	return nil
 }
 
+// progressOnce is Progress asked at most once per item and snapshot: one
+// pass over an item's batches reads each step's progress once, not once
+// per batch.
+func (p *Publisher) progressOnce() DoneOf {
+	memo := map[[2]string]interval.Set{}
+	return func(ctx context.Context, seq uint64, id, snapshot string) (interval.Set, error) {
+		k := [2]string{id, snapshot}
+		if s, ok := memo[k]; ok {
+			return s, nil
+		}
+		s, err := p.Progress(ctx, seq, id, snapshot)
+		if err == nil {
+			memo[k] = s
+		}
+		return s, err
+	}
+}
+
 // wake is what a command's events change for the batches waiting: the
 // items they report batches of done, the runs they record failed for
 // good, the plans they cancel.
 type wake struct {
-	done      map[string]bool
-	failed    map[string]bool // work item id, or run kind + " " + run id
-	cancelled []string
+	done map[string]bool
+	// failed holds, per work item id, its batches recorded failed for
+	// good; failedRuns the runs (run kind + " " + run id) of final
+	// failures naming no item.
+	failed     map[string][]events.RunFailed
+	failedRuns map[string]bool
+	cancelled  []string
 }
 
 // wakeBy is what group changes for waiting batches.
@@ -678,15 +713,18 @@ func wakeBy(group []events.Record) wake {
 				w.done[e.Work] = true
 			}
 		case events.RunFailed:
-			if e.Final {
+			switch {
+			case !e.Final:
+			case e.Work != "":
 				if w.failed == nil {
-					w.failed = map[string]bool{}
+					w.failed = map[string][]events.RunFailed{}
 				}
-				if e.Work != "" {
-					w.failed[e.Work] = true
-				} else {
-					w.failed[string(e.RunKind)+" "+e.RunID] = true
+				w.failed[e.Work] = append(w.failed[e.Work], e)
+			default:
+				if w.failedRuns == nil {
+					w.failedRuns = map[string]bool{}
 				}
+				w.failedRuns[string(e.RunKind)+" "+e.RunID] = true
 			}
 		}
 	}
@@ -694,13 +732,17 @@ func wakeBy(group []events.Record) wake {
 }
 
 // wake publishes the waiting batches of the items w reports done whose
-// parents are now done, as a state at seq knows them, and gives up the
-// waiting batches of items a run of which failed for good (they read
-// what will not be written) and of the plans w cancels. Items are taken
-// in stream order (their events'), so the batches woken go out oldest
-// item first whatever order the map holds them in.
+// parents are now done, as a state at seq knows them; gives up the
+// waiting batches of a step w records a batch of failed for good, and
+// those that read it (transitively), which will not be written (the
+// item's other steps go on: a failed batch no longer counts against its
+// step's batch_concurrency);
+// and gives up the waiting batches of the plans w cancels, and of items
+// a run of which failed for good naming no item. Items are taken in
+// stream order (their events'), so the batches woken go out oldest item
+// first whatever order the map holds them in.
 func (p *Publisher) wake(ctx context.Context, w wake, seq uint64) error {
-	if len(p.waiting) == 0 || len(w.done) == 0 && len(w.failed) == 0 && len(w.cancelled) == 0 {
+	if len(p.waiting) == 0 || len(w.done) == 0 && len(w.failed) == 0 && len(w.failedRuns) == 0 && len(w.cancelled) == 0 {
 		return nil
 	}
 	log := p.Log.Logger().With("subsystem", "work")
@@ -719,19 +761,18 @@ func (p *Publisher) wake(ctx context.Context, w wake, seq uint64) error {
 			delete(p.waiting, id)
 			continue
 		}
-		if w.failed[id] {
-			log.Warn("batches not published: a batch of their item failed for good", "item", id, "batches", len(h.parts))
-			delete(p.waiting, id)
-			continue
-		}
 		// A failure naming no item (fail_run, or one recorded before
 		// failures named their item): matched by its run.
-		if i := slices.IndexFunc(h.runs, func(run string) bool { return w.failed[string(item.RunKind)+" "+run] }); i >= 0 {
+		if i := slices.IndexFunc(h.runs, func(run string) bool { return w.failedRuns[string(item.RunKind)+" "+run] }); i >= 0 {
 			log.Warn("batches not published: a batch of their item failed for good", "item", id, "run_id", h.runs[i], "batches", len(h.parts))
 			delete(p.waiting, id)
 			continue
 		}
-		if !w.done[id] {
+		if fs := w.failed[id]; len(fs) > 0 {
+			if dropped := h.failed(fs); dropped > 0 {
+				log.Warn("batches not published: they read a batch that failed for good", "item", id, "batches", dropped, "failed", fs[0].Snapshot)
+			}
+		} else if !w.done[id] {
 			continue
 		}
 		if err := p.retry(ctx, "publishing work", func() error { return p.admit(ctx, h, seq) }); err != nil {
@@ -742,6 +783,38 @@ func (p *Publisher) wake(ctx context.Context, w wake, seq uint64) error {
 		}
 	}
 	return nil
+}
+
+// failed takes fs, final failures of h's batches, into account: their
+// ranges no longer count as in flight, and the waiting batches of a
+// failed snapshot, or that need one, or a snapshot of a batch so given
+// up, are given up (parts are in step order: one pass is transitive);
+// other steps' batches go on. It returns how many were given up.
+func (h *held) failed(fs []events.RunFailed) int {
+	dead := map[string]bool{}
+	for _, f := range fs {
+		dead[f.Snapshot] = true
+		for step, st := range h.item.Steps {
+			if st.Snapshot == f.Snapshot {
+				failed := interval.NewSet(f.Ranges...)
+				h.published[step] = slices.DeleteFunc(h.published[step], failed.Overlaps)
+			}
+		}
+	}
+	n := len(h.parts)
+	h.parts = slices.DeleteFunc(h.parts, func(part Part) bool {
+		if dead[part.Item.Steps[0].Snapshot] {
+			return true // the failed step's other batches: its model fails them too, as the built-in worker stops a step at its first failure
+		}
+		for snap := range part.Needs {
+			if dead[snap] {
+				dead[part.Item.Steps[0].Snapshot] = true
+				return true
+			}
+		}
+		return false
+	})
+	return n - len(h.parts)
 }
 
 // hold is where the work cursor may move to after last: before the

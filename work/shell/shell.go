@@ -78,6 +78,9 @@ type Worker struct {
 	Done func(item work.Item, err error)
 
 	stats work.Stats
+	// legacy: the consumer was provisioned by a serve of the work format
+	// before work.Format, whose completions take no rows.
+	legacy bool
 
 	// outMu serialises writes to Output: a command's stdout and stderr are
 	// copied by separate goroutines, and Concurrency > 1 runs several
@@ -148,6 +151,16 @@ func (w *Worker) Consumer(ctx context.Context) (jetstream.Consumer, error) {
 		return nil, fmt.Errorf("worker: consumer %s: %w", work.Consumer, err)
 	}
 	cfg := c.CachedInfo().Config
+	switch f := cfg.Metadata[work.FormatKey]; f {
+	case work.Format:
+	case "":
+		// An older serve: whole items, and completions without rows
+		// (its decoder refuses a key it does not know).
+		w.legacy = true
+		w.Logger.Warn("worker: serve publishes an older work format (no batches); reporting completions without rows: update serve", "consumer", work.Consumer)
+	default:
+		return nil, fmt.Errorf("worker: serve publishes work format %q, this worker reads %q: update the worker (workers read their own format and the one before it, so update workers before serve)", f, work.Format)
+	}
 	if cfg.AckWait > 0 && (w.AckWait <= 0 || w.AckWait > cfg.AckWait) {
 		w.AckWait = cfg.AckWait
 	}
@@ -256,7 +269,10 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		// work: the environment moved past its plan, say). Delivered
 		// again, the item would be computed again and refused again.
 		w.Logger.Error("worker: the engine refused the item's work; giving it up", "item", item.ID, "err", err)
-		if item.Batch != "" {
+		var ce *commands.Error
+		if item.Batch != "" && !(errors.As(err, &ce) && ce.Code == commands.CodeIdempotencyConflict) {
+			// (An id conflict is a report of this batch recorded with
+			// another body: the batch may well be done.)
 			w.givenUp(ctx, item, attempt, err)
 		}
 		_ = msg.Term()
@@ -296,8 +312,12 @@ func (w *Worker) runItem(ctx context.Context, item work.Item, attempt int) error
 			// The completion id does not depend on the attempt: a batch
 			// computed again after a redelivery is recorded once.
 			meta.ID = fmt.Sprintf("%s/%d/%d", item.Key(), si, ri)
+			rows := res.rows
+			if w.legacy {
+				rows = 0
+			}
 			rep := w.Handler.Handle(ctx, &commands.CompleteWork{CompleteIntervals: commands.CompleteIntervals{Meta: meta, Model: st.Model, Version: st.Version,
-				Ranges: []interval.Range{r}, RunKind: item.RunKind, RunID: st.RunID, Work: item.ID, Rows: res.rows}})
+				Ranges: []interval.Range{r}, RunKind: item.RunKind, RunID: st.RunID, Work: item.ID, Rows: rows}})
 			if err := rep.Err(); err != nil {
 				return fmt.Errorf("worker: report completion of %s %s: %w", st.Snapshot, r, err)
 			}
