@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/decide"
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/events"
@@ -71,7 +72,7 @@ func (w *pubWorld) start(batchConcurrency int) *runningPub {
 	t.Helper()
 	proj := w.e.Projection()
 	r := &runningPub{}
-	r.p = &Publisher{Log: w.e, AckWait: time.Minute, SQL: testSQL(proj), Progress: testProgress(proj), Tables: testTables(proj),
+	r.p = &Publisher{Log: w.e, AckWait: time.Minute, SQL: testSQL(proj), Progress: testProgress(proj), Tables: testTables(proj), Gone: testGone(proj),
 		BatchConcurrency: batchConcurrency, MaxBackoff: 50 * time.Millisecond,
 		Published: func(it Item) { r.mu.Lock(); r.keys = append(r.keys, it.Key()); r.mu.Unlock() }}
 	if err := r.p.Prepare(t.Context()); err != nil {
@@ -158,6 +159,22 @@ func testProgress(proj *live.Projection) DoneOf {
 			}
 		})
 		return done, nil
+	}
+}
+
+// testGone is sqlrun.Gone.
+func testGone(proj *live.Projection) GoneOf {
+	return func(ctx context.Context, seq uint64, kind events.RunKind, runID string) (string, error) {
+		if err := proj.WaitFor(ctx, seq); err != nil {
+			return "", err
+		}
+		var why string
+		proj.Read(func(st *projections.State) {
+			if plan := decide.CancelledWork(st, kind, runID); plan != "" {
+				why = "plan " + plan + " was cancelled"
+			}
+		})
+		return why, nil
 	}
 }
 
@@ -730,5 +747,32 @@ func TestPublishedFailureDropsOnlyReaders(t *testing.T) {
 	next := w.barrier()
 	if !slices.Equal(keysOf(next), []string{id + "/0/1"}) {
 		t.Errorf("after events' batch 0 done (clicks failed for good): published %v, want %s/0/1: events reads nothing clicks writes", keysOf(next), id)
+	}
+}
+
+// While an earlier item's batches wait (cursor held before it), a plan
+// built after it is cancelled. A restart derives both again and publishes
+// the cancelled plan's batches again before it reads the cancellation
+// (after the duplicate window, new messages: workers are refused and
+// record final failures) unless it asks whether they are still wanted
+// (Publisher.Gone).
+func TestPublishedRestartSkipsCancelled(t *testing.T) {
+	w := newPubWorld(t)
+	first := w.start(0)
+	w.register("events", 2, 0)
+	w.register("sessions", 2, 0, "events")
+	w.register("solo", 1, 0)
+	held := w.build("p0", "prod", ph(4), "events", "sessions")
+	gone := w.build("p1", "dev", ph(3), "solo")
+	got := w.barrier()
+	t.Logf("published: %v", keysOf(got))
+	w.do(&commands.CancelPlan{Meta: pmeta(), Plan: "p1"})
+	_ = held
+	w.barrier()
+	first.stop()
+	second := w.start(0)
+	w.barrier()
+	if again := itemKeys(second.published(), gone); len(again) > 0 {
+		t.Errorf("after a restart the publisher published batches of cancelled plan p1 again: %v", again)
 	}
 }

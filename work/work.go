@@ -325,6 +325,10 @@ type Publisher struct {
 	// overlapping its range are done; without it, items are published
 	// whole.
 	Progress DoneOf
+	// Gone, when set, says why a step's work is no longer wanted (its
+	// plan was cancelled): a restart deriving an item again publishes none
+	// of such a step's batches (they would be refused).
+	Gone GoneOf
 	// BatchConcurrency bounds the batches of an SQL step published and
 	// not yet done when its model sets no batch_concurrency (serve: its
 	// warehouse's default); 0: unbounded.
@@ -598,7 +602,24 @@ func (p *Publisher) deliver(ctx context.Context, item Item) error {
 			h.limits = append(h.limits, lim)
 		}
 		progress := p.progressOnce()
+		gone := map[int]bool{}
+		for i, st := range described.Steps {
+			if p.Gone == nil {
+				break
+			}
+			why, err := p.Gone(ctx, item.EventSeq, item.RunKind, st.RunID)
+			if err != nil {
+				return err
+			}
+			if why != "" {
+				gone[i] = true
+				p.Log.Logger().Info("work no longer wanted not published", "subsystem", "work", "item", item.ID, "snapshot", st.Snapshot, "why", why)
+			}
+		}
 		for _, part := range Split(described, tables) {
+			if gone[part.Step] {
+				continue
+			}
 			done, err := part.isDone(ctx, progress, item.EventSeq)
 			if err != nil {
 				return err
@@ -683,6 +704,11 @@ func (p *Publisher) progressOnce() DoneOf {
 		return s, err
 	}
 }
+
+// GoneOf says why the work of run runID (of run kind kind) is no longer
+// wanted, "" when it is, as known to a state that has applied at least
+// seq.
+type GoneOf func(ctx context.Context, seq uint64, kind events.RunKind, runID string) (string, error)
 
 // wake is what a command's events change for the batches waiting: the
 // items they report batches of done, the runs they record failed for

@@ -160,7 +160,7 @@ func newServeCmd() *cobra.Command {
 				pub.SQL = sqlrun.StepSQL(eng.Projection())
 				// Each item goes out as its batches, any worker taking
 				// any; a child's batch waits for its parent's.
-				pub.Progress, pub.Tables = sqlrun.Progress(eng.Projection()), sqlrun.Tables(eng.Projection())
+				pub.Progress, pub.Tables, pub.Gone = sqlrun.Progress(eng.Projection()), sqlrun.Tables(eng.Projection()), sqlrun.Gone(eng.Projection())
 				// Workers check the layout they join (workerServes).
 				pub.Metadata = map[string]string{layoutKey: serveWarehouse(warehouseDSN)}
 			}

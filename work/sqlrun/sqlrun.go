@@ -33,6 +33,7 @@ import (
 
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/decide"
+	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/live"
 	"github.com/tidemark/tidemark/models"
@@ -337,6 +338,24 @@ func Progress(proj *live.Projection) work.DoneOf {
 			}
 		})
 		return done, nil
+	}
+}
+
+// Gone is serve's work.Publisher.Gone: a cancelled plan's backfill and
+// catch-up work is no longer wanted (decide.CancelledWork), as proj knows
+// it once it has applied seq.
+func Gone(proj *live.Projection) work.GoneOf {
+	return func(ctx context.Context, seq uint64, kind events.RunKind, runID string) (string, error) {
+		if err := proj.WaitFor(ctx, seq); err != nil {
+			return "", err
+		}
+		var why string
+		proj.Read(func(st *projections.State) {
+			if plan := decide.CancelledWork(st, kind, runID); plan != "" {
+				why = "plan " + plan + " was cancelled"
+			}
+		})
+		return why, nil
 	}
 }
 
