@@ -776,3 +776,54 @@ func TestPublishedRestartSkipsCancelled(t *testing.T) {
 		t.Errorf("after a restart the publisher published batches of cancelled plan p1 again: %v", again)
 	}
 }
+
+// TestPublishedExhaustedIsFailed: a parent batch that runs out of
+// deliveries with nothing reported (MaxDeliver 1, handed back once) is
+// recorded failed for good by the publisher, from JetStream's advisory:
+// its child's batches are given up, the cursor moves on, and the message
+// leaves the stream.
+func TestPublishedExhaustedIsFailed(t *testing.T) {
+	w := newPubWorld(t)
+	proj := w.e.Projection()
+	p := &Publisher{Log: w.e, Reporter: w.e, AckWait: time.Minute, MaxDeliver: 1, SQL: testSQL(proj), Progress: testProgress(proj), Tables: testTables(proj), MaxBackoff: 50 * time.Millisecond}
+	if err := p.Prepare(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := w.js.Consumer(t.Context(), Stream, Consumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.cons = cons
+	r := &runningPub{p: p}
+	r.run(t)
+	w.register("events", 0, 0)
+	w.register("sessions", 0, 0, "events")
+	id := w.build("p1", "prod", ph(2), "events", "sessions")
+	msgs, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range msgs.Messages() {
+		_ = m.NakWithDelay(10 * time.Millisecond) // the last delivery, handed back unreported
+	}
+	eventually(t, "the exhausted batch recorded failed for good", func() bool {
+		var ok bool
+		proj.Read(func(st *projections.State) {
+			f := st.Failures["events@v1"]
+			ok = f != nil && f.Final == 1 && f.LastFinal.Work == id
+		})
+		return ok
+	})
+	eventually(t, "the cursor moves past the item", func() bool { return w.cursor() == w.lastSeq() })
+	if got := w.barrier(); len(itemKeys(keysOf(got), id)) != 0 {
+		t.Errorf("published after the parent ran out of deliveries: %v", keysOf(got))
+	}
+	info, err := w.js.Stream(t.Context(), Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := info.GetMsg(t.Context(), 1); err == nil {
+		// The stream's first message is the parent batch.
+		t.Errorf("the exhausted message is still on the stream")
+	}
+}

@@ -463,6 +463,13 @@ func (p *Publisher) Run(ctx context.Context) error {
 	cursor := p.start
 	p.prepared, p.waiting = false, nil
 	log := e.Logger().With("subsystem", "work")
+	if p.Runner == nil {
+		unwatch, err := p.watchExhausted(ctx, log)
+		if err != nil {
+			return err
+		}
+		defer unwatch()
+	}
 	save := func(ctx context.Context, last uint64) error {
 		return p.retry(ctx, "saving the work cursor", func() error {
 			_, err := e.Bucket().Put(ctx, cursorKey, []byte(strconv.FormatUint(last, 10)))
