@@ -312,3 +312,52 @@ func TestPoolRetries(t *testing.T) {
 		}
 	})
 }
+
+// TestPoolPlanYields: with one worker, a plan item running when a tick's
+// item arrives gives its worker back at its next batch (Yielding); the
+// tick's item runs, then the plan item resumes, its attempt not counted.
+func TestPoolPlanYields(t *testing.T) {
+	var mu sync.Mutex
+	var order []string
+	runner := &funcRunner{run: func(ctx context.Context, item Item, call int) error {
+		mu.Lock()
+		order = append(order, fmt.Sprintf("%s#%d", item.RunKind, call))
+		mu.Unlock()
+		if item.RunKind != events.RunBackfill || call > 1 {
+			return nil
+		}
+		for !Yielding(ctx) { // a long backfill, batch after batch
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			time.Sleep(time.Millisecond)
+		}
+		return ErrYielded
+	}}
+	plan := testItem(1, "a@v1")
+	plan.Plan = "p1"
+	tick := Item{ID: events.WorkID(2, events.RunScheduled), RunKind: events.RunScheduled, EventSeq: 2, Steps: []Step{{Snapshot: "b@v1", Model: "b", Version: "v1", Ranges: plan.Steps[0].Ranges}}}
+	var done []string
+	var dmu sync.Mutex
+	p := &Publisher{Log: fakeLog{now: t0}, Runner: runner, Concurrency: 1, Done: func(it Item, err error) {
+		dmu.Lock()
+		done = append(done, fmt.Sprintf("%s %v", it.RunKind, err))
+		dmu.Unlock()
+	}}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	in := make(chan batch)
+	go func() { _ = p.pool(ctx, in, func(context.Context, uint64) error { return nil }) }()
+	in <- batch{items: []Item{plan}, last: 1, tables: [][]Tables{{{Writes: "a"}}}}
+	eventually(t, "the plan item started", func() bool { mu.Lock(); defer mu.Unlock(); return len(order) == 1 })
+	in <- batch{items: []Item{tick}, last: 2, tables: [][]Tables{{{Writes: "b"}}}}
+	eventually(t, "both items finished", func() bool { dmu.Lock(); defer dmu.Unlock(); return len(done) == 2 })
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"backfill#1", "scheduled#1", "backfill#2"}; !slices.Equal(order, want) {
+		t.Errorf("attempts %v, want %v", order, want)
+	}
+	if want := []string{"scheduled <nil>", "backfill <nil>"}; !slices.Equal(done, want) {
+		t.Errorf("finished %v, want %v", done, want)
+	}
+}

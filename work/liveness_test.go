@@ -217,7 +217,7 @@ func TestBeatOverNATS(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() { defer close(done); Beat(ctx, node.Conn(), "w1", KindSQL, 20*time.Millisecond, &stats) }()
-	waitFor(t, "w1 live with its counts", func() bool {
+	eventually(t, "w1 live with its counts", func() bool {
 		live := r.Live()
 		return len(live) == 1 && live[0].Name == "w1" && live[0].Kind == KindSQL && live[0].Done == 1 && live[0].Failed == 1 && live[0].InFlight == 1
 	})
@@ -226,7 +226,7 @@ func TestBeatOverNATS(t *testing.T) {
 	}
 	cancel()
 	<-done
-	waitFor(t, "w1 gone after it stopped", func() bool { return len(r.Live()) == 0 })
+	eventually(t, "w1 gone after it stopped", func() bool { return len(r.Live()) == 0 })
 
 	// A connection of user alice (its inbox prefix, as transport.Connect
 	// sets it) beats on alice's subject: the roster lists it as hers.
@@ -238,22 +238,11 @@ func TestBeatOverNATS(t *testing.T) {
 	ctx, cancel = context.WithCancel(t.Context())
 	defer cancel()
 	go func() { _ = Beat(ctx, nc, "w2", KindExec, 20*time.Millisecond, &stats) }()
-	waitFor(t, "alice's w2 live", func() bool {
+	eventually(t, "alice's w2 live", func() bool {
 		live := r.Live()
 		return len(live) == 1 && live[0].Name == "w2" && live[0].User == "alice"
 	})
 	if err := Beat(ctx, nc, "w\r\nx", KindExec, time.Millisecond, &stats); err == nil {
 		t.Fatal("Beat sent a name with CR LF")
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10s", what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling a condition, bounded by the deadline
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tidemark/tidemark/commands"
@@ -40,12 +41,14 @@ import (
 //     production's ticks nothing. The exception is plan work a queued
 //     scheduled or repair item waits for (the order rule): it may take
 //     the kept worker, as the waiting item could not start before it
-//     anyway. With Concurrency 1 plan work may take the only worker: a
-//     tick then waits for the plan attempt running (all the batches of
-//     its steps not yet done, each bounded by sqlrun.Runner.Timeout, so a
-//     long backfill delays ticks for as long: keep Concurrency >= 2, the
-//     default, to keep production fresh while plans backfill) but starts
-//     before any plan work queued. Priority only chooses among items the order rule
+//     anyway. With Concurrency 1 plan work may take the only worker.
+//     Yielding: whenever scheduled or repair work is ready and every
+//     worker is busy, the latest plan attempt running is asked to give
+//     its worker back (Yielding): it starts no further batch, returns
+//     ErrYielded once its batches in flight commit (each recorded), and
+//     is taken up again later with the batches not done, the attempt not
+//     counted. So a tick waits at most for the batches in flight (each
+//     bounded by sqlrun.Runner.Timeout), never for a whole backfill. Priority only chooses among items the order rule
 //     lets start: an item never overtakes an earlier one it must wait
 //     for, and the cursor rule is unchanged. Within each class items
 //     start in stream order (a retry keeps its place).
@@ -173,6 +176,9 @@ type task struct {
 	// cancelled: its plan was cancelled while it ran.
 	cancelled bool
 	mark      *mark
+	// yield asks the attempt running (plan work) to give its worker back
+	// between batches (Yielding).
+	yield atomic.Bool
 }
 
 // mark is a command's events: the cursor moves past them (last, unless
@@ -195,6 +201,29 @@ type batch struct {
 
 // ErrPlanCancelled is why the pool gave up a cancelled plan's item.
 var ErrPlanCancelled = errors.New("work: the plan was cancelled")
+
+// ErrYielded is what a Runner returns when it stopped an attempt between
+// batches because the pool asked it to (Yielding): the batches it
+// committed are recorded, the rest are not computed, and the item is
+// taken up again later, the attempt not counted.
+var ErrYielded = errors.New("work: the attempt gave its worker back to fresher work")
+
+type yieldKey struct{}
+
+// WithYield is ctx carrying flag, which the attempt running with it polls
+// between batches (Yielding): the pool sets it to have its worker back.
+func WithYield(ctx context.Context, flag *atomic.Bool) context.Context {
+	return context.WithValue(ctx, yieldKey{}, flag)
+}
+
+// Yielding reports whether the pool asks the attempt ctx belongs to to
+// give its worker back: a Runner polls it between batches, and stops
+// (ErrYielded) when it is set. It is set only on plan work, when
+// scheduled or repair work is ready and every worker is busy.
+func Yielding(ctx context.Context) bool {
+	f, _ := ctx.Value(yieldKey{}).(*atomic.Bool)
+	return f != nil && f.Load()
+}
 
 // ErrTimedOut marks a step that ran out of its time (a Runner wraps it in
 // the step's error, with the warehouse's ErrTimeout or the deadline it
@@ -462,6 +491,25 @@ func (p *Publisher) pool(ctx context.Context, in <-chan batch, save func(context
 				}
 			}
 		}
+		// Fresher work waiting with every worker busy: the latest plan
+		// attempt running gives its worker back at its next batch.
+		fresher := false
+		for i, u := range queue {
+			if free == 0 && planRunning > 0 && !u.plan && ready(i) {
+				fresher = true
+				break
+			}
+		}
+		if fresher {
+			for i := len(queue) - 1; i >= 0; i-- {
+				if t := queue[i]; t.plan && t.running {
+					if !t.yield.Swap(true) {
+						log.Info("built-in worker: plan work gives its worker back to scheduled work at its next batch", "item", t.item.ID)
+					}
+					break
+				}
+			}
+		}
 		// (Since Go 1.23 a stopped or reset timer delivers no stale tick.)
 		timer.Stop()
 		var wake <-chan time.Time
@@ -525,10 +573,15 @@ func (p *Publisher) pool(ctx context.Context, in <-chan batch, save func(context
 			if t.plan {
 				planRunning--
 			}
+			t.yield.Store(false)
 			var failed *ItemFailed
 			switch {
 			case ctx.Err() != nil:
 				return ctx.Err()
+			case errors.Is(r.err, ErrYielded) && !t.cancelled:
+				// Taken up again as soon as priority lets it; not an
+				// attempt.
+				log.Info("built-in worker: plan work yielded; it resumes with the batches not done", "item", t.item.ID)
 			case t.cancelled:
 				log.Info("built-in worker: plan cancelled; its item given up", "item", t.item.ID, "plan", t.item.Plan, "err", r.err)
 				finish(t, ErrPlanCancelled)
@@ -587,6 +640,9 @@ func (p *Publisher) attempt(ctx context.Context, log *slog.Logger, t *task) erro
 		p.Stats.Begin()
 	}
 	at := p.Log.Now()
+	if t.plan {
+		ctx = WithYield(ctx, &t.yield)
+	}
 	err := p.Runner.Run(ctx, t.item, at)
 	if ctx.Err() != nil {
 		// Stopped: not a failure of the item.

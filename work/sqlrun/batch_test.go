@@ -191,3 +191,23 @@ func TestBatchesRecordedAtTheirClock(t *testing.T) {
 		t.Fatalf("recorded %+v after %d readings; want 3 reports, the last at %s, %d rows", done, readings.Load(), w.now.Add(3*time.Minute), 60*5)
 	}
 }
+
+// A step asked to yield (work.Yielding: the pool wants its worker back)
+// starts no batch after the one committing, returns work.ErrYielded, and
+// what it committed stays committed.
+func TestWriteStepYields(t *testing.T) {
+	wh := tempDuckDB(t)
+	m := warehouse.Model{Name: "pv", Table: "pv__y", SQL: pv(60), TimeColumn: "ts", Snapshot: "pv@v1"}
+	var flag atomic.Bool
+	ctx := work.WithYield(t.Context(), &flag)
+	var committed []interval.Range
+	rows, n, err := sqlrun.WriteStep(ctx, wh, m, interval.Hour, sqlrun.Batching{Size: 2, Concurrency: 1}, []interval.Range{interval.R(t0, hour(10))},
+		func(_ context.Context, b interval.Range, _ int64) error {
+			committed = append(committed, b)
+			flag.Store(true) // asked after the first batch
+			return nil
+		})
+	if !errors.Is(err, work.ErrYielded) || len(committed) != 1 || n != 5 || rows != 120 {
+		t.Fatalf("yielding: %d rows, %d batches, committed %v, %v; want one batch committed and work.ErrYielded", rows, n, committed, err)
+	}
+}

@@ -133,11 +133,16 @@ func WriteStep(ctx context.Context, wh *warehouse.Warehouse, m warehouse.Model, 
 	var total, written atomic.Int64
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(limit)
+	var yielded atomic.Bool
 	for _, bt := range batches {
-		if gctx.Err() != nil {
-			break // a batch failed, or ctx ended: start no more
+		if gctx.Err() != nil || yielded.Load() {
+			break // a batch failed, or ctx ended, or the pool wants the worker back: start no more
 		}
 		g.Go(func() error {
+			if work.Yielding(ctx) {
+				yielded.Store(true) // asked once this batch had its turn: not started
+				return nil
+			}
 			bctx, cancel := gctx, context.CancelFunc(func() {})
 			if b.Timeout > 0 {
 				bctx, cancel = context.WithTimeout(gctx, b.Timeout)
@@ -158,7 +163,9 @@ func WriteStep(ctx context.Context, wh *warehouse.Warehouse, m warehouse.Model, 
 			return nil
 		})
 	}
-	if err = g.Wait(); err == nil && int(written.Load()) != len(batches) {
+	if err = g.Wait(); err == nil && yielded.Load() && int(written.Load()) != len(batches) {
+		err = fmt.Errorf("%d of %d batches computed: %w", written.Load(), len(batches), work.ErrYielded)
+	} else if err == nil && int(written.Load()) != len(batches) {
 		// The loop stopped before a batch started (ctx ended): the step
 		// is not computed, and must not be recorded so.
 		err = fmt.Errorf("%d of %d batches computed: %w", written.Load(), len(batches), cmp.Or(ctx.Err(), context.Canceled))

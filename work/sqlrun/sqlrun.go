@@ -235,6 +235,19 @@ func (r *Runner) Run(ctx context.Context, item work.Item, at time.Time) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if errors.Is(err, work.ErrYielded) {
+			// The pool wants the worker back: what is committed is
+			// recorded; the item resumes later with the rest.
+			if len(failed.Failed) > 0 {
+				// A retry comes anyway: it takes this step's rest and
+				// the later steps along.
+				for j := i; j < len(item.Steps); j++ {
+					failed.Skipped = append(failed.Skipped, j)
+				}
+				return failed
+			}
+			return err
+		}
 		if err != nil {
 			if errors.Is(err, warehouse.ErrTimeout) && !errors.Is(err, work.ErrTimedOut) {
 				err = fmt.Errorf("%w: %w", work.ErrTimedOut, err)
