@@ -64,7 +64,8 @@ func Subject(kind events.RunKind) string { return SubjectPrefix + string(kind) }
 // Item is one unit of work: steps computed in order (dependency
 // order), by one worker.
 type Item struct {
-	// ID identifies the item; it is the Nats-Msg-Id it was published with.
+	// ID identifies the item; its Key (the ID, and the batch) is the
+	// Nats-Msg-Id it was published with.
 	ID      string         `msgpack:"id" json:"id"`
 	RunKind events.RunKind `msgpack:"run_kind" json:"run_kind"`
 	Env     string         `msgpack:"env,omitempty" json:"env,omitempty"`
@@ -274,9 +275,9 @@ func ConsumerConfig(ackWait time.Duration, maxDeliver int) jetstream.ConsumerCon
 // through another replica) is still done. The cursor moves only after
 // every item of a command's events, and of every command before them, is
 // published or finished in-process; an item interrupted by a stop is
-// delivered again after the restart. Each published item carries a
-// Nats-Msg-Id derived from the event sequence (a restart within the
-// duplicate window publishes nothing twice); each in-process completion
+// delivered again after the restart. Each published batch carries a
+// Nats-Msg-Id derived from the event sequence and the batch (Item.Key: a
+// restart within the duplicate window publishes nothing twice); each in-process completion
 // and failure carries a command id derived from the item id and step
 // (and attempt), so an item run again (after a restart, or by another
 // replica's built-in worker) is recorded once.
@@ -802,7 +803,7 @@ func (p *Publisher) publish(ctx context.Context, item Item) error {
 	}
 	m := nats.NewMsg(Subject(item.RunKind))
 	m.Data = b
-	m.Header.Set(jetstream.MsgIDHeader, item.ID)
+	m.Header.Set(jetstream.MsgIDHeader, item.Key())
 	m.Header.Set("Content-Type", "application/json")
 	if _, err := js.PublishMsg(ctx, m); err != nil {
 		return fmt.Errorf("engine: publish %s: %w", item.ID, err)
