@@ -294,7 +294,7 @@ func TestBatchesPostgresWorkerProcesses(t *testing.T) {
 	}
 	// takenOver waits until a worker other than those of skip waits for a
 	// lock: the batch, redelivered, is its now, and its write waits for
-	// the first worker's.
+	// the first worker's, whose transaction holds the batch's range.
 	takenOver := func(what string, skip ...waiter) waiter {
 		t.Helper()
 		var heir waiter
@@ -334,6 +334,8 @@ func TestBatchesPostgresWorkerProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = workers[victim.app].Wait()
+	// Redelivered after the ack wait, the batch's write waits for the
+	// killed worker's transaction, which ends once the lock is released.
 	heir := takenOver("another worker takes the killed worker's batch", victim)
 	t.Logf("killed %s in the parent's first batch; %s took it over", victim.app, heir.app)
 	unlock(writersKey)
