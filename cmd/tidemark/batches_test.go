@@ -1,19 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -131,45 +128,6 @@ WHERE NOT l.granted AND a.datname = current_database()
 	return out
 }
 
-// logBuffer is a worker process's log, written by its stderr's copier and
-// read by the test.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// startLoggedWorker runs `tidemark worker args…` as a process of its own
-// (TestWorkerProcessHelper) whose log the test reads, killed when the
-// test ends.
-func startLoggedWorker(t *testing.T, args ...string) (*exec.Cmd, *logBuffer) {
-	t.Helper()
-	log := &logBuffer{}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestWorkerProcessHelper$")
-	cmd.Env = append(os.Environ(), "TIDEMARK_HELPER_ARGS="+strings.Join(append([]string{"worker"}, args...), "\n"))
-	cmd.Stderr = io.MultiWriter(log, os.Stderr)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	return cmd, log
-}
-
 // TestBatchesPostgresWorkerProcesses: a plan's backfill of a parent model
 // (batches of 4 hours, one at a time) and its child (batches of 6 hours)
 // computed by three `tidemark worker --warehouse postgres://…` processes,
@@ -197,7 +155,7 @@ func TestBatchesPostgresWorkerProcesses(t *testing.T) {
 	workers := map[string]*exec.Cmd{}
 	logs := map[string]*logBuffer{}
 	for _, name := range []string{"b1", "b2", "b3"} {
-		workers[name], logs[name] = startLoggedWorker(t, "--nats-url", s.nats, "--warehouse", dsn+"&application_name="+name, "--name", name,
+		workers[name], logs[name] = startWorkerProcess(t, "--nats-url", s.nats, "--warehouse", dsn+"&application_name="+name, "--name", name,
 			"--heartbeat", "100ms", "--log-format", "json")
 	}
 	eventually(t, "the three worker processes live on /metrics", time.Minute, func() bool {
