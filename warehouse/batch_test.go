@@ -1,6 +1,7 @@
 package warehouse
 
 import (
+	"context"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -96,5 +97,111 @@ func TestConcurrentRangesTwoProcesses(t *testing.T) {
 				t.Fatalf("writer records overlap: %+v and %+v", recs[i-1], recs[i])
 			}
 		}
+	})
+}
+
+// A second process's first write of a table that another process is
+// writing (its transaction open after its INSERT) neither waits for that
+// write nor holds up the table's readers: on the code that adopted the
+// table again in every process (ALTER TABLE … OWNER TO, an ACCESS
+// EXCLUSIVE lock even when nothing changes), the joining write waited for
+// every write in flight, and every reader of the table queued behind it.
+func TestJoiningWriterWaitsForNoWrite(t *testing.T) {
+	eachBackend(t, func(t *testing.T, w *Warehouse) {
+		if w.Engine() != "postgres" {
+			t.Skip("one process owns a DuckDB file")
+		}
+		m := hourly("hourly__j")
+		write(t, w, m, Range{day(0), day(1)})
+		// Hold the lock a write takes after its INSERT, before it records
+		// itself and commits.
+		hold, err := w.DB().Conn(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer hold.Close()
+		key := "tidemark.writers:" + m.Table
+		if _, err := hold.ExecContext(t.Context(), "SELECT pg_advisory_lock(hashtextextended($1, 0))", key); err != nil {
+			t.Fatal(err)
+		}
+		held := true
+		unlock := func() {
+			if held {
+				held = false
+				if _, err := hold.ExecContext(context.Background(), "SELECT pg_advisory_unlock(hashtextextended($1, 0))", key); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+		defer unlock()
+		// waiting is the writes (by application name) waiting for a lock,
+		// with whether it is key.
+		waiting := func() map[string]bool {
+			t.Helper()
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			rows, err := w.DB().QueryContext(ctx, `SELECT a.application_name, bool_or(l.locktype = 'advisory' AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended($1, 0))
+FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE NOT l.granted AND a.datname = current_database() GROUP BY 1`, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			out := map[string]bool{}
+			for rows.Next() {
+				var app string
+				var onKey bool
+				if err := rows.Scan(&app, &onKey); err != nil {
+					t.Fatal(err)
+				}
+				out[app] = onKey
+			}
+			return out
+		}
+		until := func(what string, cond func(map[string]bool) bool) {
+			t.Helper()
+			deadline := time.Now().Add(30 * time.Second)
+			for got := waiting(); !cond(got); got = waiting() {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s: not within 30s; waiting: %v", what, got)
+				}
+				time.Sleep(10 * time.Millisecond) // polling pg_locks, bounded by the deadline
+			}
+		}
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		defer unlock()
+		writeIn := func(dsn string, r Range) {
+			wh, err := Open(t.Context(), dsn, Options{})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			wg.Go(func() {
+				defer wh.Close()
+				if _, err := wh.WriteInterval(t.Context(), m, r.Start, r.End); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		writeIn(w.dsn+"&application_name=first", Range{day(1), day(3)})
+		until("the first write ready to commit", func(got map[string]bool) bool { return got["first"] })
+		writeIn(w.dsn+"&application_name=joining", Range{day(3), day(4)})
+		until("the joining write at its INSERT's end, beside the others", func(got map[string]bool) bool {
+			_, joins := got["joining"]
+			if joins && !got["joining"] {
+				t.Fatalf("the joining write waits for another's table lock: %v", got)
+			}
+			return got["joining"]
+		})
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		var n int64
+		if err := w.DB().QueryRowContext(ctx, "SELECT count(*) FROM "+qualified(Schema, m.Table)).Scan(&n); err != nil {
+			t.Fatalf("a reader of the table while writes are in flight: %v", err)
+		}
+		unlock()
+		wg.Wait()
+		write(t, w, hourly("hourly__full"), Range{day(0), day(4)})
+		sameRows(t, w, m.Table, "hourly__full")
 	})
 }

@@ -289,14 +289,27 @@ func (pgBackend) unsandbox(ctx context.Context, c *sql.Conn) error {
 // scan the whole table, which made a backfill quadratic in the table's
 // size. The index is unnamed (Postgres names it uniquely: a name built
 // from a 63-byte table name would be cut), made once under a lock, since
-// several processes may adopt one table.
+// several processes may adopt one table. A table adopted already (by
+// another process: each adopts a table at its first write of it) is not
+// altered again: ALTER TABLE takes an ACCESS EXCLUSIVE lock even when the
+// owner does not change, so a worker's first batch of a table would wait
+// for every other worker's batch of it in flight, and every reader of the
+// table (a view) would queue behind it.
 func (pgBackend) adoptTable(ctx context.Context, c *sql.Conn, table, timeColumn string) error {
 	t := qualified(Schema, table)
-	if _, err := c.ExecContext(ctx, "ALTER TABLE "+t+" OWNER TO CURRENT_USER"); err != nil {
+	var adopted bool
+	if err := c.QueryRowContext(ctx, `SELECT c.relowner = (SELECT oid FROM pg_roles WHERE rolname = current_user)
+		AND has_table_privilege('`+SandboxRole+`', c.oid, 'SELECT') AND has_table_privilege('`+SandboxRole+`', c.oid, 'INSERT')
+		FROM pg_class c WHERE c.oid = to_regclass($1)`, t).Scan(&adopted); err != nil {
 		return err
 	}
-	if _, err := c.ExecContext(ctx, "GRANT SELECT, INSERT ON "+t+" TO "+SandboxRole); err != nil {
-		return err
+	if !adopted {
+		if _, err := c.ExecContext(ctx, "ALTER TABLE "+t+" OWNER TO CURRENT_USER"); err != nil {
+			return err
+		}
+		if _, err := c.ExecContext(ctx, "GRANT SELECT, INSERT ON "+t+" TO "+SandboxRole); err != nil {
+			return err
+		}
 	}
 	if timeColumn == "" {
 		return nil

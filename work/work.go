@@ -284,9 +284,9 @@ func ConsumerConfig(ackWait time.Duration, maxDeliver int) jetstream.ConsumerCon
 // through another replica) is still done. The cursor moves only after
 // every item of a command's events, and of every command before them, is
 // published or finished in-process; an item interrupted by a stop is
-// delivered again after the restart. Each published item carries a
-// Nats-Msg-Id derived from the event sequence (a restart within the
-// duplicate window publishes nothing twice); each in-process completion
+// delivered again after the restart. Each published batch carries a
+// Nats-Msg-Id derived from the event sequence and the batch (Item.Key: a
+// restart within the duplicate window publishes nothing twice); each in-process completion
 // and failure carries a command id derived from the item id and step
 // (and attempt), so an item run again (after a restart, or by another
 // replica's built-in worker) is recorded once.

@@ -1,13 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -65,14 +69,35 @@ func TestLayoutsRefused(t *testing.T) {
 	}
 }
 
+// logBuffer is a worker process's log, written by its stderr's copier and
+// read by the test.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 // startWorkerProcess runs `tidemark worker args…` as a process of its own
-// (this test binary, TestWorkerProcessHelper), interrupted when the test
-// ends.
-func startWorkerProcess(t *testing.T, args ...string) {
+// (this test binary, TestWorkerProcessHelper), killed (and first resumed,
+// if the test stopped it) when the test ends; its log goes to the test's
+// stderr and to the buffer returned.
+func startWorkerProcess(t *testing.T, args ...string) (*exec.Cmd, *logBuffer) {
 	t.Helper()
+	log := &logBuffer{}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestWorkerProcessHelper$")
 	cmd.Env = append(os.Environ(), "TIDEMARK_HELPER_ARGS="+strings.Join(append([]string{"worker"}, args...), "\n"))
-	cmd.Stderr = os.Stderr
+	cmd.Stderr = io.MultiWriter(log, os.Stderr)
 	if testing.Verbose() {
 		cmd.Stdout = os.Stdout
 	}
@@ -80,9 +105,11 @@ func startWorkerProcess(t *testing.T, args ...string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
+	return cmd, log
 }
 
 // TestLayoutPostgresWorkerProcesses: the many-workers layout, for real.
