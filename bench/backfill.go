@@ -172,7 +172,7 @@ func backfillFigures(ctx context.Context, sz sizes) ([]Figure, error) {
 		return append(out, fs...), err
 	}
 	out = append(out, fs...)
-	w, err := workersFigure(ctx, wh, sz)
+	w, err := workersFigure(ctx, pg.DSN("postgres"), sz)
 	return append(out, w), err
 }
 
@@ -215,37 +215,17 @@ const (
 	workersConcurrency = 4
 )
 
-// workersOnce times tidemark's batched write of hours hours with conc
-// concurrent batch writers into a fresh table (round r and conc name it).
-func workersOnce(ctx context.Context, wh *warehouse.Warehouse, hours, r, conc int) (int64, time.Duration, error) {
-	m := warehouse.Model{Name: "bfw", Table: fmt.Sprintf("bfw_%d_%d", r, conc), SQL: backfillSQL, TimeColumn: "ts"}
-	if err := wh.EnsureTable(ctx, m); err != nil {
-		return 0, 0, err
-	}
-	end := t0.Add(time.Duration(hours) * time.Hour)
-	t := time.Now()
-	rows, _, err := sqlrun.WriteStep(ctx, wh, m, interval.Hour, sqlrun.Batching{Size: workersBatch, Concurrency: conc}, []interval.Range{interval.R(t0, end)}, nil)
-	d := time.Since(t)
-	if err != nil {
-		return 0, 0, err
-	}
-	if want := int64(hours) * 1000; rows != want {
-		return 0, 0, fmt.Errorf("%d writers wrote %d rows, want %d", conc, rows, want)
-	}
-	return rows, d, wh.DropTable(ctx, m.Table)
-}
-
 // workersBest is the best of rounds alternating rounds (the order of the
-// two sides swapped each round) of workersOnce with conc writers and with
+// two sides swapped each round) of workersRun with conc workers and with
 // one: rows and each side's best time.
-func workersBest(ctx context.Context, wh *warehouse.Warehouse, hours, rounds, conc int) (rows int64, many, one time.Duration, err error) {
+func workersBest(ctx context.Context, dsn string, hours, rounds, conc int) (rows int64, many, one time.Duration, err error) {
 	for r := range rounds {
 		order := []int{1, conc}
 		if r%2 == 1 {
 			order = []int{conc, 1}
 		}
 		for _, c := range order {
-			n, d, err := workersOnce(ctx, wh, hours, r, c)
+			n, d, err := workersRun(ctx, dsn, fmt.Sprintf("bfw_%d_%d", r, c), hours, c)
 			if err != nil {
 				return 0, 0, 0, err
 			}
@@ -262,11 +242,11 @@ func workersBest(ctx context.Context, wh *warehouse.Warehouse, hours, rounds, co
 	return rows, many, one, nil
 }
 
-// workersFigure is the Postgres row of 4 concurrent batch writers against
-// one, batch_size 24.
-func workersFigure(ctx context.Context, wh *warehouse.Warehouse, sz sizes) (Figure, error) {
+// workersFigure is the Postgres row of 4 workers against one, batch_size
+// 24.
+func workersFigure(ctx context.Context, dsn string, sz sizes) (Figure, error) {
 	rounds := max(sz.backfillRounds, 3)
-	rows, many, one, err := workersBest(ctx, wh, sz.backfillHours, rounds, workersConcurrency)
+	rows, many, one, err := workersBest(ctx, dsn, sz.backfillHours, rounds, workersConcurrency)
 	if err != nil {
 		return Figure{}, fmt.Errorf("the Postgres workers row: %w", err)
 	}
@@ -274,6 +254,6 @@ func workersFigure(ctx context.Context, wh *warehouse.Warehouse, sz sizes) (Figu
 	ratio := tm / lim
 	return Figure{Name: fmt.Sprintf("backfill: Postgres, %d workers vs 1 (batch_size %d)", workersConcurrency, workersBatch),
 		Tidemark: tm, Limit: lim, Unit: "rows/s", Ratio: ratio, Goal: ">= 1.5x", Pass: ratio >= 1.5,
-		Note: fmt.Sprintf("%d rows (%d hourly intervals, 1,000 an hour) in %d batches of %d on the private Postgres; tidemark = sqlrun.WriteStep with %d concurrent batch writers (Batching{%d, %d}: the in-process stand-in for %d worker processes sharing one Postgres, each batch its own connection and transaction), limit = the same with 1 (Batching{%d, 1}); fresh tables each side, alternating rounds, best of %d; bound: %d cores shared by Postgres's backends (each batch's INSERT … SELECT, its DELETE and index upkeep) and this client, so at most %d batches compute at once and the ratio cannot pass %d×; observed %.2f×",
-			rows, sz.backfillHours, (sz.backfillHours+workersBatch-1)/workersBatch, workersBatch, workersConcurrency, workersBatch, workersConcurrency, workersConcurrency, workersBatch, rounds, runtime.NumCPU(), min(workersConcurrency, runtime.NumCPU()), min(workersConcurrency, runtime.NumCPU()), ratio)}, nil
+		Note: fmt.Sprintf("%d rows (%d hourly intervals, 1,000 an hour) in %d batches of %d on the private Postgres, end to end: serve's published path (engine, command service, the plan's backfill cut into batches) and %d `tidemark worker --warehouse` loops (shell.Worker + sqlrun.Computer, each its own NATS connection and Postgres pool; batch_concurrency %d), from the plan's build to its last batch recorded; limit = the same with 1 worker; fresh deployment and table each side, alternating rounds, best of %d; bound: %d cores shared by Postgres's backends (each batch's INSERT … SELECT and index upkeep), the workers, the engine and NATS, so at most %d batches compute at once and the ratio cannot pass %d×; observed %.2f×",
+			rows, sz.backfillHours, (sz.backfillHours+workersBatch-1)/workersBatch, workersBatch, workersConcurrency, workersConcurrency, rounds, runtime.NumCPU(), min(workersConcurrency, runtime.NumCPU()), min(workersConcurrency, runtime.NumCPU()), ratio)}, nil
 }
