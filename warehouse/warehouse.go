@@ -277,9 +277,13 @@ func (w *Warehouse) WriteInterval(ctx context.Context, m Model, start, end time.
 	}
 	defer release()
 
+	// The bounds are typed as the macros type them (paramStart, paramEnd):
+	// a bare $2 compared with the time column can bind as TIMESTAMP WITH
+	// TIME ZONE on DuckDB, which then casts the column of every row (a
+	// third of a batch's time in the backfill rows).
 	table, tc := qualified(Schema, m.Table), quoteIdent(m.TimeColumn)
-	del := fmt.Sprintf("DELETE FROM %s WHERE %s >= $1 AND %s < $2", table, tc, tc)
-	ins := fmt.Sprintf("INSERT INTO %s SELECT * FROM (%s) q WHERE q.%s >= $1 AND q.%s < $2", table, q, tc, tc)
+	del := fmt.Sprintf("DELETE FROM %s WHERE %s >= %s AND %s < %s", table, tc, paramStart, tc, paramEnd)
+	ins := fmt.Sprintf("INSERT INTO %s SELECT * FROM (%s) q WHERE q.%s >= %s AND q.%s < %s", table, q, tc, paramStart, tc, paramEnd)
 	var rows int64
 	err = w.bounded(ctx, m, func(ctx context.Context, timeout time.Duration) error {
 		return retry(ctx, func() error {
