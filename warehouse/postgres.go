@@ -235,7 +235,8 @@ func (pgBackend) writeRange(ctx context.Context, db *sql.DB, rw rangeWrite) (int
 			return fmt.Errorf("warehouse: Postgres connection %T", dc)
 		}
 		conn := sc.Conn()
-		err := pgWriteRange(ctx, conn, rw, &rows)
+		var err error
+		rows, err = pgWriteRange(ctx, conn, rw)
 		if err != nil && !conn.PgConn().IsClosed() && conn.PgConn().TxStatus() != 'I' {
 			if rerr := conn.PgConn().Exec(context.WithoutCancel(ctx), "ROLLBACK").Close(); rerr != nil {
 				bad = true
@@ -249,9 +250,9 @@ func (pgBackend) writeRange(ctx context.Context, db *sql.DB, rw rangeWrite) (int
 	return rows, err
 }
 
-// pgWriteRange is writeRange's statements on conn; rows is set from the
-// INSERT's.
-func pgWriteRange(ctx context.Context, conn *pgx.Conn, rw rangeWrite, rows *int64) error {
+// pgWriteRange runs writeRange's statements on conn and returns the rows
+// the INSERT inserted.
+func pgWriteRange(ctx context.Context, conn *pgx.Conn, rw rangeWrite) (int64, error) {
 	keys, shared := rangeLocks(rw.rec.Table, rw.r)
 	var b pgBatch
 	b.add("BEGIN")
@@ -268,21 +269,22 @@ func pgWriteRange(ctx context.Context, conn *pgx.Conn, rw rangeWrite, rows *int6
 	del := b.add(deleteRecords, rw.rec.Table, rw.rec.Holds.Start, rw.rec.Holds.End)
 	res, err := b.run(ctx, conn)
 	if err != nil {
-		return err
-	}
-	*rows = res[ins].CommandTag.RowsAffected()
-	old, err := decodeWritten(conn.TypeMap(), res[del])
-	if err != nil {
-		return err
+		return 0, err
 	}
 	rec := rw.rec
-	rec.Rows = *rows
+	rec.Rows = res[ins].CommandTag.RowsAffected()
+	old, err := decodeWritten(conn.TypeMap(), res[del])
+	if err != nil {
+		return 0, err
+	}
 	var commit pgBatch
 	q, args := insertRecords(replacing(rec, old))
 	commit.add(q, args...)
 	commit.add("COMMIT")
-	_, err = commit.run(ctx, conn)
-	return err
+	if _, err := commit.run(ctx, conn); err != nil {
+		return 0, err
+	}
+	return rec.Rows, nil
 }
 
 // pgBatch is statements sent at once, each with the extended protocol (an
