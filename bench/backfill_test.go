@@ -6,8 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/internal/pgserver"
 	"github.com/tidemark/tidemark/warehouse"
+	"github.com/tidemark/tidemark/work/sqlrun"
 )
 
 // The Go benchmarks behind the backfill rows: b.N backfills of a year of
@@ -101,4 +103,56 @@ func TestWorkersRun(t *testing.T) {
 		}
 		t.Logf("%d workers: %d rows in %s", n, rows, d)
 	}
+}
+
+// benchWriteStep is the backfill rows' tidemark side alone (for
+// -cpuprofile): b.N backfills of a year of the hourly model in batches of
+// 168 (sqlrun.WriteStep), each into a fresh table (its creation and drop
+// outside the timer), reported as rows/s and ms/batch.
+func benchWriteStep(b *testing.B, dsn string) {
+	wh, err := warehouse.Open(b.Context(), dsn, warehouse.Options{})
+	if err != nil {
+		b.Skip(err)
+	}
+	defer wh.Close()
+	const hours = 8_760
+	var rows int64
+	var batches int
+	var d time.Duration
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		m := warehouse.Model{Name: "bf", Table: fmt.Sprintf("bf_ws_%d", i), SQL: backfillSQL, TimeColumn: "ts"}
+		if err := wh.EnsureTable(b.Context(), m); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		t := time.Now()
+		n, nb, err := sqlrun.WriteStep(b.Context(), wh, m, interval.Hour, sqlrun.Batching{Size: backfillBatch, Concurrency: 1},
+			[]interval.Range{interval.R(t0, t0.Add(hours*time.Hour))}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		d += time.Since(t)
+		rows, batches = rows+n, batches+nb
+		b.StopTimer()
+		if err := wh.DropTable(b.Context(), m.Table); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(rowsPerSec(rows, d), "rows/s")
+	b.ReportMetric(float64(d)/float64(time.Millisecond)/float64(batches), "ms/batch")
+}
+
+func BenchmarkWriteStepDuckDB(b *testing.B) {
+	benchWriteStep(b, filepath.Join(b.TempDir(), "w.duckdb"))
+}
+
+func BenchmarkWriteStepPostgres(b *testing.B) {
+	pg, err := pgserver.Start(b.Context(), "")
+	if err != nil {
+		b.Skip(err)
+	}
+	defer pg.Stop()
+	benchWriteStep(b, pg.DSN("postgres"))
 }

@@ -14,6 +14,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -88,6 +89,8 @@ func scaled(size, big int, tm, bigTm, bigLimit, cost, bigCost float64) *Scale {
 type Options struct {
 	// Quick shrinks every figure to finish in about two minutes.
 	Quick bool
+	// Only names the groups of rows to measure (Groups); none: all.
+	Only []string
 	// Progress, when set, is told which figure runs.
 	Progress func(name string)
 }
@@ -107,7 +110,7 @@ type sizes struct {
 	// best of backfillRounds.
 	backfillHours, backfillRounds int
 	// backfillScale measures the backfill rows again at 10× (full runs
-	// only: the per-batch DELETE makes it quadratic today).
+	// only: it takes minutes).
 	backfillScale bool
 }
 
@@ -126,25 +129,45 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// Run measures every figure.
+// groups are the groups of rows Run measures, in order.
+var groups = []struct {
+	name string
+	fn   func(context.Context, sizes) ([]Figure, error)
+}{
+	{"command throughput and latency", commandFigures},
+	{"durable throughput", durableFigure},
+	{"replay and restart", replayFigures},
+	{"promotion check", promotionFigure},
+	{"memory", memoryFigure},
+	{"growth", growthFigure},
+	{"cluster", clusterFigures},
+	{"tick to served", tickFigure},
+	{"backfill", backfillFigures},
+}
+
+// Groups names the groups of rows, in the order Run measures them
+// (Options.Only).
+func Groups() []string {
+	out := make([]string, len(groups))
+	for i, g := range groups {
+		out[i] = g.name
+	}
+	return out
+}
+
+// Run measures every figure (of the groups opts.Only names, if any).
 func Run(ctx context.Context, opts Options) ([]Figure, error) {
 	sz := opts.sizes()
-	steps := []struct {
-		name string
-		fn   func(context.Context, sizes) ([]Figure, error)
-	}{
-		{"command throughput and latency", commandFigures},
-		{"durable throughput", durableFigure},
-		{"replay and restart", replayFigures},
-		{"promotion check", promotionFigure},
-		{"memory", memoryFigure},
-		{"growth", growthFigure},
-		{"cluster", clusterFigures},
-		{"tick to served", tickFigure},
-		{"backfill", backfillFigures},
+	for _, name := range opts.Only {
+		if !slices.Contains(Groups(), name) {
+			return nil, fmt.Errorf("bench: no group of rows %q (groups: %s)", name, strings.Join(Groups(), ", "))
+		}
 	}
 	var out []Figure
-	for _, s := range steps {
+	for _, s := range groups {
+		if len(opts.Only) > 0 && !slices.Contains(opts.Only, s.name) {
+			continue
+		}
 		if opts.Progress != nil {
 			opts.Progress(s.name)
 		}

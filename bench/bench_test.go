@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/tidemark/tidemark/policy"
@@ -171,4 +173,17 @@ func BenchmarkClusterThroughput(b *testing.B) {
 	b.ReportMetric(res.readers.limit, "limit-with-readers-ops/s")
 	b.ReportMetric(res.readers.tidemark/res.readers.limit, "ratio-with-readers")
 	b.Log(res.where)
+}
+
+// Options.Only names groups of rows (Groups); a name that is none fails
+// before anything is measured.
+func TestOnlyGroups(t *testing.T) {
+	if !slices.Contains(Groups(), "backfill") {
+		t.Fatalf("groups %v lack backfill", Groups())
+	}
+	ran := false
+	_, err := Run(t.Context(), Options{Quick: true, Only: []string{"backfill", "nosuch"}, Progress: func(string) { ran = true }})
+	if err == nil || !strings.Contains(err.Error(), `"nosuch"`) || ran {
+		t.Fatalf("Only naming no group: %v (measured: %v)", err, ran)
+	}
 }

@@ -24,15 +24,25 @@ type backend interface {
 	// bound to them: parameters where DDL binds them (DuckDB), else a
 	// typed NULL constant (Postgres: DDL takes no parameters).
 	ddlBounds() (start, end string, args []any)
-	// lockRange makes the writers of overlapping ranges of table take
-	// turns across processes, inside x's transaction (nothing where one
-	// process owns the data); writers of disjoint ranges need not.
-	lockRange(ctx context.Context, x execer, table string, r Range) error
-	// lockWriters makes the writers of table's records in MetaSchema take
-	// turns across processes, inside x's transaction, until it ends
-	// (taken after lockRange, last: two writes of disjoint ranges may
-	// both trim one older record).
-	lockWriters(ctx context.Context, x execer, table string) error
+	// soleWriter reports whether this process is the only writer of the
+	// data (DuckDB: one process owns the file), so that what it knows of
+	// its own writes is all there is to know.
+	soleWriter() bool
+	// writeRange runs rw, one write of a range of a snapshot table
+	// (WriteInterval), as one transaction on a connection of db and
+	// returns the rows inserted; it commits only when it returns nil. In
+	// order: the range's turn among writers of overlapping ranges across
+	// processes (nothing where one process owns the data; writers of
+	// disjoint ranges need not wait), rw.del, rw.ins as exactly one
+	// statement in the sandbox (within rw.timeout), then the writer
+	// records (rw.rec replacing the records it overlaps, under the
+	// records' own turn among writers of the table across processes,
+	// taken last: two writes of disjoint ranges may both trim one older
+	// record).
+	writeRange(ctx context.Context, db *sql.DB, rw rangeWrite) (int64, error)
+	// tableComment is the comment of the snapshot table ("" when it has
+	// none).
+	tableComment(ctx context.Context, db querier, table string) (string, error)
 	// beginPromote prepares a promotion's transaction (Postgres: a lock
 	// timeout, so a reader of several views never deadlocks with it).
 	beginPromote(ctx context.Context, x execer) error
@@ -87,18 +97,21 @@ type backend interface {
 // commits when fn succeeds and rolls back otherwise. A connection that
 // cannot roll back is discarded.
 func (w *Warehouse) inTx(ctx context.Context, begin string, fn func(c *sql.Conn) error) error {
-	return w.tx(ctx, begin, true, fn)
+	return runTx(ctx, w.db, begin, true, fn)
 }
 
 // inReadOnlyTx runs fn in a read-only transaction, rolled back afterwards
 // (a query that stopped reading early may have cost its connection:
 // nothing is lost).
 func (w *Warehouse) inReadOnlyTx(ctx context.Context, fn func(c *sql.Conn) error) error {
-	return w.tx(ctx, w.b.beginReadOnly(), false, fn)
+	return runTx(ctx, w.db, w.b.beginReadOnly(), false, fn)
 }
 
-func (w *Warehouse) tx(ctx context.Context, begin string, commit bool, fn func(c *sql.Conn) error) error {
-	c, err := w.db.Conn(ctx)
+// runTx runs fn in one transaction on one connection of db, begun by
+// begin, and commits it when commit is set and fn succeeds; otherwise it
+// rolls back. A connection that cannot roll back is discarded.
+func runTx(ctx context.Context, db *sql.DB, begin string, commit bool, fn func(c *sql.Conn) error) error {
+	c, err := db.Conn(ctx)
 	if err != nil {
 		return err
 	}

@@ -19,7 +19,15 @@
 //     that leaks rows outside its interval cannot break a rerun. Writing
 //     intervals out of order, or twice, leaves the rows a single full write
 //     would. Write conflicts (DuckDB's "Conflict on tuple deletion", Postgres
-//     serialization failures) are retried a bounded number of times.
+//     serialization failures) are retried a bounded number of times. The
+//     DELETE is left out where it cannot find a row: in a table every row
+//     of which was written with its writer record (EnsureTable marks a
+//     table it finds empty with a comment, recordedComment), a range that
+//     no record overlaps holds no row. DuckDB's owner knows its records
+//     (loaded once per table, then its own writes); on Postgres the DELETE
+//     looks the records up itself, in the write's transaction and under
+//     its range lock. A table without the mark (written before writers
+//     were recorded) has every range deleted before it is written.
 //     In-process, writes of overlapping intervals of one table wait for
 //     each other; on Postgres, writers of one table also take turns across
 //     processes (a transaction-scoped advisory lock), since read committed
@@ -60,13 +68,16 @@
 //   - Model SQL and queries run with the least privilege, as exactly one
 //     statement. Every statement built from model SQL (a table's creation,
 //     an interval's INSERT, a verification) and every Query runs through
-//     backend.execOne/queryOne: a DuckDB prepared statement made by the
-//     driver's Prepare (which refuses a text of several statements before
-//     running any) or the Postgres extended protocol (which refuses
-//     several), so model SQL cannot append statements of its own. On
-//     Postgres they run as SandboxRole (SET LOCAL ROLE, with
-//     statement_timeout; Open creates or checks the role and closes the
-//     set_config way back); DuckDB opens with external access off and its
+//     backend.execOne/queryOne, or backend.writeRange for an interval's
+//     INSERT: a DuckDB prepared statement made by the driver's Prepare
+//     (which refuses a text of several statements before running any) or
+//     the Postgres extended protocol (which refuses several), so model SQL
+//     cannot append statements of its own. On Postgres they run as
+//     SandboxRole (SET LOCAL ROLE, with statement_timeout; Open creates or
+//     checks the role and closes the set_config way back); an interval's
+//     write sends its statements in two batches of the extended protocol
+//     (one round trip each), the model's INSERT between the SET LOCALs and
+//     RESET ROLE; DuckDB opens with external access off and its
 //     configuration locked for the whole database (these settings are per
 //     instance, not per connection), with bounded threads, memory and
 //     temporary files.

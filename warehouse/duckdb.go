@@ -118,17 +118,54 @@ func (duckBackend) ddlBounds() (string, string, []any) {
 	return paramStart, paramEnd, []any{epoch, epoch}
 }
 
-// lockTable: one process owns a DuckDB file; in-process writers of a
-// slice already take turns (lockInterval).
 // batchConcurrency: one statement of DuckDB's already uses every thread
 // it has (Options.Threads), so batches of a model run one at a time.
 func (duckBackend) batchConcurrency() int { return 1 }
 
-func (duckBackend) lockRange(context.Context, execer, string, Range) error { return nil }
+// soleWriter: one process owns a DuckDB file.
+func (duckBackend) soleWriter() bool { return true }
 
-// lockWriters: DuckDB's own conflict on a record both writes delete is
-// retried (retryableWrite).
-func (duckBackend) lockWriters(context.Context, execer, string) error { return nil }
+// writeRange: one process owns a DuckDB file, and in-process writers of
+// overlapping ranges already take turns (lockInterval), so there is no
+// lock to take; DuckDB's own conflict on a record two writes both delete
+// is retried (retryableWrite). The sandbox is the database's own (Open),
+// and the timeout the context's, which the driver interrupts: nothing to
+// set per statement. Each statement is its own call (no round trips to
+// save in an embedded engine).
+func (d duckBackend) writeRange(ctx context.Context, db *sql.DB, rw rangeWrite) (int64, error) {
+	var rows int64
+	err := runTx(ctx, db, "BEGIN", true, func(c *sql.Conn) error {
+		if rw.del.sql != "" {
+			if _, err := c.ExecContext(ctx, rw.del.sql, rw.del.args...); err != nil {
+				return err
+			}
+		}
+		n, err := d.execOne(ctx, c, rw.ins, rw.r.Start, rw.r.End)
+		if err != nil {
+			return err
+		}
+		rows = n
+		rec := rw.rec
+		rec.Rows = n
+		return recordWrite(ctx, c, rec, rw.del.sql != "")
+	})
+	return rows, err
+}
+
+func (duckBackend) tableComment(ctx context.Context, db querier, table string) (string, error) {
+	rs, err := db.QueryContext(ctx, "SELECT comment FROM duckdb_tables() WHERE schema_name = $1 AND table_name = $2", Schema, table)
+	if err != nil {
+		return "", err
+	}
+	defer rs.Close()
+	var comment sql.NullString
+	for rs.Next() {
+		if err := rs.Scan(&comment); err != nil {
+			return "", err
+		}
+	}
+	return comment.String, rs.Err()
+}
 
 func (duckBackend) beginPromote(context.Context, execer) error { return nil }
 

@@ -106,15 +106,30 @@ type execer interface {
 
 // recordWrite replaces, inside tx, the records of table over r by one
 // record of this write: a record that overlaps r keeps only its parts
-// outside r (the rows DELETE left in place).
-func recordWrite(ctx context.Context, tx execer, wr Written) error {
-	meta := qualified(MetaSchema, IntervalsTable)
-	r := wr.Holds
-	old, err := scanWritten(ctx, tx, "DELETE FROM "+meta+" WHERE table_name = $1 AND holds_start < $3 AND holds_end > $2 RETURNING "+writtenColumns,
-		wr.Table, r.Start, r.End)
-	if err != nil {
-		return err
+// outside r (the rows DELETE left in place). When trim is false the caller
+// knows that no record overlaps r, and the record is only added.
+func recordWrite(ctx context.Context, tx execer, wr Written, trim bool) error {
+	var old []Written
+	if trim {
+		var err error
+		if old, err = scanWritten(ctx, tx, deleteRecords, wr.Table, wr.Holds.Start, wr.Holds.End); err != nil {
+			return err
+		}
 	}
+	ins, args := insertRecords(replacing(wr, old))
+	_, err := tx.ExecContext(ctx, ins, args...)
+	return err
+}
+
+// deleteRecords deletes the records of table $1 that overlap [$2, $3) and
+// returns them.
+var deleteRecords = "DELETE FROM " + qualified(MetaSchema, IntervalsTable) +
+	" WHERE table_name = $1 AND holds_start < $3 AND holds_end > $2 RETURNING " + writtenColumns
+
+// replacing is the records that replace old, the records of wr's table
+// that overlap wr.Holds: wr, and the parts of each of old outside wr.Holds.
+func replacing(wr Written, old []Written) []Written {
+	r := wr.Holds
 	keep := []Written{wr}
 	for _, o := range old {
 		if o.Holds.Start.Before(r.Start) {
@@ -128,9 +143,15 @@ func recordWrite(ctx context.Context, tx execer, wr Written) error {
 			keep = append(keep, right)
 		}
 	}
-	ins := "INSERT INTO " + meta + " (" + writtenColumns + ") VALUES "
+	return keep
+}
+
+// insertRecords is the INSERT of recs into the intervals table, and its
+// arguments.
+func insertRecords(recs []Written) (string, []any) {
+	ins := "INSERT INTO " + qualified(MetaSchema, IntervalsTable) + " (" + writtenColumns + ") VALUES "
 	var args []any
-	for i, k := range keep {
+	for i, k := range recs {
 		if i > 0 {
 			ins += ", "
 		}
@@ -138,12 +159,23 @@ func recordWrite(ctx context.Context, tx execer, wr Written) error {
 		ins += fmt.Sprintf("($%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5, n+6, n+7, n+8, n+9)
 		args = append(args, k.Table, k.Query.Start, k.Query.End, k.Holds.Start, k.Holds.End, k.Snapshot, k.Fingerprint, k.Rows, k.At)
 	}
-	_, err = tx.ExecContext(ctx, ins, args...)
-	return err
+	return ins, args
 }
 
 // writtenColumns are the intervals table's columns, in Written's order.
 const writtenColumns = "table_name, query_start, query_end, holds_start, holds_end, snapshot, fingerprint, row_count, written_at"
+
+// fields are pointers to x's fields in the order of writtenColumns.
+func (x *Written) fields() []any {
+	return []any{&x.Table, &x.Query.Start, &x.Query.End, &x.Holds.Start, &x.Holds.End, &x.Snapshot, &x.Fingerprint, &x.Rows, &x.At}
+}
+
+// utc is x with its times in UTC.
+func (x Written) utc() Written {
+	x.Query.Start, x.Query.End = x.Query.Start.UTC(), x.Query.End.UTC()
+	x.Holds.Start, x.Holds.End, x.At = x.Holds.Start.UTC(), x.Holds.End.UTC(), x.At.UTC()
+	return x
+}
 
 func scanWritten(ctx context.Context, db querier, q string, args ...any) ([]Written, error) {
 	rs, err := db.QueryContext(ctx, q, args...)
@@ -154,12 +186,10 @@ func scanWritten(ctx context.Context, db querier, q string, args ...any) ([]Writ
 	var out []Written
 	for rs.Next() {
 		var x Written
-		if err := rs.Scan(&x.Table, &x.Query.Start, &x.Query.End, &x.Holds.Start, &x.Holds.End, &x.Snapshot, &x.Fingerprint, &x.Rows, &x.At); err != nil {
+		if err := rs.Scan(x.fields()...); err != nil {
 			return nil, err
 		}
-		x.Query.Start, x.Query.End = x.Query.Start.UTC(), x.Query.End.UTC()
-		x.Holds.Start, x.Holds.End, x.At = x.Holds.Start.UTC(), x.Holds.End.UTC(), x.At.UTC()
-		out = append(out, x)
+		out = append(out, x.utc())
 	}
 	return out, rs.Err()
 }

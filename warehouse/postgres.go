@@ -3,13 +3,17 @@ package warehouse
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/stdlib"
 )
 
 // pgBackend is a Postgres database, shared by any number of processes.
@@ -132,35 +136,34 @@ func (pgBackend) engine() string { return "postgres" }
 
 // batchConcurrency: a Postgres statement runs on one core (no parallel
 // plan for INSERT … SELECT), so batches of disjoint ranges run four at a
-// time (lockRange lets them).
+// time (the range locks of writeRange let them).
 func (pgBackend) batchConcurrency() int { return 4 }
 
 // ddlBounds: DDL takes no parameters; the table is created from LIMIT 0,
 // so the bounds' values do not matter.
 func (pgBackend) ddlBounds() (string, string, []any) { return nullTS, nullTS, nil }
 
-// lockRange: read committed lets two processes' DELETE+INSERT of one
-// slice interleave into duplicates: writers of overlapping slices of one
-// table take turns across processes, with transaction-scoped advisory
-// locks at several granularities (so that writers of disjoint batches of
-// one table run at once): the table, then grids of lockGrains (UTC hours,
-// days, 32 and 1,024 days). A range takes exclusively the cells of the
-// finest grid where it touches at most lockMax of them, and shared the
-// cells of every coarser grid and the table; a range too long for every
-// grid takes the table exclusively. Two overlapping ranges share a key one
-// of them holds exclusively; disjoint ones share none, unless both touch
-// one cell of their grid (a batch not aligned to it). Every writer takes
-// its keys in one order (table, then grids coarse to fine, cells by time),
-// so no two wait for each other.
-func (pgBackend) lockRange(ctx context.Context, x execer, table string, r Range) error {
-	keys, shared := rangeLocks(table, r)
-	_, err := x.ExecContext(ctx, `SELECT count(CASE WHEN t.s THEN pg_advisory_xact_lock_shared(hashtextextended(t.k, 0))::text
-  ELSE pg_advisory_xact_lock(hashtextextended(t.k, 0))::text END) FROM unnest($1::text[], $2::bool[]) AS t(k, s)`, keys, shared)
-	return err
-}
+// soleWriter: any number of processes write one Postgres database.
+func (pgBackend) soleWriter() bool { return false }
 
-// Lock grids of lockRange, fine to coarse, and the most cells one range
-// locks exclusively.
+// The range's turn (writeRange): read committed lets two processes'
+// DELETE+INSERT of one slice interleave into duplicates: writers of
+// overlapping slices of one table take turns across processes, with
+// transaction-scoped advisory locks at several granularities (so that
+// writers of disjoint batches of one table run at once): the table, then
+// grids of lockGrains (UTC hours, days, 32 and 1,024 days). A range takes
+// exclusively the cells of the finest grid where it touches at most
+// lockMax of them, and shared the cells of every coarser grid and the
+// table; a range too long for every grid takes the table exclusively. Two
+// overlapping ranges share a key one of them holds exclusively; disjoint
+// ones share none, unless both touch one cell of their grid (a batch not
+// aligned to it). Every writer takes its keys in one order (table, then
+// grids coarse to fine, cells by time), so no two wait for each other.
+const lockRangeSQL = `SELECT count(CASE WHEN t.s THEN pg_advisory_xact_lock_shared(hashtextextended(t.k, 0))::text
+  ELSE pg_advisory_xact_lock(hashtextextended(t.k, 0))::text END) FROM unnest($1::text[], $2::bool[]) AS t(k, s)`
+
+// Lock grids of the range locks (lockRangeSQL), fine to coarse, and the
+// most cells one range locks exclusively.
 var lockGrains = []time.Duration{time.Hour, 24 * time.Hour, 32 * 24 * time.Hour, 1024 * 24 * time.Hour}
 
 const lockMax = 192
@@ -202,11 +205,155 @@ func floorDiv(a, b int64) int64 {
 	return q
 }
 
-// lockWriters: the records' own lock, apart from the ranges' keys, taken
-// last by every writer (see lockRange's order).
-func (pgBackend) lockWriters(ctx context.Context, x execer, table string) error {
-	_, err := x.ExecContext(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", "tidemark.writers:"+table)
-	return err
+// The records' turn (writeRange): their own lock, apart from the ranges'
+// keys, taken last by every writer (see lockRangeSQL's order); its key is
+// writersLock(table).
+const lockWritersSQL = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"
+
+func writersLock(table string) string { return "tidemark.writers:" + table }
+
+// writeRange sends the write's statements in two batches of the extended
+// protocol, one round trip each: BEGIN, the range's locks, rw.del, the
+// sandbox (sandboxSQL), rw.ins, RESET ROLE, the records' lock and the
+// DELETE … RETURNING of the records rw.rec overlaps; then the INSERT of
+// the records that replace them (replacing) and COMMIT. The server runs a
+// batch's statements in order and skips the rest of it after an error
+// (the transaction is then rolled back), so each statement runs exactly
+// as it would on its own: the model's INSERT … SELECT is still one Parse
+// (one statement) run as SandboxRole within statement_timeout.
+func (pgBackend) writeRange(ctx context.Context, db *sql.DB, rw rangeWrite) (int64, error) {
+	c, err := db.Conn(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	var rows int64
+	var bad bool
+	err = c.Raw(func(dc any) error {
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("warehouse: Postgres connection %T", dc)
+		}
+		conn := sc.Conn()
+		var err error
+		rows, err = pgWriteRange(ctx, conn, rw)
+		if err != nil && !conn.PgConn().IsClosed() && conn.PgConn().TxStatus() != 'I' {
+			if rerr := conn.PgConn().Exec(context.WithoutCancel(ctx), "ROLLBACK").Close(); rerr != nil {
+				bad = true
+			}
+		}
+		return err
+	})
+	if bad {
+		_ = c.Raw(func(any) error { return driver.ErrBadConn })
+	}
+	return rows, err
+}
+
+// pgWriteRange runs writeRange's statements on conn and returns the rows
+// the INSERT inserted.
+func pgWriteRange(ctx context.Context, conn *pgx.Conn, rw rangeWrite) (int64, error) {
+	keys, shared := rangeLocks(rw.rec.Table, rw.r)
+	var b pgBatch
+	b.add("BEGIN")
+	b.add(lockRangeSQL, keys, shared)
+	if rw.del.sql != "" {
+		b.add(rw.del.sql, rw.del.args...)
+	}
+	for _, q := range sandboxSQL(rw.timeout) {
+		b.add(q)
+	}
+	ins := b.add(rw.ins, rw.r.Start, rw.r.End)
+	b.add(unsandboxSQL)
+	b.add(lockWritersSQL, writersLock(rw.rec.Table))
+	del := b.add(deleteRecords, rw.rec.Table, rw.rec.Holds.Start, rw.rec.Holds.End)
+	res, err := b.run(ctx, conn)
+	if err != nil {
+		return 0, err
+	}
+	rec := rw.rec
+	rec.Rows = res[ins].CommandTag.RowsAffected()
+	old, err := decodeWritten(conn.TypeMap(), res[del])
+	if err != nil {
+		return 0, err
+	}
+	var commit pgBatch
+	q, args := insertRecords(replacing(rec, old))
+	commit.add(q, args...)
+	commit.add("COMMIT")
+	if _, err := commit.run(ctx, conn); err != nil {
+		return 0, err
+	}
+	return rec.Rows, nil
+}
+
+// pgBatch is statements sent at once, each with the extended protocol (an
+// unnamed statement: Parse, which takes exactly one statement, Bind,
+// Describe, Execute), then one Sync.
+type pgBatch struct {
+	sql  []string
+	args [][]any
+}
+
+// add queues q with args and returns its index in run's results.
+func (b *pgBatch) add(q string, args ...any) int {
+	b.sql, b.args = append(b.sql, q), append(b.args, args)
+	return len(b.sql) - 1
+}
+
+// run sends the batch in one round trip and reads every result; the first
+// error stops it (the server skips the statements after it).
+func (b *pgBatch) run(ctx context.Context, conn *pgx.Conn) ([]*pgconn.Result, error) {
+	var batch pgconn.Batch
+	for i, q := range b.sql {
+		// Text parameters whose types the server infers from the
+		// statement, as pgx's QueryExecModeExec sends them.
+		var eqb pgx.ExtendedQueryBuilder
+		if err := eqb.Build(conn.TypeMap(), nil, b.args[i]); err != nil {
+			return nil, err
+		}
+		batch.ExecParams(q, eqb.ParamValues, nil, eqb.ParamFormats, eqb.ResultFormats)
+	}
+	res, err := conn.PgConn().ExecBatch(ctx, &batch).ReadAll()
+	if err == nil && len(res) != len(b.sql) {
+		err = fmt.Errorf("warehouse: %d results of %d statements", len(res), len(b.sql))
+	}
+	return res, err
+}
+
+// decodeWritten reads the records of a DELETE … RETURNING writtenColumns.
+func decodeWritten(m *pgtype.Map, res *pgconn.Result) ([]Written, error) {
+	var out []Written
+	for _, row := range res.Rows {
+		var x Written
+		dst := x.fields()
+		if len(row) != len(dst) || len(res.FieldDescriptions) != len(dst) {
+			return nil, fmt.Errorf("warehouse: a writer record of %d columns", len(row))
+		}
+		for i, v := range row {
+			fd := res.FieldDescriptions[i]
+			if err := m.Scan(fd.DataTypeOID, fd.Format, v, dst[i]); err != nil {
+				return nil, fmt.Errorf("warehouse: writer record column %s: %w", fd.Name, err)
+			}
+		}
+		out = append(out, x.utc())
+	}
+	return out, nil
+}
+
+func (pgBackend) tableComment(ctx context.Context, db querier, table string) (string, error) {
+	rs, err := db.QueryContext(ctx, "SELECT obj_description(to_regclass($1), 'pg_class')", qualified(Schema, table))
+	if err != nil {
+		return "", err
+	}
+	defer rs.Close()
+	var comment sql.NullString
+	for rs.Next() {
+		if err := rs.Scan(&comment); err != nil {
+			return "", err
+		}
+	}
+	return comment.String, rs.Err()
 }
 
 // beginPromote: DROP VIEW locks each view until commit. A reader holding
@@ -265,20 +412,30 @@ func (pgBackend) viewsReading(ctx context.Context, db querier, table string) ([]
 
 func (pgBackend) beginReadOnly() string { return "BEGIN READ ONLY" }
 
-func (pgBackend) sandbox(ctx context.Context, c *sql.Conn, timeout time.Duration) error {
+// sandboxSQL is the statements that make the statements after them in a
+// transaction run as SandboxRole within timeout each.
+func sandboxSQL(timeout time.Duration) []string {
 	ms := timeout.Milliseconds()
 	if ms < 1 {
 		ms = 1
 	}
-	if _, err := c.ExecContext(ctx, "SET LOCAL statement_timeout = "+strconv.FormatInt(ms, 10)); err != nil {
-		return err
-	}
-	_, err := c.ExecContext(ctx, "SET LOCAL ROLE "+SandboxRole)
+	return []string{"SET LOCAL statement_timeout = " + strconv.FormatInt(ms, 10), "SET LOCAL ROLE " + SandboxRole}
+}
+
+// unsandboxSQL ends sandboxSQL's role (the timeout stays until the
+// transaction ends).
+const unsandboxSQL = "RESET ROLE"
+
+// sandbox sends sandboxSQL in one round trip: a text without arguments
+// goes as one simple query, which runs its statements in order and stops
+// at the first that fails.
+func (pgBackend) sandbox(ctx context.Context, c *sql.Conn, timeout time.Duration) error {
+	_, err := c.ExecContext(ctx, strings.Join(sandboxSQL(timeout), "; "))
 	return err
 }
 
 func (pgBackend) unsandbox(ctx context.Context, c *sql.Conn) error {
-	_, err := c.ExecContext(ctx, "RESET ROLE")
+	_, err := c.ExecContext(ctx, unsandboxSQL)
 	return err
 }
 

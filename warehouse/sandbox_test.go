@@ -77,6 +77,52 @@ func TestModelSQLSandboxed(t *testing.T) {
 	})
 }
 
+// A write of a table that exists runs its model SQL the same way
+// (backend.writeRange; on Postgres in a batch of the extended protocol):
+// one statement, as SandboxRole on Postgres, so a smuggled statement does
+// not run and the server's files stay out of reach.
+func TestWriteSandboxed(t *testing.T) {
+	eachBackend(t, func(t *testing.T, w *Warehouse) {
+		n := victim(t, w)
+		hour := `CAST(TIMESTAMP '2026-01-01 00:00:00' AS TIMESTAMP) AS hour`
+		attacks := []string{smuggle(`DELETE FROM tidemark."hourly__victim"`), smuggle(`DROP TABLE tidemark."hourly__victim"`)}
+		if w.Engine() == "duckdb" {
+			attacks = append(attacks, `SELECT `+hour+`, content AS x FROM read_text('/etc/passwd')`)
+		} else {
+			attacks = append(attacks,
+				`SELECT `+hour+`, pg_read_file('/etc/passwd') AS x`,
+				`SELECT `+hour+`, set_config('role', 'postgres', true) AS x`,
+				smuggle(`COPY (SELECT 42) TO PROGRAM 'true'`),
+				smuggle(`CREATE TABLE tidemark."planted" AS SELECT 1 AS a`),
+			)
+		}
+		for i, sql := range attacks {
+			// The table is made by a harmless query of the same columns.
+			cols := "CAST(@start_ts AS TIMESTAMP) AS hour"
+			if !strings.Contains(sql, ") q) q;") {
+				cols += ", CAST('' AS TEXT) AS x"
+			}
+			table := "attackw__" + string(rune('a'+i))
+			if err := w.EnsureTable(t.Context(), Model{Name: "attack", Table: table, TimeColumn: "hour", SQL: "SELECT " + cols}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.WriteInterval(t.Context(), Model{Name: "attack", Table: table, TimeColumn: "hour", SQL: sql}, day(0), day(1)); err == nil {
+				t.Errorf("WriteInterval of %q succeeded", sql)
+			}
+			victimIntact(t, w, n)
+		}
+		if w.Engine() != "postgres" {
+			return
+		}
+		who := Model{Name: "who", Table: "who__x", TimeColumn: "hour", SQL: "SELECT CAST(@start_ts AS TIMESTAMP) AS hour, CAST(current_user AS TEXT) AS who"}
+		write(t, w, who, Range{day(0), day(1)})
+		var user string
+		if err := w.DB().QueryRowContext(t.Context(), `SELECT who FROM tidemark."who__x"`).Scan(&user); err != nil || user != SandboxRole {
+			t.Fatalf("the model's INSERT ran as %q (%v), want %s", user, err, SandboxRole)
+		}
+	})
+}
+
 // On Postgres the sandbox reads only what it is granted (the snapshot
 // tables, the environments' views, the source schemas an operator
 // grants): not a table of another schema, nor pg_authid's password

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -72,11 +73,12 @@ type Warehouse struct {
 	path string // the DuckDB file this process owns, "" otherwise
 	dsn  string
 
-	mu      sync.Mutex
-	ensured map[string]bool        // snapshot tables known to exist
-	envs    map[string]*sync.Mutex // promotion lock per environment
-	writing map[string][]Range     // intervals being written, per table
-	cond    *sync.Cond             // signalled when writing shrinks
+	mu       sync.Mutex
+	tables   map[string]*tableState // snapshot tables known to exist
+	creating map[string]*sync.Mutex // EnsureTable's lock per table
+	envs     map[string]*sync.Mutex // promotion lock per environment
+	writing  map[string][]Range     // intervals being written, per table
+	cond     *sync.Cond             // signalled when writing shrinks
 	// metaReady: the writers' table (MetaSchema) is known to exist.
 	metaReady bool
 	// schemaReady: schema Schema is known to exist (and granted).
@@ -97,9 +99,10 @@ var (
 // DuckDB options after '?' ("" or ":memory:" is an in-memory database).
 func Open(ctx context.Context, dsn string, opts Options) (*Warehouse, error) {
 	w := &Warehouse{
-		ensured: map[string]bool{},
-		envs:    map[string]*sync.Mutex{},
-		writing: map[string][]Range{},
+		tables:   map[string]*tableState{},
+		creating: map[string]*sync.Mutex{},
+		envs:     map[string]*sync.Mutex{},
+		writing:  map[string][]Range{},
 	}
 	w.cond = sync.NewCond(&w.mu)
 	w.dsn = dsn
@@ -151,12 +154,47 @@ func (w *Warehouse) Engine() string { return w.b.engine() }
 // DB is the underlying handle, for tests and tools that know the engine.
 func (w *Warehouse) DB() *sql.DB { return w.db }
 
+// tableState is what this process knows of a snapshot table that
+// EnsureTable found or made.
+type tableState struct {
+	// recorded: every row of the table was written with its writer record
+	// (the table carries recordedComment), so a range that no record
+	// overlaps holds no row.
+	recorded bool
+	// claimed, where the backend is the data's sole writer and the table
+	// is recorded: sorted, disjoint ranges that cover every record's
+	// Holds and every range a write of this process began (committed or
+	// not), so a range outside them holds no row.
+	claimed []Range
+}
+
+// recordedComment is the comment of a snapshot table every row of which
+// was written with its writer record. EnsureTable puts it on a table it
+// finds empty, so a table written before writers were recorded never
+// carries it (and every write of it deletes its range's rows first).
+const recordedComment = "tidemark: every row has its writer record in tidemark_meta.intervals"
+
 // EnsureTable creates schema tidemark and m's snapshot table (empty, with
 // the query's columns) if they do not exist. The creation runs m's SQL
 // (LIMIT 0) as one statement in the sandbox, within m's timeout.
 func (w *Warehouse) EnsureTable(ctx context.Context, m Model) error {
 	w.mu.Lock()
-	done := w.ensured[m.Table]
+	_, done := w.tables[m.Table]
+	lock := w.creating[m.Table]
+	if lock == nil {
+		lock = &sync.Mutex{}
+		w.creating[m.Table] = lock
+	}
+	w.mu.Unlock()
+	if done {
+		return nil
+	}
+	// One creation of a table at a time in this process: the second finds
+	// the first's state.
+	lock.Lock()
+	defer lock.Unlock()
+	w.mu.Lock()
+	_, done = w.tables[m.Table]
 	w.mu.Unlock()
 	if done {
 		return nil
@@ -170,6 +208,7 @@ func (w *Warehouse) EnsureTable(ctx context.Context, m Model) error {
 		return err
 	}
 	create := fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s AS SELECT * FROM (%s) q LIMIT 0", qualified(Schema, m.Table), q)
+	var st tableState
 	err = w.bounded(ctx, m, func(ctx context.Context, timeout time.Duration) error {
 		return retry(ctx, func() error {
 			return w.inTx(ctx, "BEGIN", func(c *sql.Conn) error {
@@ -182,17 +221,102 @@ func (w *Warehouse) EnsureTable(ctx context.Context, m Model) error {
 				if err := w.b.unsandbox(ctx, c); err != nil {
 					return err
 				}
-				return w.b.adoptTable(ctx, c, m.Table, m.TimeColumn)
+				if err := w.b.adoptTable(ctx, c, m.Table, m.TimeColumn); err != nil {
+					return err
+				}
+				st.recorded, err = w.markRecorded(ctx, c, m.Table)
+				return err
 			})
 		}, retryableDDL)
 	})
 	if err != nil {
 		return fmt.Errorf("warehouse: create %s: %w", m.Table, err)
 	}
+	if st.recorded && w.b.soleWriter() {
+		recs, err := w.Writers(ctx, m.Table)
+		if err != nil {
+			return fmt.Errorf("warehouse: create %s: %w", m.Table, err)
+		}
+		for _, r := range recs {
+			st.claimed = addRange(st.claimed, r.Holds)
+		}
+	}
 	w.mu.Lock()
-	w.ensured[m.Table] = true
+	w.tables[m.Table] = &st
 	w.mu.Unlock()
 	return nil
+}
+
+// markRecorded reports, inside c's transaction, whether every row of the
+// snapshot table was written with its writer record: the table carries
+// recordedComment, or it is empty and gets it (a table with a comment of
+// someone else's keeps it, and counts as not recorded).
+func (w *Warehouse) markRecorded(ctx context.Context, c *sql.Conn, table string) (bool, error) {
+	comment, err := w.b.tableComment(ctx, c, table)
+	if err != nil || comment != "" {
+		return comment == recordedComment, err
+	}
+	var n int64
+	if err := c.QueryRowContext(ctx, "SELECT count(*) FROM (SELECT 1 FROM "+qualified(Schema, table)+" LIMIT 1) q").Scan(&n); err != nil || n > 0 {
+		return false, err
+	}
+	_, err = c.ExecContext(ctx, "COMMENT ON TABLE "+qualified(Schema, table)+" IS '"+recordedComment+"'")
+	return err == nil, err
+}
+
+// What a range of a table may hold as a write of it begins (claim).
+type holds int
+
+const (
+	// holdsRows: rows may be there; the write deletes them.
+	holdsRows holds = iota
+	// holdsIfRecorded: rows are there only if a writer record overlaps
+	// the range, which the write's transaction looks up.
+	holdsIfRecorded
+	// holdsNothing: nothing was written there, and no record overlaps it.
+	holdsNothing
+)
+
+// claim is what range r of table may hold as a write of it begins, and
+// notes the write (claimed). The caller holds r (lockInterval).
+func (w *Warehouse) claim(table string, r Range) holds {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st := w.tables[table]
+	switch {
+	case st == nil || !st.recorded:
+		return holdsRows
+	case !w.b.soleWriter():
+		return holdsIfRecorded
+	}
+	over := overlapsAny(st.claimed, r)
+	st.claimed = addRange(st.claimed, r)
+	if over {
+		return holdsRows
+	}
+	return holdsNothing
+}
+
+// addRange is rs (sorted, disjoint) with r added: the ranges r overlaps or
+// touches merge with it.
+func addRange(rs []Range, r Range) []Range {
+	i := sort.Search(len(rs), func(k int) bool { return !rs[k].End.Before(r.Start) })
+	j := sort.Search(len(rs), func(k int) bool { return rs[k].Start.After(r.End) })
+	if i < j {
+		if rs[i].Start.Before(r.Start) {
+			r.Start = rs[i].Start
+		}
+		if rs[j-1].End.After(r.End) {
+			r.End = rs[j-1].End
+		}
+	}
+	return slices.Replace(rs, i, j, r)
+}
+
+// overlapsAny reports whether r overlaps any of rs (sorted, disjoint).
+func overlapsAny(rs []Range, r Range) bool {
+	i := sort.Search(len(rs), func(k int) bool { return rs[k].End.After(r.Start) })
+	return i < len(rs) && rs[i].Start.Before(r.End)
 }
 
 // ensureSchema creates schema Schema if it does not exist (once per
@@ -250,9 +374,13 @@ func (w *Warehouse) BatchConcurrency() int { return w.b.batchConcurrency() }
 // writer of [start, end) of the table (Writers). m's SQL runs as one
 // statement in the sandbox, within m's timeout. It returns the rows
 // inserted. [start, end) is any range: one interval of m's unit or a batch
-// of many (one DELETE and one INSERT … SELECT over the whole range). Writes
-// of disjoint ranges of one table may run at once, in this process and in
-// others (Postgres); writes of overlapping ranges take turns.
+// of many (one DELETE and one INSERT … SELECT over the whole range). The
+// DELETE is left out where nothing was written: in a table whose every
+// row has its writer record, a range no record overlaps holds no row
+// (claim; on Postgres the DELETE looks the records up under the range's
+// lock, in the same transaction). Writes of disjoint ranges of one table
+// may run at once, in this process and in others (Postgres); writes of
+// overlapping ranges take turns.
 func (w *Warehouse) WriteInterval(ctx context.Context, m Model, start, end time.Time) (int64, error) {
 	start, end = start.UTC(), end.UTC()
 	if !start.Before(end) {
@@ -271,49 +399,64 @@ func (w *Warehouse) WriteInterval(ctx context.Context, m Model, start, end time.
 	if err := w.ensureMeta(ctx); err != nil {
 		return 0, err
 	}
-	release, err := w.lockInterval(ctx, m.Table, Range{start, end})
+	r := Range{start, end}
+	release, err := w.lockInterval(ctx, m.Table, r)
 	if err != nil {
 		return 0, err
 	}
 	defer release()
 
+	// The bounds are typed as the macros type them (paramStart, paramEnd):
+	// a bare $2 compared with the time column can bind as TIMESTAMP WITH
+	// TIME ZONE on DuckDB, which then casts the column of every row (a
+	// third of a batch's time in the backfill rows).
 	table, tc := qualified(Schema, m.Table), quoteIdent(m.TimeColumn)
-	del := fmt.Sprintf("DELETE FROM %s WHERE %s >= $1 AND %s < $2", table, tc, tc)
-	ins := fmt.Sprintf("INSERT INTO %s SELECT * FROM (%s) q WHERE q.%s >= $1 AND q.%s < $2", table, q, tc, tc)
+	inRange := fmt.Sprintf("%s >= %s AND %s < %s", tc, paramStart, tc, paramEnd)
+	rw := rangeWrite{r: r,
+		ins: fmt.Sprintf("INSERT INTO %s SELECT * FROM (%s) q WHERE q.%s >= %s AND q.%s < %s", table, q, tc, paramStart, tc, paramEnd)}
+	switch w.claim(m.Table, r) {
+	case holdsRows:
+		rw.del = stmt{"DELETE FROM " + table + " WHERE " + inRange, []any{start, end}}
+	case holdsIfRecorded:
+		rw.del = stmt{fmt.Sprintf("DELETE FROM %s WHERE %s AND EXISTS (SELECT 1 FROM %s WHERE table_name = $3 AND holds_start < %s AND holds_end > %s)",
+			table, inRange, qualified(MetaSchema, IntervalsTable), paramEnd, paramStart), []any{start, end, m.Table}}
+	}
+	fp := fingerprintOf(q)
 	var rows int64
 	err = w.bounded(ctx, m, func(ctx context.Context, timeout time.Duration) error {
+		rw.timeout = timeout
 		return retry(ctx, func() error {
-			return w.inTx(ctx, "BEGIN", func(c *sql.Conn) error {
-				if err := w.b.lockRange(ctx, c, m.Table, Range{start, end}); err != nil {
-					return err
-				}
-				if _, err := c.ExecContext(ctx, del, start, end); err != nil {
-					return err
-				}
-				if err := w.b.sandbox(ctx, c, timeout); err != nil {
-					return err
-				}
-				n, err := w.b.execOne(ctx, c, ins, start, end)
-				if err != nil {
-					return err
-				}
-				rows = n
-				if err := w.b.unsandbox(ctx, c); err != nil {
-					return err
-				}
-				if err := w.b.lockWriters(ctx, c, m.Table); err != nil {
-					return err
-				}
-				wr := Written{Table: m.Table, Query: Range{start, end}, Holds: Range{start, end}, Snapshot: m.Snapshot,
-					Fingerprint: fingerprintOf(q), Rows: rows, At: time.Now().UTC()}
-				return recordWrite(ctx, c, wr)
-			})
+			rw.rec = Written{Table: m.Table, Query: r, Holds: r, Snapshot: m.Snapshot, Fingerprint: fp, At: time.Now().UTC()}
+			n, err := w.b.writeRange(ctx, w.db, rw)
+			rows = n
+			return err
 		}, retryableWrite)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("warehouse: write %s [%s, %s): %w", m.Table, start.Format(time.RFC3339), end.Format(time.RFC3339), err)
 	}
 	return rows, nil
+}
+
+// stmt is a statement and its arguments.
+type stmt struct {
+	sql  string
+	args []any
+}
+
+// rangeWrite is one write of a range of a snapshot table (WriteInterval),
+// which a backend runs as one transaction (writeRange).
+type rangeWrite struct {
+	r       Range
+	timeout time.Duration // each statement's in the sandbox
+	// del deletes the rows already in r; its sql is "" when r holds none
+	// and no writer record overlaps r (holdsNothing).
+	del stmt
+	// ins is the model's INSERT … SELECT over r (its bounds $1 and $2),
+	// one statement built from model SQL: run it in the sandbox.
+	ins string
+	// rec is the write's record; Rows is the INSERT's.
+	rec Written
 }
 
 // lockInterval waits until no other write of this process covers part of
@@ -525,7 +668,7 @@ func (w *Warehouse) DropTable(ctx context.Context, table string) error {
 		return fmt.Errorf("warehouse: drop %s: forgetting its writers: %w", table, err)
 	}
 	w.mu.Lock()
-	delete(w.ensured, table)
+	delete(w.tables, table)
 	w.mu.Unlock()
 	return nil
 }

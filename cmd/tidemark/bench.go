@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -11,19 +12,22 @@ import (
 
 func newBenchCmd() *cobra.Command {
 	var quick bool
+	var only []string
 	var output string
 	cmd := &cobra.Command{
-		Use:   "bench [--quick]",
+		Use:   "bench [--quick] [--only GROUP]...",
 		Short: "Measure tidemark side by side with raw JetStream on embedded servers in a temp dir",
 		Long: "bench starts its own embedded servers and prints, per figure, tidemark's value, its limit\n" +
 			"measured in the same run with the same client concurrency (the transport limit, raw\n" +
 			"JetStream...), the ratio, the goal, whether it passes, and how the cost per unit of work\n" +
 			"grows at ten times the size.\n" +
-			"--quick finishes in about two minutes. Exit status is 0 whether goals pass or not.",
+			"--quick finishes in about two minutes; --only measures the named groups of rows alone\n" +
+			"(" + strings.Join(bench.Groups(), ", ") + ").\n" +
+			"Exit status is 0 whether goals pass or not.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			errOut := cmd.ErrOrStderr()
-			figs, err := bench.Run(cmd.Context(), bench.Options{Quick: quick, Progress: func(name string) { fmt.Fprintf(errOut, "measuring %s…\n", name) }})
+			figs, err := bench.Run(cmd.Context(), bench.Options{Quick: quick, Only: only, Progress: func(name string) { fmt.Fprintf(errOut, "measuring %s…\n", name) }})
 			if err != nil {
 				return &exitError{kind: usage, err: err}
 			}
@@ -48,6 +52,7 @@ func newBenchCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&quick, "quick", false, "small sizes: about two minutes")
+	cmd.Flags().StringArrayVar(&only, "only", nil, "measure only this group of rows (repeatable): "+strings.Join(bench.Groups(), ", "))
 	outputFlag(cmd, &output, "table", "json")
 	return cmd
 }
