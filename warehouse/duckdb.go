@@ -78,9 +78,11 @@ func openDuckDBWarehouse(ctx context.Context, w *Warehouse, dsn string, opts Opt
 		openFilesMu.Unlock()
 		w.path = abs
 	}
+	// The configuration is locked once the zone is set (below).
+	params.Del("lock_configuration")
 	db, err := openDuckDB(path + "?" + params.Encode())
 	if err == nil {
-		err = db.PingContext(ctx)
+		err = utcLocked(ctx, db)
 		if err != nil {
 			db.Close()
 		}
@@ -96,6 +98,28 @@ func openDuckDBWarehouse(ctx context.Context, w *Warehouse, dsn string, opts Opt
 		return nil, fmt.Errorf("warehouse: open DuckDB %s: %w", path, err)
 	}
 	return db, nil
+}
+
+// utcLocked sets the database's time zone to UTC, then locks its
+// configuration (lock_configuration), before any other statement runs.
+// Intervals are UTC: a time.Time bound as a parameter arrives as a
+// TIMESTAMP WITH TIME ZONE, and its cast to TIMESTAMP (the macros', the
+// writes' bounds) is read in the zone setting, which ICU takes from the
+// process's TZ: under TZ=America/New_York a day's write held 19 of its 24
+// hours. TimeZone is ICU's setting, registered once the database is up,
+// so it cannot go in the DSN; a build without ICU has no zone to
+// convert to and refuses the setting, which is then not needed.
+func utcLocked(ctx context.Context, db *sql.DB) error {
+	if err := db.PingContext(ctx); err != nil {
+		return err
+	}
+	if _, err := db.ExecContext(ctx, "SET GLOBAL TimeZone = 'UTC'"); err != nil && !strings.Contains(err.Error(), "unrecognized configuration") {
+		return fmt.Errorf("setting the time zone to UTC: %w", err)
+	}
+	if _, err := db.ExecContext(ctx, "SET GLOBAL lock_configuration = true"); err != nil {
+		return fmt.Errorf("locking the configuration: %w", err)
+	}
+	return nil
 }
 
 // duckLocked are the settings every DuckDB warehouse opens with.

@@ -1,6 +1,9 @@
 package warehouse
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -123,5 +126,27 @@ func TestRangeSet(t *testing.T) {
 		if got := overlapsAny(rs, Range{hour(c.a), hour(c.b)}); got != c.want {
 			t.Errorf("[%d, %d) overlaps: %v, want %v", c.a, c.b, got, c.want)
 		}
+	}
+}
+
+// A DuckDB warehouse computes in UTC whatever the process's zone: under
+// TZ=America/New_York a time.Time bound as a batch's bound was read as
+// local time when cast to TIMESTAMP, and a day's write held 19 of its 24
+// hours. (ICU reads TZ once per process: run alone, this fails without
+// the warehouse's TimeZone=UTC.)
+func TestDuckDBIgnoresLocalZone(t *testing.T) {
+	t.Setenv("TZ", "America/New_York")
+	w, err := Open(t.Context(), filepath.Join(t.TempDir(), "tz.duckdb"), Options{Threads: 2, MemoryLimit: "512MB"})
+	if errors.Is(err, ErrNoCgo) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	m := Model{Name: "gen", Table: "gen__tz", TimeColumn: "ts",
+		SQL: `SELECT h.h + CAST(g.i AS INTEGER) * INTERVAL '1 minute' AS ts FROM range(@start_ts, @end_ts, INTERVAL 1 HOUR) AS h(h), generate_series(0, 59) AS g(i)`}
+	if n := write(t, w, m, Range{day0, day0.Add(24 * time.Hour)}); n != 24*60 {
+		t.Fatalf("a day's write in zone %s: %d rows, want %d", os.Getenv("TZ"), n, 24*60)
 	}
 }

@@ -223,6 +223,8 @@ func TestDuckDBLockedDown(t *testing.T) {
 			`SET enable_external_access = true`,
 			`SET memory_limit = '100GB'`,
 			`SET threads = 64`,
+			`SET TimeZone = 'Asia/Tokyo'`,
+			`SET GLOBAL lock_configuration = false`,
 		} {
 			if _, err := w.DB().ExecContext(t.Context(), q); err == nil {
 				t.Errorf("%s succeeded", q)
