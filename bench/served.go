@@ -76,7 +76,7 @@ func NewTickServed(ctx context.Context, models int) (*TickServed, error) {
 	}
 	pub := &work.Publisher{Log: s.eng, Reporter: s.eng,
 		Runner: &sqlrun.Runner{WH: s.wh, Proj: s.eng.Projection(), Done: &inproc.Worker{Handler: s.eng, Actor: "worker:builtin"}, Log: quiet(), Clock: s.now},
-		Tables: sqlrun.Tables(s.eng.Projection()),
+		Tables: work.TablesFrom(s.eng.Projection()),
 		Done: func(work.Item, error) {
 			select {
 			case s.done <- struct{}{}:

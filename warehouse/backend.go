@@ -153,3 +153,20 @@ func mentions(sql, ident string) bool {
 		off = i + 1
 	}
 }
+
+// queryComment runs q, which selects one table comment (no row, or NULL:
+// none), the backends' tableComment.
+func queryComment(ctx context.Context, db querier, q string, args ...any) (string, error) {
+	rs, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return "", err
+	}
+	defer rs.Close()
+	var comment sql.NullString
+	for rs.Next() {
+		if err := rs.Scan(&comment); err != nil {
+			return "", err
+		}
+	}
+	return comment.String, rs.Err()
+}

@@ -177,18 +177,7 @@ func (d duckBackend) writeRange(ctx context.Context, db *sql.DB, rw rangeWrite) 
 }
 
 func (duckBackend) tableComment(ctx context.Context, db querier, table string) (string, error) {
-	rs, err := db.QueryContext(ctx, "SELECT comment FROM duckdb_tables() WHERE schema_name = $1 AND table_name = $2", Schema, table)
-	if err != nil {
-		return "", err
-	}
-	defer rs.Close()
-	var comment sql.NullString
-	for rs.Next() {
-		if err := rs.Scan(&comment); err != nil {
-			return "", err
-		}
-	}
-	return comment.String, rs.Err()
+	return queryComment(ctx, db, "SELECT comment FROM duckdb_tables() WHERE schema_name = $1 AND table_name = $2", Schema, table)
 }
 
 func (duckBackend) beginPromote(context.Context, execer) error { return nil }

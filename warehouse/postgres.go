@@ -342,18 +342,7 @@ func decodeWritten(m *pgtype.Map, res *pgconn.Result) ([]Written, error) {
 }
 
 func (pgBackend) tableComment(ctx context.Context, db querier, table string) (string, error) {
-	rs, err := db.QueryContext(ctx, "SELECT obj_description(to_regclass($1), 'pg_class')", qualified(Schema, table))
-	if err != nil {
-		return "", err
-	}
-	defer rs.Close()
-	var comment sql.NullString
-	for rs.Next() {
-		if err := rs.Scan(&comment); err != nil {
-			return "", err
-		}
-	}
-	return comment.String, rs.Err()
+	return queryComment(ctx, db, "SELECT obj_description(to_regclass($1), 'pg_class')", qualified(Schema, table))
 }
 
 // beginPromote: DROP VIEW locks each view until commit. A reader holding

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"sort"
 	"strconv"
 	"sync"
 	"testing"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tidemark/tidemark/commands"
-	"github.com/tidemark/tidemark/decide"
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/events"
@@ -72,7 +70,7 @@ func (w *pubWorld) start(batchConcurrency int) *runningPub {
 	t.Helper()
 	proj := w.e.Projection()
 	r := &runningPub{}
-	r.p = &Publisher{Log: w.e, AckWait: time.Minute, SQL: testSQL(proj), Progress: testProgress(proj), Tables: testTables(proj), Gone: testGone(proj),
+	r.p = &Publisher{Log: w.e, AckWait: time.Minute, SQL: testSQL(proj), Progress: ProgressFrom(proj), Tables: TablesFrom(proj), Gone: GoneFrom(proj),
 		BatchConcurrency: batchConcurrency, MaxBackoff: 50 * time.Millisecond,
 		Published: func(it Item) { r.mu.Lock(); r.keys = append(r.keys, it.Key()); r.mu.Unlock() }}
 	if err := r.p.Prepare(t.Context()); err != nil {
@@ -118,63 +116,6 @@ func testSQL(proj *live.Projection) SQLOf {
 			}
 		})
 		return out, nil
-	}
-}
-
-// testTables is sqlrun.Tables.
-func testTables(proj *live.Projection) TablesOf {
-	return func(ctx context.Context, seq uint64, snapshot string) (Tables, error) {
-		if err := proj.WaitFor(ctx, seq); err != nil {
-			return Tables{}, err
-		}
-		t := Tables{Writes: snapshot}
-		proj.Read(func(st *projections.State) {
-			sn := st.Snapshots[snapshot]
-			if sn == nil {
-				return
-			}
-			t.Writes = sn.Table
-			up, _ := st.UpstreamOf(snapshot)
-			for _, id := range up {
-				if usn := st.Snapshots[id]; usn != nil {
-					t.Reads = append(t.Reads, usn.Table)
-				}
-			}
-			sort.Strings(t.Reads)
-		})
-		return t, nil
-	}
-}
-
-// testProgress is sqlrun.Progress.
-func testProgress(proj *live.Projection) DoneOf {
-	return func(ctx context.Context, seq uint64, id, snapshot string) (interval.Set, error) {
-		if err := proj.WaitFor(ctx, seq); err != nil {
-			return nil, err
-		}
-		var done interval.Set
-		proj.Read(func(st *projections.State) {
-			if w := st.Work[id]; w != nil && w.Done[snapshot] != nil {
-				done = slices.Clone(w.Done[snapshot].Ranges)
-			}
-		})
-		return done, nil
-	}
-}
-
-// testGone is sqlrun.Gone.
-func testGone(proj *live.Projection) GoneOf {
-	return func(ctx context.Context, seq uint64, kind events.RunKind, runID string) (string, error) {
-		if err := proj.WaitFor(ctx, seq); err != nil {
-			return "", err
-		}
-		var why string
-		proj.Read(func(st *projections.State) {
-			if plan := decide.CancelledWork(st, kind, runID); plan != "" {
-				why = "plan " + plan + " was cancelled"
-			}
-		})
-		return why, nil
 	}
 }
 
@@ -785,7 +726,7 @@ func TestPublishedRestartSkipsCancelled(t *testing.T) {
 func TestPublishedExhaustedIsFailed(t *testing.T) {
 	w := newPubWorld(t)
 	proj := w.e.Projection()
-	p := &Publisher{Log: w.e, Reporter: w.e, AckWait: time.Minute, MaxDeliver: 1, SQL: testSQL(proj), Progress: testProgress(proj), Tables: testTables(proj), MaxBackoff: 50 * time.Millisecond}
+	p := &Publisher{Log: w.e, Reporter: w.e, AckWait: time.Minute, MaxDeliver: 1, SQL: testSQL(proj), Progress: ProgressFrom(proj), Tables: TablesFrom(proj), MaxBackoff: 50 * time.Millisecond}
 	if err := p.Prepare(t.Context()); err != nil {
 		t.Fatal(err)
 	}

@@ -160,7 +160,7 @@ func newServeCmd() *cobra.Command {
 				pub.SQL = sqlrun.StepSQL(eng.Projection())
 				// Each item goes out as its batches, any worker taking
 				// any; a child's batch waits for its parent's.
-				pub.Progress, pub.Tables, pub.Gone = sqlrun.Progress(eng.Projection()), sqlrun.Tables(eng.Projection()), sqlrun.Gone(eng.Projection())
+				pub.Progress, pub.Tables, pub.Gone = work.ProgressFrom(eng.Projection()), work.TablesFrom(eng.Projection()), work.GoneFrom(eng.Projection())
 				// Workers check the layout they join (workerServes).
 				pub.Metadata = map[string]string{layoutKey: serveWarehouse(warehouseDSN)}
 			}
@@ -194,7 +194,7 @@ func newServeCmd() *cobra.Command {
 						Log: log.With("subsystem", "sqlrun"), Timeout: whOpts.ModelTimeout, Clock: eng.Now}
 					// Items that write or read a common table run in
 					// stream order; the others beside each other.
-					pub.Tables = sqlrun.Tables(eng.Projection())
+					pub.Tables = work.TablesFrom(eng.Projection())
 				}
 				if !builtinWorker {
 					// batch_concurrency's default: the workers' warehouse's.

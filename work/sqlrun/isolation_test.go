@@ -61,7 +61,7 @@ func (w *world) publish(concurrency, attempts int, timeout, backoff time.Duratio
 	w.t.Helper()
 	pb := &publisher{done: map[string]error{}}
 	pb.p = &work.Publisher{Log: w.e, Reporter: w.e, Concurrency: concurrency, Attempts: attempts,
-		RetryBackoff: backoff, MaxBackoff: 2 * backoff, Tables: sqlrun.Tables(w.e.Projection()),
+		RetryBackoff: backoff, MaxBackoff: 2 * backoff, Tables: work.TablesFrom(w.e.Projection()),
 		Runner: &sqlrun.Runner{WH: w.wh, Proj: w.e.Projection(), Done: &inproc.Worker{Handler: w.e, Actor: "worker:builtin"}, Timeout: timeout},
 		Done: func(it work.Item, err error) {
 			pb.mu.Lock()

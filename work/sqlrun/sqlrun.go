@@ -33,7 +33,6 @@ import (
 
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/decide"
-	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/live"
 	"github.com/tidemark/tidemark/models"
@@ -307,69 +306,6 @@ func readsAny(m warehouse.Model, bad map[string]bool) string {
 		}
 	}
 	return ""
-}
-
-// Tables is serve's work.Publisher.Tables: the snapshot table a step
-// writes and the upstream snapshot tables it reads (tidemark table ids),
-// as proj knows them once it has applied the item's event.
-func Tables(proj *live.Projection) work.TablesOf {
-	return func(ctx context.Context, seq uint64, snapshot string) (work.Tables, error) {
-		if err := proj.WaitFor(ctx, seq); err != nil {
-			return work.Tables{}, err
-		}
-		t := work.Tables{Writes: snapshot}
-		proj.Read(func(st *projections.State) {
-			sn := st.Snapshots[snapshot]
-			if sn == nil {
-				return
-			}
-			t.Writes = sn.Table
-			up, _ := st.UpstreamOf(snapshot)
-			for _, id := range up {
-				if usn := st.Snapshots[id]; usn != nil {
-					t.Reads = append(t.Reads, usn.Table)
-				}
-			}
-			sort.Strings(t.Reads)
-		})
-		return t, nil
-	}
-}
-
-// Progress is serve's work.Publisher.Progress: what the completions
-// naming a work item have recorded of a snapshot's step
-// (projections.Work.Done), as proj knows it once it has applied seq.
-func Progress(proj *live.Projection) work.DoneOf {
-	return func(ctx context.Context, seq uint64, id, snapshot string) (interval.Set, error) {
-		if err := proj.WaitFor(ctx, seq); err != nil {
-			return nil, err
-		}
-		var done interval.Set
-		proj.Read(func(st *projections.State) {
-			if w := st.Work[id]; w != nil && w.Done[snapshot] != nil {
-				done = slices.Clone(w.Done[snapshot].Ranges)
-			}
-		})
-		return done, nil
-	}
-}
-
-// Gone is serve's work.Publisher.Gone: a cancelled plan's backfill and
-// catch-up work is no longer wanted (decide.CancelledWork), as proj knows
-// it once it has applied seq.
-func Gone(proj *live.Projection) work.GoneOf {
-	return func(ctx context.Context, seq uint64, kind events.RunKind, runID string) (string, error) {
-		if err := proj.WaitFor(ctx, seq); err != nil {
-			return "", err
-		}
-		var why string
-		proj.Read(func(st *projections.State) {
-			if plan := decide.CancelledWork(st, kind, runID); plan != "" {
-				why = "plan " + plan + " was cancelled"
-			}
-		})
-		return why, nil
-	}
 }
 
 // ActorName is the actor Done records the work as, when it names one.
