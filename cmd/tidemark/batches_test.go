@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,9 +16,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/internal/jstest"
 	"github.com/tidemark/tidemark/internal/pgtest"
 	"github.com/tidemark/tidemark/warehouse"
 	"github.com/tidemark/tidemark/work/sqlrun"
@@ -60,7 +59,8 @@ func batchedModels(t *testing.T, start time.Time) string {
 	return p
 }
 
-// readEvents is every event the stream at natsURL holds now, in order.
+// readEvents is every event the stream at natsURL holds now, in order
+// (jstest.ReadLog).
 func readEvents(t *testing.T, natsURL string) []events.Record {
 	t.Helper()
 	nc, err := nats.Connect(natsURL)
@@ -74,23 +74,11 @@ func readEvents(t *testing.T, natsURL string) []events.Record {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	r, err := eventlog.OpenReader(ctx, js)
+	recs, err := jstest.ReadLog(ctx, js)
 	if err != nil {
-		t.Fatal(err)
-	}
-	var out []events.Record
-	end := errors.New("end of the stream")
-	err = r.Tail(ctx, 1, func(e eventlog.Entry) error {
-		out = append(out, e.Record)
-		if e.Pending == 0 && e.Last() {
-			return end
-		}
-		return nil
-	})
-	if !errors.Is(err, end) {
 		t.Fatalf("reading the events: %v", err)
 	}
-	return out
+	return recs
 }
 
 // waiter is a backend of the warehouse's database waiting for a lock,
