@@ -32,8 +32,10 @@ func (it Item) Key() string {
 	return it.ID + "/" + it.Batch
 }
 
-// batchName names batch n of step i of an item (Item.Batch).
-func batchName(i, n int) string { return strconv.Itoa(i) + "/" + strconv.Itoa(n) }
+// BatchName names batch n of step i of an item (Item.Batch): the
+// published messages' and the built-in worker's command ids derive from
+// it.
+func BatchName(i, n int) string { return strconv.Itoa(i) + "/" + strconv.Itoa(n) }
 
 // Part is one batch of an item as Split cuts it: the message (one step,
 // one range, Batch set) and what it waits for.
@@ -71,7 +73,7 @@ func Split(item Item, tables []Tables) []Part {
 			one := st
 			one.Ranges = []interval.Range{b}
 			msg.Steps = []Step{one}
-			msg.Batch = batchName(i, n)
+			msg.Batch = BatchName(i, n)
 			p := Part{Item: msg, Step: i}
 			for j := range i {
 				if !reads(tables, i, j) {

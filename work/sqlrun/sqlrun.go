@@ -213,17 +213,19 @@ func (r *Runner) Run(ctx context.Context, item work.Item, at time.Time) error {
 			}
 			continue
 		}
-		names := batchNames(i, unit, batching.Size, st.Ranges)
 		todo := interval.NewSet(st.Ranges...).SubtractSet(done)
 		if todo.Empty() {
 			continue
 		}
 		// Only whole batches are left out: a batch partly recorded (its
-		// grid changed) is computed again whole.
+		// grid changed) is computed again whole. Each keeps its name
+		// (its index among the step's batches) for its record's id.
+		names := map[time.Time]string{}
 		var left []interval.Range
-		for _, b := range interval.Batches(unit, batching.Size, st.Ranges) {
+		for n, b := range interval.Batches(unit, batching.Size, st.Ranges) {
 			if todo.Overlaps(b) {
 				left = append(left, b)
+				names[b.Start] = work.BatchName(i, n)
 			}
 		}
 		one := batching
@@ -268,16 +270,6 @@ func (r *Runner) Run(ctx context.Context, item work.Item, at time.Time) error {
 		return failed
 	}
 	return nil
-}
-
-// batchNames maps the start of each batch of a step's ranges to its
-// index among them (Item.Batch "<step>/<index>").
-func batchNames(step int, unit interval.Unit, size int, ranges []interval.Range) map[time.Time]string {
-	out := map[time.Time]string{}
-	for n, b := range interval.Batches(unit, size, ranges) {
-		out[b.Start] = fmt.Sprintf("%d/%d", step, n)
-	}
-	return out
 }
 
 // record records batch b of step i of item, named name, done with its
