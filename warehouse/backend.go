@@ -91,6 +91,10 @@ type backend interface {
 	// statement is wrapped in a LIMIT); q itself where rows stream
 	// (Postgres) or the statement is not a SELECT.
 	limitRows(ctx context.Context, c *sql.Conn, q string, n int) (string, error)
+	// rowHash is an expression hashing a row of the given (quoted)
+	// columns to an integer, NULLs included, for a diff's bucket
+	// summaries (DiffTables): equal rows hash equal.
+	rowHash(cols []string) string
 }
 
 // inTx runs fn in one transaction on one connection, begun by begin; it

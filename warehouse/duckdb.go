@@ -138,6 +138,9 @@ func isLockError(err error) bool {
 
 func (duckBackend) engine() string { return "duckdb" }
 
+// rowHash: DuckDB's hash of several values (a UBIGINT).
+func (duckBackend) rowHash(cols []string) string { return "hash(" + strings.Join(cols, ", ") + ")" }
+
 func (duckBackend) ddlBounds() (string, string, []any) {
 	return paramStart, paramEnd, []any{epoch, epoch}
 }

@@ -134,6 +134,12 @@ func openPostgres(ctx context.Context, dsn string) (*sql.DB, error) {
 
 func (pgBackend) engine() string { return "postgres" }
 
+// rowHash: the record hash hash partitioning uses (PostgreSQL 14 and
+// later; a bigint).
+func (pgBackend) rowHash(cols []string) string {
+	return "hash_record_extended(ROW(" + strings.Join(cols, ", ") + "), 0)"
+}
+
 // batchConcurrency: a Postgres statement runs on one core (no parallel
 // plan for INSERT … SELECT), so batches of disjoint ranges run four at a
 // time (the range locks of writeRange let them).
