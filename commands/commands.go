@@ -139,6 +139,9 @@ type RegisterSnapshot struct {
 	// (models.Definition): omitted, 0, not set.
 	BatchSize        int `msgpack:"batch_size,omitempty" json:"batch_size,omitempty"`
 	BatchConcurrency int `msgpack:"batch_concurrency,omitempty" json:"batch_concurrency,omitempty"`
+	// Grain is the version's key columns (models.Definition); omitted:
+	// none.
+	Grain []string `msgpack:"grain,omitempty" json:"grain,omitempty"`
 }
 
 // BuildPlan builds a plan at the command's clock.
@@ -393,7 +396,7 @@ func snapshotRef(m *Meta, model, v string) error {
 func (c *RegisterSnapshot) Definition() models.Definition {
 	return models.Definition{Model: c.Model, Version: c.Version, Cron: c.Cron, Unit: c.IntervalUnit, Start: c.Start,
 		Lookback: c.Lookback, Kind: c.SnapshotKind, AllowPartials: c.AllowPartials, DependsOn: c.DependsOn,
-		SQL: c.SQL, TimeColumn: c.TimeColumn, BatchSize: c.BatchSize, BatchConcurrency: c.BatchConcurrency}
+		SQL: c.SQL, TimeColumn: c.TimeColumn, BatchSize: c.BatchSize, BatchConcurrency: c.BatchConcurrency, Grain: c.Grain}
 }
 
 // Validate implements Command: the meta, then the definition

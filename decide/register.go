@@ -30,6 +30,9 @@ func register(st *projections.State, c *commands.RegisterSnapshot) (Decision, er
 		DependsOn: append([]string{}, c.DependsOn...), Table: id, SQL: c.SQL, TimeColumn: c.TimeColumn,
 		BatchSize: c.BatchSize, BatchConcurrency: c.BatchConcurrency,
 	}
+	if len(c.Grain) > 0 {
+		reg.Grain = append([]string{}, c.Grain...)
+	}
 	reg.Fingerprint = models.Fingerprint(reg)
 	if prev, ok := st.Snapshots[id]; ok {
 		if prev.Fingerprint == reg.Fingerprint {

@@ -80,3 +80,29 @@ func TestDerivedVersionKeepsSQL(t *testing.T) {
 		t.Fatalf("derived %+v", sn.SnapshotRegistered)
 	}
 }
+
+// A grain is recorded with the version and is part of its definition; a
+// version a plan derives keeps it; an invalid one is refused naming
+// grain[i].
+func TestRegisterGrain(t *testing.T) {
+	w := newWorld(t)
+	w.hourly("events", "v1")
+	c := sqlSessions(sessionsSQL, "ts")
+	c.Grain = []string{"session_id"}
+	dec := w.must(c, t0)
+	if reg := dec.Events[0].(events.SnapshotRegistered); len(reg.Grain) != 1 || reg.Grain[0] != "session_id" {
+		t.Fatalf("registered grain %q", reg.Grain)
+	}
+	w.refused(sqlSessions(sessionsSQL, "ts"), t0, commands.CodeConflict) // the same version without it
+	w.deploy("prod", "deploy-1", map[string]string{"events": "v1", "sessions": "v1"}, h(1))
+	w.hourly("events", "v2")
+	w.plan("p1", "prod", map[string]string{"events": "v2"}, h(2))
+	if sn := w.st.Snapshots["sessions@v1+p1"]; sn == nil || len(sn.Grain) != 1 || sn.Grain[0] != "session_id" {
+		t.Fatalf("derived %+v", sn)
+	}
+	bad := sqlSessions(sessionsSQL, "ts")
+	bad.Version, bad.Grain = "v2", []string{"session_id", "session_id"}
+	if ce := w.refused(bad, t0, commands.CodeInvalid); ce.Field != "grain[1]" {
+		t.Errorf("a repeated grain column: %v", ce)
+	}
+}

@@ -214,6 +214,10 @@ type SnapshotRegistered struct {
 	// as before they existed.
 	BatchSize        int `msgpack:"batch_size,omitempty" json:"batch_size,omitempty"`
 	BatchConcurrency int `msgpack:"batch_concurrency,omitempty" json:"batch_concurrency,omitempty"`
+	// Grain names the columns that identify a row of the version's
+	// query (its key), which diff matches changed rows on; omitted when
+	// not set, so events of versions without it encode as before.
+	Grain []string `msgpack:"grain,omitempty" json:"grain,omitempty"`
 }
 
 // Policy is the promotion policy a plan was built with.

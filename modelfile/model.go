@@ -47,6 +47,27 @@ type modelDoc struct {
 	// BatchSize and BatchConcurrency: nil when absent (0 is refused).
 	BatchSize        *int `yaml:"batch_size"`
 	BatchConcurrency *int `yaml:"batch_concurrency"`
+	// Grain: `grain: [id, ts]`, or one column `grain: id`.
+	Grain grainDoc `yaml:"grain"`
+}
+
+// grainDoc is a grain as a file writes it: a list of columns, or one
+// column as a string.
+type grainDoc []string
+
+// UnmarshalYAML reads a list of strings or one string.
+func (g *grainDoc) UnmarshalYAML(unmarshal func(any) error) error {
+	var one string
+	if err := unmarshal(&one); err == nil {
+		*g = grainDoc{one}
+		return nil
+	}
+	var list []string
+	if err := unmarshal(&list); err != nil {
+		return fmt.Errorf("grain: want a column name or a list of them")
+	}
+	*g = list
+	return nil
 }
 
 type fileDoc struct {
@@ -149,7 +170,7 @@ func Parse(path string, b []byte) ([]Model, error) {
 		}
 		def := models.Definition{Model: m.Name, Version: m.Version, Cron: m.Cron, Unit: unit, Start: start.UTC(),
 			Lookback: lookback, Kind: events.Kind(m.Kind), AllowPartials: m.AllowPartials, DependsOn: m.DependsOn,
-			SQL: m.SQL, TimeColumn: m.TimeColumn, BatchSize: batchSize, BatchConcurrency: batchConc}
+			SQL: m.SQL, TimeColumn: m.TimeColumn, BatchSize: batchSize, BatchConcurrency: batchConc, Grain: m.Grain}
 		if err := def.Validate(); err != nil {
 			fe := err.(*models.FieldError)
 			return nil, at(fe.Key, "%s", fe.Detail)
@@ -161,7 +182,7 @@ func Parse(path string, b []byte) ([]Model, error) {
 		sched, _ := interval.NewSchedule(m.Cron, unit, m.AllowPartials) // valid: Validate built it
 		reg := commands.RegisterSnapshot{Model: m.Name, Version: m.Version, Cron: m.Cron, IntervalUnit: unit, Start: start.UTC(),
 			Lookback: lookback, SnapshotKind: kind, AllowPartials: m.AllowPartials, DependsOn: m.DependsOn,
-			SQL: m.SQL, TimeColumn: m.TimeColumn, BatchSize: batchSize, BatchConcurrency: batchConc}
+			SQL: m.SQL, TimeColumn: m.TimeColumn, BatchSize: batchSize, BatchConcurrency: batchConc, Grain: m.Grain}
 		mod := Model{Register: reg, Line: line(fmt.Sprintf("$.models[%d]", i)), Index: i,
 			SQLLine: line(fmt.Sprintf("$.models[%d].sql", i)), TimeColumnLine: line(fmt.Sprintf("$.models[%d].time_column", i))}
 		if m.Version == "" {
@@ -193,7 +214,7 @@ func contentVersion(r commands.RegisterSnapshot, sched interval.Schedule) string
 	}
 	return models.ContentVersion(events.SnapshotRegistered{Model: r.Model, Cron: sched.Cron(), Unit: sched.Unit(), Start: r.Start,
 		Lookback: r.Lookback, Kind: kind, AllowPartials: r.AllowPartials, DependsOn: r.DependsOn, SQL: r.SQL, TimeColumn: r.TimeColumn,
-		BatchSize: r.BatchSize, BatchConcurrency: r.BatchConcurrency})
+		BatchSize: r.BatchSize, BatchConcurrency: r.BatchConcurrency, Grain: r.Grain})
 }
 
 func lineOf(n ast.Node) int {

@@ -2,6 +2,7 @@ package modelfile
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -155,6 +156,47 @@ func TestParseSQLErrors(t *testing.T) {
 		_, err := Parse("models.yaml", []byte(c.body))
 		if err == nil || !errors.Is(err, ErrInvalid) || !strings.HasPrefix(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want prefix %q", c.name, err, c.want)
+		}
+	}
+}
+
+// grain: a list of columns, or one column as a string; it is registered
+// and is part of a derived version; a bad one is refused naming grain[i].
+func TestParseGrain(t *testing.T) {
+	list := strings.Replace(withSQL, "    time_column: ts\n", "    time_column: ts\n    grain: [session_id, ts]\n", 1)
+	ms, err := Parse("models.yaml", []byte(list))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := ms[1].Register.Grain; fmt.Sprint(g) != "[session_id ts]" {
+		t.Fatalf("grain %q", g)
+	}
+	one, err := Parse("models.yaml", []byte(strings.Replace(list, "[session_id, ts]", "session_id", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := one[1].Register.Grain; fmt.Sprint(g) != "[session_id]" {
+		t.Fatalf("grain %q", g)
+	}
+	derived := strings.Replace(withSQL, "    version: v1\n", "", 1)
+	a, err := Parse("models.yaml", []byte(derived))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Parse("models.yaml", []byte(strings.Replace(derived, "    time_column: ts\n", "    time_column: ts\n    grain: session_id\n", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a[1].Register.Version == b[1].Register.Version {
+		t.Fatal("adding a grain kept the derived version")
+	}
+	for body, want := range map[string]string{
+		strings.Replace(list, "[session_id, ts]", "[session_id, session_id]", 1): `models[1].grain[1]: "session_id" repeats grain[0]`,
+		strings.Replace(list, "[session_id, ts]", `["a b"]`, 1):                   `models[1].grain[0]: "a b": a plain column name`,
+		strings.Replace(list, "[session_id, ts]", "{a: b}", 1):                    "grain",
+	} {
+		if _, err := Parse("models.yaml", []byte(body)); err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), want) {
+			t.Errorf("got %v, want %q", err, want)
 		}
 	}
 }

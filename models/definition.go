@@ -44,7 +44,16 @@ type Definition struct {
 	// once; 0 (not set): the warehouse's default (1 on DuckDB, 4 on
 	// Postgres).
 	BatchSize, BatchConcurrency int
+	// Grain is the version's key: the columns of its query's rows that
+	// identify a row (SQLMesh's grain). Optional; `tidemark diff` matches
+	// a candidate's and an incumbent's rows on it to report changed
+	// values. Plain column names, no repeats, at most MaxGrain, and only
+	// with SQL.
+	Grain []string
 }
+
+// MaxGrain bounds a model's grain, in columns.
+const MaxGrain = 16
 
 // MaxBatchSize bounds a model's batch_size, in intervals (about 19 years
 // of 5-minute intervals: more is no batching at all, which is leaving it
@@ -151,6 +160,23 @@ func (d Definition) Validate() error {
 	if d.BatchConcurrency < 0 || d.BatchConcurrency > MaxBatchConcurrency {
 		m := fmt.Sprintf("batch_concurrency %d: want 1 .. %d (omitted: the warehouse's default)", d.BatchConcurrency, MaxBatchConcurrency)
 		return &FieldError{Field: "batch_concurrency", Key: "batch_concurrency", Msg: m, Detail: m}
+	}
+	if len(d.Grain) > 0 && d.SQL == "" {
+		return named("grain", "needs sql: a grain names columns of the version's query")
+	}
+	if len(d.Grain) > MaxGrain {
+		return named("grain", "has %d columns: at most %d", len(d.Grain), MaxGrain)
+	}
+	for i, g := range d.Grain {
+		field := fmt.Sprintf("grain[%d]", i)
+		if err := checkTimeColumn(g); err != nil {
+			return named(field, "%v", err)
+		}
+		for j := range i {
+			if d.Grain[j] == g {
+				return named(field, "%q repeats grain[%d]", g, j)
+			}
+		}
 	}
 	for i, dep := range d.DependsOn {
 		field := fmt.Sprintf("depends_on[%d]", i)

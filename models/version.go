@@ -21,7 +21,8 @@ import (
 // A version's SQL (its exact bytes, hashed) and time column are part of it;
 // they enter the input only when set, so fingerprints of versions without
 // SQL are those computed before SQL existed. BatchSize and
-// BatchConcurrency enter it the same way, each only when set.
+// BatchConcurrency enter it the same way, each only when set, and so does
+// Grain (in its order).
 func Fingerprint(r events.SnapshotRegistered) string {
 	deps := append([]string(nil), r.DependsOn...)
 	sort.Strings(deps)
@@ -42,6 +43,9 @@ func Fingerprint(r events.SnapshotRegistered) string {
 	}
 	if r.BatchConcurrency != 0 {
 		fmt.Fprintf(h, "batch_concurrency=%d\n", r.BatchConcurrency)
+	}
+	if len(r.Grain) > 0 {
+		fmt.Fprintf(h, "grain=%s\n", strings.Join(r.Grain, ","))
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }

@@ -123,3 +123,56 @@ func TestValidateBatch(t *testing.T) {
 		}
 	}
 }
+
+// A grain enters the fingerprint only when set (the goldens above are
+// unchanged), in its order; pinned here.
+func TestFingerprintGoldenGrain(t *testing.T) {
+	r := events.SnapshotRegistered{Model: "sessions", Cron: "@hourly", Unit: "hour",
+		Start: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), Kind: events.Incremental,
+		SQL: "SELECT user_id, ts FROM events WHERE ts >= @start_ts AND ts < @end_ts\n", TimeColumn: "ts"}
+	none := Fingerprint(r)
+	r.Grain = []string{}
+	if Fingerprint(r) != none {
+		t.Fatal("an empty grain changed the fingerprint")
+	}
+	r.Grain = []string{"user_id", "ts"}
+	a := Fingerprint(r)
+	r.Grain = []string{"ts", "user_id"}
+	if b := Fingerprint(r); a == none || b == a {
+		t.Fatalf("fingerprints: none %s, [user_id ts] %s, [ts user_id] %s", none, a, b)
+	}
+	if want := "3169910e98d058ae"; a != want {
+		t.Errorf("Fingerprint = %s, want %s", a, want)
+	}
+}
+
+func TestValidateGrain(t *testing.T) {
+	d := Definition{Model: "m", Cron: "@hourly", Start: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), SQL: "SELECT 1 AS id, @start_ts AS ts", TimeColumn: "ts"}
+	many := make([]string, MaxGrain+1)
+	for i := range many {
+		many[i] = "c" + strings.Repeat("x", i)
+	}
+	for _, c := range []struct {
+		grain []string
+		noSQL bool
+		field string
+	}{
+		{nil, false, ""}, {[]string{"id"}, false, ""}, {[]string{"id", "ts"}, false, ""}, {many[:MaxGrain], false, ""},
+		{many, false, "grain"}, {[]string{"id", "ts", "id"}, false, "grain[2]"}, {[]string{"id", "a b"}, false, "grain[1]"},
+		{[]string{""}, false, "grain[0]"}, {[]string{"id"}, true, "grain"},
+	} {
+		d := d
+		d.Grain = c.grain
+		if c.noSQL {
+			d.SQL, d.TimeColumn = "", ""
+		}
+		err := d.Validate()
+		var field string
+		if fe, ok := err.(*FieldError); ok {
+			field = fe.Field
+		}
+		if field != c.field {
+			t.Errorf("grain %q (no sql %t): %v, want an error on %q", c.grain, c.noSQL, err, c.field)
+		}
+	}
+}

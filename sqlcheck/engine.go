@@ -40,7 +40,7 @@ func ForEngine(read func(func(*projections.State))) func(context.Context, comman
 		read(func(st *projections.State) { defs = latest(st, c.DependsOn) })
 		ctx, cancel := context.WithTimeout(ctx, Timeout)
 		defer cancel()
-		m := Model{Name: c.Model, SQL: c.SQL, TimeColumn: c.TimeColumn, DependsOn: c.DependsOn}
+		m := Model{Name: c.Model, SQL: c.SQL, TimeColumn: c.TimeColumn, DependsOn: c.DependsOn, Grain: c.Grain}
 		err := Check(ctx, m, func(name string) (Model, bool) { d, ok := defs[name]; return d, ok })
 		var e *Error
 		switch {

@@ -69,6 +69,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/tidemark/tidemark/warehouse"
+	"slices"
 	"strings"
 )
 
@@ -79,6 +80,8 @@ type Model struct {
 	TimeColumn string
 	// DependsOn are the models the SQL may read, by name.
 	DependsOn []string
+	// Grain are the key columns: each must be a column of the result.
+	Grain []string
 }
 
 // Lookup gives the definition of an upstream model by name (the latest
@@ -196,7 +199,10 @@ func Check(ctx context.Context, m Model, upstream Lookup) error {
 	if err != nil {
 		return err
 	}
-	return timeColumn(m, c)
+	if err := timeColumn(m, c); err != nil {
+		return err
+	}
+	return grain(m, c)
 }
 
 // bind describes m in a fresh sandbox holding, as empty tables, only its
@@ -345,6 +351,21 @@ func timeColumn(m Model, cols []column) error {
 		names = append(names, c.Name)
 	}
 	return &Error{Field: "time_column", Msg: fmt.Sprintf("%q is not a column of the query's result (its columns: %s)", m.TimeColumn, strings.Join(names, ", "))}
+}
+
+// grain checks that every grain column is an output column (field
+// grain[i]).
+func grain(m Model, cols []column) error {
+	for i, g := range m.Grain {
+		if !slices.ContainsFunc(cols, func(c column) bool { return c.Name == g }) {
+			names := make([]string, len(cols))
+			for k, c := range cols {
+				names[k] = c.Name
+			}
+			return &Error{Field: fmt.Sprintf("grain[%d]", i), Msg: fmt.Sprintf("%q is not a column of the query's result (its columns: %s)", g, strings.Join(names, ", "))}
+		}
+	}
+	return nil
 }
 
 // column is one output column of a query, as DuckDB describes it.

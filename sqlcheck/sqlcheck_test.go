@@ -48,6 +48,7 @@ func TestAccepts(t *testing.T) {
 		up   Lookup
 	}{
 		{"demo events", eventsModel, nil},
+		{"a grain of its columns", Model{Name: "events", TimeColumn: "ts", SQL: eventsModel.SQL, Grain: []string{"ts", "user_id"}}, nil},
 		{"scenario events", eventsSeries, nil},
 		{"demo rollup", rollup(rollupSQL), lookup(eventsModel)},
 		{"scenario hourly_views", Model{Name: "hourly_views", TimeColumn: "hour", DependsOn: []string{"events"}, SQL: `SELECT date_trunc('hour', ts) AS hour, user_id, 2 * count(*) AS views, sum(amount) AS amount
@@ -128,6 +129,7 @@ func TestRefuses(t *testing.T) {
 		{"unknown function", "sql", "does not exist", m("SELECT ts, to_char(ts, 'YYYY') AS y FROM events"), 1},
 		{"wrong time column", "time_column", `"hour" is not a column`, Model{Name: "m", TimeColumn: "hour", SQL: "SELECT @start_ts AS ts"}, 0},
 		{"time column not a time", "time_column", "is a BIGINT column", Model{Name: "m", TimeColumn: "ts", SQL: "SELECT user_id AS ts FROM events", DependsOn: []string{"events"}}, 0},
+		{"grain column not in the result", "grain[1]", `"uid" is not a column of the query's result (its columns: ts, id)`, Model{Name: "m", TimeColumn: "ts", SQL: "SELECT @start_ts AS ts, 1 AS id", Grain: []string{"id", "uid"}}, 0},
 		{"upstream not registered", "sql", "clicks, which is not registered", Model{Name: "m", TimeColumn: "ts", SQL: "SELECT ts FROM clicks", DependsOn: []string{"clicks"}}, 0},
 		{"upstream's own SQL refused", "sql", "upstream model events: ", m("SELECT ts FROM events"), 0},
 		{"NUL", "sql", "control character", m("SELECT ts FROM events\x00"), 1},
