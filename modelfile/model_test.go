@@ -192,8 +192,8 @@ func TestParseGrain(t *testing.T) {
 	}
 	for body, want := range map[string]string{
 		strings.Replace(list, "[session_id, ts]", "[session_id, session_id]", 1): `models[1].grain[1]: "session_id" repeats grain[0]`,
-		strings.Replace(list, "[session_id, ts]", `["a b"]`, 1):                   `models[1].grain[0]: "a b": a plain column name`,
-		strings.Replace(list, "[session_id, ts]", "{a: b}", 1):                    "grain",
+		strings.Replace(list, "[session_id, ts]", `["a b"]`, 1):                  `models[1].grain[0]: "a b": a plain column name`,
+		strings.Replace(list, "[session_id, ts]", "{a: b}", 1):                   "grain",
 	} {
 		if _, err := Parse("models.yaml", []byte(body)); err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), want) {
 			t.Errorf("got %v, want %q", err, want)
