@@ -44,6 +44,7 @@ const (
 	failed   failure = iota + 1 // a rejection or a failed check
 	usage                       // bad flags or input
 	notFound                    // the thing asked for does not exist
+	unavailable                 // the server could not answer in time
 )
 
 // exitError is a failure a command reports, of a kind.
@@ -77,6 +78,8 @@ func exitCode(err error) int {
 			return exitFailed
 		case notFound:
 			return exitNotFound
+		case unavailable:
+			return exitUnreachable
 		}
 	}
 	return exitUsage

@@ -14,10 +14,11 @@ import (
 )
 
 // The warehouse over NATS. One process owns a DuckDB file, so users read
-// the data through it: `tidemark query` and `tidemark verify` send a JSON
-// request to QuerySubject or VerifySubject, which the process that owns
+// the data through it: `tidemark query`, `tidemark verify` and `tidemark
+// diff` send a JSON request to QuerySubject, VerifySubject or DiffSubject
+// (diff.go), which the process that owns
 // the warehouse serves (serve --builtin-worker, or serve --warehouse
-// postgres://… shared with `tidemark worker --warehouse` processes). Both
+// postgres://… shared with `tidemark worker --warehouse` processes). All
 // only read.
 
 // QuerySubject and VerifySubject are the warehouse's request subjects.
@@ -71,8 +72,8 @@ func replyLimits(wh *warehouse.Warehouse, maxPayload int64) warehouse.Limits {
 // a UTF-8 boundary).
 func clip(s string) string { return commands.BoundText(s, commands.MaxErrorText) }
 
-// Serve answers query and verify requests on nc until the returned stop is
-// called. Each request runs with timeout.
+// Serve answers query, verify and diff requests on nc until the returned
+// stop is called. Each request runs with timeout.
 func Serve(nc *nats.Conn, wh *warehouse.Warehouse, proj *live.Projection, timeout time.Duration, log *slog.Logger) (stop func(), err error) {
 	if timeout <= 0 {
 		timeout = time.Minute
@@ -130,10 +131,32 @@ func Serve(nc *nats.Conn, wh *warehouse.Warehouse, proj *live.Projection, timeou
 		_ = q.Unsubscribe()
 		return nil, err
 	}
-	if err := nc.Flush(); err != nil {
+	df, err := nc.Subscribe(DiffSubject, func(m *nats.Msg) {
+		go func() {
+			var req DiffRequest
+			if err := json.Unmarshal(m.Data, &req); err != nil || req.Plan == "" {
+				reply(m, DiffReply{Error: "want {\"plan\": \"…\", \"model\": \"…\"}", Code: string(commands.CodeInvalid)})
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			rep, err := DiffPlan(ctx, wh, proj, req.Plan, req.Model)
+			if err != nil {
+				rep.replyError(err)
+			}
+			reply(m, rep)
+		}()
+	})
+	if err != nil {
 		_ = q.Unsubscribe()
 		_ = v.Unsubscribe()
 		return nil, err
 	}
-	return func() { _ = q.Unsubscribe(); _ = v.Unsubscribe() }, nil
+	if err := nc.Flush(); err != nil {
+		_ = q.Unsubscribe()
+		_ = v.Unsubscribe()
+		_ = df.Unsubscribe()
+		return nil, err
+	}
+	return func() { _ = q.Unsubscribe(); _ = v.Unsubscribe(); _ = df.Unsubscribe() }, nil
 }
