@@ -1,6 +1,7 @@
 // Package views answers what readers ask of a state: the status of the
-// environments (Status), the open repair debts (OpenRepairs, Debts) and
-// the queries the engine serves (Answer).
+// environments (Status), the open repair debts (OpenRepairs, Debts), the
+// queries the engine serves (Answer) and what a plan's diff compares
+// (DiffTargets).
 //
 // Invariants: every function reads only its arguments — a
 // *projections.State it does not modify, and the clock reading at that
@@ -9,8 +10,8 @@
 // randomness. A debt's missing intervals are computed once, by Debts,
 // for both the status replies and the engine's repair-debt gauges.
 //
-// Importers: engine (queries and metrics), web (the dashboard) and
-// cmd/tidemark (status over a folded stream).
+// Importers: engine (queries and metrics), web (the dashboard),
+// work/sqlrun (diff) and cmd/tidemark (status over a folded stream).
 package views
 
 import (

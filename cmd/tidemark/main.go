@@ -41,10 +41,10 @@ const exitHelp = `Exit status:
 type failure int
 
 const (
-	failed   failure = iota + 1 // a rejection or a failed check
-	usage                       // bad flags or input
-	notFound                    // the thing asked for does not exist
-	unavailable                 // the server could not answer in time
+	failed      failure = iota + 1 // a rejection or a failed check
+	usage                          // bad flags or input
+	notFound                       // the thing asked for does not exist
+	unavailable                    // the server could not answer in time
 )
 
 // exitError is a failure a command reports, of a kind.
