@@ -112,17 +112,20 @@ type sizes struct {
 	// backfillScale measures the backfill rows again at 10× (full runs
 	// only: it takes minutes).
 	backfillScale bool
+	// diffHours is the diff rows' size (hourly intervals of 1,000 rows a
+	// side), measured best of diffRounds.
+	diffHours, diffRounds int
 }
 
 func (o Options) sizes() sizes {
 	if o.Quick {
 		return sizes{commands: 20_000, latency: 2_000, durable: 3_000, replayEvents: 100_000, candidates: 200, memSnapshots: 2_000, growth: []int{10_000, 100_000},
-			tenfold: true, ticks: 5, backfillHours: 168 * 2, backfillRounds: 1}
+			tenfold: true, ticks: 5, backfillHours: 168 * 2, backfillRounds: 1, diffHours: 168 * 2, diffRounds: 1}
 	}
 	// Replay at 10M events: the rebuild folds as it reads (it holds the
 	// state, not the stream), and 10M events take about 3 GB of disk.
 	return sizes{commands: 200_000, latency: 10_000, durable: 20_000, replayEvents: 1_000_000, candidates: 1_000, memSnapshots: 10_000,
-		growth: []int{10_000, 100_000, 1_000_000}, tenfold: true, scaledReplay: 10_000_000, ticks: 50, backfillHours: 8_760, backfillRounds: 3, backfillScale: true}
+		growth: []int{10_000, 100_000, 1_000_000}, tenfold: true, scaledReplay: 10_000_000, ticks: 50, backfillHours: 8_760, backfillRounds: 3, backfillScale: true, diffHours: 8_760, diffRounds: 3}
 }
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -143,6 +146,7 @@ var groups = []struct {
 	{"cluster", clusterFigures},
 	{"tick to served", tickFigure},
 	{"backfill", backfillFigures},
+	{"diff", diffFigures},
 }
 
 // Groups names the groups of rows, in the order Run measures them

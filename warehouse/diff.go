@@ -199,7 +199,145 @@ func (w *Warehouse) diffChunk(ctx context.Context, d *TableDiff, cand, inc DiffS
 	if len(ranges) == 0 {
 		return nil
 	}
-	var args []any
+	with, args, join := diffWith(d, w.b.rowHash, cand, inc, ranges)
+	count := func(expr string) string { return "CAST(coalesce(" + expr + ", 0) AS BIGINT)" }
+	sel := []string{
+		"(SELECT " + count("sum(n)") + " FROM ca)",
+		"(SELECT " + count("sum(n)") + " FROM ia)",
+		"(SELECT " + count("sum(tidemark_nc - tidemark_ni)") + " FROM oc)",
+		"(SELECT " + count("sum(tidemark_ni - tidemark_nc)") + " FROM oi)",
+		// The first differing hour and the last of the first DiffSamples:
+		// where the samples are looked for.
+		"(SELECT min(tidemark_bucket) FROM db)",
+		fmt.Sprintf("(SELECT max(tidemark_bucket) FROM (SELECT tidemark_bucket FROM db ORDER BY tidemark_bucket LIMIT %d) x)", DiffSamples),
+	}
+	const counts = 4
+	from := ""
+	if len(d.Grain) > 0 {
+		per := []string{"CAST(count(*) AS BIGINT)"}
+		for _, v := range d.ValueColumns {
+			per = append(per, fmt.Sprintf("CAST(count(*) FILTER (WHERE oc.%s IS DISTINCT FROM oi.%s) AS BIGINT)", quoteIdent(v), quoteIdent(v)))
+		}
+		sel = append(sel, "p.*")
+		with += ",\np AS (SELECT " + strings.Join(per, ", ") + join + ")"
+		from = " FROM p"
+	}
+	row, err := w.diffQuery(ctx, with+"\nSELECT "+strings.Join(sel, ", ")+from, args, 1)
+	if err != nil {
+		return err
+	}
+	want := counts + 2
+	if len(d.Grain) > 0 {
+		want += 1 + len(d.ValueColumns)
+	}
+	if len(row) != 1 || len(row[0]) != want {
+		return fmt.Errorf("the diff's counts came back as %v", row)
+	}
+	r := row[0]
+	n := make([]int64, len(r))
+	for i, v := range r {
+		if i == counts || i == counts+1 {
+			continue // the hours
+		}
+		if n[i], err = asInt64(v); err != nil {
+			return err
+		}
+	}
+	d.CandidateRows += n[0]
+	d.IncumbentRows += n[1]
+	d.OnlyInCandidate += n[2]
+	d.OnlyInIncumbent += n[3]
+	if len(d.Grain) == 0 {
+		return nil
+	}
+	changed := n[counts+2]
+	d.Changed += changed
+	for i, v := range d.ValueColumns {
+		d.ChangedColumns[v] += n[counts+3+i]
+	}
+	need := DiffSamples - len(d.Samples)
+	if changed == 0 || need <= 0 {
+		return nil
+	}
+	// The samples: the first changed keys of the earliest hours that
+	// differ (a second pass over those hours only), or, when they hold
+	// fewer than asked, of all the ranges.
+	samples, err := w.diffSamples(ctx, d, cand, inc, clipRanges(ranges, r[counts], r[counts+1]), need)
+	if err == nil && int64(len(samples)) < min(int64(need), changed) {
+		samples, err = w.diffSamples(ctx, d, cand, inc, ranges, need)
+	}
+	if err != nil {
+		return fmt.Errorf("samples: %w", err)
+	}
+	d.Samples = append(d.Samples, samples...)
+	return nil
+}
+
+// clipRanges is ranges cut to [first, last+1h), the hours where the
+// samples are looked for; nil when first or last is not a time.
+func clipRanges(ranges []Range, first, last any) []Range {
+	f, ok1 := first.(time.Time)
+	l, ok2 := last.(time.Time)
+	if !ok1 || !ok2 {
+		return nil
+	}
+	end := l.UTC().Add(time.Hour)
+	var out []Range
+	for _, r := range ranges {
+		s, e := r.Start, r.End
+		if s.Before(f) {
+			s = f.UTC()
+		}
+		if e.After(end) {
+			e = end
+		}
+		if s.Before(e) {
+			out = append(out, Range{s, e})
+		}
+	}
+	return out
+}
+
+// diffSamples reads at most n changed pairs over ranges, in key order.
+func (w *Warehouse) diffSamples(ctx context.Context, d *TableDiff, cand, inc DiffSide, ranges []Range, n int) ([]ChangedRow, error) {
+	if len(ranges) == 0 {
+		return nil, nil
+	}
+	with, args, join := diffWith(d, w.b.rowHash, cand, inc, ranges)
+	var pick, order []string
+	for _, k := range d.Grain {
+		pick = append(pick, "oc."+quoteIdent(k))
+		order = append(order, "oc."+quoteIdent(k))
+	}
+	for _, s := range []string{"oc", "oi"} {
+		for _, v := range d.ValueColumns {
+			pick = append(pick, s+"."+quoteIdent(v))
+		}
+	}
+	if len(d.ValueColumns) == 0 {
+		pick = append(pick, "1") // a key of every column: nothing else to show
+	}
+	rows, err := w.diffQuery(ctx, fmt.Sprintf("%s\nSELECT %s%s ORDER BY %s LIMIT %d", with, strings.Join(pick, ", "), join, strings.Join(order, ", "), n), args, n)
+	if err != nil {
+		return nil, err
+	}
+	var out []ChangedRow
+	k, v := len(d.Grain), len(d.ValueColumns)
+	for _, r := range rows {
+		if len(r) < k+2*v {
+			return nil, fmt.Errorf("a sample came back as %v", r)
+		}
+		out = append(out, ChangedRow{Key: cutValues(r[:k]), Candidate: cutValues(r[k : k+v]), Incumbent: cutValues(r[k+v : k+2*v])})
+	}
+	return out, nil
+}
+
+// diffWith is the WITH clause of a diff over ranges and its arguments:
+// each side's rows in the ranges with their hour and hash (c, i), the
+// hours' summaries (ca, ia), the hours that differ (db), the rows there
+// counted per side (g), the rows only in each side (oc, oi); and, with a
+// grain, the join of oc and oi on it (" FROM oc JOIN oi ON …").
+func diffWith(d *TableDiff, rowHash func([]string) string, cand, inc DiffSide, ranges []Range) (with string, args []any, join string) {
 	var conds []string
 	for _, r := range ranges {
 		n := len(args)
@@ -215,11 +353,9 @@ func (w *Warehouse) diffChunk(ctx context.Context, d *TableDiff, cand, inc DiffS
 	side := func(s DiffSide) string {
 		tc := quoteIdent(s.TimeColumn)
 		return fmt.Sprintf("SELECT %s, date_trunc('hour', %s) AS tidemark_bucket, %s AS tidemark_hash FROM %s WHERE %s",
-			cols, tc, w.b.rowHash(quoted), qualified(Schema, s.Table), fmt.Sprintf(inRanges, tc))
+			cols, tc, rowHash(quoted), qualified(Schema, s.Table), fmt.Sprintf(inRanges, tc))
 	}
-	// The buckets whose summaries differ, then the rows there counted per
-	// side (g), then the rows only in each side (oc, oi).
-	with := fmt.Sprintf(`WITH c AS (%s), i AS (%s),
+	with = fmt.Sprintf(`WITH c AS (%s), i AS (%s),
 ca AS (SELECT tidemark_bucket, count(*) AS n, sum(tidemark_hash) AS h FROM c GROUP BY tidemark_bucket),
 ia AS (SELECT tidemark_bucket, count(*) AS n, sum(tidemark_hash) AS h FROM i GROUP BY tidemark_bucket),
 db AS (SELECT coalesce(ca.tidemark_bucket, ia.tidemark_bucket) AS tidemark_bucket FROM ca FULL JOIN ia ON ca.tidemark_bucket = ia.tidemark_bucket
@@ -230,87 +366,14 @@ g AS MATERIALIZED (SELECT %[3]s, count(*) FILTER (WHERE tidemark_side = 0) AS ti
   GROUP BY %[3]s),
 oc AS (SELECT * FROM g WHERE tidemark_nc > tidemark_ni),
 oi AS (SELECT * FROM g WHERE tidemark_ni > tidemark_nc)`, side(cand), side(inc), cols)
-	count := func(expr string) string { return "CAST(coalesce(" + expr + ", 0) AS BIGINT)" }
-	sel := []string{
-		"(SELECT " + count("sum(n)") + " FROM ca)",
-		"(SELECT " + count("sum(n)") + " FROM ia)",
-		"(SELECT " + count("sum(tidemark_nc - tidemark_ni)") + " FROM oc)",
-		"(SELECT " + count("sum(tidemark_ni - tidemark_nc)") + " FROM oi)",
-	}
-	join := ""
 	if len(d.Grain) > 0 {
 		var on []string
 		for _, k := range d.Grain {
 			on = append(on, fmt.Sprintf("oc.%s = oi.%s", quoteIdent(k), quoteIdent(k)))
 		}
 		join = " FROM oc JOIN oi ON " + strings.Join(on, " AND ")
-		per := []string{"CAST(count(*) AS BIGINT)"}
-		for _, v := range d.ValueColumns {
-			per = append(per, fmt.Sprintf("CAST(count(*) FILTER (WHERE oc.%s IS DISTINCT FROM oi.%s) AS BIGINT)", quoteIdent(v), quoteIdent(v)))
-		}
-		sel = append(sel, "p.*")
-		with += ",\np AS (SELECT " + strings.Join(per, ", ") + join + ")"
 	}
-	q := with + "\nSELECT " + strings.Join(sel, ", ")
-	if len(d.Grain) > 0 {
-		q += " FROM p"
-	}
-	row, err := w.diffQuery(ctx, q, args, 1)
-	if err != nil {
-		return err
-	}
-	want := 4
-	if len(d.Grain) > 0 {
-		want += 1 + len(d.ValueColumns)
-	}
-	if len(row) != 1 || len(row[0]) != want {
-		return fmt.Errorf("the diff's counts came back as %v", row)
-	}
-	n := make([]int64, len(row[0]))
-	for i, v := range row[0] {
-		if n[i], err = asInt64(v); err != nil {
-			return err
-		}
-	}
-	d.CandidateRows += n[0]
-	d.IncumbentRows += n[1]
-	d.OnlyInCandidate += n[2]
-	d.OnlyInIncumbent += n[3]
-	if len(d.Grain) == 0 {
-		return nil
-	}
-	d.Changed += n[4]
-	for i, v := range d.ValueColumns {
-		d.ChangedColumns[v] += n[5+i]
-	}
-	if n[4] == 0 || len(d.Samples) >= DiffSamples {
-		return nil
-	}
-	var pick, order []string
-	for _, k := range d.Grain {
-		pick = append(pick, "oc."+quoteIdent(k))
-		order = append(order, "oc."+quoteIdent(k))
-	}
-	for _, s := range []string{"oc", "oi"} {
-		for _, v := range d.ValueColumns {
-			pick = append(pick, s+"."+quoteIdent(v))
-		}
-	}
-	if len(d.ValueColumns) == 0 {
-		pick = append(pick, "1") // a key of every column: nothing else to show
-	}
-	rows, err := w.diffQuery(ctx, fmt.Sprintf("%s\nSELECT %s%s ORDER BY %s LIMIT %d", with, strings.Join(pick, ", "), join, strings.Join(order, ", "), DiffSamples-len(d.Samples)), args, DiffSamples)
-	if err != nil {
-		return fmt.Errorf("samples: %w", err)
-	}
-	k, v := len(d.Grain), len(d.ValueColumns)
-	for _, r := range rows {
-		if len(r) < k+2*v {
-			return fmt.Errorf("a sample came back as %v", r)
-		}
-		d.Samples = append(d.Samples, ChangedRow{Key: cutValues(r[:k]), Candidate: cutValues(r[k : k+v]), Incumbent: cutValues(r[k+v : k+2*v])})
-	}
-	return nil
+	return with, args, join
 }
 
 // diffQuery runs one statement of a diff in a read-only transaction in
