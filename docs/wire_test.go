@@ -19,7 +19,9 @@ import (
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/warehouse"
 	"github.com/tidemark/tidemark/work"
+	"github.com/tidemark/tidemark/work/sqlrun"
 )
 
 // The wire document: docs/events.md must list, per type, exactly the
@@ -74,6 +76,10 @@ var documented = map[string]any{
 	"Item":                 work.Item{},
 	"Step":                 work.Step{},
 	"SQL":                  work.SQL{},
+	// JSON only: `tidemark diff -o json` (the reply of tidemark.wh.diff).
+	"DiffReply":  sqlrun.DiffReply{},
+	"ModelDiff":  sqlrun.ModelDiff{},
+	"ChangedRow": warehouse.ChangedRow{},
 }
 
 var (
@@ -110,17 +116,29 @@ func wireType(t reflect.Type) string {
 		return wireType(t.Elem())
 	case reflect.Struct:
 		return t.Name()
+	case reflect.Interface:
+		return "any"
 	}
 	return t.Kind().String()
 }
 
 // fields lists a struct's msgpack keys and wire types (inline Meta is
-// documented once, under Meta).
+// documented once, under Meta); a type without msgpack tags, its JSON
+// keys (an embedded struct, or pointer to one, inline).
 func fields(t reflect.Type) [][2]string {
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
 	var out [][2]string
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
-		tag := f.Tag.Get("msgpack")
+		tag, ok := f.Tag.Lookup("msgpack")
+		if !ok {
+			tag, ok = f.Tag.Lookup("json")
+			if !ok && !f.Anonymous {
+				tag = "-"
+			}
+		}
 		if tag == "-" || !f.IsExported() {
 			continue
 		}

@@ -95,6 +95,10 @@ type backend interface {
 	// columns to an integer, NULLs included, for a diff's bucket
 	// summaries (DiffTables): equal rows hash equal.
 	rowHash(cols []string) string
+	// hourBucket is an expression giving the hour (a BIGINT count of
+	// hours since 1970-01-01 UTC) a time column's value falls in, for a
+	// diff's bucket summaries: cheaper than date_trunc on DuckDB.
+	hourBucket(col string) string
 }
 
 // inTx runs fn in one transaction on one connection, begun by begin; it

@@ -19,7 +19,7 @@ import (
 // (and a second for the samples), within the caller's time bound:
 //
 //  1. each side's rows in the ranges (by its own time column) are cut into
-//     hour buckets of that column, and each bucket summarized by its row
+//     hour buckets of that column (backend.hourBucket), and each bucket summarized by its row
 //     count and the sum of its rows' hashes (backend.rowHash);
 //  2. only the buckets whose summaries differ are compared row by row: a
 //     GROUP BY over both sides' rows there, counting each distinct row on
@@ -199,7 +199,7 @@ func (w *Warehouse) diffChunk(ctx context.Context, d *TableDiff, cand, inc DiffS
 	if len(ranges) == 0 {
 		return nil
 	}
-	with, args, join := diffWith(d, w.b.rowHash, cand, inc, ranges)
+	with, args, join := diffWith(d, w.b, cand, inc, ranges)
 	count := func(expr string) string { return "CAST(coalesce(" + expr + ", 0) AS BIGINT)" }
 	sel := []string{
 		"(SELECT " + count("sum(n)") + " FROM ca)",
@@ -273,20 +273,21 @@ func (w *Warehouse) diffChunk(ctx context.Context, d *TableDiff, cand, inc DiffS
 	return nil
 }
 
-// clipRanges is ranges cut to [first, last+1h), the hours where the
-// samples are looked for; nil when first or last is not a time.
+// clipRanges is ranges cut to [first, last+1h) (hours since the epoch,
+// backend.hourBucket), the hours where the samples are looked for; nil
+// when first or last is not an hour.
 func clipRanges(ranges []Range, first, last any) []Range {
-	f, ok1 := first.(time.Time)
-	l, ok2 := last.(time.Time)
-	if !ok1 || !ok2 {
+	fh, err1 := asInt64(first)
+	lh, err2 := asInt64(last)
+	if err1 != nil || err2 != nil {
 		return nil
 	}
-	end := l.UTC().Add(time.Hour)
+	f, end := time.Unix(fh*3600, 0).UTC(), time.Unix((lh+1)*3600, 0).UTC()
 	var out []Range
 	for _, r := range ranges {
 		s, e := r.Start, r.End
 		if s.Before(f) {
-			s = f.UTC()
+			s = f
 		}
 		if e.After(end) {
 			e = end
@@ -303,7 +304,7 @@ func (w *Warehouse) diffSamples(ctx context.Context, d *TableDiff, cand, inc Dif
 	if len(ranges) == 0 {
 		return nil, nil
 	}
-	with, args, join := diffWith(d, w.b.rowHash, cand, inc, ranges)
+	with, args, join := diffWith(d, w.b, cand, inc, ranges)
 	var pick, order []string
 	for _, k := range d.Grain {
 		pick = append(pick, "oc."+quoteIdent(k))
@@ -337,7 +338,7 @@ func (w *Warehouse) diffSamples(ctx context.Context, d *TableDiff, cand, inc Dif
 // hours' summaries (ca, ia), the hours that differ (db), the rows there
 // counted per side (g), the rows only in each side (oc, oi); and, with a
 // grain, the join of oc and oi on it (" FROM oc JOIN oi ON …").
-func diffWith(d *TableDiff, rowHash func([]string) string, cand, inc DiffSide, ranges []Range) (with string, args []any, join string) {
+func diffWith(d *TableDiff, b backend, cand, inc DiffSide, ranges []Range) (with string, args []any, join string) {
 	var conds []string
 	for _, r := range ranges {
 		n := len(args)
@@ -352,10 +353,10 @@ func diffWith(d *TableDiff, rowHash func([]string) string, cand, inc DiffSide, r
 	cols := strings.Join(quoted, ", ")
 	side := func(s DiffSide) string {
 		tc := quoteIdent(s.TimeColumn)
-		return fmt.Sprintf("SELECT %s, date_trunc('hour', %s) AS tidemark_bucket, %s AS tidemark_hash FROM %s WHERE %s",
-			cols, tc, rowHash(quoted), qualified(Schema, s.Table), fmt.Sprintf(inRanges, tc))
+		return fmt.Sprintf("SELECT %s, %s AS tidemark_bucket, %s AS tidemark_hash FROM %s WHERE %s",
+			cols, b.hourBucket(tc), b.rowHash(quoted), qualified(Schema, s.Table), fmt.Sprintf(inRanges, tc))
 	}
-	with = fmt.Sprintf(`WITH c AS (%s), i AS (%s),
+	with = fmt.Sprintf(`WITH c AS NOT MATERIALIZED (%s), i AS NOT MATERIALIZED (%s),
 ca AS (SELECT tidemark_bucket, count(*) AS n, sum(tidemark_hash) AS h FROM c GROUP BY tidemark_bucket),
 ia AS (SELECT tidemark_bucket, count(*) AS n, sum(tidemark_hash) AS h FROM i GROUP BY tidemark_bucket),
 db AS (SELECT coalesce(ca.tidemark_bucket, ia.tidemark_bucket) AS tidemark_bucket FROM ca FULL JOIN ia ON ca.tidemark_bucket = ia.tidemark_bucket

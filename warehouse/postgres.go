@@ -134,6 +134,10 @@ func openPostgres(ctx context.Context, dsn string) (*sql.DB, error) {
 
 func (pgBackend) engine() string { return "postgres" }
 
+func (pgBackend) hourBucket(col string) string {
+	return "CAST(floor(extract(epoch FROM " + col + ") / 3600) AS BIGINT)"
+}
+
 // rowHash: the record hash hash partitioning uses (PostgreSQL 14 and
 // later; a bigint).
 func (pgBackend) rowHash(cols []string) string {
