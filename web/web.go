@@ -68,7 +68,12 @@ type Server struct {
 	// WorkersEvery is how often a live page is refreshed for the Workers
 	// panel while no event arrives (default 2s).
 	WorkersEvery time.Duration
-	tmpl         *template.Template
+	// Diff, when set, compares a plan's candidates' rows with their
+	// incumbents' (`tidemark diff`) for the plan page (/plans/{id}),
+	// within its context's deadline (DiffTimeout, default 10s).
+	Diff        func(ctx context.Context, plan string) ([]PlanDiff, error)
+	DiffTimeout time.Duration
+	tmpl        *template.Template
 
 	rowsMu    sync.Mutex
 	rowsCache map[string]rowsEntry
@@ -137,8 +142,8 @@ func (s *Server) rows(snapshot string) rowsEntry {
 }
 
 // Handler returns the routes: / (dashboard), /live (SSE), /fragment,
-// /decisions/{seq} (one decision's page), /metrics, /healthz, /readyz,
-// /assets/.
+// /decisions/{seq} (one decision's page), /plans/{id} (one plan's page,
+// with its diff), /metrics, /healthz, /readyz, /assets/.
 func (s *Server) Handler() (http.Handler, error) {
 	if s.Logger == nil {
 		s.Logger = slog.Default()
@@ -166,6 +171,7 @@ func (s *Server) Handler() (http.Handler, error) {
 	mux.HandleFunc("GET /fragment", s.fragment)
 	mux.HandleFunc("GET /live", s.live)
 	mux.HandleFunc("GET /decisions/{seq}", s.decision)
+	mux.HandleFunc("GET /plans/{id}", s.plan)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", s.ready)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -109,6 +110,15 @@ func TestDiffForReal(t *testing.T) {
 	}
 	if _, stderr, code := runCLI(t, "diff", "p1", "--model", "nope", "--nats-url", s.nats); code != 3 || !strings.Contains(stderr, "nope") {
 		t.Fatalf("diff of an unknown model: exit %d %s", code, stderr)
+	}
+	// The dashboard's plan page shows the same counts.
+	page := get(t, s.http+"/plans/p1")
+	for _, want := range []string{`<td class="rows">` + strconv.FormatInt(30*h, 10) + " / " + strconv.FormatInt(60*h, 10) + `</td>`,
+		`<td class="only-candidate">` + strconv.FormatInt(26*h, 10) + `</td>`, `<td class="changed">` + strconv.FormatInt(26*h, 10) + ` <small>(ts)</small></td>`,
+		`<tr data-model="rollup" data-differs="true">`} {
+		if !strings.Contains(page, want) {
+			t.Fatalf("the plan page lacks %q:\n%s", want, page)
+		}
 	}
 	// The deploy's plan compared its candidates with nothing: exit 0.
 	out, stderr, code = runCLI(t, "diff", "d1", "--nats-url", s.nats)

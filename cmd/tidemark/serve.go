@@ -243,6 +243,10 @@ func newServeCmd() *cobra.Command {
 					ws.Written = func(ctx context.Context, snapshot string) (time.Time, time.Time, bool) {
 						return sqlrun.LastWritten(ctx, wh, eng.Projection(), snapshot)
 					}
+					ws.Diff = func(ctx context.Context, plan string) ([]web.PlanDiff, error) {
+						rep, err := sqlrun.DiffPlan(ctx, wh, eng.Projection(), plan, "")
+						return webDiffs(rep), err
+					}
 				}
 				h, err := ws.Handler()
 				if err != nil {

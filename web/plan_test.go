@@ -1,0 +1,80 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/tidemark/tidemark/engine"
+	"github.com/tidemark/tidemark/internal/jstest"
+	"github.com/tidemark/tidemark/natsnode"
+	"github.com/tidemark/tidemark/scenario"
+)
+
+// TestPlanPage: /plans/{id} lists the plan's candidates and, per
+// candidate, the diff's counts (or why it was skipped), asked on request
+// with a deadline; without a warehouse, or when the diff fails, it says
+// so; an unknown plan is 404.
+func TestPlanPage(t *testing.T) {
+	f, err := scenario.Load("../testdata/scenarios/repromote-new-id.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if _, err := scenario.Run(t.Context(), f, scenario.Options{DataDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	e := jstest.Engine(t, engine.Config{}, jstest.Node(t, natsnode.Config{DataDir: dir}))
+	var asked []string
+	var diffErr error
+	s := &Server{Proj: e.Projection(), Log: e.Reader(), Registry: e.Registry(), Clock: e.Now, Logger: quiet(),
+		Diff: func(ctx context.Context, plan string) ([]PlanDiff, error) {
+			if _, ok := ctx.Deadline(); !ok {
+				t.Error("the diff was asked without a deadline")
+			}
+			asked = append(asked, plan)
+			if diffErr != nil {
+				return nil, diffErr
+			}
+			return []PlanDiff{
+				{Model: "events", Candidate: "events@v2", Incumbent: "events@v1", CandidateRows: 1770, IncumbentRows: 3540, OnlyInCandidate: 1534, OnlyInIncumbent: 3304, Changed: 1534, Grain: []string{"ts"}},
+				{Model: "fwd", Candidate: "fwd@v2", Incumbent: "fwd@v1", Skipped: "writes its incumbent's <table>"},
+			}, nil
+		}}
+	h, err := s.Handler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	code, body := get(t, srv.URL+"/plans/p1")
+	for _, want := range []string{`data-plan="p1"`, "plan p1 → prod", `<tr data-model="events">`, `events@v2`, `href="/decisions/`,
+		`<tr data-model="events" data-differs="true">`, `<td class="rows">1770 / 3540</td>`, `<td class="only-candidate">1534</td>`, `<td class="only-incumbent">3304</td>`,
+		`<td class="changed">1534 <small>(ts)</small></td>`, `skipped: writes its incumbent&#39;s &lt;table&gt;`} {
+		if code != 200 || !strings.Contains(body, want) {
+			t.Fatalf("plan page (%d) lacks %q:\n%s", code, want, body)
+		}
+	}
+	if len(asked) != 1 || asked[0] != "p1" {
+		t.Fatalf("diffs asked: %v", asked)
+	}
+	diffErr = errors.New("warehouse: the model's computation exceeded its timeout")
+	if code, body := get(t, srv.URL+"/plans/p1"); code != 200 || !strings.Contains(body, "the diff failed: warehouse: the model&#39;s computation exceeded its timeout") {
+		t.Fatalf("a failed diff (%d):\n%s", code, body)
+	}
+	if code, body := get(t, srv.URL+"/plans/nope"); code != 404 || len(asked) != 2 {
+		t.Fatalf("an unknown plan: %d %s (diffs asked %v)", code, body, asked)
+	}
+	s.Diff = nil
+	h, err = s.Handler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare := httptest.NewServer(h)
+	t.Cleanup(bare.Close)
+	if code, body := get(t, bare.URL+"/plans/p1"); code != 200 || !strings.Contains(body, "no warehouse") || !strings.Contains(body, `<tr data-model="events">`) {
+		t.Fatalf("without a warehouse (%d):\n%s", code, body)
+	}
+}
