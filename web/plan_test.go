@@ -57,6 +57,9 @@ func TestPlanPage(t *testing.T) {
 			t.Fatalf("plan page (%d) lacks %q:\n%s", code, want, body)
 		}
 	}
+	if _, home := get(t, srv.URL+"/"); !strings.Contains(home, `href="/plans/p1"`) {
+		t.Fatalf("the dashboard does not link the plan's page:\n%s", home)
+	}
 	if len(asked) != 1 || asked[0] != "p1" {
 		t.Fatalf("diffs asked: %v", asked)
 	}
