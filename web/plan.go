@@ -47,7 +47,7 @@ const diffTimeout = 10 * time.Second
 // plan serves /plans/{id}: the plan as built (candidates, incumbents,
 // backfill sets), its state and latest decision, and each candidate's
 // diff against its incumbent (Server.Diff), computed on request within
-// DiffTimeout.
+// DiffTimeout, one page's diff at a time.
 func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	var p planPage
@@ -82,12 +82,18 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
 			timeout = diffTimeout
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), timeout)
-		diffs, err := s.Diff(ctx, id)
-		cancel()
-		if err != nil {
-			p.DiffNote = "the diff failed: " + err.Error()
+		select {
+		case s.diffs <- struct{}{}:
+			diffs, err := s.Diff(ctx, id)
+			<-s.diffs
+			if err != nil {
+				p.DiffNote = "the diff failed: " + err.Error()
+			}
+			p.Diffs = diffs
+		case <-ctx.Done():
+			p.DiffNote = "the diff was not computed: another page's diff took the " + timeout.String() + " it may wait"
 		}
-		p.Diffs = diffs
+		cancel()
 	}
 	var buf bytes.Buffer
 	if err := s.tmpl.ExecuteTemplate(&buf, "plan.html", p); err != nil {

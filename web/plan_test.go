@@ -3,9 +3,12 @@ package web
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/internal/jstest"
@@ -29,12 +32,23 @@ func TestPlanPage(t *testing.T) {
 	e := jstest.Engine(t, engine.Config{}, jstest.Node(t, natsnode.Config{DataDir: dir}))
 	var asked []string
 	var diffErr error
+	var block, entered chan struct{} // when set, a diff waits for block
 	s := &Server{Proj: e.Projection(), Log: e.Reader(), Registry: e.Registry(), Clock: e.Now, Logger: quiet(),
 		Diff: func(ctx context.Context, plan string) ([]PlanDiff, error) {
 			if _, ok := ctx.Deadline(); !ok {
 				t.Error("the diff was asked without a deadline")
 			}
 			asked = append(asked, plan)
+			if block != nil {
+				select {
+				case entered <- struct{}{}:
+				default:
+				}
+				select { // bounded: a diff let through at once fails the test, not hangs it
+				case <-block:
+				case <-time.After(5 * time.Second):
+				}
+			}
 			if diffErr != nil {
 				return nil, diffErr
 			}
@@ -69,6 +83,29 @@ func TestPlanPage(t *testing.T) {
 	}
 	if code, body := get(t, srv.URL+"/plans/nope"); code != 404 || len(asked) != 2 {
 		t.Fatalf("an unknown plan: %d %s (diffs asked %v)", code, body, asked)
+	}
+	// One diff at a time: while one runs, another page waits within its
+	// deadline, then says so.
+	diffErr, block, entered = nil, make(chan struct{}), make(chan struct{}, 1)
+	s.DiffTimeout = 300 * time.Millisecond
+	first := make(chan string, 1)
+	go func() {
+		resp, err := http.Get(srv.URL + "/plans/p1")
+		if err != nil {
+			first <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		first <- string(b)
+	}()
+	<-entered
+	if code, body := get(t, srv.URL+"/plans/p1"); code != 200 || !strings.Contains(body, "the diff was not computed: another page") {
+		t.Fatalf("a second diff at once (%d):\n%s", code, body)
+	}
+	close(block)
+	if body := <-first; !strings.Contains(body, `<td class="rows">1770 / 3540</td>`) {
+		t.Fatalf("the first page:\n%s", body)
 	}
 	s.Diff = nil
 	h, err = s.Handler()

@@ -73,7 +73,11 @@ type Server struct {
 	// within its context's deadline (DiffTimeout, default 10s).
 	Diff        func(ctx context.Context, plan string) ([]PlanDiff, error)
 	DiffTimeout time.Duration
-	tmpl        *template.Template
+	// diffs holds one token: plan pages compute one diff at a time (each
+	// reads two whole tables' ranges), the others wait within their
+	// deadline.
+	diffs chan struct{}
+	tmpl  *template.Template
 
 	rowsMu    sync.Mutex
 	rowsCache map[string]rowsEntry
@@ -162,6 +166,7 @@ func (s *Server) Handler() (http.Handler, error) {
 		return nil, err
 	}
 	s.tmpl = t
+	s.diffs = make(chan struct{}, 1)
 	sub, err := fs.Sub(assets, "assets")
 	if err != nil {
 		return nil, err
