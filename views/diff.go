@@ -40,6 +40,7 @@ const (
 	SkipNoIncumb   = "has no incumbent: nothing to compare"
 	SkipNotSQL     = "is not an SQL model on both sides: its rows are not in the warehouse"
 	SkipNoCoverage = "no interval is covered by both tables"
+	SkipRetired    = "a table was retired (dropped by the janitor): nothing to compare"
 )
 
 // DiffTargets lists what `tidemark diff` compares for plan: every
@@ -84,6 +85,8 @@ func DiffTargets(st *projections.State, plan, model string) ([]DiffTarget, error
 			t.Skip = SkipSameTable
 		case cand == nil || cand.SQL == "" || inc.SQL == "":
 			t.Skip = SkipNotSQL
+		case retired(st, t.CandidateTable) || retired(st, t.IncumbentTable):
+			t.Skip = SkipRetired
 		default:
 			a, b := st.Table(t.CandidateTable), st.Table(t.IncumbentTable)
 			both := a.SubtractSet(a.SubtractSet(b))
@@ -99,4 +102,10 @@ func DiffTargets(st *projections.State, plan, model string) ([]DiffTarget, error
 		return nil, commands.Errorf(commands.CodeNotFound, "model", "plan %s has no candidate for model %q", plan, model)
 	}
 	return out, nil
+}
+
+// retired reports whether the janitor retired table.
+func retired(st *projections.State, table string) bool {
+	_, ok := st.Retired[table]
+	return ok
 }

@@ -100,6 +100,12 @@ plain plain@v2/plain@v2 plain@v1/plain@v1 [] [] false %q
 	if err != nil || len(ts) != 1 || ts[0].Incumbent != "events@v1" || !ts[0].Replaced || len(ts[0].Ranges) != 2 {
 		t.Fatalf("after the promotion: %+v %v", ts, err)
 	}
+	// The replaced incumbent's table retired: nothing to compare.
+	apply(events.TableRetired{Table: "events@v1", Snapshots: []string{"events@v1"}, Reason: "test"})
+	ts, err = DiffTargets(st, "p1", "events")
+	if err != nil || len(ts) != 1 || ts[0].Skip != SkipRetired || len(ts[0].Ranges) != 0 {
+		t.Fatalf("after the incumbent's table was retired: %+v %v", ts, err)
+	}
 	for _, c := range []struct{ plan, model, field string }{{"nope", "", "plan"}, {"p1", "nope", "model"}} {
 		_, err := DiffTargets(st, c.plan, c.model)
 		var ce *commands.Error

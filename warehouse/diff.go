@@ -102,6 +102,9 @@ const (
 	maxDiffRanges = 256
 )
 
+// diffNames are the names the diff's statements give their own columns.
+var diffNames = []string{"tidemark_bucket", "tidemark_hash", "tidemark_side", "tidemark_nc", "tidemark_ni"}
+
 // ErrNoSharedColumns is returned by DiffTables when the two tables have
 // no column in common: there is nothing to compare.
 var ErrNoSharedColumns = errors.New("warehouse: the two tables share no column")
@@ -144,6 +147,11 @@ func (w *Warehouse) diffTables(ctx context.Context, cand, inc DiffSide, ranges [
 	}
 	if len(d.Columns) == 0 {
 		return d, ErrNoSharedColumns
+	}
+	for _, c := range d.Columns {
+		if slices.Contains(diffNames, c) {
+			return d, fmt.Errorf("column %q has a name the diff gives its own columns (%s): it cannot be compared", c, strings.Join(diffNames, ", "))
+		}
 	}
 	for _, g := range grain {
 		if !slices.Contains(d.Columns, g) {

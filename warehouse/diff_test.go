@@ -98,6 +98,11 @@ func TestDiffTables(t *testing.T) {
 		if err != nil || d.Grain != nil || !strings.Contains(d.Note, `"extra"`) || d.OnlyInCandidate != 4 || d.OnlyInIncumbent != 6 {
 			t.Fatalf("a grain column missing: %+v, %v", d, err)
 		}
+		// A column named as the diff's own: refused, not misread.
+		diffTable(t, w, "clash", ", tidemark_hash BIGINT")
+		if _, err := w.DiffTables(ctx, DiffSide{"clash", "ts"}, DiffSide{"clash", "ts"}, ranges, nil); err == nil || !strings.Contains(err.Error(), `"tidemark_hash"`) {
+			t.Fatalf("a column named tidemark_hash: %v", err)
+		}
 		if _, err := w.DiffTables(ctx, DiffSide{"cand", "ts"}, DiffSide{"nope", "ts"}, ranges, nil); err == nil || !strings.Contains(err.Error(), "does not exist") {
 			t.Fatalf("a missing table: %v", err)
 		}
