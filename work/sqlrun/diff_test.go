@@ -14,8 +14,7 @@ import (
 // TestDiffPlan, on DuckDB and Postgres: pv v2 (30 rows an hour, the first
 // 30 of v1's 60) against prod's v1 over the 48 hours both cover: 1,440
 // rows only in v1, none only in v2; the derived agg differs in every row
-// (grain hour, user_id: every pair changed in views and amount, none in
-// nothing else). A forward-only candidate on its incumbent's table is
+// (grain hour, user_id: every pair changed, in views and in amount). A forward-only candidate on its incumbent's table is
 // skipped, saying so; an unknown plan is not_found.
 func TestDiffPlan(t *testing.T) {
 	eachBackend(t, func(t *testing.T, w *world) {
