@@ -16,11 +16,13 @@ import (
 // candidate and the incumbent it replaces) over the ranges both cover, as
 // bags of rows (duplicates count, NULLs equal NULLs: what EXCEPT ALL
 // both ways gives). It runs as one read-only statement in the sandbox
-// (and a second for the samples), within the caller's time bound:
+// (and a second for the samples, over the earliest hours that differ),
+// within the caller's time bound:
 //
 //  1. each side's rows in the ranges (by its own time column) are cut into
-//     hour buckets of that column (backend.hourBucket), and each bucket summarized by its row
-//     count and the sum of its rows' hashes (backend.rowHash);
+//     hour buckets of that column (backend.hourBucket), and each bucket
+//     summarized by its row count and the sum of its rows' hashes
+//     (backend.rowHash);
 //  2. only the buckets whose summaries differ are compared row by row: a
 //     GROUP BY over both sides' rows there, counting each distinct row on
 //     each side; a row counted n times on one side and m < n times on the
@@ -42,7 +44,7 @@ type DiffSide struct {
 }
 
 // TableDiff is what DiffTables found. The JSON keys are what `tidemark
-// diff -o json` prints per model (docs/events.md, "diff").
+// diff -o json` prints per model (docs/events.md, "ModelDiff").
 type TableDiff struct {
 	// Columns are the columns compared: the candidate's columns the
 	// incumbent also has, in the candidate's order.
