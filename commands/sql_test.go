@@ -91,3 +91,35 @@ func TestDigestSQL(t *testing.T) {
 		t.Error("the digest depends on Meta")
 	}
 }
+
+// register_snapshot carries grain in both encodings (omitted when not
+// set) and checks it with the definition, naming grain[i].
+func TestRegisterSnapshotGrain(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	in := &RegisterSnapshot{Meta: Meta{ID: "r1"}, Model: "sessions", Version: "v1", Cron: "@hourly", Start: t0,
+		SQL: sessionsSQL, TimeColumn: "ts", Grain: []string{"session_id", "ts"}}
+	for _, asJSON := range []bool{false, true} {
+		b, err := Encode(in, asJSON)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ct := ContentMsgpack
+		if asJSON {
+			ct = ContentJSON
+		}
+		got, err := Decode(KindRegisterSnapshot, ct, b)
+		if err != nil {
+			t.Fatalf("json=%v: %v", asJSON, err)
+		}
+		if r := got.(*RegisterSnapshot); !reflect.DeepEqual(r.Grain, in.Grain) {
+			t.Fatalf("json=%v: grain %q", asJSON, r.Grain)
+		}
+	}
+	if b, _ := Encode(&RegisterSnapshot{Meta: Meta{ID: "r1"}, Model: "events", Version: "v1", Cron: "@hourly", Start: t0}, true); strings.Contains(string(b), "grain") {
+		t.Fatalf("an empty grain encoded: %s", b)
+	}
+	body := `{"id":"a","model":"m","version":"v1","cron":"@hourly","start":"2026-12-01T00:00:00Z","sql":"select 1 as id","time_column":"ts","grain":["id","id"]}`
+	if _, err := Decode(KindRegisterSnapshot, ContentJSON, []byte(body)); err == nil || err.(*Error).Field != "grain[1]" {
+		t.Fatalf("a repeated grain column: %#v", err)
+	}
+}
