@@ -108,6 +108,9 @@ func printDiff(w io.Writer, rep sqlrun.DiffReply) {
 			fmt.Fprintf(w, "  note: %s\n", d.Note)
 		}
 		if len(d.Grain) == 0 {
+			if !d.Empty() && d.Note == "" {
+				fmt.Fprintln(w, "  (the model declares no grain: with `grain: [cols]`, its key, diff shows which keys changed and in which columns)")
+			}
 			continue
 		}
 		var cols []string

@@ -51,3 +51,26 @@ func TestServeQueryBounded(t *testing.T) {
 		t.Fatalf("one row: %+v", rep)
 	}
 }
+
+// The diff subject refuses a request without a plan as invalid, and an
+// unknown plan as not_found, both with a reason.
+func TestServeDiffRefusals(t *testing.T) {
+	eachBackend(t, func(t *testing.T, w *world) {
+		nc := jstest.Node(t).Conn()
+		stop, err := sqlrun.Serve(nc, w.wh, w.e.Projection(), 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stop()
+		for body, code := range map[string]string{`{}`: "invalid", `not json`: "invalid", `{"plan":"nope"}`: "not_found"} {
+			msg, err := nc.Request(sqlrun.DiffSubject, []byte(body), time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rep sqlrun.DiffReply
+			if err := json.Unmarshal(msg.Data, &rep); err != nil || rep.Code != code || rep.Error == "" {
+				t.Errorf("%s: %+v %v, want code %s", body, rep, err, code)
+			}
+		}
+	})
+}
