@@ -40,13 +40,13 @@ func newBenchCmd() *cobra.Command {
 			for _, f := range figs {
 				limit := "-"
 				if f.Limit != 0 {
-					limit = fmt.Sprintf("%.0f", f.Limit)
+					limit = figure(f.Limit)
 				}
 				pass := "FAIL"
 				if f.Pass {
 					pass = "pass"
 				}
-				fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\t%.3f\t%s\t%s\t%s\t%s\n", f.Name, f.Tidemark, limit, f.Unit, f.Ratio, f.Goal, pass, slope(f.Scale), f.Note)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.3f\t%s\t%s\t%s\t%s\n", f.Name, figure(f.Tidemark), limit, f.Unit, f.Ratio, f.Goal, pass, slope(f.Scale), f.Note)
 			}
 			return tw.Flush()
 		},
@@ -55,6 +55,16 @@ func newBenchCmd() *cobra.Command {
 	cmd.Flags().StringArrayVar(&only, "only", nil, "measure only this group of rows (repeatable): "+strings.Join(bench.Groups(), ", "))
 	outputFlag(cmd, &output, "table", "json")
 	return cmd
+}
+
+// figure is a measurement for the table: whole numbers from 100 up (rows
+// a second, milliseconds), three significant digits below (the diff rows'
+// seconds, a batch's overhead in ms), which %.0f printed as 0, 1 or 7.
+func figure(v float64) string {
+	if v >= 100 || v <= -100 || v == 0 {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.3g", v)
 }
 
 // slope is a row's cost growth for the table: the change per tenfold

@@ -252,3 +252,13 @@ func TestScenarioJSONAlias(t *testing.T) {
 		t.Fatalf("--json: exit %d, stderr %q, output differs: %v", code, stderr, got != want)
 	}
 }
+
+// The bench table prints small measurements (the diff rows' seconds, a
+// batch's overhead in ms) with three significant digits, large ones whole.
+func TestBenchFigure(t *testing.T) {
+	for v, want := range map[float64]string{0: "0", 0.0617: "0.0617", 1.4823: "1.48", 7.1: "7.1", 99.94: "99.9", 100: "100", 3_710_000.4: "3710000"} {
+		if got := figure(v); got != want {
+			t.Errorf("figure(%v) = %q, want %q", v, got, want)
+		}
+	}
+}
