@@ -4,7 +4,9 @@
 // SQL and Computer computes a published step from it alone (`tidemark
 // worker --warehouse`); and Views keeps every environment's views on its
 // incumbents' snapshot tables, so that a promotion is a view swap
-// (SQLMesh's virtual update).
+// (SQLMesh's virtual update). Serve answers `tidemark query`, `verify`
+// (VerifyEnv) and `diff` (DiffPlan: a plan's candidates against their
+// incumbents) over NATS for the process that owns the warehouse.
 //
 // Invariants. A snapshot's rows are written only into its own table
 // (TableName of its tidemark table), one statement and one transaction
