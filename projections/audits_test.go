@@ -50,4 +50,7 @@ func TestAuditFold(t *testing.T) {
 	if got := f.st.FailedAudits("events@v2", interval.NewSet(interval.R(hr(0), hr(1)))); len(got) != 1 || got[0].Audit != "rows" || got[0].Blocking || got[0].Error != "timed out" {
 		t.Fatalf("an error: %+v", got)
 	}
+	if a := f.st.Audits["events@v2"]["rows"]; a.LastPassed || a.Error != "timed out" {
+		t.Fatalf("an error is a failed result: %+v", a)
+	}
 }
