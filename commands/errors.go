@@ -243,8 +243,9 @@ type AuditStatus struct {
 	// Ranges are the failed ranges (for a plan's candidate: those within
 	// the window its promotion judges now).
 	Ranges []interval.Range `msgpack:"ranges" json:"ranges"`
-	// Count and Error are the latest failing result's violating rows and
-	// why it could not run ("" when it ran).
+	// Count sums the violating rows of the failing results still latest
+	// on Ranges (each over its whole batch); Error is why the latest of
+	// them could not run ("" when it ran).
 	Count int64  `msgpack:"count" json:"count"`
 	Error string `msgpack:"error,omitempty" json:"error,omitempty"`
 }

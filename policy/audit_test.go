@@ -34,6 +34,7 @@ func TestAuditCodesMatchOracle(t *testing.T) {
 		w := newWorld("@hourly", interval.Hour, interval.NewSet(interval.R(t0, hr(front))), candidate, hr(front), pol)
 		bare := Evaluate(w.st, w.plan)
 		latest := map[string]map[int]bool{} // audit -> hour -> failed
+		result := map[string]map[int]int{}  // audit -> hour -> the latest result (its index, also its count)
 		blocking := map[string]bool{"ids": true, "rows": false}
 		for i, k := 0, rapid.IntRange(0, 8).Draw(t, "results"); i < k; i++ {
 			audit := rapid.SampledFrom([]string{"ids", "rows"}).Draw(t, "audit")
@@ -42,10 +43,10 @@ func TestAuditCodesMatchOracle(t *testing.T) {
 			passed := rapid.Bool().Draw(t, "passed")
 			w.record(uint64(i+1), audit, blocking[audit], passed, int64(i), interval.R(hr(a), hr(b)))
 			if latest[audit] == nil {
-				latest[audit] = map[int]bool{}
+				latest[audit], result[audit] = map[int]bool{}, map[int]int{}
 			}
 			for x := a; x < b; x++ {
-				latest[audit][x] = !passed
+				latest[audit][x], result[audit][x] = !passed, i
 			}
 		}
 		failedIn := func(audit string) bool {
@@ -56,7 +57,34 @@ func TestAuditCodesMatchOracle(t *testing.T) {
 			}
 			return false
 		}
+		count := func(audit string) int64 { // the failing results latest on an hour of the window
+			seen := map[int]bool{}
+			var n int64
+			for x := 0; x < front; x++ {
+				if i := result[audit][x]; latest[audit][x] && !seen[i] {
+					seen[i], n = true, n+int64(i)
+				}
+			}
+			return n
+		}
 		d := Evaluate(w.st, w.plan)
+		for _, f := range d.Findings {
+			if f.Code != CodeAuditFailed && f.Code != CodeAuditWarning {
+				continue
+			}
+			if f.Count != count(f.Audit) {
+				t.Fatalf("%s: count %d, oracle %d", f.Audit, f.Count, count(f.Audit))
+			}
+			var want interval.Set
+			for x := 0; x < front; x++ {
+				if latest[f.Audit][x] {
+					want = want.Add(interval.R(hr(x), hr(x+1)))
+				}
+			}
+			if !interval.NewSet(f.Ranges...).Equal(want) {
+				t.Fatalf("%s: ranges %v, oracle %v", f.Audit, f.Ranges, want)
+			}
+		}
 		if d.NeedsCatchUp() {
 			t.Fatalf("catch-up without a catch-up bound")
 		}
