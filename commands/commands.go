@@ -139,6 +139,9 @@ type RegisterSnapshot struct {
 	// (models.Definition): omitted, 0, not set.
 	BatchSize        int `msgpack:"batch_size,omitempty" json:"batch_size,omitempty"`
 	BatchConcurrency int `msgpack:"batch_concurrency,omitempty" json:"batch_concurrency,omitempty"`
+	// Audits are the version's audits (models.Definition), at most
+	// models.MaxAudits; omitted: none.
+	Audits []models.Audit `msgpack:"audits,omitempty" json:"audits,omitempty"`
 }
 
 // BuildPlan builds a plan at the command's clock.
@@ -170,6 +173,11 @@ type CompleteIntervals struct {
 	// Rows is how many rows computing the ranges wrote (0 when unknown):
 	// recorded in the event for progress, checked only to be >= 0.
 	Rows int64 `msgpack:"rows,omitempty" json:"rows,omitempty"`
+	// Audits are the outcomes of the snapshot's audits over the ranges
+	// (issue 30): each names an audit the snapshot declares, once. Left
+	// out of the command's digest like Rows: a batch computed again may
+	// audit otherwise and is the same completion.
+	Audits []events.AuditOutcome `msgpack:"audits,omitempty" json:"audits,omitempty"`
 }
 
 // CompleteWork is complete_intervals as a worker sends it: Work is
@@ -393,7 +401,7 @@ func snapshotRef(m *Meta, model, v string) error {
 func (c *RegisterSnapshot) Definition() models.Definition {
 	return models.Definition{Model: c.Model, Version: c.Version, Cron: c.Cron, Unit: c.IntervalUnit, Start: c.Start,
 		Lookback: c.Lookback, Kind: c.SnapshotKind, AllowPartials: c.AllowPartials, DependsOn: c.DependsOn,
-		SQL: c.SQL, TimeColumn: c.TimeColumn, BatchSize: c.BatchSize, BatchConcurrency: c.BatchConcurrency}
+		SQL: c.SQL, TimeColumn: c.TimeColumn, BatchSize: c.BatchSize, BatchConcurrency: c.BatchConcurrency, Audits: c.Audits}
 }
 
 // Validate implements Command: the meta, then the definition
@@ -482,7 +490,62 @@ func (c *CompleteIntervals) Validate() error {
 	if c.Rows < 0 {
 		return Errorf(CodeInvalid, "rows", "rows %d: want the number of rows written, >= 0", c.Rows)
 	}
-	return validateRanges(c.Ranges)
+	if err := validateRanges(c.Ranges); err != nil {
+		return err
+	}
+	return validateOutcomes(c.Audits)
+}
+
+// validateOutcomes checks a completion's audit outcomes on their own:
+// bounded, each naming an audit once, counts >= 0. Whether the snapshot
+// declares each audit is the decision's to say (it reads the snapshot).
+func validateOutcomes(os []events.AuditOutcome) error {
+	if len(os) > events.MaxAudits {
+		return Errorf(CodeLimit, "audits", "at most %d audit outcomes per completion, got %d", events.MaxAudits, len(os))
+	}
+	seen := make(map[string]int, len(os))
+	for i, o := range os {
+		f := fmt.Sprintf("audits[%d]", i)
+		if o.Audit == "" {
+			return Errorf(CodeInvalid, f+".audit", "%s.audit is required: the name of the audit the outcome is of", f)
+		}
+		if len(o.Audit) > 128 {
+			return Errorf(CodeInvalid, f+".audit", "%s.audit is %d bytes: at most 128", f, len(o.Audit))
+		}
+		if j, dup := seen[o.Audit]; dup {
+			return Errorf(CodeInvalid, f+".audit", "%s.audit %q: audits[%d] reports it already (one outcome per audit)", f, o.Audit, j)
+		}
+		seen[o.Audit] = i
+		if o.Count < 0 {
+			return Errorf(CodeInvalid, f+".count", "%s.count %d: want the number of rows, >= 0", f, o.Count)
+		}
+		if len(o.Error) > events.MaxAuditError {
+			return Errorf(CodeLimit, f+".error", "%s.error is %d bytes: at most %d", f, len(o.Error), events.MaxAuditError)
+		}
+		if len(o.Columns) > events.MaxAuditColumns {
+			return Errorf(CodeLimit, f+".columns", "%s.columns: %d columns, at most %d", f, len(o.Columns), events.MaxAuditColumns)
+		}
+		for j, c := range o.Columns {
+			if len(c) > events.MaxAuditValue {
+				return Errorf(CodeLimit, fmt.Sprintf("%s.columns[%d]", f, j), "%s.columns[%d] is %d bytes: at most %d", f, j, len(c), events.MaxAuditValue)
+			}
+		}
+		if len(o.Sample) > events.MaxAuditSampleRows {
+			return Errorf(CodeLimit, f+".sample", "%s.sample: %d rows, at most %d", f, len(o.Sample), events.MaxAuditSampleRows)
+		}
+		for j, row := range o.Sample {
+			rf := fmt.Sprintf("%s.sample[%d]", f, j)
+			if len(row) != len(o.Columns) {
+				return Errorf(CodeInvalid, rf, "%s has %d values for %d columns", rf, len(row), len(o.Columns))
+			}
+			for k, v := range row {
+				if len(v) > events.MaxAuditValue {
+					return Errorf(CodeLimit, fmt.Sprintf("%s[%d]", rf, k), "%s[%d] is %d bytes: at most %d (cut sampled values)", rf, k, len(v), events.MaxAuditValue)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // checkWork validates a report's work item id against its run kind.

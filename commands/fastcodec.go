@@ -69,7 +69,7 @@ func metaFields(m *Meta) int {
 
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (c CompleteIntervals) EncodeMsgpack(enc *msgpack.Encoder) error {
-	if err := enc.EncodeMapLen(metaFields(&c.Meta) + msgp.Count(3, c.RunKind != "", c.RunID != "", c.Work != "", c.Rows != 0)); err != nil {
+	if err := enc.EncodeMapLen(metaFields(&c.Meta) + msgp.Count(3, c.RunKind != "", c.RunID != "", c.Work != "", c.Rows != 0, len(c.Audits) > 0)); err != nil {
 		return err
 	}
 	if err := encodeMeta(enc, &c.Meta); err != nil {
@@ -93,7 +93,13 @@ func (c CompleteIntervals) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if err := msgp.OptString(enc, "work", c.Work); err != nil {
 		return err
 	}
-	return msgp.OptInt64(enc, "rows", c.Rows)
+	if err := msgp.OptInt64(enc, "rows", c.Rows); err != nil {
+		return err
+	}
+	if len(c.Audits) == 0 {
+		return nil
+	}
+	return events.EncodeAuditOutcomes(enc, "audits", c.Audits)
 }
 
 // DecodeMsgpack implements msgpack.CustomDecoder.
@@ -120,6 +126,8 @@ func (c *CompleteIntervals) DecodeMsgpack(dec *msgpack.Decoder) error {
 			c.Work, err = dec.DecodeString()
 		case "rows":
 			c.Rows, err = dec.DecodeInt64()
+		case "audits":
+			c.Audits, err = events.DecodeAuditOutcomes(dec)
 		default:
 			err = fmt.Errorf("msgpack: unknown field %q", k)
 		}

@@ -34,6 +34,12 @@ func TestHandWrittenEncodersMatchReflective(t *testing.T) {
 		{Meta: Meta{ID: "c1", At: t0}, Model: "m", Ranges: []interval.Range{r, r}, RunID: "r"},
 		{Meta: Meta{ID: "c1"}, Model: "m", Version: "v1", Ranges: []interval.Range{r}, RunKind: events.RunScheduled, Work: "work-7-scheduled"},
 		{Meta: Meta{ID: "c1"}, Model: "m", Version: "v1", Ranges: []interval.Range{r}, Work: "work-7-backfill"},
+		{Meta: Meta{ID: "c1"}, Model: "m", Version: "v1", Ranges: []interval.Range{r}, Work: "work-7-backfill", Audits: []events.AuditOutcome{
+			{Audit: "not_null", Count: 2, Columns: []string{"id"}, Sample: [][]string{{""}, {"x"}}},
+			{Audit: "number_of_rows", Passed: true, Count: 12},
+			{Audit: "custom", Error: "timed out after 30s"},
+		}},
+		{Meta: Meta{ID: "c1"}, Model: "m", Version: "v1", Audits: []events.AuditOutcome{}},
 	} {
 		same(t, "complete_intervals", i, c, completePlain(c))
 	}

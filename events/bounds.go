@@ -116,6 +116,8 @@ func CheckTimes(ev Event) error {
 		c.opt("data.closed_at", p.ClosedAt)
 	case RunFailed:
 		c.ranges("data.ranges", p.Ranges)
+	case AuditRecorded:
+		c.ranges("data.ranges", p.Ranges)
 	case TableRetired:
 		c.opt("data.judged_at", p.JudgedAt)
 		c.opt("data.released_at", p.ReleasedAt)

@@ -27,6 +27,9 @@ func samplePayloads() []Payload {
 			Models:         map[string]ModelFinding{"events": {Snapshot: "events@v2", Codes: []string{"missing_intervals"}, Missing: []interval.Range{r}, Advances: 1}},
 			EvaluatedAtSeq: 9, EvaluatedAt: t0, Policy: Policy{Version: 1}, Generation: 1},
 		EnvironmentFinalized{Env: "prod", Plan: "p1", Generation: 2},
+		AuditRecorded{Snapshot: "events@v1", Table: "events@v1", Ranges: []interval.Range{r}, Blocking: true, Work: "work-3-backfill",
+			AuditOutcome: AuditOutcome{Audit: "not_null", Count: 2, Columns: []string{"id", "ts"}, Sample: [][]string{{"1", ""}, {"2", ""}}}},
+		AuditRecorded{Snapshot: "events@v1", Table: "events@v1", Ranges: []interval.Range{r}, AuditOutcome: AuditOutcome{Audit: "rows", Passed: true, Count: 40}},
 	}
 }
 

@@ -214,6 +214,11 @@ type SnapshotRegistered struct {
 	// as before they existed.
 	BatchSize        int `msgpack:"batch_size,omitempty" json:"batch_size,omitempty"`
 	BatchConcurrency int `msgpack:"batch_concurrency,omitempty" json:"batch_concurrency,omitempty"`
+	// Audits are the checks every computed batch of the version is put
+	// to (issue 30); omitted when none, so events of versions without
+	// audits encode as before they existed. A derived version keeps its
+	// base's.
+	Audits []Audit `msgpack:"audits,omitempty" json:"audits,omitempty"`
 }
 
 // Policy is the promotion policy a plan was built with.

@@ -152,3 +152,223 @@ func (p *IntervalsCompleted) DecodeMsgpack(dec *msgpack.Decoder) error {
 	}
 	return err
 }
+
+// EncodeMsgpack implements msgpack.CustomEncoder: AuditRecorded is
+// appended with every audited completion, on the hot path.
+func (p AuditRecorded) EncodeMsgpack(enc *msgpack.Encoder) error {
+	o := &p.AuditOutcome
+	if err := enc.EncodeMapLen(msgp.Count(7, p.Work != "", len(o.Columns) > 0, len(o.Sample) > 0, o.Error != "")); err != nil {
+		return err
+	}
+	if err := msgp.String(enc, "snapshot", p.Snapshot); err != nil {
+		return err
+	}
+	if err := msgp.String(enc, "table", p.Table); err != nil {
+		return err
+	}
+	if err := msgp.Ranges(enc, "ranges", p.Ranges); err != nil {
+		return err
+	}
+	if err := enc.EncodeString("blocking"); err != nil {
+		return err
+	}
+	if err := enc.EncodeBool(p.Blocking); err != nil {
+		return err
+	}
+	if err := msgp.OptString(enc, "work", p.Work); err != nil {
+		return err
+	}
+	return encodeOutcomeFields(enc, o)
+}
+
+// encodeOutcomeFields writes an outcome's keys and values (its map header
+// is the caller's): the reflective encoder's bytes.
+func encodeOutcomeFields(enc *msgpack.Encoder, o *AuditOutcome) error {
+	if err := msgp.String(enc, "audit", o.Audit); err != nil {
+		return err
+	}
+	if err := enc.EncodeString("passed"); err != nil {
+		return err
+	}
+	if err := enc.EncodeBool(o.Passed); err != nil {
+		return err
+	}
+	if err := enc.EncodeString("count"); err != nil {
+		return err
+	}
+	if err := enc.EncodeInt64(o.Count); err != nil {
+		return err
+	}
+	if len(o.Columns) > 0 {
+		if err := enc.EncodeString("columns"); err != nil {
+			return err
+		}
+		if err := encodeStrings(enc, o.Columns); err != nil {
+			return err
+		}
+	}
+	if len(o.Sample) > 0 {
+		if err := enc.EncodeString("sample"); err != nil {
+			return err
+		}
+		if err := enc.EncodeArrayLen(len(o.Sample)); err != nil {
+			return err
+		}
+		for _, row := range o.Sample {
+			if err := encodeStrings(enc, row); err != nil {
+				return err
+			}
+		}
+	}
+	return msgp.OptString(enc, "error", o.Error)
+}
+
+// encodeStrings writes a list of strings (nil as nil, as the reflective
+// encoder does).
+func encodeStrings(enc *msgpack.Encoder, ss []string) error {
+	if ss == nil {
+		return enc.EncodeNil()
+	}
+	if err := enc.EncodeArrayLen(len(ss)); err != nil {
+		return err
+	}
+	for _, s := range ss {
+		if err := enc.EncodeString(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// decodeStrings reads a list of strings as the reflective decoder does:
+// nil is a nil slice. The length in the header is not trusted for the
+// allocation.
+func decodeStrings(dec *msgpack.Decoder) ([]string, error) {
+	n, err := dec.DecodeArrayLen()
+	if err != nil || n < 0 {
+		return nil, err
+	}
+	out := make([]string, 0, min(n, 16))
+	for i := 0; i < n; i++ {
+		s, err := dec.DecodeString()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// decodeOutcomeKey reads key into o if it is one of AuditOutcome's; ok
+// says whether it was.
+func decodeOutcomeKey(dec *msgpack.Decoder, o *AuditOutcome, key []byte) (ok bool, err error) {
+	switch string(key) {
+	case "audit":
+		o.Audit, err = dec.DecodeString()
+	case "passed":
+		o.Passed, err = dec.DecodeBool()
+	case "count":
+		o.Count, err = dec.DecodeInt64()
+	case "columns":
+		o.Columns, err = decodeStrings(dec)
+	case "sample":
+		var n int
+		if n, err = dec.DecodeArrayLen(); err != nil || n < 0 {
+			o.Sample = nil
+			return true, err
+		}
+		o.Sample = make([][]string, 0, min(n, MaxAuditSampleRows))
+		for i := 0; i < n; i++ {
+			row, err := decodeStrings(dec)
+			if err != nil {
+				return true, err
+			}
+			o.Sample = append(o.Sample, row)
+		}
+	case "error":
+		o.Error, err = dec.DecodeString()
+	default:
+		return false, nil
+	}
+	return true, err
+}
+
+// DecodeMsgpack implements msgpack.CustomDecoder.
+func (p *AuditRecorded) DecodeMsgpack(dec *msgpack.Decoder) error {
+	err := msgp.Map(dec, func(k []byte) error {
+		if ok, err := decodeOutcomeKey(dec, &p.AuditOutcome, k); ok {
+			return err
+		}
+		var err error
+		switch string(k) {
+		case "snapshot":
+			p.Snapshot, err = dec.DecodeString()
+		case "table":
+			p.Table, err = dec.DecodeString()
+		case "ranges":
+			p.Ranges, err = msgp.DecodeRanges(dec)
+		case "blocking":
+			p.Blocking, err = dec.DecodeBool()
+		case "work":
+			p.Work, err = dec.DecodeString()
+		default:
+			err = dec.Skip()
+		}
+		return err
+	})
+	if errors.Is(err, msgp.ErrNotMap) {
+		return fmt.Errorf("%s data: %w", TypeAuditRecorded, err)
+	}
+	return err
+}
+
+// EncodeAuditOutcomes writes key and a list of outcomes, the reflective
+// encoder's bytes (a command's audits: commands' hand-written codec).
+func EncodeAuditOutcomes(enc *msgpack.Encoder, key string, os []AuditOutcome) error {
+	if err := enc.EncodeString(key); err != nil {
+		return err
+	}
+	if os == nil {
+		return enc.EncodeNil()
+	}
+	if err := enc.EncodeArrayLen(len(os)); err != nil {
+		return err
+	}
+	for i := range os {
+		o := &os[i]
+		if err := enc.EncodeMapLen(msgp.Count(3, len(o.Columns) > 0, len(o.Sample) > 0, o.Error != "")); err != nil {
+			return err
+		}
+		if err := encodeOutcomeFields(enc, o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DecodeAuditOutcomes reads a list of outcomes written as EncodeAuditOutcomes
+// writes them (nil is a nil slice). An unknown key of an outcome is an
+// error, as a command's strict decode asks; an outcome that is not a map
+// is one matching msgp.ErrNotMap. The length in the header is not trusted
+// for the allocation.
+func DecodeAuditOutcomes(dec *msgpack.Decoder) ([]AuditOutcome, error) {
+	n, err := dec.DecodeArrayLen()
+	if err != nil || n < 0 {
+		return nil, err
+	}
+	out := make([]AuditOutcome, 0, min(n, MaxAudits))
+	for i := 0; i < n; i++ {
+		var o AuditOutcome
+		err := msgp.Map(dec, func(k []byte) error {
+			if ok, err := decodeOutcomeKey(dec, &o, k); ok {
+				return err
+			}
+			return fmt.Errorf("msgpack: unknown field %q in audits[%d]", k, i)
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}

@@ -44,6 +44,9 @@ type Definition struct {
 	// once; 0 (not set): the warehouse's default (1 on DuckDB, 4 on
 	// Postgres).
 	BatchSize, BatchConcurrency int
+	// Audits are the checks each computed batch is put to (issue 30):
+	// at most MaxAudits, names unique.
+	Audits []Audit
 }
 
 // MaxBatchSize bounds a model's batch_size, in intervals (about 19 years
@@ -151,6 +154,9 @@ func (d Definition) Validate() error {
 	if d.BatchConcurrency < 0 || d.BatchConcurrency > MaxBatchConcurrency {
 		m := fmt.Sprintf("batch_concurrency %d: want 1 .. %d (omitted: the warehouse's default)", d.BatchConcurrency, MaxBatchConcurrency)
 		return &FieldError{Field: "batch_concurrency", Key: "batch_concurrency", Msg: m, Detail: m}
+	}
+	if err := checkAudits(d.Audits); err != nil {
+		return err
 	}
 	for i, dep := range d.DependsOn {
 		field := fmt.Sprintf("depends_on[%d]", i)

@@ -254,7 +254,7 @@ func (r *runner) register(ctx context.Context, vs map[string]Version) error {
 		if _, err := r.do(ctx, &commands.RegisterSnapshot{
 			Model: model, Version: v.Name, Cron: m.Cron, IntervalUnit: m.Unit, Start: m.Start,
 			Lookback: m.Lookback, SnapshotKind: m.Kind, AllowPartials: m.AllowPartials, DependsOn: m.DependsOn,
-			SQL: m.SQL, TimeColumn: m.TimeColumn, BatchSize: m.BatchSize, BatchConcurrency: m.BatchConcurrency,
+			SQL: m.SQL, TimeColumn: m.TimeColumn, BatchSize: m.BatchSize, BatchConcurrency: m.BatchConcurrency, Audits: m.Audits,
 		}); err != nil {
 			return err
 		}
