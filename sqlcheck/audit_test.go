@@ -20,7 +20,9 @@ func audited(as ...models.Audit) Model {
 	return m
 }
 
-func custom(sql string) models.Audit { return models.Audit{Name: "c", Kind: models.AuditCustom, SQL: sql} }
+func custom(sql string) models.Audit {
+	return models.Audit{Name: "c", Kind: models.AuditCustom, SQL: sql}
+}
 
 // TestAuditsAccepted: built-in audits over the model's columns, and
 // custom audits reading @this_model, its CTEs and the bounds, pass.
