@@ -133,6 +133,9 @@ type State struct {
 	// (RunFailed), per snapshot.
 	Runs     map[events.RunKind]int `json:"runs"`
 	Failures map[string]*Failures   `json:"failures"`
+	// Audits is, per snapshot and audit name, what its AuditRecorded
+	// events say (audits.go).
+	Audits map[string]map[string]*AuditState `json:"audits"`
 	// Work holds every work item the stream made due, by id
 	// (work-<seq>-<run kind>): what it asks to compute. A worker's report
 	// names its item and is checked against it. Items are kept: a report
@@ -244,6 +247,7 @@ func New() *State {
 		Commands:   map[string]Applied{},
 		Runs:       map[events.RunKind]int{},
 		Failures:   map[string]*Failures{},
+		Audits:     map[string]map[string]*AuditState{},
 		Work:       map[string]*Work{},
 		Released:   map[string]Release{},
 		Retired:    map[string]Retirement{},
@@ -384,6 +388,8 @@ func apply(s *State, seq uint64, ev events.Event) error {
 			f.LastFinal, f.LastFinalSeq = p, seq
 		}
 		f.Last, f.LastSeq = p, seq
+	case events.AuditRecorded:
+		s.auditRecorded(seq, p)
 	case events.IntervalsInvalidated:
 		s.Coverage[p.Table] = s.Coverage[p.Table].SubtractSet(p.Ranges)
 	case events.SchedulerAdvanced:
@@ -681,6 +687,9 @@ func Restore(s *State) error {
 	}
 	if s.Envs == nil {
 		s.Envs = map[string]*Env{}
+	}
+	if s.Audits == nil {
+		s.Audits = map[string]map[string]*AuditState{}
 	}
 	if s.Plans == nil {
 		s.Plans = map[string]*Plan{}

@@ -61,7 +61,7 @@ func (f Filter) match(r Row) bool {
 }
 
 // Audit lists the records f selects as audit rows, in stream order.
-// Plan builds, completions, invalidations, scheduler advances, catch-up
+// Plan builds, completions, audit results, invalidations, scheduler advances, catch-up
 // requests, decisions, finalizations, repairs and table retirements all appear; events that
 // could not be decoded appear as "undecodable", well-formed events on a
 // subject not their own as "foreign".
@@ -105,6 +105,9 @@ func describe(r events.Record) Row {
 		row.Models = []string{modelOf(p.Snapshot)}
 		row.Plan = planOfRun(p.RunID)
 		row.Summary = fmt.Sprintf("%s completed %s (%s)", p.Snapshot, interval.Set(p.Ranges), p.RunKind)
+	case events.AuditRecorded:
+		row.Models = []string{modelOf(p.Snapshot)}
+		row.Summary = auditSummary(p)
 	case events.IntervalsInvalidated:
 		row.Models = []string{modelOf(p.Snapshot)}
 		row.Plan = planOfRun(p.Reason)
@@ -145,6 +148,25 @@ func describe(r events.Record) Row {
 	return row
 }
 
+// auditSummary says what an audit result was, in one line.
+func auditSummary(p events.AuditRecorded) string {
+	kind := "non-blocking"
+	if p.Blocking {
+		kind = "blocking"
+	}
+	work := ""
+	if p.Work != "" {
+		work = ", " + p.Work
+	}
+	switch {
+	case p.Error != "":
+		return fmt.Sprintf("%s %s audit %s could not run over %s (counts as failed%s): %s", p.Snapshot, kind, p.Audit, interval.Set(p.Ranges), work, p.Error)
+	case !p.Passed:
+		return fmt.Sprintf("%s %s audit %s failed over %s: %d violating rows%s", p.Snapshot, kind, p.Audit, interval.Set(p.Ranges), p.Count, work)
+	}
+	return fmt.Sprintf("%s %s audit %s passed over %s%s", p.Snapshot, kind, p.Audit, interval.Set(p.Ranges), work)
+}
+
 // planOfRun returns the plan a backfill or catch-up run id names
 // (events.PlanRunID), or "".
 func planOfRun(id string) string {
@@ -176,6 +198,9 @@ type ModelView struct {
 	CapturedFrontier  string   `json:"captured_frontier,omitempty"`
 	CandidateCoverage []string `json:"candidate_coverage"`
 	IncumbentCoverage []string `json:"incumbent_coverage"`
+	// FailedAudits lists the candidate's audits whose latest result had
+	// failed on a range of its check window at the decision's view.
+	FailedAudits []string `json:"failed_audits,omitempty"`
 }
 
 // Explanation is one recorded decision with the view it was based on.
@@ -233,6 +258,13 @@ func Explain(recs []events.Record, plan string) (*Explanation, error) {
 		}
 		if w, ok := policy.Window(st, c); ok {
 			v.Window = w.String()
+		}
+		for _, f := range st.FailedAudits(c.Snapshot, policy.AuditWindow(st, c)) {
+			kind := "non-blocking"
+			if f.Blocking {
+				kind = "blocking"
+			}
+			v.FailedAudits = append(v.FailedAudits, fmt.Sprintf("%s (%s) on %s: %d violating rows", f.Audit, kind, f.Ranges, f.Count))
 		}
 		x.Views = append(x.Views, v)
 	}

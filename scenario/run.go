@@ -434,7 +434,7 @@ func (r *runner) step(ctx context.Context, st Step) (StepResult, error) {
 			sr.Codes = []string{commands.CodeStaleGeneration.String()}
 		}
 	case "complete":
-		if _, err := r.do(ctx, &commands.CompleteIntervals{Model: st.Model, Version: st.VersionName, Ranges: st.Intervals, RunKind: events.RunManual}); err != nil {
+		if _, err := r.do(ctx, &commands.CompleteIntervals{Model: st.Model, Version: st.VersionName, Ranges: st.Intervals, RunKind: events.RunManual, Audits: st.Audits}); err != nil {
 			return sr, err
 		}
 	case "invalidate":
