@@ -108,8 +108,11 @@ func logAudits(log *slog.Logger, snapshot string, r interval.Range, outs []event
 		return
 	}
 	for _, o := range outs {
-		if o.Failed() {
-			log.Warn("audit failed", "snapshot", snapshot, "range", r.String(), "audit", o.Audit, "count", o.Count, "err", o.Error)
+		switch {
+		case o.Error != "":
+			log.Warn("audit could not run", "snapshot", snapshot, "range", r.String(), "audit", o.Audit, "err", o.Error)
+		case o.Failed():
+			log.Warn("audit failed", "snapshot", snapshot, "range", r.String(), "audit", o.Audit, "count", o.Count)
 		}
 	}
 }
