@@ -15,12 +15,19 @@ import (
 
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/internal/pgtest"
 	"github.com/tidemark/tidemark/models"
 )
 
 // auditedModels is page_views (60 rows an hour, users 0..4) with audits:
 // two pass, a blocking custom one and a non-blocking one fail on user 4.
 func auditedModels(start time.Time) string {
+	return auditedModelsSQL(start, `SELECT h.h + to_minutes(CAST(r.range AS BIGINT)) AS ts, CAST(r.range % 5 AS BIGINT) AS user_id
+      FROM range(0, 60) r, range(@start_ts, @end_ts, INTERVAL 1 HOUR) h(h)`)
+}
+
+// auditedModelsSQL is auditedModels with page_views computed by sql.
+func auditedModelsSQL(start time.Time, sql string) string {
 	return `models:
   - name: page_views
     cron: "@hourly"
@@ -28,8 +35,7 @@ func auditedModels(start time.Time) string {
     time_column: ts
     batch_size: 24
     sql: |
-      SELECT h.h + to_minutes(CAST(r.range AS BIGINT)) AS ts, CAST(r.range % 5 AS BIGINT) AS user_id
-      FROM range(0, 60) r, range(@start_ts, @end_ts, INTERVAL 1 HOUR) h(h)
+      ` + sql + `
     audits:
       - not_null: {columns: [ts, user_id]}
       - number_of_rows: {threshold: 1}
@@ -128,5 +134,57 @@ func TestApplyChecksAudits(t *testing.T) {
 				t.Fatalf("exit %d: %s\nwant %q", code, stderr, c.want)
 			}
 		})
+	}
+}
+
+// TestSQLWorkerReportsAudits: `tidemark worker --warehouse` on Postgres
+// audits each batch it computes from the published step and reports the
+// outcomes in its complete_work: the stream records them, and the
+// promotion is rejected audit_failed.
+func TestSQLWorkerReportsAudits(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	s := startServe(t, "--warehouse", dsn)
+	startSQLWorker(t, s.nats, dsn, "w1")
+	start := time.Now().UTC().Truncate(24 * time.Hour).Add(-48 * time.Hour)
+	path := filepath.Join(t.TempDir(), "models.yaml")
+	body := auditedModelsSQL(start, `SELECT h.h + CAST(g.i AS INTEGER) * INTERVAL '1 minute' AS ts, CAST(g.i % 5 AS BIGINT) AS user_id
+      FROM generate_series(0, 59) AS g(i), generate_series(@start_ts, @end_ts - INTERVAL '1 hour', INTERVAL '1 hour') AS h(h)`)
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code := runCLI(t, "apply", "-f", path, "--nats-url", s.nats, "-o", "json")
+	var applied []struct {
+		Snapshot string `json:"snapshot"`
+	}
+	if err := json.Unmarshal([]byte(out), &applied); code != 0 || err != nil || len(applied) != 1 {
+		t.Fatalf("apply: exit %d %v %s %s", code, err, out, stderr)
+	}
+	if out, stderr, code := runCLI(t, "plan", "--env", "prod", "--id", "a1", "--nats-url", s.nats, "--set", strings.Replace(applied[0].Snapshot, "@", "=", 1)); code != 0 {
+		t.Fatalf("plan: exit %d %s %s", code, out, stderr)
+	}
+	batches := 3
+	if time.Now().UTC().Truncate(time.Hour).Equal(start.Add(48 * time.Hour)) {
+		batches = 2
+	}
+	var failed int
+	eventually(t, "every batch's audits are recorded from the worker's reports", time.Minute, func() bool {
+		failed = 0
+		n := 0
+		for _, r := range readEvents(t, s.nats) {
+			if a, ok := r.Event.Payload.(events.AuditRecorded); ok {
+				n++
+				if a.Audit == "no_user_4" && !a.Passed && a.Count > 0 && len(a.Sample) == 5 {
+					failed++
+				}
+			}
+		}
+		return n >= 4*batches
+	})
+	if failed != batches {
+		t.Fatalf("%d failed no_user_4 results, want %d", failed, batches)
+	}
+	out, _, code = runCLI(t, "promote", "a1", "--nats-url", s.nats)
+	if code != 1 || !strings.Contains(out, "audit_failed") {
+		t.Fatalf("promote: exit %d\n%s\nwant rejected audit_failed", code, out)
 	}
 }
