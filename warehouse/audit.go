@@ -52,7 +52,7 @@ type Audit struct {
 	// Columns: not_null (the rows where any of them IS NULL) and
 	// unique_values (the rows whose value of any of them, NULL included,
 	// an earlier row of the range has too: each column on its own, as
-	// SQLMesh's unique_values).
+	// SQLMesh's unique_values; its sample shows these columns only).
 	Columns []string
 	// Column: accepted_values and accepted_range.
 	Column string
