@@ -103,4 +103,14 @@ func TestValidateAuditOutcomes(t *testing.T) {
 	if _, err := Decode(KindCompleteWork, ContentMsgpack, body); err == nil || !strings.Contains(err.Error(), "colour") {
 		t.Fatalf("unknown outcome key: %v", err)
 	}
+	// And in JSON, naming the field.
+	js := `{"id":"c-1","model":"m","version":"v1","ranges":["2026-12-01T00:00:00Z/2026-12-01T01:00:00Z"],"work":"work-3-backfill","audits":[{"audit":"a","passed":true,"colour":"red"}]}`
+	var ce *Error
+	if _, err := Decode(KindCompleteWork, ContentJSON, []byte(js)); !errors.As(err, &ce) || ce.Field != "audits" || !strings.Contains(err.Error(), "colour") {
+		t.Fatalf("unknown outcome key in JSON: %v", err)
+	}
+	reg := `{"id":"r-1","model":"m","version":"v1","cron":"@hourly","start":"2026-12-01T00:00:00Z","audits":[{"name":"n","kind":"not_null","colums":["id"]}]}`
+	if _, err := Decode(KindRegisterSnapshot, ContentJSON, []byte(reg)); !errors.As(err, &ce) || ce.Field != "audits" || !strings.Contains(err.Error(), "colums") {
+		t.Fatalf("unknown audit key in JSON: %v", err)
+	}
 }

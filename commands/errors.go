@@ -140,6 +140,10 @@ type PlanProgress struct {
 	// candidate order; only models the work has something to compute
 	// for.
 	Models []ModelProgress `msgpack:"models,omitempty" json:"models,omitempty"`
+	// Audits are the candidates' audits whose latest result failed on a
+	// range of the window their promotion judges now (a blocking one
+	// rejects it audit_failed), in candidate order; omitted when none.
+	Audits []AuditStatus `msgpack:"audits,omitempty" json:"audits,omitempty"`
 }
 
 // ModelProgress is one model's step of a plan's work item (its backfill
@@ -222,6 +226,28 @@ type ModelStatus struct {
 	// LastFailure is the incumbent's most recent failed run; nil when
 	// none.
 	LastFailure *RunFailure `msgpack:"last_failure,omitempty" json:"last_failure,omitempty"`
+	// Audits are the incumbent's audits whose latest result failed on
+	// some of its ranges (issue 30); omitted when none.
+	Audits []AuditStatus `msgpack:"audits,omitempty" json:"audits,omitempty"`
+}
+
+// AuditStatus is an audit of a snapshot whose latest result failed on
+// some ranges, as status shows it.
+type AuditStatus struct {
+	Model    string `msgpack:"model" json:"model"`
+	Snapshot string `msgpack:"snapshot" json:"snapshot"`
+	Audit    string `msgpack:"audit" json:"audit"`
+	// Blocking: a candidate with this failure in its check window is
+	// rejected audit_failed (else it warns audit_warning).
+	Blocking bool `msgpack:"blocking" json:"blocking"`
+	// Ranges are the failed ranges (for a plan's candidate: those within
+	// the window its promotion judges now).
+	Ranges []interval.Range `msgpack:"ranges" json:"ranges"`
+	// Count sums the violating rows of the failing results still latest
+	// on Ranges (each over its whole batch); Error is why the latest of
+	// them could not run ("" when it ran).
+	Count int64  `msgpack:"count" json:"count"`
+	Error string `msgpack:"error,omitempty" json:"error,omitempty"`
 }
 
 // RunFailure is a failed run as status shows it (its RunFailed event),

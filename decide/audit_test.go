@@ -271,6 +271,21 @@ func TestAuditReplay(t *testing.T) {
 		rows[1] != "events@v2 non-blocking audit rows failed over [2026-12-01T00:00:00Z/2026-12-01T05:00:00Z]: 0 violating rows" {
 		t.Fatalf("audit rows %q", rows)
 	}
+	// audit explain of the first decision shows the failed audits it saw.
+	var first int
+	for i, r := range recs {
+		if pd, ok := r.Event.Payload.(events.PromotionDecided); ok && pd.Plan == "p1" {
+			first = i
+			break
+		}
+	}
+	x, err := replay.Explain(recs[:first+1], "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(x.Views[0].FailedAudits); got != "[ids (blocking) on [2026-12-01T00:00:00Z/2026-12-01T05:00:00Z]: 3 violating rows rows (non-blocking) on [2026-12-01T00:00:00Z/2026-12-01T05:00:00Z]: 0 violating rows]" {
+		t.Fatalf("explain: %s", got)
+	}
 	// The failing result made a pass: the first decision no longer follows.
 	tampered := slices.Clone(recs)
 	for i, r := range tampered {
@@ -283,5 +298,36 @@ func TestAuditReplay(t *testing.T) {
 	divs := replay.Verify(tampered)
 	if len(divs) == 0 || !strings.Contains(fmt.Sprint(divs), "audit_failed") {
 		t.Fatalf("tampered log: %v", divs)
+	}
+}
+
+// The strict retry after catch-up judges audits too: a caught-up suffix
+// whose batch failed a blocking audit rejects the plan audit_failed.
+func TestAuditFailedAfterCatchUp(t *testing.T) {
+	c := model{name: "events"}.command()
+	c.Audits = v2Audits
+	w := standard(t, &model{name: "events"}, []int{0, 1})
+	// standard registered v2 without audits: this test's v3 has them.
+	c.Version = "v3"
+	w.register(c)
+	w.plan("p3", "prod", map[string]string{"events": "v3"}, h(10), 0, 1)
+	w.audited("events@v3", h(10), []events.AuditOutcome{passed("ids")}, hrs(0, 10))
+	w.tick("prod", h(11))
+	dec := w.promote("p3", at1107)
+	req := dec.Reply.CatchUp
+	if req == nil {
+		t.Fatalf("want a catch-up request, got %+v", dec.Reply.Decision)
+	}
+	m, v, _ := events.ParseSnapshotID("events@v3")
+	for _, wk := range Outstanding(w.st, *req) {
+		w.must(&commands.CompleteIntervals{Model: m, Version: v, Ranges: wk.Ranges, RunKind: events.RunCatchUp,
+			Audits: []events.AuditOutcome{failed("ids", 5)}}, at1107)
+	}
+	pd := w.decided("p3", h(11).Add(10*time.Minute))
+	if pd.Outcome != events.Rejected || !slices.Equal(pd.Codes, []string{"audit_failed"}) || pd.CatchUpSeq == 0 {
+		t.Fatalf("retry: %s %v (catch-up seq %d)", pd.Outcome, pd.Codes, pd.CatchUpSeq)
+	}
+	if f := findingOf(t, pd, "audit_failed"); !interval.NewSet(f.Ranges...).Equal(rs(hrs(10, 11))) || f.Count != 5 {
+		t.Fatalf("finding %+v", f)
 	}
 }

@@ -50,6 +50,7 @@ var documented = map[string]any{
 	"Audit":                events.Audit{},
 	"AuditRecorded":        events.AuditRecorded{},
 	"AuditOutcome":         events.AuditOutcome{},
+	"AuditStatus":          commands.AuditStatus{},
 	"cancel_plan":          commands.CancelPlan{},
 	"RunFailure":           commands.RunFailure{},
 	"PlanProgress":         commands.PlanProgress{},

@@ -353,8 +353,9 @@ type Finding struct {
 	Advances int              `msgpack:"advances" json:"advances"`
 	Message  string           `msgpack:"message" json:"message"`
 	// Audit names the audit an audit_failed or audit_warning finding is
-	// about, and Count the violating rows of its latest failing result;
-	// both omitted otherwise (findings without them encode as before).
+	// about, and Count the violating rows of the failing results still
+	// latest on its ranges, summed; both omitted otherwise (findings
+	// without them encode as before).
 	Audit string `msgpack:"audit,omitempty" json:"audit,omitempty"`
 	Count int64  `msgpack:"count,omitempty" json:"count,omitempty"`
 }

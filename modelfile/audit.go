@@ -17,18 +17,17 @@ var auditFields = map[string][]string{
 	models.AuditAcceptedRange:  {"column", "min", "max"},
 }
 
-// DecodeAudits reads a model's audits list: each item is a built-in audit,
-// a mapping of one key, its kind, to its fields (and optionally name, which
-// defaults to the kind, and blocking, which defaults to true):
-//
-//	- not_null: {columns: [user_id, ts]}
-//	- accepted_range: {column: amount, min: 0, blocking: false}
-//
+// DecodeAudits reads a model's audits list. Each item is a built-in
+// audit, a mapping of one key, its kind, to its fields (and optionally
+// name, which defaults to the kind, and blocking, which defaults to true),
 // or a custom audit, a mapping of name, sql and optionally blocking:
 //
-//	- name: no_future_rows
-//	  sql: SELECT * FROM @this_model WHERE ts > now()
-//	  blocking: false
+//	audits:
+//	  - not_null: {columns: [user_id, ts]}
+//	  - accepted_range: {column: amount, min: 0, blocking: false}
+//	  - name: no_future_rows
+//	    sql: SELECT * FROM @this_model WHERE ts > now()
+//	    blocking: false
 //
 // It checks how each field is written; whether the audits hold is
 // models.Definition.Validate's to say.

@@ -301,16 +301,16 @@ func unmatched(st *projections.State, pol events.Policy, c events.Candidate, v *
 // audit_failed for each blocking audit whose latest result failed on a
 // range of its check window (AuditWindow), audit_warning for each
 // non-blocking one; each finding names the audit, the failed ranges in
-// the window and the latest failing result's count.
+// the window and the violating rows of the failing results latest there.
 func judgeAudits(st *projections.State, c events.Candidate, v *verdict) {
 	for _, f := range st.FailedAudits(c.Snapshot, AuditWindow(st, c)) {
 		code, what := CodeAuditWarning, "non-blocking audit"
 		if f.Blocking {
 			code, what = CodeAuditFailed, "blocking audit"
 		}
-		result := sprintf("%d violating rows in its latest failing batch", f.Count)
+		result := sprintf("%d violating rows in the failing batches", f.Count)
 		if f.Count == 1 {
-			result = "1 violating row in its latest failing batch"
+			result = "1 violating row in the failing batches"
 		}
 		if f.Error != "" {
 			result = sprintf("it could not run: %s", f.Error)

@@ -34,8 +34,11 @@ func TestAuditFold(t *testing.T) {
 		t.Fatalf("after a partial recompute: %+v", got)
 	}
 	rec(false, 1, interval.R(hr(8), hr(9)))
-	if got := failedIn(interval.R(hr(0), hr(10))); len(got) != 1 || got[0].Count != 1 || len(got[0].Ranges) != 2 {
-		t.Fatalf("a second failure: %+v", got)
+	if got := failedIn(interval.R(hr(0), hr(10))); len(got) != 1 || got[0].Count != 4 || len(got[0].Ranges) != 2 {
+		t.Fatalf("a second failure: the counts of both failing batches: %+v", got)
+	}
+	if got := failedIn(interval.R(hr(0), hr(6))); len(got) != 1 || got[0].Count != 3 {
+		t.Fatalf("a failing batch outside the window adds no count: %+v", got)
 	}
 	rec(true, 0, interval.R(hr(0), hr(10))) // all recomputed, passing
 	if got := failedIn(interval.R(hr(0), hr(10))); len(got) != 0 {
@@ -49,5 +52,8 @@ func TestAuditFold(t *testing.T) {
 		AuditOutcome: events.AuditOutcome{Audit: "rows", Passed: true, Error: "timed out"}})
 	if got := f.st.FailedAudits("events@v2", interval.NewSet(interval.R(hr(0), hr(1)))); len(got) != 1 || got[0].Audit != "rows" || got[0].Blocking || got[0].Error != "timed out" {
 		t.Fatalf("an error: %+v", got)
+	}
+	if a := f.st.Audits["events@v2"]["rows"]; a.LastPassed || a.Error != "timed out" {
+		t.Fatalf("an error is a failed result: %+v", a)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/policy"
 	"github.com/tidemark/tidemark/projections"
 )
 
@@ -56,6 +57,9 @@ type Progress struct {
 	Failures []commands.RunFailure
 	// Models is the progress of the plan's work per model (PlanWork).
 	Models []commands.ModelProgress
+	// Audits are the candidates' failed audits within the window their
+	// promotion judges now (policy.AuditWindow), in candidate order.
+	Audits []commands.AuditStatus
 }
 
 // Fraction is Done/Total (1 for an empty backfill).
@@ -75,6 +79,9 @@ func InFlight(st *projections.State) []Progress {
 			continue
 		}
 		p := Progress{Plan: id, Env: pl.Built.Env, Cancelled: pl.Cancelled != nil, Failures: PlanFailures(st, pl), Models: PlanWork(st, pl)}
+		for _, c := range pl.Built.Candidates {
+			p.Audits = append(p.Audits, FailedAudits(st, c.Model, c.Snapshot, policy.AuditWindow(st, c))...)
+		}
 		for _, c := range pl.Built.Candidates {
 			want := interval.NewSet(c.Backfill...)
 			left := want.SubtractSet(st.Table(c.Table))
@@ -219,7 +226,7 @@ func Plans(st *projections.State, env string) []commands.PlanProgress {
 	for _, p := range InFlight(st) {
 		if env == "" || p.Env == env {
 			out = append(out, commands.PlanProgress{Plan: p.Plan, Env: p.Env, BackfillMS: p.Total.Milliseconds(), DoneMS: p.Done.Milliseconds(),
-				Cancelled: p.Cancelled, Failures: p.Failures, Models: p.Models})
+				Cancelled: p.Cancelled, Failures: p.Failures, Models: p.Models, Audits: p.Audits})
 		}
 	}
 	return out

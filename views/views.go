@@ -59,11 +59,26 @@ func Status(st *projections.State, env string, at time.Time) ([]commands.EnvStat
 				last := Failure(m, f.Last, f.LastSeq)
 				ms.LastFailure = &last
 			}
+			ms.Audits = FailedAudits(st, m, id, everything)
 			es.Models = append(es.Models, ms)
 		}
 		out = append(out, es)
 	}
 	return out, repairs
+}
+
+// everything is every time a range may hold.
+var everything = interval.NewSet(interval.R(events.MinTime, events.MaxTime))
+
+// FailedAudits lists the audits of snapshot (of model) whose latest result
+// failed on a range of window, by audit name; nil when none.
+func FailedAudits(st *projections.State, model, snapshot string, window interval.Set) []commands.AuditStatus {
+	var out []commands.AuditStatus
+	for _, f := range st.FailedAudits(snapshot, window) {
+		out = append(out, commands.AuditStatus{Model: model, Snapshot: snapshot, Audit: f.Audit, Blocking: f.Blocking,
+			Ranges: f.Ranges, Count: f.Count, Error: f.Error})
+	}
+	return out
 }
 
 // OpenRepairs lists the open repair debts (of env, when set), oldest

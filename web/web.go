@@ -356,6 +356,30 @@ type flightView struct {
 	Failures []failureView
 	// Models is the progress of the plan's work per model.
 	Models []workView
+	// Audits are the candidates' failed audits within the window their
+	// promotion judges now.
+	Audits []auditView
+}
+
+// auditView is a failed audit as the page shows it: blocking ones reject
+// a promotion.
+type auditView struct {
+	Snapshot, Audit string
+	Blocking        bool
+	Text            string
+}
+
+func newAuditView(a commands.AuditStatus) auditView {
+	kind := "non-blocking: warns"
+	if a.Blocking {
+		kind = "blocking: rejects a promotion"
+	}
+	result := fmt.Sprintf("%d violating rows", a.Count)
+	if a.Error != "" {
+		result = "could not run: " + a.Error
+	}
+	return auditView{Snapshot: a.Snapshot, Audit: a.Audit, Blocking: a.Blocking,
+		Text: fmt.Sprintf("%s: audit %s (%s) failed on %s, %s", a.Snapshot, a.Audit, kind, interval.Set(a.Ranges), result)}
 }
 
 // workView is one model's step of a plan's work as the page shows it:
@@ -419,7 +443,9 @@ type modelView struct {
 	// none); LastFailureFinal: it was given up.
 	LastFailure      string
 	LastFailureFinal bool
-	Timeline         template.HTML
+	// Audits are the incumbent's failed audits, as text.
+	Audits   []auditView
+	Timeline template.HTML
 	// HasWritten: the warehouse recorded a write (WrittenEnd: the end of
 	// its interval; WrittenAt: when it committed).
 	HasWritten            bool
@@ -456,6 +482,9 @@ func (s *Server) view() view {
 				if f := m.LastFailure; f != nil {
 					mv.LastFailure, mv.LastFailureFinal = failureText(*f), f.Final
 				}
+				for _, a := range m.Audits {
+					mv.Audits = append(mv.Audits, newAuditView(a))
+				}
 				ev.Models = append(ev.Models, mv)
 			}
 			v.Envs = append(v.Envs, ev)
@@ -473,6 +502,9 @@ func (s *Server) view() view {
 			}
 			for _, m := range p.Models {
 				fv.Models = append(fv.Models, newWorkView(m))
+			}
+			for _, a := range p.Audits {
+				fv.Audits = append(fv.Audits, newAuditView(a))
 			}
 			v.InFlight = append(v.InFlight, fv)
 		}
