@@ -143,7 +143,8 @@ func TestRunnerAuditsEachBatch(t *testing.T) {
 			t.Fatalf("promote: %+v, want rejected audit_failed with audit_warning", d)
 		}
 		for _, f := range d.Findings {
-			if f.Code == policy.CodeAuditFailed && (f.Audit != "no_user_4" || f.Count != 24*12) {
+			// The count sums the failing batches' in the window.
+			if f.Code == policy.CodeAuditFailed && (f.Audit != "no_user_4" || f.Count != 2*24*12 || !slices.Equal(f.Ranges, []interval.Range{interval.R(hour(0), hour(48))})) {
 				t.Errorf("the audit_failed finding: %+v", f)
 			}
 		}
