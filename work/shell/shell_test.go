@@ -472,7 +472,9 @@ func TestOutputWrittenSerially(t *testing.T) {
 // computeFunc is a work.Computer.
 type computeFunc func(ctx context.Context, b work.Batch) error
 
-func (f computeFunc) Compute(ctx context.Context, b work.Batch) (int64, error) { return 0, f(ctx, b) }
+func (f computeFunc) Compute(ctx context.Context, b work.Batch) (work.Result, error) {
+	return work.Result{}, f(ctx, b)
+}
 
 // TestComputeReplacesCommand: with Compute set the worker runs no shell
 // command; each batch is handed to it (item, step, range, attempt), a

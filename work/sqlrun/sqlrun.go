@@ -33,6 +33,7 @@ import (
 
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/decide"
+	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/live"
 	"github.com/tidemark/tidemark/models"
@@ -118,11 +119,12 @@ type Runner struct {
 }
 
 // BatchRecorder records one committed batch of an item (its one step
-// with its one range, Item.Batch naming it) with the rows it wrote; an
-// *inproc.Worker is one. A Runner whose Done is not records the batch
-// with Done.Run, without its rows.
+// with its one range, Item.Batch naming it) with what computing it gave:
+// the rows it wrote and its audits' outcomes; an *inproc.Worker is one.
+// A Runner whose Done is not records the batch with Done.Run, without
+// them.
 type BatchRecorder interface {
-	RecordBatch(ctx context.Context, batch work.Item, rows int64, at time.Time) error
+	RecordBatch(ctx context.Context, batch work.Item, res work.Result, at time.Time) error
 }
 
 func (r *Runner) timeout() time.Duration {
@@ -135,7 +137,10 @@ func (r *Runner) timeout() time.Duration {
 // Run computes every SQL step of item, in order (dependency order: an
 // upstream's rows are written before a downstream reads them), each in
 // batches of its model's batch_size, and records each batch done as soon
-// as it is committed (record); steps of models without SQL are recorded
+// as it is committed (record), with the outcomes of the snapshot's audits
+// over the batch, run once it is committed (Audit: a failed audit fails
+// nothing here; the engine records it, and the promotion's check
+// weighs it); steps of models without SQL are recorded
 // at the end. The batches of a step that this item's completions have
 // already recorded (a retry, or a restart running the item again) are
 // not computed again. A step whose computation fails (a warehouse error;
@@ -163,9 +168,11 @@ func (r *Runner) Run(ctx context.Context, item work.Item, at time.Time) error {
 		var foreign, table string
 		var cancelled bool
 		var done interval.Set
+		var audits []events.Audit
 		r.Proj.Read(func(s *projections.State) {
 			m, ok, err = ModelOf(s, st.Snapshot)
 			if sn := s.Snapshots[st.Snapshot]; sn != nil {
+				audits = slices.Clone(sn.Audits)
 				unit = sn.Unit
 				batching = Batching{Size: sn.BatchSize, Concurrency: sn.BatchConcurrency, Timeout: r.timeout()}
 				_, gone = s.Retired[sn.Table]
@@ -231,7 +238,12 @@ func (r *Runner) Run(ctx context.Context, item work.Item, at time.Time) error {
 		one := batching
 		one.Size = 0 // left is cut into batches already
 		_, err = writeStep(ctx, r.WH, r.Log, item.ID, st.Snapshot, m, unit, one, left, func(ctx context.Context, b interval.Range, rows int64) error {
-			return r.record(ctx, item, i, names[b.Start], b, rows, at)
+			res := work.Result{Rows: rows, Audits: Audit(ctx, r.WH, m, audits, b)}
+			if err := ctx.Err(); err != nil {
+				return err // the audits were cut short: the batch is computed again
+			}
+			logAudits(r.Log, st.Snapshot, b, res.Audits)
+			return r.record(ctx, item, i, names[b.Start], b, res, at)
 		})
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -272,9 +284,9 @@ func (r *Runner) Run(ctx context.Context, item work.Item, at time.Time) error {
 	return nil
 }
 
-// record records batch b of step i of item, named name, done with its
-// rows, at the Clock's reading when set.
-func (r *Runner) record(ctx context.Context, item work.Item, i int, name string, b interval.Range, rows int64, at time.Time) error {
+// record records batch b of step i of item, named name, done with what
+// computing it gave, at the Clock's reading when set.
+func (r *Runner) record(ctx context.Context, item work.Item, i int, name string, b interval.Range, res work.Result, at time.Time) error {
 	one := item
 	st := item.Steps[i]
 	st.Ranges = []interval.Range{b}
@@ -285,7 +297,7 @@ func (r *Runner) record(ctx context.Context, item work.Item, i int, name string,
 		}
 	}
 	if br, ok := r.Done.(BatchRecorder); ok {
-		return br.RecordBatch(ctx, one, rows, at)
+		return br.RecordBatch(ctx, one, res, at)
 	}
 	return r.Done.Run(ctx, one, at)
 }
