@@ -51,6 +51,9 @@ func TestHandWrittenEncodersMatchReflective(t *testing.T) {
 				DueAt: t0, LastDoneAt: t0.Add(time.Minute), RowsPerSecond: 0.75, IntervalsPerSecond: 1.0 / 30, ETAMS: new(int64)},
 			{Model: "n", Snapshot: "n@v1", RunKind: events.RunCatchUp, Batches: 1, Intervals: 1, DueAt: t0}}}}},
 		{Accepted: true, Envs: []EnvStatus{{Env: "prod"}}, Retired: []RetiredTable{{Table: "m@v1", Snapshots: []string{"m@v1"}, Seq: 9, JudgedAt: t0, Reason: "unused"}}},
+		{Accepted: true, Seq: 12, Events: 1, Rollback: &events.EnvironmentRolledBack{Env: "prod", FromGeneration: 2, ToGeneration: 1, Generation: 3,
+			Models:  []events.RolledBackModel{{Model: "m", Restored: "m@v1", Table: "m@v1", Demoted: "m@v2"}},
+			Repairs: []events.RolledBackRepair{{Plan: "p2", Model: "m", Snapshot: "m@v2", OpenSeq: 9}}, EvaluatedAtSeq: 11, EvaluatedAt: t0}},
 	} {
 		same(t, "reply", i, rep, replyPlain(rep))
 	}

@@ -38,7 +38,7 @@ func BenchmarkRetirable(b *testing.B) {
 	w := churn(b, 19, 500)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if n := len(Retirable(w.st, day(30), 24*time.Hour)); n != 20*500 {
+		if n := len(Retirable(w.st, day(30), 24*time.Hour, 24*time.Hour)); n != 20*500 {
 			b.Fatalf("%d retirable", n)
 		}
 	}

@@ -27,6 +27,10 @@ func samplePayloads() []Payload {
 			Models:         map[string]ModelFinding{"events": {Snapshot: "events@v2", Codes: []string{"missing_intervals"}, Missing: []interval.Range{r}, Advances: 1}},
 			EvaluatedAtSeq: 9, EvaluatedAt: t0, Policy: Policy{Version: 1}, Generation: 1},
 		EnvironmentFinalized{Env: "prod", Plan: "p1", Generation: 2},
+		EnvironmentRolledBack{Env: "prod", FromGeneration: 2, ToGeneration: 1, Generation: 3,
+			Models:         []RolledBackModel{{Model: "events", Restored: "events@v1", Table: "events@v1", Demoted: "events@v2"}},
+			Repairs:        []RolledBackRepair{{Plan: "p2", Model: "events", Snapshot: "events@v2", OpenSeq: 7}},
+			EvaluatedAtSeq: 9, EvaluatedAt: t0},
 	}
 }
 
