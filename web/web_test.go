@@ -338,7 +338,7 @@ func TestDashboardRetiredTables(t *testing.T) {
 		t.Fatalf("retired tables listed before any retirement:\n%s", page)
 	}
 	at := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
-	r := e.Handle(t.Context(), &commands.RetireTables{Meta: commands.Meta{ID: commands.NewID(), At: at}, Tables: []string{"events@v1"}, GraceMS: time.Hour.Milliseconds()})
+	r := e.Handle(t.Context(), &commands.RetireTables{Meta: commands.Meta{ID: commands.NewID(), At: at}, Tables: []string{"events@v1"}, GraceMS: time.Hour.Milliseconds(), RetainMS: time.Hour.Milliseconds()})
 	if err := r.Err(); err != nil {
 		t.Fatal(err)
 	}

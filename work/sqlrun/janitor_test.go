@@ -21,7 +21,7 @@ import (
 	"github.com/tidemark/tidemark/work/sqlrun"
 )
 
-// janitorGrace is the grace period of these tests.
+// janitorGrace is the grace period of these tests, and their retention.
 const janitorGrace = 24 * time.Hour
 
 // exists reports whether the warehouse holds the table of tidemark table
@@ -35,7 +35,7 @@ func (w *world) exists(id string) bool {
 // sweep runs the janitor's sweep at the world's clock.
 func (w *world) sweep() []string {
 	w.t.Helper()
-	evs, err := scheduler.Sweep(w.t.Context(), w.e, janitorGrace)
+	evs, err := scheduler.Sweep(w.t.Context(), w.e, janitorGrace, janitorGrace)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func TestJanitorDropsReplacedTables(t *testing.T) {
 		hostile := func(tables ...string) {
 			t.Helper()
 			seq := w.e.Projection().Seq()
-			r := w.e.Handle(t.Context(), &commands.RetireTables{Meta: commands.Meta{ID: commands.NewID(), At: w.now}, Tables: tables, GraceMS: janitorGrace.Milliseconds()})
+			r := w.e.Handle(t.Context(), &commands.RetireTables{Meta: commands.Meta{ID: commands.NewID(), At: w.now}, Tables: tables, GraceMS: janitorGrace.Milliseconds(), RetainMS: janitorGrace.Milliseconds()})
 			if r.Code != commands.CodeConflict || r.Field != "tables[0]" || w.e.Projection().Seq() != seq {
 				t.Fatalf("retire %s: %+v (seq %d -> %d)", tables, r, seq, w.e.Projection().Seq())
 			}
@@ -244,7 +244,7 @@ func TestJanitorKeepsForwardOnlySharedTable(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = (&scheduler.Janitor{Engine: w.e, Every: 20 * time.Millisecond, Grace: janitorGrace}).Run(ctx)
+		_ = (&scheduler.Janitor{Engine: w.e, Every: 20 * time.Millisecond, Grace: janitorGrace, Retain: janitorGrace}).Run(ctx)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	w.at(hour(48 + 24*30))
