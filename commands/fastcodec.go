@@ -10,7 +10,7 @@ import (
 )
 
 // Hand-written msgpack codecs for complete_intervals and the reply, the
-// command hot path, and their only codecs: they write the bytes the
+// command hot path, and rollback, and their only codecs: they write the bytes the
 // reflective encoder writes and read the maps it reads, without reflection
 // (fastcodec_test.go and FuzzDecode check both against a reflective
 // oracle). complete_intervals refuses unknown keys, as Decode's strict
@@ -241,6 +241,53 @@ func (r *Reply) DecodeMsgpack(dec *msgpack.Decoder) error {
 	})
 	if errors.Is(err, msgp.ErrNotMap) {
 		return Errorf(CodeMalformed, "", "reply: %v", err)
+	}
+	return err
+}
+
+// EncodeMsgpack implements msgpack.CustomEncoder: rollback's hand-written
+// codec (an operator's command, rare, but one wire form checked like the
+// hot path's: fastcodec_test.go and FuzzDecode against the reflective
+// oracle).
+func (c Rollback) EncodeMsgpack(enc *msgpack.Encoder) error {
+	if err := enc.EncodeMapLen(metaFields(&c.Meta) + msgp.Count(1, c.ToGeneration != 0)); err != nil {
+		return err
+	}
+	if err := encodeMeta(enc, &c.Meta); err != nil {
+		return err
+	}
+	if err := msgp.String(enc, "env", c.Env); err != nil {
+		return err
+	}
+	if c.ToGeneration == 0 {
+		return nil
+	}
+	if err := enc.EncodeString("to_generation"); err != nil {
+		return err
+	}
+	return enc.EncodeUint64(c.ToGeneration)
+}
+
+// DecodeMsgpack implements msgpack.CustomDecoder; unknown keys are
+// refused, as Decode's strict pass asks.
+func (c *Rollback) DecodeMsgpack(dec *msgpack.Decoder) error {
+	err := msgp.Map(dec, func(k []byte) error {
+		if ok, err := decodeMeta(dec, &c.Meta, k); ok {
+			return err
+		}
+		var err error
+		switch string(k) {
+		case "env":
+			c.Env, err = dec.DecodeString()
+		case "to_generation":
+			c.ToGeneration, err = dec.DecodeUint64()
+		default:
+			err = fmt.Errorf("msgpack: unknown field %q", k)
+		}
+		return err
+	})
+	if errors.Is(err, msgp.ErrNotMap) {
+		return Errorf(CodeMalformed, "", "%s: %v", KindRollback, err)
 	}
 	return err
 }

@@ -20,6 +20,7 @@ import (
 type (
 	completePlain CompleteIntervals
 	replyPlain    Reply
+	rollbackPlain Rollback
 )
 
 // TestHandWrittenEncodersMatchReflective: complete_intervals' and the
@@ -36,6 +37,14 @@ func TestHandWrittenEncodersMatchReflective(t *testing.T) {
 		{Meta: Meta{ID: "c1"}, Model: "m", Version: "v1", Ranges: []interval.Range{r}, Work: "work-7-backfill"},
 	} {
 		same(t, "complete_intervals", i, c, completePlain(c))
+	}
+	for i, c := range []Rollback{
+		{},
+		{Meta: Meta{ID: "r1"}, Env: "prod"},
+		{Meta: Meta{ID: "r1", Actor: "cli", At: t0, Correlation: "c", AfterSeq: 9}, Env: "prod", ToGeneration: 1},
+		{Meta: Meta{ID: "r1"}, Env: "prod", ToGeneration: 1 << 40},
+	} {
+		same(t, "rollback", i, c, rollbackPlain(c))
 	}
 	for i, rep := range []Reply{
 		{},
@@ -78,7 +87,7 @@ func same(t *testing.T, name string, i int, fast, plain any) {
 func sameDecode(t *testing.T, b []byte) {
 	t.Helper()
 	if len(b) == 0 || (!msgp.IsMap(b[0]) && b[0] != 0xc0) {
-		for name, v := range map[string]any{"complete_intervals": &CompleteIntervals{}, "reply": &Reply{}} {
+		for name, v := range map[string]any{"complete_intervals": &CompleteIntervals{}, "reply": &Reply{}, "rollback": &Rollback{}} {
 			if err := decodeWith(b, v, false); err == nil {
 				t.Fatalf("%s: hand-written decoder read % x, not a map", name, b)
 			}
@@ -96,6 +105,7 @@ func sameDecode(t *testing.T, b []byte) {
 	}
 	compare("complete_intervals", &CompleteIntervals{}, &completePlain{}, true)
 	compare("reply", &Reply{}, &replyPlain{}, false)
+	compare("rollback", &Rollback{}, &rollbackPlain{}, true)
 }
 
 func decodeWith(b []byte, v any, strict bool) (err error) {
@@ -137,6 +147,7 @@ func TestNotAMapIsMalformed(t *testing.T) {
 		{"complete_work as an array", cmd, &CompleteWork{}, "malformed: complete_intervals: msgp: not a map: got an array"},
 		{"reply as an array", reply, &Reply{}, "malformed: reply: msgp: not a map: got an array"},
 		{"reply as a string", []byte("\xa2ok"), &Reply{}, "malformed: reply: msgp: not a map: got a string"},
+		{"rollback as an array", asArray(rollbackPlain{Meta: Meta{ID: "r1"}, Env: "prod"}), &Rollback{}, "malformed: rollback: msgp: not a map: got an array"},
 	} {
 		err := msgp.Unmarshal(c.b, c.into)
 		var ce *Error
