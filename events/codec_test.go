@@ -124,8 +124,9 @@ func TestSubjects(t *testing.T) {
 	}
 }
 
-// TestHandWrittenEncodersMatchReflective: the envelope's and
-// IntervalsCompleted's encoders write the reflective encoder's bytes.
+// TestHandWrittenEncodersMatchReflective: the envelope's,
+// IntervalsCompleted's and EnvironmentRolledBack's (and its elements')
+// encoders write the reflective encoder's bytes.
 func TestHandWrittenEncodersMatchReflective(t *testing.T) {
 	r := interval.R(t0, t0.Add(time.Hour))
 	for i, p := range []IntervalsCompleted{
@@ -139,6 +140,36 @@ func TestHandWrittenEncodersMatchReflective(t *testing.T) {
 		if err1 != nil || err2 != nil || !bytes.Equal(fast, plain) {
 			t.Fatalf("payload %d: hand-written %x (%v), reflective %x (%v)", i, fast, err1, plain, err2)
 		}
+	}
+	for i, p := range []EnvironmentRolledBack{
+		{},
+		{Env: "prod", FromGeneration: 2, ToGeneration: 1, Generation: 3, Models: []RolledBackModel{}, EvaluatedAtSeq: 9, EvaluatedAt: t0},
+		{Env: "prod", FromGeneration: 1 << 40, ToGeneration: 7, Generation: 1<<40 + 1,
+			Models:  []RolledBackModel{{Model: "a", Restored: "a@v1", Table: "a@v1", Demoted: "a@v2"}, {Model: "b", Restored: "b@v1+p1", Table: "b@v1+p1", Demoted: "b@v2"}},
+			Repairs: []RolledBackRepair{{Plan: "p2", Model: "a", Snapshot: "a@v2", OpenSeq: 1 << 33}}, EvaluatedAtSeq: 1, EvaluatedAt: t0.Add(time.Nanosecond)},
+		{Env: "prod", Repairs: []RolledBackRepair{}},
+	} {
+		fast, err1 := msgpack.Marshal(p)
+		plain, err2 := msgpack.Marshal(rolledBackPlain(p))
+		if err1 != nil || err2 != nil || !bytes.Equal(fast, plain) {
+			t.Fatalf("rollback %d: hand-written %x (%v), reflective %x (%v)", i, fast, err1, plain, err2)
+		}
+		for j, m := range p.Models {
+			fast, err1 := msgpack.Marshal(m)
+			plain, err2 := msgpack.Marshal(modelPlain(m))
+			if err1 != nil || err2 != nil || !bytes.Equal(fast, plain) {
+				t.Fatalf("rollback %d model %d: hand-written %x (%v), reflective %x (%v)", i, j, fast, err1, plain, err2)
+			}
+		}
+		for j, r := range p.Repairs {
+			fast, err1 := msgpack.Marshal(r)
+			plain, err2 := msgpack.Marshal(repairPlain(r))
+			if err1 != nil || err2 != nil || !bytes.Equal(fast, plain) {
+				t.Fatalf("rollback %d repair %d: hand-written %x (%v), reflective %x (%v)", i, j, fast, err1, plain, err2)
+			}
+		}
+		// And back, as the reflective decoder reads them.
+		sameAsReflective(t, fast)
 	}
 	for i, env := range []Envelope{
 		{},
