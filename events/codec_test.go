@@ -148,6 +148,7 @@ func TestHandWrittenEncodersMatchReflective(t *testing.T) {
 			Models:  []RolledBackModel{{Model: "a", Restored: "a@v1", Table: "a@v1", Demoted: "a@v2"}, {Model: "b", Restored: "b@v1+p1", Table: "b@v1+p1", Demoted: "b@v2"}},
 			Repairs: []RolledBackRepair{{Plan: "p2", Model: "a", Snapshot: "a@v2", OpenSeq: 1 << 33}}, EvaluatedAtSeq: 1, EvaluatedAt: t0.Add(time.Nanosecond)},
 		{Env: "prod", Repairs: []RolledBackRepair{}},
+		{Env: "prod", Models: []RolledBackModel{{}}, Repairs: []RolledBackRepair{{Plan: "p1", OpenSeq: 9}, {}}},
 	} {
 		fast, err1 := msgpack.Marshal(p)
 		plain, err2 := msgpack.Marshal(rolledBackPlain(p))
