@@ -31,11 +31,5 @@ func (c *Rollback) Validate() error {
 	if err := c.Meta.validate(); err != nil {
 		return err
 	}
-	if err := name("env", c.Env); err != nil {
-		return err
-	}
-	if c.ToGeneration > uint64(1)<<53 {
-		return Errorf(CodeInvalid, "to_generation", "to_generation %d: want an earlier generation of the environment (>= 1), or 0 for the one before the current", c.ToGeneration)
-	}
-	return nil
+	return name("env", c.Env)
 }

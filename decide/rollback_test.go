@@ -136,12 +136,15 @@ func TestRollbackRefusals(t *testing.T) {
 	if ce.Field != "to_generation" || !strings.Contains(ce.Message, "rollup") {
 		t.Fatalf("rollback to before rollup existed: %v", ce)
 	}
-	for _, c := range []commands.Rollback{{}, {Env: "bad env"}, {Env: "prod", ToGeneration: 1 << 60}} {
+	for _, c := range []commands.Rollback{{}, {Env: "bad env"}, {Env: "-prod"}} {
 		c.ID = "r1"
 		err := c.Validate()
-		if ce, ok := err.(*commands.Error); !ok || (ce.Field != "env" && ce.Field != "to_generation") {
+		if ce, ok := err.(*commands.Error); !ok || ce.Field != "env" {
 			t.Errorf("%+v: %v", c, err)
 		}
+	}
+	if ce := w.refused(&commands.Rollback{Env: "prod", ToGeneration: 1 << 62}, h(13), commands.CodeConflict); ce.Field != "to_generation" {
+		t.Fatalf("rollback --to 2^62: %v", ce)
 	}
 }
 
