@@ -81,7 +81,9 @@ func TestFencingAfterRollback(t *testing.T) {
 	}
 	var v2Gen uint64
 	var v1Cov string
-	e.View(func(st *projections.State) { v2Gen, v1Cov = st.Env("prod").Generation, st.SnapshotCoverage("events@v1").String() })
+	e.View(func(st *projections.State) {
+		v2Gen, v1Cov = st.Env("prod").Generation, st.SnapshotCoverage("events@v1").String()
+	})
 
 	rb := must(t, e.Handle(ctx, &commands.Rollback{Meta: meta(at(9)), Env: "prod"}))
 	if rb.Events != 1 || rb.Rollback == nil || rb.Rollback.Generation != v2Gen+1 || rb.Rollback.Models[0].Restored != "events@v1" {
