@@ -74,10 +74,11 @@ const (
 	KindRetireTables        = "retire_tables"
 	KindCheckWork           = "check_work"
 	KindCancelPlan          = "cancel_plan"
+	KindRollback            = "rollback"
 )
 
 // Kinds lists every command kind.
-var Kinds = []string{KindRegisterSnapshot, KindBuildPlan, KindCompleteIntervals, KindInvalidateIntervals, KindAdvanceScheduler, KindPromote, KindFinalize, KindOpenRepairs, KindFailRun, KindStatus, KindCompleteWork, KindFailWork, KindRetireTables, KindCheckWork, KindCancelPlan}
+var Kinds = []string{KindRegisterSnapshot, KindBuildPlan, KindCompleteIntervals, KindInvalidateIntervals, KindAdvanceScheduler, KindPromote, KindFinalize, KindOpenRepairs, KindFailRun, KindStatus, KindCompleteWork, KindFailWork, KindRetireTables, KindCheckWork, KindCancelPlan, KindRollback}
 
 // New returns an empty command of the given kind.
 func New(kind string) (Command, error) {
@@ -112,6 +113,8 @@ func New(kind string) (Command, error) {
 		return &CheckWork{}, nil
 	case KindCancelPlan:
 		return &CancelPlan{}, nil
+	case KindRollback:
+		return &Rollback{}, nil
 	}
 	return nil, Errorf(CodeInvalid, "kind", "unknown command kind %q", kind)
 }

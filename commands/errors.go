@@ -108,6 +108,8 @@ type Reply struct {
 	Plans []PlanProgress `msgpack:"plans,omitempty" json:"plans,omitempty"`
 	// Retired is set by status: the retired snapshot tables, by table.
 	Retired []RetiredTable `msgpack:"retired,omitempty" json:"retired,omitempty"`
+	// Rollback is set by rollback: the decision recorded.
+	Rollback *events.EnvironmentRolledBack `msgpack:"rollback,omitempty" json:"rollback,omitempty"`
 }
 
 // RetiredTable is a snapshot table the janitor retired (its TableRetired

@@ -92,6 +92,8 @@ func decideCommand(st *projections.State, cmd commands.Command) (Decision, error
 		return retire(st, c)
 	case *commands.CancelPlan:
 		return cancelPlan(st, c)
+	case *commands.Rollback:
+		return rollback(st, c)
 	}
 	return Decision{}, commands.Errorf(commands.CodeInvalid, "kind", "unsupported command %T", cmd)
 }
@@ -119,6 +121,8 @@ func duplicate(st *projections.State, cmd commands.Command, seq uint64) commands
 			b := pl.Built
 			r.Plan = &b
 		}
+	case *commands.Rollback:
+		r.Rollback = rolledBackAt(st, c.Env, seq)
 	}
 	return r
 }

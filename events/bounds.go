@@ -122,6 +122,8 @@ func CheckTimes(ev Event) error {
 		c.opt("data.judged_at", p.JudgedAt)
 		c.opt("data.released_at", p.ReleasedAt)
 		c.ranges("data.coverage", p.Coverage)
+	case EnvironmentRolledBack:
+		c.opt("data.evaluated_at", p.EvaluatedAt)
 	case EnvironmentFinalized, PlanCancelled:
 	}
 	if c.err != nil {

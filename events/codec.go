@@ -180,6 +180,8 @@ func decodePayload(t Type, data []byte) (Payload, error) {
 		p = &PlanCancelled{}
 	case TypeAuditRecorded:
 		p = &AuditRecorded{}
+	case TypeEnvironmentRolledBack:
+		p = &EnvironmentRolledBack{}
 	default:
 		return nil, &DecodeError{Kind: UnknownType, Type: t}
 	}
@@ -221,6 +223,8 @@ func deref(p Payload) Payload {
 	case *PlanCancelled:
 		return *v
 	case *AuditRecorded:
+		return *v
+	case *EnvironmentRolledBack:
 		return *v
 	}
 	return p

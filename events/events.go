@@ -21,18 +21,19 @@ type Type string
 
 // The event types.
 const (
-	TypeSnapshotRegistered   Type = "SnapshotRegistered"
-	TypePlanBuilt            Type = "PlanBuilt"
-	TypeIntervalsCompleted   Type = "IntervalsCompleted"
-	TypeIntervalsInvalidated Type = "IntervalsInvalidated"
-	TypeSchedulerAdvanced    Type = "SchedulerAdvanced"
-	TypePromotionDecided     Type = "PromotionDecided"
-	TypeEnvironmentFinalized Type = "EnvironmentFinalized"
-	TypeCatchUpRequested     Type = "CatchUpRequested"
-	TypeRepairCompleted      Type = "RepairCompleted"
-	TypeRunFailed            Type = "RunFailed"
-	TypeTableRetired         Type = "TableRetired"
-	TypePlanCancelled        Type = "PlanCancelled"
+	TypeSnapshotRegistered    Type = "SnapshotRegistered"
+	TypePlanBuilt             Type = "PlanBuilt"
+	TypeIntervalsCompleted    Type = "IntervalsCompleted"
+	TypeIntervalsInvalidated  Type = "IntervalsInvalidated"
+	TypeSchedulerAdvanced     Type = "SchedulerAdvanced"
+	TypePromotionDecided      Type = "PromotionDecided"
+	TypeEnvironmentFinalized  Type = "EnvironmentFinalized"
+	TypeCatchUpRequested      Type = "CatchUpRequested"
+	TypeRepairCompleted       Type = "RepairCompleted"
+	TypeRunFailed             Type = "RunFailed"
+	TypeTableRetired          Type = "TableRetired"
+	TypePlanCancelled         Type = "PlanCancelled"
+	TypeEnvironmentRolledBack Type = "EnvironmentRolledBack"
 )
 
 // Envelope is the metadata every event carries.
@@ -517,23 +518,76 @@ type TableRetired struct {
 	ReleasedAt  time.Time `msgpack:"released_at" json:"released_at"`
 	// GraceMS is the grace period applied, in milliseconds.
 	GraceMS int64 `msgpack:"grace_ms" json:"grace_ms"`
+	// RetainMS is the retention applied, in milliseconds (an incumbent's
+	// table is kept that long after its demotion, for rollbacks); omitted
+	// on retirements judged before retention existed.
+	RetainMS int64 `msgpack:"retain_ms,omitempty" json:"retain_ms,omitempty"`
 	// Coverage is the table's coverage the event clears.
 	Coverage []interval.Range `msgpack:"coverage" json:"coverage"`
 }
 
+// EnvironmentRolledBack records a rollback decision (the rollback
+// command): the environment's incumbents become those it had at
+// ToGeneration, in one view swap, and its generation moves to Generation
+// (FromGeneration + 1), which fences the demoted snapshots' scheduler and
+// closes the plans built against FromGeneration (their promotion is
+// conflicting_plan). Nothing is recomputed: the scheduler fills the
+// restored incumbents' missing ready intervals as usual. Subject: the
+// environment's. Replay re-evaluates it at EvaluatedAtSeq.
+type EnvironmentRolledBack struct {
+	Env string `msgpack:"env" json:"env"`
+	// FromGeneration is the generation rolled back (the env's at the
+	// decision); ToGeneration the generation whose incumbents are restored.
+	FromGeneration uint64 `msgpack:"from_generation" json:"from_generation"`
+	ToGeneration   uint64 `msgpack:"to_generation" json:"to_generation"`
+	// Generation is the env generation after the rollback.
+	Generation uint64 `msgpack:"generation" json:"generation"`
+	// Models lists, by model name, every model whose incumbent changes.
+	Models []RolledBackModel `msgpack:"models" json:"models"`
+	// Repairs is the open repair debt of the demoted snapshots in the env,
+	// which the rollback closes (the env no longer serves those tables;
+	// the scheduler fills every missing ready interval of the restored
+	// incumbents), oldest first; omitted when none.
+	Repairs []RolledBackRepair `msgpack:"repairs,omitempty" json:"repairs,omitempty"`
+	// EvaluatedAtSeq is the stream sequence of the view decided on;
+	// EvaluatedAt the command's clock.
+	EvaluatedAtSeq uint64    `msgpack:"evaluated_at_seq" json:"evaluated_at_seq"`
+	EvaluatedAt    time.Time `msgpack:"evaluated_at" json:"evaluated_at"`
+}
+
+// RolledBackModel is one model a rollback changes: the snapshot it
+// restores (the incumbent at the target generation, with its table) and
+// the one it demotes.
+type RolledBackModel struct {
+	Model    string `msgpack:"model" json:"model"`
+	Restored string `msgpack:"restored" json:"restored"`
+	Table    string `msgpack:"table" json:"table"`
+	Demoted  string `msgpack:"demoted" json:"demoted"`
+}
+
+// RolledBackRepair names an open repair debt a rollback closes: the
+// debt opened by Plan's acceptance at OpenSeq for Snapshot.
+type RolledBackRepair struct {
+	Plan     string `msgpack:"plan" json:"plan"`
+	Model    string `msgpack:"model" json:"model"`
+	Snapshot string `msgpack:"snapshot" json:"snapshot"`
+	OpenSeq  uint64 `msgpack:"open_seq" json:"open_seq"`
+}
+
 // EventType implements Payload.
-func (SnapshotRegistered) EventType() Type   { return TypeSnapshotRegistered }
-func (PlanBuilt) EventType() Type            { return TypePlanBuilt }
-func (IntervalsCompleted) EventType() Type   { return TypeIntervalsCompleted }
-func (IntervalsInvalidated) EventType() Type { return TypeIntervalsInvalidated }
-func (SchedulerAdvanced) EventType() Type    { return TypeSchedulerAdvanced }
-func (PromotionDecided) EventType() Type     { return TypePromotionDecided }
-func (EnvironmentFinalized) EventType() Type { return TypeEnvironmentFinalized }
-func (CatchUpRequested) EventType() Type     { return TypeCatchUpRequested }
-func (RepairCompleted) EventType() Type      { return TypeRepairCompleted }
-func (RunFailed) EventType() Type            { return TypeRunFailed }
-func (TableRetired) EventType() Type         { return TypeTableRetired }
-func (PlanCancelled) EventType() Type        { return TypePlanCancelled }
+func (SnapshotRegistered) EventType() Type    { return TypeSnapshotRegistered }
+func (PlanBuilt) EventType() Type             { return TypePlanBuilt }
+func (IntervalsCompleted) EventType() Type    { return TypeIntervalsCompleted }
+func (IntervalsInvalidated) EventType() Type  { return TypeIntervalsInvalidated }
+func (SchedulerAdvanced) EventType() Type     { return TypeSchedulerAdvanced }
+func (PromotionDecided) EventType() Type      { return TypePromotionDecided }
+func (EnvironmentFinalized) EventType() Type  { return TypeEnvironmentFinalized }
+func (CatchUpRequested) EventType() Type      { return TypeCatchUpRequested }
+func (RepairCompleted) EventType() Type       { return TypeRepairCompleted }
+func (RunFailed) EventType() Type             { return TypeRunFailed }
+func (TableRetired) EventType() Type          { return TypeTableRetired }
+func (PlanCancelled) EventType() Type         { return TypePlanCancelled }
+func (EnvironmentRolledBack) EventType() Type { return TypeEnvironmentRolledBack }
 
 // Subject implements Payload.
 func (p SnapshotRegistered) Subject() string { return SnapshotSubject(p.Model, p.Version) }
@@ -542,14 +596,15 @@ func (p IntervalsCompleted) Subject() string { return snapSubject(p.Snapshot) }
 func (p IntervalsInvalidated) Subject() string {
 	return snapSubject(p.Snapshot)
 }
-func (p SchedulerAdvanced) Subject() string    { return EnvSubject(p.Env) }
-func (p PromotionDecided) Subject() string     { return PlanSubject(p.Plan) }
-func (p EnvironmentFinalized) Subject() string { return EnvSubject(p.Env) }
-func (p CatchUpRequested) Subject() string     { return PlanSubject(p.Plan) }
-func (p RepairCompleted) Subject() string      { return EnvSubject(p.Env) }
-func (p RunFailed) Subject() string            { return snapSubject(p.Snapshot) }
-func (p TableRetired) Subject() string         { return snapSubject(p.Table) }
-func (p PlanCancelled) Subject() string        { return PlanSubject(p.Plan) }
+func (p SchedulerAdvanced) Subject() string     { return EnvSubject(p.Env) }
+func (p PromotionDecided) Subject() string      { return PlanSubject(p.Plan) }
+func (p EnvironmentFinalized) Subject() string  { return EnvSubject(p.Env) }
+func (p CatchUpRequested) Subject() string      { return PlanSubject(p.Plan) }
+func (p RepairCompleted) Subject() string       { return EnvSubject(p.Env) }
+func (p RunFailed) Subject() string             { return snapSubject(p.Snapshot) }
+func (p TableRetired) Subject() string          { return snapSubject(p.Table) }
+func (p PlanCancelled) Subject() string         { return PlanSubject(p.Plan) }
+func (p EnvironmentRolledBack) Subject() string { return EnvSubject(p.Env) }
 
 func snapSubject(id string) string {
 	m, v, _ := ParseSnapshotID(id)
@@ -581,8 +636,9 @@ func (p *CatchUpRequested) normalize() {
 		utc(&p.Work[i].IncumbentFrontier)
 	}
 }
-func (p *RepairCompleted) normalize() { utc(&p.OpenedAt); utc(&p.ClosedAt) }
-func (p *TableRetired) normalize()    { utc(&p.JudgedAt); utc(&p.ReleasedAt) }
+func (p *RepairCompleted) normalize()       { utc(&p.OpenedAt); utc(&p.ClosedAt) }
+func (p *TableRetired) normalize()          { utc(&p.JudgedAt); utc(&p.ReleasedAt) }
+func (p *EnvironmentRolledBack) normalize() { utc(&p.EvaluatedAt) }
 
 // IDSource hands out ULIDs that are monotonic within the process even when
 // the clock it is given stands still or goes back.

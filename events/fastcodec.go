@@ -9,7 +9,8 @@ import (
 )
 
 // Hand-written msgpack codecs for the envelope and IntervalsCompleted, the
-// events of the command hot path, and their only codecs: they write the
+// events of the command hot path, and for EnvironmentRolledBack (below),
+// and their only codecs: they write the
 // bytes the reflective encoder writes and read the maps it reads, without
 // reflection (codec_test.go and FuzzDecode check both against a
 // reflective oracle). A value that is not a map (a struct written as an
@@ -371,4 +372,199 @@ func DecodeAuditOutcomes(dec *msgpack.Decoder) ([]AuditOutcome, error) {
 		out = append(out, o)
 	}
 	return out, nil
+}
+
+// The rollback's hand-written codecs: EnvironmentRolledBack and its two
+// element types (which the reflective oracle then shares, so a slice of
+// them decodes alike both ways). Unknown keys are skipped, as the
+// reflective decoder does for events.
+
+func uint64Field(enc *msgpack.Encoder, key string, v uint64) error {
+	if err := enc.EncodeString(key); err != nil {
+		return err
+	}
+	return enc.EncodeUint64(v)
+}
+
+// EncodeMsgpack implements msgpack.CustomEncoder.
+func (m RolledBackModel) EncodeMsgpack(enc *msgpack.Encoder) error {
+	if err := enc.EncodeMapLen(4); err != nil {
+		return err
+	}
+	for _, f := range [...]struct{ k, v string }{{"model", m.Model}, {"restored", m.Restored}, {"table", m.Table}, {"demoted", m.Demoted}} {
+		if err := msgp.String(enc, f.k, f.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DecodeMsgpack implements msgpack.CustomDecoder. The value is reset
+// first: a slice decoded again over an older one reuses its elements.
+func (m *RolledBackModel) DecodeMsgpack(dec *msgpack.Decoder) error {
+	*m = RolledBackModel{}
+	err := msgp.Map(dec, func(k []byte) error {
+		var err error
+		switch string(k) {
+		case "model":
+			m.Model, err = dec.DecodeString()
+		case "restored":
+			m.Restored, err = dec.DecodeString()
+		case "table":
+			m.Table, err = dec.DecodeString()
+		case "demoted":
+			m.Demoted, err = dec.DecodeString()
+		default:
+			err = dec.Skip()
+		}
+		return err
+	})
+	if errors.Is(err, msgp.ErrNotMap) {
+		return fmt.Errorf("RolledBackModel: %w", err)
+	}
+	return err
+}
+
+// EncodeMsgpack implements msgpack.CustomEncoder.
+func (r RolledBackRepair) EncodeMsgpack(enc *msgpack.Encoder) error {
+	if err := enc.EncodeMapLen(4); err != nil {
+		return err
+	}
+	for _, f := range [...]struct{ k, v string }{{"plan", r.Plan}, {"model", r.Model}, {"snapshot", r.Snapshot}} {
+		if err := msgp.String(enc, f.k, f.v); err != nil {
+			return err
+		}
+	}
+	return uint64Field(enc, "open_seq", r.OpenSeq)
+}
+
+// DecodeMsgpack implements msgpack.CustomDecoder (reset first, as
+// RolledBackModel's).
+func (r *RolledBackRepair) DecodeMsgpack(dec *msgpack.Decoder) error {
+	*r = RolledBackRepair{}
+	err := msgp.Map(dec, func(k []byte) error {
+		var err error
+		switch string(k) {
+		case "plan":
+			r.Plan, err = dec.DecodeString()
+		case "model":
+			r.Model, err = dec.DecodeString()
+		case "snapshot":
+			r.Snapshot, err = dec.DecodeString()
+		case "open_seq":
+			r.OpenSeq, err = dec.DecodeUint64()
+		default:
+			err = dec.Skip()
+		}
+		return err
+	})
+	if errors.Is(err, msgp.ErrNotMap) {
+		return fmt.Errorf("RolledBackRepair: %w", err)
+	}
+	return err
+}
+
+// EncodeMsgpack implements msgpack.CustomEncoder.
+func (p EnvironmentRolledBack) EncodeMsgpack(enc *msgpack.Encoder) error {
+	if err := enc.EncodeMapLen(msgp.Count(7, len(p.Repairs) > 0)); err != nil {
+		return err
+	}
+	if err := msgp.String(enc, "env", p.Env); err != nil {
+		return err
+	}
+	for _, f := range [...]struct {
+		k string
+		v uint64
+	}{{"from_generation", p.FromGeneration}, {"to_generation", p.ToGeneration}, {"generation", p.Generation}} {
+		if err := uint64Field(enc, f.k, f.v); err != nil {
+			return err
+		}
+	}
+	if err := enc.EncodeString("models"); err != nil {
+		return err
+	}
+	if err := encodeSlice(enc, p.Models); err != nil {
+		return err
+	}
+	if len(p.Repairs) > 0 {
+		if err := enc.EncodeString("repairs"); err != nil {
+			return err
+		}
+		if err := encodeSlice(enc, p.Repairs); err != nil {
+			return err
+		}
+	}
+	if err := uint64Field(enc, "evaluated_at_seq", p.EvaluatedAtSeq); err != nil {
+		return err
+	}
+	if err := enc.EncodeString("evaluated_at"); err != nil {
+		return err
+	}
+	return enc.EncodeTime(p.EvaluatedAt)
+}
+
+// encodeSlice writes s as the reflective encoder does: nil as nil, else
+// an array of its elements' own codecs.
+func encodeSlice[T msgpack.CustomEncoder](enc *msgpack.Encoder, s []T) error {
+	if s == nil {
+		return enc.EncodeNil()
+	}
+	if err := enc.EncodeArrayLen(len(s)); err != nil {
+		return err
+	}
+	for _, v := range s {
+		if err := v.EncodeMsgpack(enc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// decodeSlice reads what encodeSlice writes, as the reflective decoder
+// does into a new slice: nil as nil, an empty array as an empty slice,
+// each element with its own codec (via dec, so nil is its zero value).
+func decodeSlice[T any](dec *msgpack.Decoder) ([]T, error) {
+	n, err := dec.DecodeArrayLen()
+	if err != nil || n == -1 {
+		return nil, err
+	}
+	out := make([]T, n) // Check bounded n by the bytes that follow
+	for i := range out {
+		if err := dec.Decode(&out[i]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// DecodeMsgpack implements msgpack.CustomDecoder.
+func (p *EnvironmentRolledBack) DecodeMsgpack(dec *msgpack.Decoder) error {
+	err := msgp.Map(dec, func(k []byte) error {
+		var err error
+		switch string(k) {
+		case "env":
+			p.Env, err = dec.DecodeString()
+		case "from_generation":
+			p.FromGeneration, err = dec.DecodeUint64()
+		case "to_generation":
+			p.ToGeneration, err = dec.DecodeUint64()
+		case "generation":
+			p.Generation, err = dec.DecodeUint64()
+		case "models":
+			p.Models, err = decodeSlice[RolledBackModel](dec)
+		case "repairs":
+			p.Repairs, err = decodeSlice[RolledBackRepair](dec)
+		case "evaluated_at_seq":
+			p.EvaluatedAtSeq, err = dec.DecodeUint64()
+		case "evaluated_at":
+			p.EvaluatedAt, err = msgp.Time(dec)
+		default:
+			err = dec.Skip()
+		}
+		return err
+	})
+	if errors.Is(err, msgp.ErrNotMap) {
+		return fmt.Errorf("%s data: %w", TypeEnvironmentRolledBack, err)
+	}
+	return err
 }

@@ -19,6 +19,11 @@ import (
 type (
 	wirePlain      wire
 	completedPlain IntervalsCompleted
+	// rolledBackPlain shares its elements' hand-written codecs, which
+	// modelPlain and repairPlain check on their own.
+	rolledBackPlain EnvironmentRolledBack
+	modelPlain      RolledBackModel
+	repairPlain     RolledBackRepair
 )
 
 // TestNotAMapIsMalformed: an envelope or a payload written as an array
@@ -52,6 +57,11 @@ func TestNotAMapIsMalformed(t *testing.T) {
 		"data as an array":             {event(TypeIntervalsCompleted, completed), "IntervalsCompleted data: msgp: not a map: got an array"},
 		"other data as an array":       {event(TypePlanBuilt, asArray(PlanBuilt{Plan: "p1", Env: "prod", BuiltAt: t0})), "PlanBuilt data: msgp: not a map: got an array"},
 		"data as a string (fuzz seed)": {[]byte("\x83\xa4type\xb2IntervalsCompleted\xa6schema\x01\xa4data\xa3abc"), "IntervalsCompleted data: msgp: not a map: got a string"},
+		"rollback data as an array":    {event(TypeEnvironmentRolledBack, asArray(rolledBackPlain{Env: "prod", Models: []RolledBackModel{}})), "EnvironmentRolledBack data: msgp: not a map: got an array"},
+		"rollback model as an array": {event(TypeEnvironmentRolledBack, rollbackWith(t, "models", asArray(modelPlain{Model: "m"}))),
+			"RolledBackModel: msgp: not a map: got an array"},
+		"rollback repair as an array": {event(TypeEnvironmentRolledBack, rollbackWith(t, "repairs", asArray(repairPlain{Plan: "p"}))),
+			"RolledBackRepair: msgp: not a map: got an array"},
 	} {
 		_, err := Decode(c.b)
 		var de *DecodeError
@@ -151,4 +161,15 @@ func TestAuditCodecsMatchReflective(t *testing.T) {
 	if _, err := DecodeAuditOutcomes(msgpack.NewDecoder(bytes.NewReader(bad))); err == nil || !strings.Contains(err.Error(), `unknown field "colour" in audits[0]`) {
 		t.Fatalf("unknown key: %v", err)
 	}
+}
+
+// rollbackWith is an EnvironmentRolledBack's data whose key (models or
+// repairs) holds one element written as elem.
+func rollbackWith(t *testing.T, key string, elem []byte) []byte {
+	t.Helper()
+	b, err := msgpack.Marshal(map[string]any{"env": "prod", key: []msgpack.RawMessage{elem}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -3,6 +3,7 @@ package projections
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -39,7 +40,47 @@ type Env struct {
 	FinalizedGeneration uint64 `json:"finalized_generation,omitempty"`
 	// LastTick is the newest scheduler tick recorded per model.
 	LastTick map[string]time.Time `json:"last_tick,omitempty"`
+	// History lists the generations, oldest first: what each changed of
+	// the incumbents (IncumbentsAt rebuilds a generation's), for rollbacks.
+	History []Generation `json:"history,omitempty"`
 }
+
+// Generation is how one environment generation began: the accepted
+// promotion of Plan, or the rollback Rollback, stored at Seq.
+type Generation struct {
+	Generation uint64    `json:"generation"`
+	Seq        uint64    `json:"seq"`
+	At         time.Time `json:"at"`
+	// Set maps each model whose incumbent the generation changed to its
+	// new incumbent.
+	Set  map[string]string `json:"set"`
+	Plan string            `json:"plan,omitempty"`
+	// Rollback is the rollback that began the generation, nil for a
+	// promotion.
+	Rollback *events.EnvironmentRolledBack `json:"rollback,omitempty"`
+}
+
+// IncumbentsAt returns the incumbents env had at generation gen (a new
+// map), and whether the env's history holds that generation (generation 0,
+// before any promotion, has none).
+func (e *Env) IncumbentsAt(gen uint64) (map[string]string, bool) {
+	out := map[string]string{}
+	if gen == 0 {
+		return out, true
+	}
+	found := false
+	for _, g := range e.History {
+		if g.Generation > gen {
+			break
+		}
+		maps.Copy(out, g.Set)
+		found = found || g.Generation == gen
+	}
+	return out, found
+}
+
+// generation records that env moved to a new generation at seq.
+func (e *Env) generation(g Generation) { e.History = append(e.History, g) }
 
 // Plan is a built plan and its latest decision.
 type Plan struct {
@@ -151,6 +192,10 @@ type State struct {
 	// retirement, until a plan uses the table again.
 	Released map[string]Release    `json:"released"`
 	Retired  map[string]Retirement `json:"retired"`
+	// Demoted maps a table an environment's incumbent wrote or read to
+	// the accepted promotion or rollback that last ended such a use: the
+	// retention (decide.Retirable) keeps it from there, for rollbacks.
+	Demoted map[string]Release `json:"demoted"`
 	// OpenPlans indexes the open plans by "<env> <generation>" (tables.go).
 	OpenPlans map[string][]string `json:"open_plans"`
 	// NewestPlan maps a snapshot to the newest plan that has it as a
@@ -250,6 +295,7 @@ func New() *State {
 		Audits:     map[string]map[string]*AuditState{},
 		Work:       map[string]*Work{},
 		Released:   map[string]Release{},
+		Demoted:    map[string]Release{},
 		Retired:    map[string]Retirement{},
 		OpenPlans:  map[string][]string{},
 		NewestPlan: map[string]string{},
@@ -299,6 +345,9 @@ type Repair struct {
 	ClosedSeq uint64    `json:"closed_seq,omitempty"`
 	// LatencyMS is how long the debt was open, from its RepairCompleted.
 	LatencyMS int64 `json:"latency_ms,omitempty"`
+	// RolledBackSeq is set when a rollback (its EnvironmentRolledBack at
+	// that seq) closed the debt: the env no longer serves the table.
+	RolledBackSeq uint64 `json:"rolled_back_seq,omitempty"`
 }
 
 // Open reports whether the debt is still owed.
@@ -420,10 +469,15 @@ func apply(s *State, seq uint64, ev events.Event) error {
 			s.addWork(events.WorkID(seq, events.RunRepair), events.RunRepair, ev.OccurredAt, r.Snapshot, r.Ranges)
 		}
 		if p.Outcome == events.Accepted {
-			s.release(p.Env, pl, seq, ev.OccurredAt)
+			set := make(map[string]string, len(pl.Built.Candidates))
+			for _, c := range pl.Built.Candidates {
+				set[c.Model] = c.Snapshot
+			}
+			s.release(p.Env, set, seq, ev.OccurredAt)
 			pl.AcceptedSeq, pl.AcceptedGeneration = seq, p.Generation
 			env := s.ensureEnv(p.Env)
 			env.Generation = p.Generation
+			env.generation(Generation{Generation: p.Generation, Seq: seq, At: ev.OccurredAt, Set: set, Plan: p.Plan})
 			for _, c := range pl.Built.Candidates {
 				env.Incumbents[c.Model] = c.Snapshot
 				if f := p.Models[c.Model]; len(f.Missing) > 0 {
@@ -457,6 +511,8 @@ func apply(s *State, seq uint64, ev events.Event) error {
 		}
 		c := p
 		pl.Cancelled, pl.CancelledSeq = &c, seq
+	case events.EnvironmentRolledBack:
+		s.rollback(seq, ev.OccurredAt, p)
 	case events.EnvironmentFinalized:
 		env := s.ensureEnv(p.Env)
 		env.Finalized, env.FinalizedGeneration = p.Plan, p.Generation
@@ -714,6 +770,9 @@ func Restore(s *State) error {
 	}
 	if s.Released == nil {
 		s.Released = map[string]Release{}
+	}
+	if s.Demoted == nil {
+		s.Demoted = map[string]Release{}
 	}
 	if s.Retired == nil {
 		s.Retired = map[string]Retirement{}

@@ -61,8 +61,9 @@ func (f Filter) match(r Row) bool {
 }
 
 // Audit lists the records f selects as audit rows, in stream order.
-// Plan builds, completions, audit results, invalidations, scheduler advances, catch-up
-// requests, decisions, finalizations, repairs and table retirements all appear; events that
+// Plan builds, completions, audit results, invalidations, scheduler
+// advances, catch-up requests, decisions, rollbacks, finalizations,
+// repairs and table retirements all appear; events that
 // could not be decoded appear as "undecodable", well-formed events on a
 // subject not their own as "foreign".
 func Audit(recs []events.Record, f Filter) []Row {
@@ -136,6 +137,19 @@ func describe(r events.Record) Row {
 	case events.EnvironmentFinalized:
 		row.Env, row.Plan = p.Env, p.Plan
 		row.Summary = fmt.Sprintf("%s finalized by %s at generation %d", p.Env, p.Plan, p.Generation)
+	case events.EnvironmentRolledBack:
+		row.Env = p.Env
+		var parts []string
+		for _, m := range p.Models {
+			row.Models = append(row.Models, m.Model)
+			parts = append(parts, fmt.Sprintf("%s (demoting %s)", m.Restored, m.Demoted))
+		}
+		closed := ""
+		if len(p.Repairs) > 0 {
+			closed = fmt.Sprintf("; %d open repair(s) of the demoted snapshots closed", len(p.Repairs))
+		}
+		row.Summary = fmt.Sprintf("%s rolled back from generation %d to generation %d's incumbents, now generation %d (view at seq %d): %s%s",
+			p.Env, p.FromGeneration, p.ToGeneration, p.Generation, p.EvaluatedAtSeq, strings.Join(parts, "; "), closed)
 	case events.TableRetired:
 		row.Models = []string{modelOf(p.Table)}
 		row.Summary = fmt.Sprintf("table %s retired (written by %s; view at seq %d): %s", p.Table, strings.Join(p.Snapshots, ", "), p.JudgedAtSeq, p.Reason)

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strings"
 
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
@@ -42,7 +43,8 @@ func foldOne(st *projections.State, r events.Record) {
 }
 
 // Divergence is one field where a recomputed decision differs from the
-// recorded one.
+// recorded one. Plan names the decision's plan, or "env <name>" for a
+// rollback.
 type Divergence struct {
 	Plan       string `json:"plan"`
 	Seq        uint64 `json:"seq"`
@@ -52,14 +54,19 @@ type Divergence struct {
 }
 
 func (d Divergence) String() string {
+	if strings.HasPrefix(d.Plan, "env ") { // a rollback's
+		return fmt.Sprintf("%s (rollback at seq %d): %s recorded %s, recomputed %s", d.Plan, d.Seq, d.Field, d.Recorded, d.Recomputed)
+	}
 	return fmt.Sprintf("plan %s (decision at seq %d): %s recorded %s, recomputed %s", d.Plan, d.Seq, d.Field, d.Recorded, d.Recomputed)
 }
 
-// Verify re-evaluates every recorded PromotionDecided and CatchUpRequested
-// in recs: it rebuilds the view at the sequence the record names, runs the
-// policy version it names on the plan as it was built (a catch-up retry
-// against the request it answers), and compares outcome, codes, findings,
-// per-model missing ranges and advance counts, and catch-up work.
+// Verify re-evaluates every recorded PromotionDecided, CatchUpRequested
+// and EnvironmentRolledBack in recs: it rebuilds the view at the sequence
+// the record names, runs the policy version it names on the plan as it
+// was built (a catch-up retry against the request it answers; a rollback
+// by policy.Rollback, to the generation it restored), and compares
+// outcome, codes, findings, per-model missing ranges and advance counts,
+// catch-up work, and a rollback's generations, models and closed repairs.
 func Verify(recs []events.Record) []Divergence {
 	type pending struct {
 		seq uint64
@@ -76,6 +83,8 @@ func Verify(recs []events.Record) []Divergence {
 			decs = append(decs, pending{r.Seq, p.EvaluatedAtSeq, p})
 		case events.CatchUpRequested:
 			decs = append(decs, pending{r.Seq, p.EvaluatedAtSeq, p})
+		case events.EnvironmentRolledBack:
+			decs = append(decs, pending{r.Seq, p.EvaluatedAtSeq, p})
 		}
 	}
 	sort.SliceStable(decs, func(i, j int) bool { return decs[i].at < decs[j].at })
@@ -91,6 +100,8 @@ func Verify(recs []events.Record) []Divergence {
 			out = append(out, compareDecision(st, p.seq, ev)...)
 		case events.CatchUpRequested:
 			out = append(out, compareRequest(st, p.seq, ev)...)
+		case events.EnvironmentRolledBack:
+			out = append(out, compareRollback(st, p.seq, ev)...)
 		}
 	}
 	return out
@@ -156,6 +167,24 @@ func compareDecision(st *projections.State, seq uint64, rec events.PromotionDeci
 		d.diff("models."+m+".codes", nonNil(a.Codes), nonNil(b.Codes))
 	}
 	d.diff("repairs", repairs(rec.Repairs), repairs(got.Repairs))
+	return d.out
+}
+
+// compareRollback re-decides a recorded rollback on the view it read: the
+// same rule (policy.Rollback), to the generation it restored. Divergences
+// name the env as their plan ("env <name>").
+func compareRollback(st *projections.State, seq uint64, rec events.EnvironmentRolledBack) []Divergence {
+	d := &differ{plan: "env " + rec.Env, seq: seq}
+	got, refusal := policy.Rollback(st, rec.Env, rec.ToGeneration, rec.EvaluatedAt)
+	if refusal != nil {
+		d.diff("outcome", "rolled back", "refused: "+refusal.Error())
+		return d.out
+	}
+	d.diff("from_generation", rec.FromGeneration, got.FromGeneration)
+	d.diff("to_generation", rec.ToGeneration, got.ToGeneration)
+	d.diff("generation", rec.Generation, got.Generation)
+	d.diff("models", fmt.Sprint(rec.Models), fmt.Sprint(got.Models))
+	d.diff("repairs", fmt.Sprint(rec.Repairs), fmt.Sprint(got.Repairs))
 	return d.out
 }
 

@@ -425,7 +425,13 @@ type failureView struct {
 type envView struct {
 	Name       string
 	Generation uint64
-	Models     []modelView
+	// Since says how the generation began: the accepted plan, or the
+	// rollback and the generation it restored ("" before any).
+	Since string
+	// RolledBackTo is the generation a rollback restored (0: the
+	// generation began with a promotion).
+	RolledBackTo uint64
+	Models       []modelView
 }
 
 type modelView struct {
@@ -473,6 +479,15 @@ func (s *Server) view() view {
 		envs, repairs := views.Status(st, "", v.Now)
 		for _, e := range envs {
 			ev := envView{Name: e.Env, Generation: e.Generation}
+			if h := st.Env(e.Env).History; len(h) > 0 {
+				switch g := h[len(h)-1]; {
+				case g.Rollback != nil:
+					ev.RolledBackTo = g.Rollback.ToGeneration
+					ev.Since = fmt.Sprintf("rolled back from generation %d to generation %d's incumbents at seq %d, %s", g.Rollback.FromGeneration, g.Rollback.ToGeneration, g.Seq, g.At.UTC().Format(time.RFC3339))
+				default:
+					ev.Since = fmt.Sprintf("since plan %s, accepted at seq %d", g.Plan, g.Seq)
+				}
+			}
 			for _, m := range e.Models {
 				mv := modelView{
 					Model: m.Model, Snapshot: m.Snapshot, Frontier: m.Frontier, LastTick: m.LastTick,

@@ -3,6 +3,7 @@ package web
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -338,7 +339,7 @@ func TestDashboardRetiredTables(t *testing.T) {
 		t.Fatalf("retired tables listed before any retirement:\n%s", page)
 	}
 	at := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
-	r := e.Handle(t.Context(), &commands.RetireTables{Meta: commands.Meta{ID: commands.NewID(), At: at}, Tables: []string{"events@v1"}, GraceMS: time.Hour.Milliseconds()})
+	r := e.Handle(t.Context(), &commands.RetireTables{Meta: commands.Meta{ID: commands.NewID(), At: at}, Tables: []string{"events@v1"}, GraceMS: time.Hour.Milliseconds(), RetainMS: time.Hour.Milliseconds()})
 	if err := r.Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -348,6 +349,29 @@ func TestDashboardRetiredTables(t *testing.T) {
 	_, page := get(t, srv.URL+"/")
 	if !strings.Contains(page, `data-retired="events@v1"`) || !strings.Contains(page, "written by events@v1") {
 		t.Fatalf("dashboard lacks the retired table:\n%s", page)
+	}
+}
+
+// The dashboard says how each env's generation began, and marks a
+// rollback.
+func TestDashboardRollback(t *testing.T) {
+	e, srv := served(t, "stale-scheduler-after-promotion.yaml")
+	_, page := get(t, srv.URL+"/")
+	if !strings.Contains(page, "since plan ") || strings.Contains(page, "data-rolled-back-to") {
+		t.Fatalf("before the rollback, the dashboard lacks the accepted plan or shows a rollback:\n%s", page)
+	}
+	at := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
+	r := e.Handle(t.Context(), &commands.Rollback{Meta: commands.Meta{ID: commands.NewID(), At: at}, Env: "prod"})
+	if err := r.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Projection().WaitFor(t.Context(), r.Seq); err != nil {
+		t.Fatal(err)
+	}
+	_, page = get(t, srv.URL+"/")
+	want := fmt.Sprintf(`data-rolled-back-to="%d">rolled back from generation %d to generation %d&#39;s incumbents at seq %d`, r.Rollback.ToGeneration, r.Rollback.FromGeneration, r.Rollback.ToGeneration, r.Seq)
+	if !strings.Contains(page, want) {
+		t.Fatalf("dashboard lacks %q:\n%s", want, page)
 	}
 }
 

@@ -21,7 +21,7 @@ import (
 	"github.com/tidemark/tidemark/work/sqlrun"
 )
 
-// janitorGrace is the grace period of these tests.
+// janitorGrace is the grace period of these tests, and their retention.
 const janitorGrace = 24 * time.Hour
 
 // exists reports whether the warehouse holds the table of tidemark table
@@ -35,7 +35,7 @@ func (w *world) exists(id string) bool {
 // sweep runs the janitor's sweep at the world's clock.
 func (w *world) sweep() []string {
 	w.t.Helper()
-	evs, err := scheduler.Sweep(w.t.Context(), w.e, janitorGrace)
+	evs, err := scheduler.Sweep(w.t.Context(), w.e, janitorGrace, janitorGrace)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func TestJanitorDropsReplacedTables(t *testing.T) {
 		hostile := func(tables ...string) {
 			t.Helper()
 			seq := w.e.Projection().Seq()
-			r := w.e.Handle(t.Context(), &commands.RetireTables{Meta: commands.Meta{ID: commands.NewID(), At: w.now}, Tables: tables, GraceMS: janitorGrace.Milliseconds()})
+			r := w.e.Handle(t.Context(), &commands.RetireTables{Meta: commands.Meta{ID: commands.NewID(), At: w.now}, Tables: tables, GraceMS: janitorGrace.Milliseconds(), RetainMS: janitorGrace.Milliseconds()})
 			if r.Code != commands.CodeConflict || r.Field != "tables[0]" || w.e.Projection().Seq() != seq {
 				t.Fatalf("retire %s: %+v (seq %d -> %d)", tables, r, seq, w.e.Projection().Seq())
 			}
@@ -244,7 +244,7 @@ func TestJanitorKeepsForwardOnlySharedTable(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = (&scheduler.Janitor{Engine: w.e, Every: 20 * time.Millisecond, Grace: janitorGrace}).Run(ctx)
+		_ = (&scheduler.Janitor{Engine: w.e, Every: 20 * time.Millisecond, Grace: janitorGrace, Retain: janitorGrace}).Run(ctx)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	w.at(hour(48 + 24*30))
@@ -407,4 +407,53 @@ func TestStalePlanWorkNotComputed(t *testing.T) {
 	if ce := new(commands.Error); !errors.As(err, &ce) || ce.Code != commands.CodeInvalid || work.Transient(err) {
 		t.Fatalf("the stale completion: %v, want a refusal no worker retries", err)
 	}
+}
+
+// TestJanitorKeepsTablesForRetention: with a retention of 7 days the
+// janitor's sweep leaves v1's demoted tables in the warehouse after the
+// grace period, so a rollback restores v1 and prod's views read its rows
+// again; a week after the rollback demoted v2 it retires v2's tables, and
+// a rollback to them is refused naming to_generation.
+func TestJanitorKeepsTablesForRetention(t *testing.T) {
+	const week = 7 * 24 * time.Hour
+	eachBackend(t, func(t *testing.T, w *world) {
+		replaceV1(w, "")
+		w.startJanitor()
+		sweep := func() []string {
+			t.Helper()
+			evs, err := scheduler.Sweep(t.Context(), w.e, janitorGrace, week)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, ev := range evs {
+				out = append(out, ev.Table)
+			}
+			return out
+		}
+		w.at(hour(48 + 25)) // past the grace, within the retention
+		if got := sweep(); got != nil {
+			t.Fatalf("retired within the retention: %v", got)
+		}
+		r := w.do(&commands.Rollback{Env: "prod"})
+		if r.Rollback == nil || r.Rollback.Generation != 3 || len(r.Rollback.Models) != 2 {
+			t.Fatalf("rollback: %+v", r)
+		}
+		w.clean() // prod's views read v1's tables again, rows as computed
+		rows := func(q string) string { return w.scalar("SELECT count(*) FROM " + q) }
+		v1, v2 := rows(warehouse.Schema+"."+sqlrun.TableName("pv@v1")), rows(warehouse.Schema+"."+sqlrun.TableName("pv@v2"))
+		if got := rows("prod.pv"); got != v1 || v1 == v2 {
+			t.Fatalf("prod.pv after the rollback: %s rows; v1's table %s, v2's %s", got, v1, v2)
+		}
+		w.at(hour(48 + 25).Add(week).Add(time.Minute))
+		got := sweep()
+		if len(got) != 2 || !slices.Contains(got, "pv@v2") {
+			t.Fatalf("retired a week after the rollback: %v", got)
+		}
+		w.gone(got...)
+		resp := w.e.Handle(t.Context(), &commands.Rollback{Meta: commands.Meta{ID: commands.NewID(), At: w.now}, Env: "prod"})
+		if resp.Code != commands.CodeConflict || resp.Field != "to_generation" || !strings.Contains(resp.Message, "retired") {
+			t.Fatalf("rollback to retired tables: %+v", resp)
+		}
+	})
 }
