@@ -74,10 +74,11 @@ const (
 	KindRetireTables        = "retire_tables"
 	KindCheckWork           = "check_work"
 	KindCancelPlan          = "cancel_plan"
+	KindRestate             = "restate"
 )
 
 // Kinds lists every command kind.
-var Kinds = []string{KindRegisterSnapshot, KindBuildPlan, KindCompleteIntervals, KindInvalidateIntervals, KindAdvanceScheduler, KindPromote, KindFinalize, KindOpenRepairs, KindFailRun, KindStatus, KindCompleteWork, KindFailWork, KindRetireTables, KindCheckWork, KindCancelPlan}
+var Kinds = []string{KindRegisterSnapshot, KindBuildPlan, KindCompleteIntervals, KindInvalidateIntervals, KindAdvanceScheduler, KindPromote, KindFinalize, KindOpenRepairs, KindFailRun, KindStatus, KindCompleteWork, KindFailWork, KindRetireTables, KindCheckWork, KindCancelPlan, KindRestate}
 
 // New returns an empty command of the given kind.
 func New(kind string) (Command, error) {
@@ -112,6 +113,8 @@ func New(kind string) (Command, error) {
 		return &CheckWork{}, nil
 	case KindCancelPlan:
 		return &CancelPlan{}, nil
+	case KindRestate:
+		return &Restate{}, nil
 	}
 	return nil, Errorf(CodeInvalid, "kind", "unknown command kind %q", kind)
 }
@@ -474,7 +477,7 @@ func (c *CompleteIntervals) Validate() error {
 		return err
 	}
 	if c.RunKind != "" && !c.RunKind.Valid() {
-		return Errorf(CodeInvalid, "run_kind", "run_kind %q: want backfill, scheduled, catch_up, repair or manual", c.RunKind)
+		return Errorf(CodeInvalid, "run_kind", "run_kind %q: want backfill, scheduled, catch_up, repair, restate or manual", c.RunKind)
 	}
 	if err := checkWork(c.Work, c.RunKind); err != nil {
 		return err
@@ -600,7 +603,7 @@ func (c *FailRun) Validate() error {
 		return err
 	}
 	if !c.RunKind.Valid() {
-		return Errorf(CodeInvalid, "run_kind", "run_kind %q: want backfill, scheduled, catch_up, repair or manual", c.RunKind)
+		return Errorf(CodeInvalid, "run_kind", "run_kind %q: want backfill, scheduled, catch_up, repair, restate or manual", c.RunKind)
 	}
 	if err := checkWork(c.Work, c.RunKind); err != nil {
 		return err

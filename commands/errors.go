@@ -108,6 +108,9 @@ type Reply struct {
 	Plans []PlanProgress `msgpack:"plans,omitempty" json:"plans,omitempty"`
 	// Retired is set by status: the retired snapshot tables, by table.
 	Retired []RetiredTable `msgpack:"retired,omitempty" json:"retired,omitempty"`
+	// Restatement is set by restate: what it invalidated and the work
+	// that recomputes it.
+	Restatement *events.RestatementRequested `msgpack:"restatement,omitempty" json:"restatement,omitempty"`
 }
 
 // RetiredTable is a snapshot table the janitor retired (its TableRetired

@@ -134,7 +134,7 @@ func (c *CompleteIntervals) DecodeMsgpack(dec *msgpack.Decoder) error {
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (r Reply) EncodeMsgpack(enc *msgpack.Encoder) error {
 	n := msgp.Count(2, r.Code != "", r.Field != "", r.Message != "", r.Seq != 0, r.Duplicate, r.Decision != nil, r.CatchUp != nil,
-		r.Plan != nil, len(r.Advances) > 0, len(r.Repairs) > 0, len(r.Envs) > 0, len(r.Plans) > 0, len(r.Retired) > 0)
+		r.Plan != nil, len(r.Advances) > 0, len(r.Repairs) > 0, len(r.Envs) > 0, len(r.Plans) > 0, len(r.Retired) > 0, r.Restatement != nil)
 	if err := enc.EncodeMapLen(n); err != nil {
 		return err
 	}
@@ -180,6 +180,7 @@ func (r Reply) EncodeMsgpack(enc *msgpack.Encoder) error {
 		{"advances", len(r.Advances) > 0, r.Advances}, {"repairs", len(r.Repairs) > 0, r.Repairs}, {"envs", len(r.Envs) > 0, r.Envs},
 		{"plans", len(r.Plans) > 0, r.Plans},
 		{"retired", len(r.Retired) > 0, r.Retired},
+		{"restatement", r.Restatement != nil, r.Restatement},
 	} {
 		if !f.set {
 			continue
@@ -231,6 +232,8 @@ func (r *Reply) DecodeMsgpack(dec *msgpack.Decoder) error {
 			err = dec.Decode(&r.Plans)
 		case "retired":
 			err = dec.Decode(&r.Retired)
+		case "restatement":
+			err = dec.Decode(&r.Restatement)
 		default:
 			err = dec.Skip()
 		}

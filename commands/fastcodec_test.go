@@ -51,6 +51,8 @@ func TestHandWrittenEncodersMatchReflective(t *testing.T) {
 				DueAt: t0, LastDoneAt: t0.Add(time.Minute), RowsPerSecond: 0.75, IntervalsPerSecond: 1.0 / 30, ETAMS: new(int64)},
 			{Model: "n", Snapshot: "n@v1", RunKind: events.RunCatchUp, Batches: 1, Intervals: 1, DueAt: t0}}}}},
 		{Accepted: true, Envs: []EnvStatus{{Env: "prod"}}, Retired: []RetiredTable{{Table: "m@v1", Snapshots: []string{"m@v1"}, Seq: 9, JudgedAt: t0, Reason: "unused"}}},
+		{Accepted: true, Seq: 12, Events: 3, Restatement: &events.RestatementRequested{Env: "prod", Model: "m", Snapshot: "m@v1", Ranges: []interval.Range{r}, Generation: 2, Run: "restate:c1",
+			Work: []events.RestateWork{{Model: "m", Snapshot: "m@v1", Table: "m@v1", Ranges: []interval.Range{r}, Invalidated: []interval.Range{r}}}}},
 	} {
 		same(t, "reply", i, rep, replyPlain(rep))
 	}

@@ -92,6 +92,8 @@ func decideCommand(st *projections.State, cmd commands.Command) (Decision, error
 		return retire(st, c)
 	case *commands.CancelPlan:
 		return cancelPlan(st, c)
+	case *commands.Restate:
+		return restate(st, c)
 	}
 	return Decision{}, commands.Errorf(commands.CodeInvalid, "kind", "unsupported command %T", cmd)
 }

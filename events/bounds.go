@@ -120,6 +120,13 @@ func CheckTimes(ev Event) error {
 		c.opt("data.judged_at", p.JudgedAt)
 		c.opt("data.released_at", p.ReleasedAt)
 		c.ranges("data.coverage", p.Coverage)
+	case RestatementRequested:
+		c.ranges("data.ranges", p.Ranges)
+		for i, w := range p.Work {
+			f := "data.work[" + strconv.Itoa(i) + "]"
+			c.ranges(f+".ranges", w.Ranges)
+			c.ranges(f+".invalidated", w.Invalidated)
+		}
 	case EnvironmentFinalized, PlanCancelled:
 	}
 	if c.err != nil {

@@ -178,6 +178,8 @@ func decodePayload(t Type, data []byte) (Payload, error) {
 		p = &TableRetired{}
 	case TypePlanCancelled:
 		p = &PlanCancelled{}
+	case TypeRestatementRequested:
+		p = &RestatementRequested{}
 	default:
 		return nil, &DecodeError{Kind: UnknownType, Type: t}
 	}
@@ -217,6 +219,8 @@ func deref(p Payload) Payload {
 	case *TableRetired:
 		return *v
 	case *PlanCancelled:
+		return *v
+	case *RestatementRequested:
 		return *v
 	}
 	return p

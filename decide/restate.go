@@ -1,0 +1,179 @@
+package decide
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/projections"
+)
+
+// restate decides a restatement (docs/restatement.md states the rules for
+// users):
+//
+//   - The environment must exist and serve the model (else not_found on
+//     env or model); a generation given must be the environment's (else
+//     stale_generation, as for a scheduler advance).
+//   - The ranges asked are widened to whole intervals of the incumbent's
+//     unit (SQLMesh restates whole intervals: a start is floored, an end
+//     ceiled) and clipped to its start. Its table must cover some of
+//     them: restating nothing covered is invalid on ranges (a typo, most
+//     likely), and appends nothing.
+//   - Every model of the environment downstream of it, transitively, is
+//     affected where its own unit's whole intervals overlap an affected
+//     range of one of its parents, clipped to its start. The affected
+//     ranges flow down whether or not a table covers them: a child of a
+//     child is affected through the hole of its parent too.
+//   - Per model, the work recomputes its affected intervals that its table
+//     covers (invalidated now, with the request) or that are ready and
+//     missing (a scheduled computation of them may be reading the data the
+//     restatement replaces), as whole intervals of its snapshot's own unit.
+//     A forward_only incumbent is restated like any other: its intervals
+//     are recomputed with its own logic (a restatement is the way to
+//     rewrite history on purpose).
+//
+// The events (the request, then one IntervalsInvalidated per table with a
+// covered part) are one atomic batch under the whole view's sequence: a
+// promotion in between makes the restatement be decided again on the new
+// incumbents.
+func restate(st *projections.State, c *commands.Restate) (Decision, error) {
+	env, ok := st.Envs[c.Env]
+	if !ok {
+		return Decision{}, commands.Errorf(commands.CodeNotFound, "env", "environment %q has no promoted models", c.Env)
+	}
+	if c.Generation != 0 && c.Generation != env.Generation {
+		return Decision{}, commands.Errorf(commands.CodeStaleGeneration, "generation",
+			"environment %s is at generation %d, the restatement read generation %d: re-read its incumbents and restate again", c.Env, env.Generation, c.Generation)
+	}
+	root, ok := st.Snapshots[env.Incumbents[c.Model]]
+	if !ok {
+		return Decision{}, commands.Errorf(commands.CodeNotFound, "model", "environment %s serves no model %q", c.Env, c.Model)
+	}
+	req := Restatement(st, c.Env, c.Model, c.Ranges, c.At)
+	if len(req.Work) == 0 || req.Work[0].Snapshot != root.Snapshot || len(req.Work[0].Invalidated) == 0 {
+		cov := st.Table(root.Table)
+		return Decision{}, commands.Errorf(commands.CodeInvalid, "ranges",
+			"%s (the incumbent of %s in %s, unit %s) covers nothing of %s: nothing to restate (it covers %s)",
+			root.Snapshot, c.Model, c.Env, root.Schedule.Unit(), describeRanges(req.Ranges), describeRanges(cov.Clip(interval.R(cov.Start(), cov.Frontier()))))
+	}
+	req.Run = events.RestateRunID(c.ID)
+	req.Reason = c.Reason
+	payloads := []events.Payload{req}
+	for _, w := range req.Work {
+		if len(w.Invalidated) > 0 {
+			payloads = append(payloads, events.IntervalsInvalidated{Snapshot: w.Snapshot, Table: w.Table, Ranges: w.Invalidated, Reason: req.Run})
+		}
+	}
+	n := 0
+	for _, w := range req.Work {
+		n += len(w.Ranges)
+	}
+	msg := fmt.Sprintf("restating %s in %s: %d model(s), %d range(s) to recompute as restate work", c.Model, c.Env, len(req.Work), n)
+	return Decision{Events: payloads, Expect: events.ExpectStream(st.Seq), Reply: commands.Reply{Restatement: &req, Message: msg}}, nil
+}
+
+// Restatement is what restating ranges of model in env at clock at
+// affects (restate's rules), before its run id and reason are set:
+// the work per model, the model first, then its transitively downstream
+// models in dependency order, each with something to compute. Pure.
+func Restatement(st *projections.State, env, model string, ranges []interval.Range, at time.Time) events.RestatementRequested {
+	e := st.Env(env)
+	req := events.RestatementRequested{Env: env, Model: model, Generation: e.Generation}
+	root, ok := st.Snapshots[e.Incumbents[model]]
+	if !ok {
+		return req
+	}
+	req.Snapshot = root.Snapshot
+	inScope := map[string]bool{model: true}
+	for _, m := range st.Downstream(env, []string{model}) {
+		inScope[m] = true
+	}
+	affected := map[string]interval.Set{}
+	for _, m := range st.DependencyOrder(env) {
+		sn, ok := st.Snapshots[e.Incumbents[m]]
+		if !ok || !inScope[m] {
+			continue
+		}
+		var from interval.Set
+		if m == model {
+			from = interval.NewSet(ranges...)
+		} else {
+			for _, d := range sn.DependsOn {
+				from = from.AddSet(affected[d])
+			}
+		}
+		a := clipToStart(sn, sn.Schedule.Work(from))
+		affected[m] = a
+		if m == model {
+			req.Ranges = a
+		}
+		if a.Empty() {
+			continue
+		}
+		cov := st.Table(sn.Table)
+		covered := intersect(a, cov)
+		todo := covered
+		if ready := sn.Schedule.Ready(sn.Start, at); !ready.Empty() {
+			todo = todo.AddSet(intersect(a, interval.NewSet(ready)))
+		}
+		todo = clipToStart(sn, sn.Schedule.Work(todo))
+		if todo.Empty() {
+			continue
+		}
+		req.Work = append(req.Work, events.RestateWork{Model: m, Snapshot: sn.Snapshot, Table: sn.Table, Ranges: todo, Invalidated: intersect(todo, cov)})
+	}
+	return req
+}
+
+// clipToStart is set without what lies before the snapshot's start
+// (floored to its unit) or after the latest time an event may carry.
+func clipToStart(sn *projections.Snapshot, set interval.Set) interval.Set {
+	if set.Empty() {
+		return nil
+	}
+	return set.Clip(interval.R(sn.Schedule.Unit().Floor(sn.Start), events.MaxTime))
+}
+
+// intersect is a ∩ b.
+func intersect(a, b interval.Set) interval.Set {
+	if a.Empty() || b.Empty() {
+		return nil
+	}
+	return a.SubtractSet(a.SubtractSet(b))
+}
+
+func describeRanges(s interval.Set) string {
+	if s.Empty() {
+		return "nothing"
+	}
+	return strings.Join(s.Strings(), ", ")
+}
+
+// StaleRestatement says why the work of restate item id is no longer
+// recorded: the environment moved to another generation since the
+// restatement read it (a promotion replaced incumbents whose tables it
+// writes, as a scheduler advance of an older generation is fenced); ""
+// when it is wanted, or id is no restatement's. A worker checks it before
+// writing (sqlrun.Runner), the engine before recording the completion.
+func StaleRestatement(st *projections.State, id string) string {
+	r := st.Restatements[id]
+	if r == nil {
+		return ""
+	}
+	if g := st.Env(r.Env).Generation; g != r.Generation {
+		return fmt.Sprintf("restate work %s read environment %s at generation %d; it is at generation %d now: restate again on its incumbents", id, r.Env, r.Generation, g)
+	}
+	return ""
+}
+
+// notStale refuses a completion of stale restate work (StaleRestatement):
+// stale_generation, which a worker does not retry (work.Transient).
+func notStale(st *projections.State, work string) error {
+	if why := StaleRestatement(st, work); why != "" {
+		return commands.Errorf(commands.CodeStaleGeneration, "work", "%s", why)
+	}
+	return nil
+}
