@@ -27,6 +27,10 @@ func samplePayloads() []Payload {
 			Models:         map[string]ModelFinding{"events": {Snapshot: "events@v2", Codes: []string{"missing_intervals"}, Missing: []interval.Range{r}, Advances: 1}},
 			EvaluatedAtSeq: 9, EvaluatedAt: t0, Policy: Policy{Version: 1}, Generation: 1},
 		EnvironmentFinalized{Env: "prod", Plan: "p1", Generation: 2},
+		RestatementRequested{Env: "prod", Model: "events", Snapshot: "events@v1", Ranges: []interval.Range{r}, Generation: 2, Run: "restate:c1",
+			Work: []RestateWork{{Model: "events", Snapshot: "events@v1", Table: "events@v1", Ranges: []interval.Range{r}, Invalidated: []interval.Range{r}},
+				{Model: "rollup", Snapshot: "rollup@v1", Table: "rollup@v1", Ranges: []interval.Range{interval.R(t0.Add(-10*time.Hour), t0.Add(14*time.Hour))}, Invalidated: []interval.Range{}}},
+			Reason: "source fixed"},
 	}
 }
 
