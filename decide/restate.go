@@ -3,7 +3,6 @@ package decide
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events"
@@ -52,13 +51,14 @@ func restate(st *projections.State, c *commands.Restate) (Decision, error) {
 	if !ok {
 		return Decision{}, commands.Errorf(commands.CodeNotFound, "model", "environment %s serves no model %q", c.Env, c.Model)
 	}
-	req := Restatement(st, c.Env, c.Model, c.Ranges, c.At)
+	req := projections.Restatement(st, c.Env, c.Model, c.Ranges, c.At)
 	if len(req.Work) == 0 || req.Work[0].Snapshot != root.Snapshot || len(req.Work[0].Invalidated) == 0 {
 		cov := st.Table(root.Table)
 		return Decision{}, commands.Errorf(commands.CodeInvalid, "ranges",
 			"%s (the incumbent of %s in %s, unit %s) covers nothing of %s: nothing to restate (it covers %s)",
 			root.Snapshot, c.Model, c.Env, root.Schedule.Unit(), describeRanges(req.Ranges), describeRanges(cov.Clip(interval.R(cov.Start(), cov.Frontier()))))
 	}
+	req.EvaluatedAtSeq = st.Seq
 	req.Run = events.RestateRunID(c.ID)
 	req.Reason = c.Reason
 	payloads := []events.Payload{req}
@@ -73,83 +73,6 @@ func restate(st *projections.State, c *commands.Restate) (Decision, error) {
 	}
 	msg := fmt.Sprintf("restating %s in %s: %d model(s), %d range(s) to recompute as restate work", c.Model, c.Env, len(req.Work), n)
 	return Decision{Events: payloads, Expect: events.ExpectStream(st.Seq), Reply: commands.Reply{Restatement: &req, Message: msg}}, nil
-}
-
-// Restatement is what restating ranges of model in env at clock at
-// affects (restate's rules), before its run id and reason are set:
-// the work per model, the model first, then its transitively downstream
-// models in dependency order, each with something to compute. Pure.
-func Restatement(st *projections.State, env, model string, ranges []interval.Range, at time.Time) events.RestatementRequested {
-	e := st.Env(env)
-	req := events.RestatementRequested{Env: env, Model: model, Generation: e.Generation}
-	root, ok := st.Snapshots[e.Incumbents[model]]
-	if !ok {
-		return req
-	}
-	req.Snapshot = root.Snapshot
-	inScope := map[string]bool{model: true}
-	for _, m := range st.Downstream(env, []string{model}) {
-		inScope[m] = true
-	}
-	affected := map[string]interval.Set{}
-	for _, m := range st.DependencyOrder(env) {
-		sn, ok := st.Snapshots[e.Incumbents[m]]
-		if !ok || !inScope[m] {
-			continue
-		}
-		var from interval.Set
-		if m == model {
-			from = interval.NewSet(ranges...)
-		} else {
-			for _, d := range sn.DependsOn {
-				from = from.AddSet(affected[d])
-			}
-		}
-		a := clipToStart(sn, sn.Schedule.Work(from))
-		affected[m] = a
-		if m == model {
-			req.Ranges = a
-		}
-		if a.Empty() {
-			continue
-		}
-		cov := st.Table(sn.Table)
-		covered := intersect(a, cov)
-		todo := covered
-		if ready := sn.Schedule.Ready(sn.Start, at); !ready.Empty() {
-			todo = todo.AddSet(intersect(a, interval.NewSet(ready)))
-		}
-		todo = clipToStart(sn, sn.Schedule.Work(todo))
-		if todo.Empty() {
-			continue
-		}
-		req.Work = append(req.Work, events.RestateWork{Model: m, Snapshot: sn.Snapshot, Table: sn.Table, Ranges: todo, Invalidated: intersect(todo, cov)})
-	}
-	return req
-}
-
-// clipToStart is set without what lies before the snapshot's start
-// (floored to its unit) or after the latest time an event may carry.
-func clipToStart(sn *projections.Snapshot, set interval.Set) interval.Set {
-	if set.Empty() {
-		return nil
-	}
-	return set.Clip(interval.R(sn.Schedule.Unit().Floor(sn.Start), events.MaxTime))
-}
-
-// intersect is a ∩ b.
-func intersect(a, b interval.Set) interval.Set {
-	if a.Empty() || b.Empty() {
-		return nil
-	}
-	return a.SubtractSet(a.SubtractSet(b))
-}
-
-func describeRanges(s interval.Set) string {
-	if s.Empty() {
-		return "nothing"
-	}
-	return strings.Join(s.Strings(), ", ")
 }
 
 // StaleRestatement says why the work of restate item id is no longer
@@ -177,3 +100,11 @@ func notStale(st *projections.State, work string) error {
 	}
 	return nil
 }
+
+func describeRanges(s interval.Set) string {
+	if s.Empty() {
+		return "nothing"
+	}
+	return strings.Join(s.Strings(), ", ")
+}
+

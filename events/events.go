@@ -525,6 +525,10 @@ type RestatementRequested struct {
 	// Generation is the environment generation the restatement read; its
 	// work is no longer recorded once the generation moved on.
 	Generation uint64 `msgpack:"generation" json:"generation"`
+	// EvaluatedAtSeq is the stream sequence of the view the restatement
+	// was decided on (with the event's time, its clock): replay decides
+	// it again there.
+	EvaluatedAtSeq uint64 `msgpack:"evaluated_at_seq" json:"evaluated_at_seq"`
 	// Run is the run id of the work: "restate:<command id>".
 	Run string `msgpack:"run" json:"run"`
 	// Work is per model with anything to compute, the model first, then

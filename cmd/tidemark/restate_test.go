@@ -198,9 +198,13 @@ func TestRestateForReal(t *testing.T) {
 		t.Fatalf("verify after the restatement: exit %d %s %s", code, out, stderr)
 	}
 	for _, m := range []string{"events", "rollup"} {
-		if out, _, code := runCLI(t, "audit", "--nats-url", s.nats, "--model", m); code != 0 || !strings.Contains(out, "(restate)") {
-			t.Fatalf("audit of %s shows no restate work: exit %d\n%s", m, code, out)
+		if out, _, code := runCLI(t, "audit", "--nats-url", s.nats, "--model", m); code != 0 || !strings.Contains(out, "(restate)") || !strings.Contains(out, "restatement of "+v2["events"]) {
+			t.Fatalf("audit of %s shows no restatement and its work: exit %d\n%s", m, code, out)
 		}
+	}
+	// Replay decides the restatement again on its view: the same work.
+	if out, stderr, code := runCLI(t, "replay", "--verify", "--nats-url", s.nats); code != 0 || !strings.Contains(out, "0 divergence(s)") {
+		t.Fatalf("replay --verify: exit %d %s %s", code, out, stderr)
 	}
 
 	// Bad inputs: exit 3 for what does not exist, 2 for usage, 1 for a
