@@ -107,4 +107,3 @@ func describeRanges(s interval.Set) string {
 	}
 	return strings.Join(s.Strings(), ", ")
 }
-
