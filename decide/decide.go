@@ -121,6 +121,14 @@ func duplicate(st *projections.State, cmd commands.Command, seq uint64) commands
 			b := pl.Built
 			r.Plan = &b
 		}
+	case *commands.Restate:
+		run := events.RestateRunID(c.ID)
+		for _, req := range st.Restatements {
+			if req.Run == run {
+				rr := *req
+				r.Restatement = &rr
+			}
+		}
 	}
 	return r
 }

@@ -68,7 +68,7 @@ func TestRestateCascadesToEachUnit(t *testing.T) {
 		events.RestateWork{Model: "rollup", Snapshot: "rollup@v1", Table: "rollup@v1", Ranges: []interval.Range{days(1, 2)}, Invalidated: []interval.Range{days(1, 2)}},
 	)
 	if req.Env != "prod" || req.Model != "events" || req.Snapshot != "events@v1" || req.Generation != 1 ||
-		!interval.NewSet(req.Ranges...).Equal(rs(hrs(30, 31))) || req.Run != events.RestateRunID(dec.Reply.Restatement.Run[len("restate:"):]) {
+		!interval.NewSet(req.Ranges...).Equal(rs(hrs(30, 31))) || req.Run != "restate:"+w.log[len(w.log)-1].Causation || req.EvaluatedAtSeq != seq {
 		t.Fatalf("request %+v", req)
 	}
 	// The request first, then one invalidation per table, in one batch
@@ -87,6 +87,13 @@ func TestRestateCascadesToEachUnit(t *testing.T) {
 	}
 	if dec.Expect.LastSeq == nil || *dec.Expect.LastSeq != seq {
 		t.Fatalf("expect %+v, want the whole view at seq %d", dec.Expect, seq)
+	}
+	// A retry (same id, same command) appends nothing and answers the
+	// same request.
+	retry := &commands.Restate{Meta: commands.Meta{ID: req.Run[len("restate:"):], At: at}, Env: "prod", Model: "events", Ranges: []interval.Range{asked}}
+	if again, err := w.again(retry); err != nil || len(again.Events) != 0 || !again.Reply.Duplicate || again.Reply.Restatement == nil ||
+		again.Reply.Restatement.Run != req.Run || len(again.Reply.Restatement.Work) != 2 {
+		t.Fatalf("retry: %+v %v", again.Reply, err)
 	}
 	if got := w.st.Table("events@v1"); got.Overlaps(hrs(30, 31)) || !got.Covers(hrs(0, 30)) || !got.Covers(hrs(31, 73)) {
 		t.Fatalf("events covers %v after the restatement", got)
