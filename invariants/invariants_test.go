@@ -79,7 +79,8 @@ import (
 // plus a derived version of every downstream incumbent it does not set;
 // F, a promote is refused only while its catch-up work is outstanding, and
 // a finalize is carried out exactly for an accepted plan at the generation
-// its acceptance set.
+// its acceptance set; and R, a restatement cascades as its rules say
+// (restate_test.go).
 //
 // TestStaleViewsAreFenced replays decisions made on stale views (all
 // fenced); TestEachInvariantCanFail shows each check can fail. A
@@ -172,6 +173,7 @@ var actions = []action{
 	{"race", 16, (*sim).actRace},
 	{"rollback-race", 4, (*sim).actRollbackRace},
 	{"replica-tick", 4, (*sim).actReplicaTick},
+	{"restate", 4, (*sim).actRestate},
 }
 
 func (s *sim) step() {
