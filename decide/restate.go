@@ -53,10 +53,9 @@ func restate(st *projections.State, c *commands.Restate) (Decision, error) {
 	}
 	req := projections.Restatement(st, c.Env, c.Model, c.Ranges, c.At)
 	if len(req.Work) == 0 || req.Work[0].Snapshot != root.Snapshot || len(req.Work[0].Invalidated) == 0 {
-		cov := st.Table(root.Table)
 		return Decision{}, commands.Errorf(commands.CodeInvalid, "ranges",
-			"%s (the incumbent of %s in %s, unit %s) covers nothing of %s: nothing to restate (it covers %s)",
-			root.Snapshot, c.Model, c.Env, root.Schedule.Unit(), describeRanges(req.Ranges), describeRanges(cov.Clip(interval.R(cov.Start(), cov.Frontier()))))
+			"%s (the incumbent of %s in %s, unit %s) covers nothing of %s: nothing to restate (%s)",
+			root.Snapshot, c.Model, c.Env, root.Schedule.Unit(), describeRanges(req.Ranges), describeCoverage(st.Table(root.Table)))
 	}
 	req.EvaluatedAtSeq = st.Seq
 	req.Run = events.RestateRunID(c.ID)
@@ -101,9 +100,21 @@ func notStale(st *projections.State, work string) error {
 	return nil
 }
 
+// describeRanges is s for a message, at most 10 of its ranges.
 func describeRanges(s interval.Set) string {
 	if s.Empty() {
 		return "nothing"
 	}
+	if len(s) > 10 {
+		return strings.Join(s[:10].Strings(), ", ") + fmt.Sprintf(" and %d more range(s)", len(s)-10)
+	}
 	return strings.Join(s.Strings(), ", ")
+}
+
+// describeCoverage says what a table covers, in one bounded phrase.
+func describeCoverage(cov interval.Set) string {
+	if cov.Empty() {
+		return "its table covers nothing yet"
+	}
+	return fmt.Sprintf("its table covers %d range(s) within %s", len(cov), interval.R(cov.Start(), cov.Frontier()))
 }

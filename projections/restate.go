@@ -9,10 +9,10 @@ import (
 
 // Restatement is what restating ranges of model in env at clock at
 // affects, by the rules decide's restate states (docs/restatement.md for
-// users), before the decision sets its view's sequence, run id and
-// reason:
-// the work per model, the model first, then its transitively downstream
-// models in dependency order, each with something to compute. Pure.
+// users): the work per model, the model first, then its transitively
+// downstream models in dependency order, each with something to compute.
+// The decision sets the rest (the view's sequence, run id and reason);
+// replay decides it again with this same function. Pure.
 func Restatement(st *State, env, model string, ranges []interval.Range, at time.Time) events.RestatementRequested {
 	e := st.Env(env)
 	req := events.RestatementRequested{Env: env, Model: model, Generation: e.Generation}
