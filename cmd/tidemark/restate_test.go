@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/internal/pgtest"
 	"github.com/tidemark/tidemark/warehouse"
 	"github.com/tidemark/tidemark/work/sqlrun"
@@ -274,5 +277,50 @@ func TestRestatePostgres(t *testing.T) {
 	}
 	if out, _, code := runCLI(t, "verify", "--env", "prod", "--model", "raw", "--nats-url", s.nats); code != 1 || !strings.Contains(out, "prod.raw: DIFFERS (0 rows only in the view, 20 only in the recompute") {
 		t.Fatalf("verify raw: exit %d %s", code, out)
+	}
+}
+
+// restateLeft, what restate --wait waits for, from status answers: the
+// restated ranges until each table covers them again (a range past the
+// frontier too: invalidating the last hour moves the frontier back), and
+// an error once the work cannot be done (a final failure of restate work
+// after the request, the environment at another generation).
+func TestRestateLeft(t *testing.T) {
+	h := func(i int) time.Time { return time.Date(2026, 12, 1, i, 0, 0, 0, time.UTC) }
+	req := &events.RestatementRequested{Env: "prod", Model: "events", Generation: 2, Work: []events.RestateWork{
+		{Model: "events", Snapshot: "events@v1", Ranges: []interval.Range{interval.R(h(6), h(7))}},
+		{Model: "rollup", Snapshot: "rollup@v1", Ranges: []interval.Range{interval.R(h(0), h(24))}},
+	}}
+	status := func(gen uint64, evFrontier time.Time, evMissing []interval.Range, rollFrontier time.Time, fail *commands.RunFailure) commands.Reply {
+		return commands.Reply{Envs: []commands.EnvStatus{{Env: "prod", Generation: gen, Models: []commands.ModelStatus{
+			{Model: "events", Snapshot: "events@v1", Frontier: evFrontier, Missing: evMissing, LastFailure: fail},
+			{Model: "rollup", Snapshot: "rollup@v1", Frontier: rollFrontier},
+		}}}}
+	}
+	for _, c := range []struct {
+		name string
+		st   commands.Reply
+		left string
+		err  string
+	}{
+		{"done", status(2, h(12), nil, h(24), nil), "", ""},
+		{"a hole", status(2, h(12), []interval.Range{interval.R(h(6), h(7))}, h(24), nil), "events@v1 2026-12-01T06:00:00Z/2026-12-01T07:00:00Z", ""},
+		{"the frontier moved back", status(2, h(12), nil, h(0), nil), "rollup@v1 2026-12-01T00:00:00Z/2026-12-02T00:00:00Z", ""},
+		{"an older failure", status(2, h(12), nil, h(24), &commands.RunFailure{RunKind: events.RunRestate, Final: true, Seq: 5}), "", ""},
+		{"given up", status(2, h(12), nil, h(24), &commands.RunFailure{RunKind: events.RunRestate, Final: true, Seq: 11, Attempt: 5, Error: "boom"}), "", "given up after 5 attempt(s): boom"},
+		{"another generation", status(3, h(12), nil, h(24), nil), "", "moved to generation 3"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			left, err := restateLeft(c.st, req, 10)
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) || exitCode(err) != exitFailed {
+					t.Fatalf("err %v (exit %d), want %q, exit 1", err, exitCode(err), c.err)
+				}
+				return
+			}
+			if err != nil || left != c.left {
+				t.Fatalf("left %q %v, want %q", left, err, c.left)
+			}
+		})
 	}
 }
