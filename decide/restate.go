@@ -29,7 +29,9 @@ import (
 //   - Per model, the work recomputes its affected intervals that its table
 //     covers (invalidated now, with the request) or that are ready and
 //     missing (a scheduled computation of them may be reading the data the
-//     restatement replaces), as whole intervals of its snapshot's own unit.
+//     restatement replaces), as whole intervals of its snapshot's own unit
+//     that have ended (a coarser forward-only version's interval still
+//     running is invalidated and left to the scheduler).
 //     A forward_only incumbent is restated like any other: its intervals
 //     are recomputed with its own logic (a restatement is the way to
 //     rewrite history on purpose).

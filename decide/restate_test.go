@@ -231,3 +231,39 @@ func TestRestateWorkFencedByGeneration(t *testing.T) {
 		t.Fatalf("field %q", ce.Field)
 	}
 }
+
+// A forward-only version coarser than its table's coverage (a daily
+// rollup@v2 over the hourly rows rollup@v1 wrote): the restated hour
+// affects today's whole day, which has not ended. Its covered hours are
+// invalidated, and the day is left to the scheduler (computed whole once
+// ready): a completion of an interval not ended would be refused.
+func TestRestateCoarserForwardOnlyLeavesTodayToTheScheduler(t *testing.T) {
+	w := deployed(t, h(6), model{name: "events"}, model{name: "rollup", deps: []string{"events"}})
+	w.run("prod", h(6), day(3).Add(10*time.Hour))
+	w.register(model{name: "rollup", version: "v2", cron: "@daily", kind: events.ForwardOnly, deps: []string{"events"}}.command())
+	at := day(3).Add(10*time.Hour + 30*time.Minute)
+	w.deploy("prod", "fo", map[string]string{"rollup": "v2"}, at)
+	today := interval.R(day(3), day(3).Add(10*time.Hour))
+	if !w.st.Table("rollup@v1").Covers(today) {
+		t.Fatalf("rollup's table covers %v", w.st.Table("rollup@v1"))
+	}
+	_, req := w.restate("events", at, interval.R(day(3).Add(2*time.Hour), day(3).Add(3*time.Hour)))
+	wantWork(t, req,
+		events.RestateWork{Model: "events", Snapshot: "events@v1", Table: "events@v1", Ranges: []interval.Range{hrs(74, 75)}, Invalidated: []interval.Range{hrs(74, 75)}},
+		events.RestateWork{Model: "rollup", Snapshot: "rollup@v2", Table: "rollup@v1", Ranges: nil, Invalidated: []interval.Range{today}},
+	)
+	if w.st.Table("rollup@v1").Overlaps(today) {
+		t.Fatalf("today's hours still covered: %v", w.st.Table("rollup@v1"))
+	}
+	// Once the day has ended and is ready, the scheduler computes it whole.
+	advs := w.advance("prod", day(4))
+	found := false
+	for _, a := range advs {
+		if a.Snapshot == "rollup@v2" && interval.NewSet(a.Ranges...).Covers(interval.R(day(3), day(4))) {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("the tick at the day's end does not schedule rollup@v2's day: %+v", advs)
+	}
+}

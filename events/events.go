@@ -501,9 +501,12 @@ type RestateWork struct {
 	// ready and missing (it would be computed from the data the
 	// restatement replaces otherwise).
 	Ranges []interval.Range `msgpack:"ranges" json:"ranges"`
-	// Invalidated is the part of Ranges the table covered: it is removed
-	// from the table's coverage by an IntervalsInvalidated appended with
-	// the request.
+	// Invalidated is the part of the model's affected intervals the table
+	// covered: it is removed from the table's coverage by an
+	// IntervalsInvalidated appended with the request. Ranges holds all of
+	// it but for an interval of the snapshot's unit that has not ended (a
+	// forward-only version coarser than its table's coverage): that one
+	// is the scheduler's, once ready.
 	Invalidated []interval.Range `msgpack:"invalidated" json:"invalidated"`
 }
 

@@ -54,10 +54,18 @@ func Restatement(st *State, env, model string, ranges []interval.Range, at time.
 			todo = todo.AddSet(intersect(a, interval.NewSet(ready)))
 		}
 		todo = clipToStart(sn, sn.Schedule.Work(todo))
-		if todo.Empty() {
+		// Only intervals that have ended can be computed: one of a unit
+		// coarser than the table's coverage (a forward-only version over
+		// its predecessor's finer intervals) still running at the clock is
+		// invalidated and left to the scheduler, which computes it whole
+		// once it is ready.
+		if u := sn.Schedule.Unit(); !sn.AllowPartials && !todo.Empty() {
+			todo = todo.Clip(interval.R(todo.Start(), u.Floor(at)))
+		}
+		if todo.Empty() && covered.Empty() {
 			continue
 		}
-		req.Work = append(req.Work, events.RestateWork{Model: m, Snapshot: sn.Snapshot, Table: sn.Table, Ranges: todo, Invalidated: intersect(todo, cov)})
+		req.Work = append(req.Work, events.RestateWork{Model: m, Snapshot: sn.Snapshot, Table: sn.Table, Ranges: todo, Invalidated: covered})
 	}
 	return req
 }
