@@ -53,6 +53,8 @@ func TestHandWrittenEncodersMatchReflective(t *testing.T) {
 		{Accepted: true, Envs: []EnvStatus{{Env: "prod"}}, Retired: []RetiredTable{{Table: "m@v1", Snapshots: []string{"m@v1"}, Seq: 9, JudgedAt: t0, Reason: "unused"}}},
 		{Accepted: true, Seq: 12, Events: 3, Restatement: &events.RestatementRequested{Env: "prod", Model: "m", Snapshot: "m@v1", Ranges: []interval.Range{r}, Generation: 2, Run: "restate:c1",
 			Work: []events.RestateWork{{Model: "m", Snapshot: "m@v1", Table: "m@v1", Ranges: []interval.Range{r}, Invalidated: []interval.Range{r}}}}},
+		{Accepted: true, Envs: []EnvStatus{{Env: "prod"}}, Restatements: []RestateProgress{{Env: "prod", Model: "m", Snapshot: "m@v1", Ranges: []interval.Range{r}, Run: "restate:c1", Seq: 12,
+			Models: []ModelProgress{{Model: "m", Snapshot: "m@v1", RunKind: events.RunRestate, Batches: 1, Intervals: 1, DueAt: t0}}}}},
 	} {
 		same(t, "reply", i, rep, replyPlain(rep))
 	}

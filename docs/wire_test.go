@@ -51,6 +51,7 @@ var documented = map[string]any{
 	"RestatementRequested": events.RestatementRequested{},
 	"RestateWork":          events.RestateWork{},
 	"restate":              commands.Restate{},
+	"RestateProgress":      commands.RestateProgress{},
 	"RunFailure":           commands.RunFailure{},
 	"PlanProgress":         commands.PlanProgress{},
 	"ModelProgress":        commands.ModelProgress{},

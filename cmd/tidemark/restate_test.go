@@ -187,6 +187,9 @@ func TestRestateForReal(t *testing.T) {
 	}
 
 	f.restate(t)
+	if out, _, code := runCLI(t, "status", "--nats-url", s.nats, "-o", "json"); code != 0 || !strings.Contains(out, `"restatements":[]`) {
+		t.Fatalf("status after the restatement's work: exit %d %s", code, out)
+	}
 	if got := f.eventsIn(t); got != "n\n30\n" {
 		t.Fatalf("events' hour after the restatement: %q, want the new logic's 30 rows", got)
 	}
