@@ -240,15 +240,19 @@ func TestRestateForReal(t *testing.T) {
 	}
 }
 
-// TestRestatePostgres: serve with the built-in worker on Postgres. raw's
-// rows of an hour change in the warehouse (late data, as a loader would
-// write it): events' hour no longer matches its recompute until the
-// hour is restated; the restatement recomputes it from the new rows and
-// rollup's whole day, and verify finds events and rollup clean (raw,
-// changed outside tidemark, still differs: verify says so).
+// TestRestatePostgres: serve on Postgres, its work computed by two
+// `tidemark worker --warehouse` processes (the restate item published as
+// batches, rollup's held until events' is done). raw's rows of an hour
+// change in the warehouse (late data, as a loader would write it):
+// events' hour no longer matches its recompute until the hour is
+// restated; the restatement recomputes it from the new rows and rollup's
+// whole day, and verify finds events and rollup clean (raw, changed
+// outside tidemark, still differs: verify says so).
 func TestRestatePostgres(t *testing.T) {
 	dsn := pgtest.DSN(t)
-	s := startServe(t, "--builtin-worker", "--warehouse", dsn)
+	s := startServe(t, "--warehouse", dsn)
+	startSQLWorker(t, s.nats, dsn, "w1")
+	startSQLWorker(t, s.nats, dsn, "w2")
 	f := newRestateFixture(s.nats)
 	snaps := deployModels(t, s.nats, restateModels(t, f.start, "true", ""), "d1")
 	eventually(t, "the rollup is computed", time.Minute, func() bool { return f.rollupOf(t) == "n\n1440\n" })
