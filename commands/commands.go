@@ -75,10 +75,11 @@ const (
 	KindCheckWork           = "check_work"
 	KindCancelPlan          = "cancel_plan"
 	KindRollback            = "rollback"
+	KindRestate             = "restate"
 )
 
 // Kinds lists every command kind.
-var Kinds = []string{KindRegisterSnapshot, KindBuildPlan, KindCompleteIntervals, KindInvalidateIntervals, KindAdvanceScheduler, KindPromote, KindFinalize, KindOpenRepairs, KindFailRun, KindStatus, KindCompleteWork, KindFailWork, KindRetireTables, KindCheckWork, KindCancelPlan, KindRollback}
+var Kinds = []string{KindRegisterSnapshot, KindBuildPlan, KindCompleteIntervals, KindInvalidateIntervals, KindAdvanceScheduler, KindPromote, KindFinalize, KindOpenRepairs, KindFailRun, KindStatus, KindCompleteWork, KindFailWork, KindRetireTables, KindCheckWork, KindCancelPlan, KindRollback, KindRestate}
 
 // New returns an empty command of the given kind.
 func New(kind string) (Command, error) {
@@ -115,6 +116,8 @@ func New(kind string) (Command, error) {
 		return &CancelPlan{}, nil
 	case KindRollback:
 		return &Rollback{}, nil
+	case KindRestate:
+		return &Restate{}, nil
 	}
 	return nil, Errorf(CodeInvalid, "kind", "unknown command kind %q", kind)
 }
@@ -485,7 +488,7 @@ func (c *CompleteIntervals) Validate() error {
 		return err
 	}
 	if c.RunKind != "" && !c.RunKind.Valid() {
-		return Errorf(CodeInvalid, "run_kind", "run_kind %q: want backfill, scheduled, catch_up, repair or manual", c.RunKind)
+		return Errorf(CodeInvalid, "run_kind", "run_kind %q: want backfill, scheduled, catch_up, repair, restate or manual", c.RunKind)
 	}
 	if err := checkWork(c.Work, c.RunKind); err != nil {
 		return err
@@ -666,7 +669,7 @@ func (c *FailRun) Validate() error {
 		return err
 	}
 	if !c.RunKind.Valid() {
-		return Errorf(CodeInvalid, "run_kind", "run_kind %q: want backfill, scheduled, catch_up, repair or manual", c.RunKind)
+		return Errorf(CodeInvalid, "run_kind", "run_kind %q: want backfill, scheduled, catch_up, repair, restate or manual", c.RunKind)
 	}
 	if err := checkWork(c.Work, c.RunKind); err != nil {
 		return err

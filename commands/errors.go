@@ -110,6 +110,29 @@ type Reply struct {
 	Retired []RetiredTable `msgpack:"retired,omitempty" json:"retired,omitempty"`
 	// Rollback is set by rollback: the decision recorded.
 	Rollback *events.EnvironmentRolledBack `msgpack:"rollback,omitempty" json:"rollback,omitempty"`
+	// Restatement is set by restate: what it invalidated and the work
+	// that recomputes it.
+	Restatement *events.RestatementRequested `msgpack:"restatement,omitempty" json:"restatement,omitempty"`
+	// Restatements is set by status: the restatements in flight (their
+	// work not all done, their generation still the environment's), by
+	// sequence.
+	Restatements []RestateProgress `msgpack:"restatements,omitempty" json:"restatements,omitempty"`
+}
+
+// RestateProgress is a restatement in flight: its request and the
+// progress of its work per model (ModelProgress, run kind restate), in
+// its order.
+type RestateProgress struct {
+	Env   string `msgpack:"env" json:"env"`
+	Model string `msgpack:"model" json:"model"`
+	// Snapshot is the restated model's incumbent.
+	Snapshot string           `msgpack:"snapshot" json:"snapshot"`
+	Ranges   []interval.Range `msgpack:"ranges" json:"ranges"`
+	// Run is the run id of its work; Seq the sequence of its
+	// RestatementRequested.
+	Run    string          `msgpack:"run" json:"run"`
+	Seq    uint64          `msgpack:"seq" json:"seq"`
+	Models []ModelProgress `msgpack:"models" json:"models"`
 }
 
 // RetiredTable is a snapshot table the janitor retired (its TableRetired
@@ -149,7 +172,8 @@ type PlanProgress struct {
 }
 
 // ModelProgress is one model's step of a plan's work item (its backfill
-// or its catch-up) as the completions naming the item recorded it: the
+// or its catch-up), or of a restatement's, as the completions naming the
+// item recorded it: the
 // batches and intervals asked and done, the rows written, and the pace
 // from when the work became due to its latest completion (event times:
 // the same state gives the same figures). A batch is done when the

@@ -69,6 +69,10 @@ func TestHandWrittenEncodersMatchReflective(t *testing.T) {
 		{Accepted: true, Seq: 12, Events: 1, Rollback: &events.EnvironmentRolledBack{Env: "prod", FromGeneration: 2, ToGeneration: 1, Generation: 3,
 			Models:  []events.RolledBackModel{{Model: "m", Restored: "m@v1", Table: "m@v1", Demoted: "m@v2"}},
 			Repairs: []events.RolledBackRepair{{Plan: "p2", Model: "m", Snapshot: "m@v2", OpenSeq: 9}}, EvaluatedAtSeq: 11, EvaluatedAt: t0}},
+		{Accepted: true, Seq: 12, Events: 3, Restatement: &events.RestatementRequested{Env: "prod", Model: "m", Snapshot: "m@v1", Ranges: []interval.Range{r}, Generation: 2, Run: "restate:c1",
+			Work: []events.RestateWork{{Model: "m", Snapshot: "m@v1", Table: "m@v1", Ranges: []interval.Range{r}, Invalidated: []interval.Range{r}}}}},
+		{Accepted: true, Envs: []EnvStatus{{Env: "prod"}}, Restatements: []RestateProgress{{Env: "prod", Model: "m", Snapshot: "m@v1", Ranges: []interval.Range{r}, Run: "restate:c1", Seq: 12,
+			Models: []ModelProgress{{Model: "m", Snapshot: "m@v1", RunKind: events.RunRestate, Batches: 1, Intervals: 1, DueAt: t0}}}}},
 	} {
 		same(t, "reply", i, rep, replyPlain(rep))
 	}

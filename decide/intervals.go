@@ -109,6 +109,9 @@ func complete(st *projections.State, c *commands.CompleteIntervals) (Decision, e
 	if err := notCancelled(st, kind, c.RunID, sn); err != nil {
 		return Decision{}, err
 	}
+	if err := notStale(st, c.Work); err != nil {
+		return Decision{}, err
+	}
 	audits, err := auditsOf(sn, c.Audits)
 	if err != nil {
 		return Decision{}, err

@@ -82,6 +82,10 @@ var documented = map[string]any{
 	"RolledBackModel":       events.RolledBackModel{},
 	"RolledBackRepair":      events.RolledBackRepair{},
 	"rollback":              commands.Rollback{},
+	"RestatementRequested":  events.RestatementRequested{},
+	"RestateWork":           events.RestateWork{},
+	"restate":               commands.Restate{},
+	"RestateProgress":       commands.RestateProgress{},
 }
 
 var (

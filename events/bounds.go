@@ -124,6 +124,13 @@ func CheckTimes(ev Event) error {
 		c.ranges("data.coverage", p.Coverage)
 	case EnvironmentRolledBack:
 		c.opt("data.evaluated_at", p.EvaluatedAt)
+	case RestatementRequested:
+		c.ranges("data.ranges", p.Ranges)
+		for i, w := range p.Work {
+			f := "data.work[" + strconv.Itoa(i) + "]"
+			c.ranges(f+".ranges", w.Ranges)
+			c.ranges(f+".invalidated", w.Invalidated)
+		}
 	case EnvironmentFinalized, PlanCancelled:
 	}
 	if c.err != nil {

@@ -182,6 +182,8 @@ func decodePayload(t Type, data []byte) (Payload, error) {
 		p = &AuditRecorded{}
 	case TypeEnvironmentRolledBack:
 		p = &EnvironmentRolledBack{}
+	case TypeRestatementRequested:
+		p = &RestatementRequested{}
 	default:
 		return nil, &DecodeError{Kind: UnknownType, Type: t}
 	}
@@ -225,6 +227,8 @@ func deref(p Payload) Payload {
 	case *AuditRecorded:
 		return *v
 	case *EnvironmentRolledBack:
+		return *v
+	case *RestatementRequested:
 		return *v
 	}
 	return p

@@ -34,6 +34,10 @@ func samplePayloads() []Payload {
 			Models:         []RolledBackModel{{Model: "events", Restored: "events@v1", Table: "events@v1", Demoted: "events@v2"}},
 			Repairs:        []RolledBackRepair{{Plan: "p2", Model: "events", Snapshot: "events@v2", OpenSeq: 7}},
 			EvaluatedAtSeq: 9, EvaluatedAt: t0},
+		RestatementRequested{Env: "prod", Model: "events", Snapshot: "events@v1", Ranges: []interval.Range{r}, Generation: 2, Run: "restate:c1",
+			Work: []RestateWork{{Model: "events", Snapshot: "events@v1", Table: "events@v1", Ranges: []interval.Range{r}, Invalidated: []interval.Range{r}},
+				{Model: "rollup", Snapshot: "rollup@v1", Table: "rollup@v1", Ranges: []interval.Range{interval.R(t0.Add(-10*time.Hour), t0.Add(14*time.Hour))}, Invalidated: []interval.Range{}}},
+			Reason: "source fixed"},
 	}
 }
 

@@ -34,6 +34,7 @@ const (
 	TypeTableRetired          Type = "TableRetired"
 	TypePlanCancelled         Type = "PlanCancelled"
 	TypeEnvironmentRolledBack Type = "EnvironmentRolledBack"
+	TypeRestatementRequested  Type = "RestatementRequested"
 )
 
 // Envelope is the metadata every event carries.
@@ -153,12 +154,20 @@ const (
 	// RunRepair computes the gap an acceptance left (repair debt), issued
 	// with the decision.
 	RunRepair RunKind = "repair"
-	RunManual RunKind = "manual"
+	// RunRestate recomputes what a restatement invalidated (restate): a
+	// model's ranges and its downstream models' overlapping intervals,
+	// issued with the request.
+	RunRestate RunKind = "restate"
+	RunManual  RunKind = "manual"
 )
 
 // PlanRunID is the run id of a plan's work of kind k (backfill, catch_up,
 // repair): "<kind>:<plan>".
 func PlanRunID(k RunKind, plan string) string { return string(k) + ":" + plan }
+
+// RestateRunID is the run id of a restatement's work: "restate:<command
+// id>" (the restate command that requested it).
+func RestateRunID(command string) string { return string(RunRestate) + ":" + command }
 
 // PlanOfRunID is the plan a backfill or catch-up run id names (PlanRunID)
 // and that run's kind; ok is false for any other id.
@@ -174,7 +183,7 @@ func PlanOfRunID(id string) (k RunKind, plan string, ok bool) {
 // Valid reports whether k is a defined run kind.
 func (k RunKind) Valid() bool {
 	switch k {
-	case RunBackfill, RunScheduled, RunCatchUp, RunRepair, RunManual:
+	case RunBackfill, RunScheduled, RunCatchUp, RunRepair, RunRestate, RunManual:
 		return true
 	}
 	return false
@@ -493,6 +502,57 @@ type PlanCancelled struct {
 	Reason string `msgpack:"reason,omitempty" json:"reason,omitempty"`
 }
 
+// RestateWork is what a restatement recomputes of one model of the
+// environment: whole intervals of its snapshot's unit.
+type RestateWork struct {
+	Model    string `msgpack:"model" json:"model"`
+	Snapshot string `msgpack:"snapshot" json:"snapshot"`
+	Table    string `msgpack:"table" json:"table"`
+	// Ranges is what the work computes: the part of the model's affected
+	// intervals its table covered (Invalidated) and the part that was
+	// ready and missing (it would be computed from the data the
+	// restatement replaces otherwise).
+	Ranges []interval.Range `msgpack:"ranges" json:"ranges"`
+	// Invalidated is the part of the model's affected intervals the table
+	// covered: it is removed from the table's coverage by an
+	// IntervalsInvalidated appended with the request. Ranges holds all of
+	// it but for an interval of the snapshot's unit that has not ended (a
+	// forward-only version coarser than its table's coverage): that one
+	// is the scheduler's, once ready.
+	Invalidated []interval.Range `msgpack:"invalidated" json:"invalidated"`
+}
+
+// RestatementRequested records a restatement (restate): the ranges of a
+// model in an environment, and every interval of the env's transitively
+// downstream models that overlaps them (each mapped to its own unit), are
+// invalidated and recomputed with each incumbent's own logic, as work of
+// run kind restate, in the listed (dependency) order. It is appended in
+// one atomic batch with the IntervalsInvalidated events of each table's
+// covered part. Subject: the environment's.
+type RestatementRequested struct {
+	Env   string `msgpack:"env" json:"env"`
+	Model string `msgpack:"model" json:"model"`
+	// Snapshot is the model's incumbent the restatement read.
+	Snapshot string `msgpack:"snapshot" json:"snapshot"`
+	// Ranges are the ranges asked for, widened to whole intervals of the
+	// model's unit and clipped to its start.
+	Ranges []interval.Range `msgpack:"ranges" json:"ranges"`
+	// Generation is the environment generation the restatement read; its
+	// work is no longer recorded once the generation moved on.
+	Generation uint64 `msgpack:"generation" json:"generation"`
+	// EvaluatedAtSeq is the stream sequence of the view the restatement
+	// was decided on (with the event's time, its clock): replay decides
+	// it again there.
+	EvaluatedAtSeq uint64 `msgpack:"evaluated_at_seq" json:"evaluated_at_seq"`
+	// Run is the run id of the work: "restate:<command id>".
+	Run string `msgpack:"run" json:"run"`
+	// Work is per model with anything to compute, the model first, then
+	// its downstream models in dependency order.
+	Work []RestateWork `msgpack:"work" json:"work"`
+	// Reason says why, for humans; omitted when empty.
+	Reason string `msgpack:"reason,omitempty" json:"reason,omitempty"`
+}
+
 // TableRetired records that a snapshot table was retired: at the view of
 // sequence JudgedAtSeq and the clock JudgedAt, no environment's incumbent
 // and no open plan used it, and its last use ended (ReleasedAt, the
@@ -588,6 +648,7 @@ func (RunFailed) EventType() Type             { return TypeRunFailed }
 func (TableRetired) EventType() Type          { return TypeTableRetired }
 func (PlanCancelled) EventType() Type         { return TypePlanCancelled }
 func (EnvironmentRolledBack) EventType() Type { return TypeEnvironmentRolledBack }
+func (RestatementRequested) EventType() Type  { return TypeRestatementRequested }
 
 // Subject implements Payload.
 func (p SnapshotRegistered) Subject() string { return SnapshotSubject(p.Model, p.Version) }
@@ -605,6 +666,7 @@ func (p RunFailed) Subject() string             { return snapSubject(p.Snapshot)
 func (p TableRetired) Subject() string          { return snapSubject(p.Table) }
 func (p PlanCancelled) Subject() string         { return PlanSubject(p.Plan) }
 func (p EnvironmentRolledBack) Subject() string { return EnvSubject(p.Env) }
+func (p RestatementRequested) Subject() string  { return EnvSubject(p.Env) }
 
 func snapSubject(id string) string {
 	m, v, _ := ParseSnapshotID(id)

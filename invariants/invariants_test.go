@@ -83,7 +83,8 @@ import (
 // target is an earlier generation (the one before by default) that held
 // every model served now, differs from now and needs no retired table,
 // and then the env serves exactly that generation's incumbents (as the
-// sim recorded them) at the next generation.
+// sim recorded them) at the next generation; and R', a restatement cascades as its rules
+// say (restate_test.go).
 //
 // TestStaleViewsAreFenced replays decisions made on stale views (all
 // fenced); TestEachInvariantCanFail shows each check can fail. A
@@ -177,6 +178,7 @@ var actions = []action{
 	{"rollback-race", 4, (*sim).actRollbackRace},
 	{"replica-tick", 4, (*sim).actReplicaTick},
 	{"rollback", 4, (*sim).actRollback},
+	{"restate", 4, (*sim).actRestate},
 }
 
 // actRollback rolls an env back: to the generation before (most often),

@@ -201,6 +201,10 @@ type State struct {
 	// NewestPlan maps a snapshot to the newest plan that has it as a
 	// candidate (UpstreamOf reads it).
 	NewestPlan map[string]string `json:"newest_plan"`
+	// Restatements maps the work item of each restatement (work-<seq>-
+	// restate) to its request: what it restates, in which env, at which
+	// generation.
+	Restatements map[string]*events.RestatementRequested `json:"restatements,omitempty"`
 	// Skipped counts events that could not be decoded or applied.
 	Skipped int `json:"skipped"`
 	// Events counts events applied.
@@ -299,6 +303,8 @@ func New() *State {
 		Retired:    map[string]Retirement{},
 		OpenPlans:  map[string][]string{},
 		NewestPlan: map[string]string{},
+
+		Restatements: map[string]*events.RestatementRequested{},
 
 		DecisionCodes:    map[string]int{},
 		DecisionOutcomes: map[events.Outcome]int{},
@@ -495,6 +501,13 @@ func apply(s *State, seq uint64, ev events.Event) error {
 		pl.CatchUp, pl.CatchUpSeq = &c, seq
 		for _, w := range p.Work {
 			s.addWork(events.WorkID(seq, events.RunCatchUp), events.RunCatchUp, ev.OccurredAt, w.Snapshot, w.Ranges, w.Recompute)
+		}
+	case events.RestatementRequested:
+		id := events.WorkID(seq, events.RunRestate)
+		r := p
+		s.Restatements[id] = &r
+		for _, w := range p.Work {
+			s.addWork(id, events.RunRestate, ev.OccurredAt, w.Snapshot, w.Ranges)
 		}
 	case events.RepairCompleted:
 		for _, r := range s.Repairs {
@@ -782,6 +795,9 @@ func Restore(s *State) error {
 	}
 	if s.NewestPlan == nil {
 		s.NewestPlan = map[string]string{}
+	}
+	if s.Restatements == nil {
+		s.Restatements = map[string]*events.RestatementRequested{}
 	}
 	return nil
 }

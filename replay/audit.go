@@ -63,7 +63,7 @@ func (f Filter) match(r Row) bool {
 // Audit lists the records f selects as audit rows, in stream order.
 // Plan builds, completions, audit results, invalidations, scheduler
 // advances, catch-up requests, decisions, rollbacks, finalizations,
-// repairs and table retirements all appear; events that
+// repairs, restatements and table retirements all appear; events that
 // could not be decoded appear as "undecodable", well-formed events on a
 // subject not their own as "foreign".
 func Audit(recs []events.Record, f Filter) []Row {
@@ -153,6 +153,17 @@ func describe(r events.Record) Row {
 	case events.TableRetired:
 		row.Models = []string{modelOf(p.Table)}
 		row.Summary = fmt.Sprintf("table %s retired (written by %s; view at seq %d): %s", p.Table, strings.Join(p.Snapshots, ", "), p.JudgedAtSeq, p.Reason)
+	case events.RestatementRequested:
+		row.Env = p.Env
+		var parts []string
+		for _, w := range p.Work {
+			row.Models = append(row.Models, w.Model)
+			parts = append(parts, fmt.Sprintf("%s %s", w.Snapshot, interval.Set(w.Ranges)))
+		}
+		row.Summary = fmt.Sprintf("restatement of %s %s in %s (generation %d, run %s): %s", p.Snapshot, interval.Set(p.Ranges), p.Env, p.Generation, p.Run, strings.Join(parts, "; "))
+		if p.Reason != "" {
+			row.Summary += " — " + p.Reason
+		}
 	case events.RepairCompleted:
 		row.Env, row.Plan, row.Models = p.Env, p.Plan, []string{p.Model}
 		row.Summary = fmt.Sprintf("repair of %s %s closed after %s (opened at seq %d)", p.Snapshot, interval.Set(p.Ranges), time.Duration(p.LatencyMS)*time.Millisecond, p.OpenSeq)

@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
@@ -67,11 +68,14 @@ func (d Divergence) String() string {
 // by policy.Rollback, to the generation it restored), and compares
 // outcome, codes, findings, per-model missing ranges and advance counts,
 // catch-up work, and a rollback's generations, models and closed repairs.
+// Each RestatementRequested is decided again on its view at its clock
+// (projections.Restatement) and its work compared.
 func Verify(recs []events.Record) []Divergence {
 	type pending struct {
-		seq uint64
-		at  uint64 // evaluated_at_seq
-		ev  events.Payload
+		seq   uint64
+		at    uint64 // evaluated_at_seq
+		ev    events.Payload
+		clock time.Time
 	}
 	var decs []pending
 	for _, r := range recs {
@@ -80,11 +84,15 @@ func Verify(recs []events.Record) []Divergence {
 		}
 		switch p := r.Event.Payload.(type) {
 		case events.PromotionDecided:
-			decs = append(decs, pending{r.Seq, p.EvaluatedAtSeq, p})
+			decs = append(decs, pending{r.Seq, p.EvaluatedAtSeq, p, r.Event.OccurredAt})
 		case events.CatchUpRequested:
-			decs = append(decs, pending{r.Seq, p.EvaluatedAtSeq, p})
+			decs = append(decs, pending{r.Seq, p.EvaluatedAtSeq, p, r.Event.OccurredAt})
 		case events.EnvironmentRolledBack:
-			decs = append(decs, pending{r.Seq, p.EvaluatedAtSeq, p})
+			decs = append(decs, pending{r.Seq, p.EvaluatedAtSeq, p, r.Event.OccurredAt})
+		case events.RestatementRequested:
+			if p.EvaluatedAtSeq > 0 {
+				decs = append(decs, pending{r.Seq, p.EvaluatedAtSeq, p, r.Event.OccurredAt})
+			}
 		}
 	}
 	sort.SliceStable(decs, func(i, j int) bool { return decs[i].at < decs[j].at })
@@ -102,6 +110,8 @@ func Verify(recs []events.Record) []Divergence {
 			out = append(out, compareRequest(st, p.seq, ev)...)
 		case events.EnvironmentRolledBack:
 			out = append(out, compareRollback(st, p.seq, ev)...)
+		case events.RestatementRequested:
+			out = append(out, compareRestatement(st, p.seq, ev, p.clock)...)
 		}
 	}
 	return out
@@ -229,6 +239,28 @@ func compareRequest(st *projections.State, seq uint64, rec events.CatchUpRequest
 		d.diff("work."+m+".incumbent_frontier", a.IncumbentFrontier.UTC().String(), b.IncumbentFrontier.UTC().String())
 	}
 	return d.out
+}
+
+// compareRestatement decides a restatement again on st (its view) at its
+// clock and compares what it restates. Divergences name its run as their
+// plan.
+func compareRestatement(st *projections.State, seq uint64, rec events.RestatementRequested, at time.Time) []Divergence {
+	d := &differ{plan: rec.Run, seq: seq}
+	got := projections.Restatement(st, rec.Env, rec.Model, rec.Ranges, at)
+	d.diff("snapshot", rec.Snapshot, got.Snapshot)
+	d.diff("generation", rec.Generation, got.Generation)
+	d.diff("ranges", interval.Set(rec.Ranges).String(), interval.Set(got.Ranges).String())
+	d.diff("work", restateWork(rec.Work), restateWork(got.Work))
+	return d.out
+}
+
+// restateWork renders a restatement's work comparably.
+func restateWork(ws []events.RestateWork) []string {
+	out := make([]string, len(ws))
+	for i, w := range ws {
+		out[i] = fmt.Sprintf("%s|%s|%s|%s|%s", w.Model, w.Snapshot, w.Table, interval.Set(w.Ranges).String(), interval.Set(w.Invalidated).String())
+	}
+	return out
 }
 
 // findings renders findings comparably (ranges as text, nil as empty).

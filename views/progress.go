@@ -231,3 +231,37 @@ func Plans(st *projections.State, env string) []commands.PlanProgress {
 	}
 	return out
 }
+
+// Restating lists env's restatements in flight (every env's when env is
+// empty), by sequence: those whose environment is still at the
+// generation they read (decide.StaleRestatement: otherwise their work is
+// given up) and some of whose work is neither recorded done nor covered
+// by its table (the scheduler may compute the same intervals), each with
+// its work's progress per model, in its order (WorkProgress).
+func Restating(st *projections.State, env string) []commands.RestateProgress {
+	var out []commands.RestateProgress
+	for id, req := range st.Restatements {
+		if (env != "" && req.Env != env) || st.Env(req.Env).Generation != req.Generation {
+			continue
+		}
+		w := st.Work[id]
+		left := false
+		var order []string
+		for _, rw := range req.Work {
+			order = append(order, rw.Snapshot)
+			todo := interval.NewSet(rw.Ranges...).SubtractSet(st.Table(rw.Table))
+			if w != nil && w.Done[rw.Snapshot] != nil {
+				todo = todo.SubtractSet(w.Done[rw.Snapshot].Ranges)
+			}
+			left = left || !todo.Empty()
+		}
+		if !left {
+			continue
+		}
+		seq, _, _ := events.ParseWorkID(id)
+		out = append(out, commands.RestateProgress{Env: req.Env, Model: req.Model, Snapshot: req.Snapshot, Ranges: req.Ranges, Run: req.Run, Seq: seq,
+			Models: WorkProgress(st, id, order)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	return out
+}

@@ -141,7 +141,8 @@ func DebtTotals(debts []Debt) (open, intervals int, oldest time.Time) {
 }
 
 // Answer runs a query (Status or OpenRepairs) against st at clock at;
-// Status also lists the plans in flight (InFlight). An
+// Status also lists the plans in flight (InFlight) and the restatements
+// in flight (Restating). An
 // unknown environment is a CodeNotFound *commands.Error, another query a
 // CodeInvalid one. The reply's Accepted and Seq are the caller's to set.
 func Answer(st *projections.State, q commands.Query, at time.Time) (commands.Reply, error) {
@@ -164,7 +165,11 @@ func Answer(st *projections.State, q commands.Query, at time.Time) (commands.Rep
 		r.Envs, r.Repairs = Status(st, env, at)
 		r.Plans = Plans(st, env)
 		r.Retired = Retired(st)
+		r.Restatements = Restating(st, env)
 		r.Message = fmt.Sprintf("%d environment(s), %d open repair debt(s), %d plan(s) in flight", len(r.Envs), len(r.Repairs), len(r.Plans))
+		if len(r.Restatements) > 0 {
+			r.Message += fmt.Sprintf(", %d restatement(s) in flight", len(r.Restatements))
+		}
 		if len(r.Retired) > 0 {
 			r.Message += fmt.Sprintf(", %d retired table(s)", len(r.Retired))
 		}

@@ -334,6 +334,8 @@ type view struct {
 	Repairs   []repairView
 	Decisions []decisionView
 	InFlight  []flightView
+	// Restating are the restatements in flight (views.Restating).
+	Restating []restateView
 	// Workers is nil when the server has no roster (Workers unset).
 	Workers []workerView
 	Roster  bool
@@ -344,6 +346,13 @@ type view struct {
 type workerView struct {
 	Worker
 	Seen string // e.g. "2s ago"
+}
+
+// restateView is a restatement in flight and its work per model.
+type restateView struct {
+	Run, Env, Snapshot, Ranges string
+	Seq                        uint64
+	Models                     []workView
 }
 
 // flightView is a plan in flight and how much of its backfill is done.
@@ -522,6 +531,13 @@ func (s *Server) view() view {
 				fv.Audits = append(fv.Audits, newAuditView(a))
 			}
 			v.InFlight = append(v.InFlight, fv)
+		}
+		for _, r := range views.Restating(st, "") {
+			rv := restateView{Run: r.Run, Env: r.Env, Snapshot: r.Snapshot, Ranges: strings.Join(interval.Set(r.Ranges).Strings(), ", "), Seq: r.Seq}
+			for _, m := range r.Models {
+				rv.Models = append(rv.Models, newWorkView(m))
+			}
+			v.Restating = append(v.Restating, rv)
 		}
 		refs := st.Decisions
 		for i := len(refs) - 1; i >= 0 && len(v.Decisions) < 10; i-- {

@@ -200,6 +200,44 @@ func TestDashboardPlansInFlight(t *testing.T) {
 	}
 }
 
+// A restatement whose work is not done is on the dashboard with its
+// work per model, and leaves it once its tables cover it again.
+func TestDashboardRestatementsInFlight(t *testing.T) {
+	e := jstest.Engine(t, engine.Config{TrustCommandTime: true})
+	at := time.Date(2026, 12, 1, 4, 0, 0, 0, time.UTC)
+	meta := func() commands.Meta { return commands.Meta{ID: commands.NewID(), At: at} }
+	handle := func(c commands.Command) commands.Reply {
+		t.Helper()
+		r := e.Handle(t.Context(), c)
+		if err := r.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	start := at.Add(-4 * time.Hour)
+	handle(&commands.RegisterSnapshot{Meta: meta(), Model: "events", Version: "v1", Cron: "@hourly", Start: start})
+	handle(&commands.BuildPlan{Meta: meta(), Plan: "p1", Env: "prod", Versions: map[string]string{"events": "v1"}})
+	handle(&commands.CompleteIntervals{Meta: meta(), Model: "events", Version: "v1", Ranges: []interval.Range{interval.R(start, at)}})
+	handle(&commands.Promote{Meta: meta(), Plan: "p1"})
+	hour := interval.R(start.Add(time.Hour), start.Add(2*time.Hour))
+	r := handle(&commands.Restate{Meta: meta(), Env: "prod", Model: "events", Ranges: []interval.Range{hour}})
+	h, err := (&Server{Proj: e.Projection(), Log: e.Reader(), Registry: e.Registry(), Clock: e.Now, Logger: quiet()}).Handler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	_, page := get(t, srv.URL+"/")
+	want := `<li data-restating="` + r.Restatement.Run + `">events@v1 ` + hour.String() + ` in prod`
+	if !strings.Contains(page, want) || !strings.Contains(page, `<tr data-work="events@v1" data-run-kind="restate">`) {
+		t.Fatalf("the restatement is not shown in flight (%s):\n%s", want, page)
+	}
+	handle(&commands.CompleteIntervals{Meta: meta(), Model: "events", Version: "v1", Ranges: []interval.Range{hour}})
+	if _, page := get(t, srv.URL+"/"); strings.Contains(page, "data-restating") {
+		t.Fatalf("a restatement covered again is still shown:\n%s", page)
+	}
+}
+
 // TestWorkersPanelAndMetrics: the live workers Workers lists are on the
 // dashboard (name, kind, counts, last seen) and in /metrics; a worker no
 // longer listed leaves both; without Workers there is no panel and no

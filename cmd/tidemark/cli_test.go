@@ -201,13 +201,13 @@ func TestNoBacktickInFlagUsage(t *testing.T) {
 func TestOutputFlagEverywhere(t *testing.T) {
 	root := newRootCmd()
 	for _, path := range [][]string{{"status"}, {"repairs"}, {"replay"}, {"audit"}, {"audit", "explain"}, {"plan"}, {"promote"},
-		{"apply"}, {"scenario", "run"}, {"bench"}, {"events", "tail"}, {"events", "get"}} {
+		{"apply"}, {"scenario", "run"}, {"bench"}, {"events", "tail"}, {"events", "get"}, {"restate"}} {
 		c, _, err := root.Find(path)
 		if err != nil || c.Flags().Lookup("output") == nil || c.Flags().ShorthandLookup("o") == nil {
 			t.Errorf("%v: no -o/--output (%v)", path, err)
 		}
 	}
-	for _, path := range [][]string{{"status"}, {"repairs"}, {"replay"}, {"audit"}, {"plan"}, {"promote"}, {"apply"}, {"events", "tail"}, {"events", "get"}, {"worker"}} {
+	for _, path := range [][]string{{"status"}, {"repairs"}, {"replay"}, {"audit"}, {"plan"}, {"promote"}, {"apply"}, {"events", "tail"}, {"events", "get"}, {"worker"}, {"restate"}} {
 		c, _, _ := root.Find(path)
 		if f := c.Flags().Lookup("nats-url"); f == nil || f.DefValue != defaultNatsURL {
 			t.Errorf("%v: --nats-url default %v, want %s", path, f, defaultNatsURL)

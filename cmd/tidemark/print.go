@@ -107,6 +107,17 @@ func auditText(a commands.AuditStatus) string {
 	return fmt.Sprintf("%s (%s) failed on %s, %s", a.Audit, kind, interval.Set(a.Ranges), result)
 }
 
+// printRestating prints the restatements in flight, each model's
+// progress under it.
+func printRestating(w io.Writer, rs []commands.RestateProgress) {
+	for _, r := range rs {
+		fmt.Fprintf(w, "restatement in flight: %s of %s %s in %s (seq %d)\n", r.Run, r.Snapshot, strings.Join(interval.Set(r.Ranges).Strings(), ", "), r.Env, r.Seq)
+		for _, m := range r.Models {
+			fmt.Fprintf(w, "  %s: %s\n", modelLabel(m), batchFigures(m))
+		}
+	}
+}
+
 // failureText is a failed run for people: "backfill attempt 5 of 5
 // (final, seq 42): <error>", the error's lines joined.
 func failureText(f commands.RunFailure) string {

@@ -289,7 +289,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 
 func (w *Worker) runItem(ctx context.Context, item work.Item, attempt int) error {
 	for si, st := range item.Steps {
-		if item.Plan != "" && len(st.Ranges) > 0 {
+		if (item.Plan != "" || item.RunKind == events.RunRestate) && len(st.Ranges) > 0 {
 			if err := w.check(ctx, item, si, attempt); err != nil {
 				return err
 			}
@@ -346,10 +346,11 @@ func (w *Worker) givenUp(ctx context.Context, item work.Item, attempt int, err e
 	}
 }
 
-// check asks the engine whether step si of a plan's item may still be
-// computed (check_work, at most commands.MaxRanges ranges a question):
-// the environment may have moved past the plan since the item was
-// queued, and the step's table be production's now. A refusal for good
+// check asks the engine whether step si of a plan's item (or of a
+// restatement's) may still be computed (check_work, at most
+// commands.MaxRanges ranges a question): the environment may have moved
+// past the plan (or the generation the restatement read) since the item
+// was queued, and the step's table be production's now. A refusal for good
 // gives the item up unwritten (handle); one the engine may lift later
 // hands it back. An engine that cannot answer (down, or one without
 // check_work, or an auth file that does not grant it) is not waited for:

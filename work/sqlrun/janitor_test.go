@@ -457,3 +457,43 @@ func TestJanitorKeepsTablesForRetention(t *testing.T) {
 		}
 	})
 }
+
+// TestStaleRestateWorkNotComputed: a restatement's work still queued
+// after a promotion moved the environment on (here a forward-only
+// successor now serves the restated table) writes nothing: the built-in
+// runner skips it (decide.StaleRestatement), so production's rows stay,
+// and the engine refuses its completion with stale_generation, which no
+// worker retries.
+func TestStaleRestateWorkNotComputed(t *testing.T) {
+	w := newWorld(t)
+	pvAndAgg(w)
+	r := w.do(&commands.Restate{Env: "prod", Model: "pv", Ranges: []interval.Range{interval.R(hour(10), hour(12))}})
+	if r.Restatement == nil || len(r.Restatement.Work) != 2 {
+		t.Fatalf("restatement: %+v", r.Restatement)
+	}
+	var id string
+	w.e.Projection().Read(func(st *projections.State) {
+		for k := range st.Restatements {
+			id = k
+		}
+	})
+	stale := work.RestateItem(*r.Restatement) // queued, not run
+	stale.ID = id
+	w.registerAt(&commands.RegisterSnapshot{Model: "pv", Version: "v2", Cron: "@hourly", SQL: pv(40), TimeColumn: "ts", SnapshotKind: events.ForwardOnly})
+	w.deploy("p-fo", map[string]string{"pv": "v2"})
+	q := warehouse.Schema + `."` + sqlrun.TableName("pv@v1") + `"`
+	w.exec("UPDATE " + q + " SET amount = 999")
+	total := w.scalar("SELECT count(*) FROM " + q)
+	if err := w.run.Run(t.Context(), stale, w.now); err != nil {
+		t.Fatalf("stale restate work: %v, want it given up quietly", err)
+	}
+	if got := w.scalar("SELECT count(*) FROM " + q + " WHERE amount = 999"); got != total {
+		t.Fatalf("stale restate work rewrote production's table: %s of %s rows kept", got, total)
+	}
+	// The engine refuses its completion for good.
+	rep := w.e.Handle(t.Context(), &commands.CompleteWork{CompleteIntervals: commands.CompleteIntervals{Meta: commands.Meta{ID: "late", At: w.now},
+		Model: "pv", Version: "v1", Ranges: []interval.Range{interval.R(hour(10), hour(11))}, RunID: r.Restatement.Run, Work: id}})
+	if ce := new(commands.Error); !errors.As(rep.Err(), &ce) || ce.Code != commands.CodeStaleGeneration || work.Transient(rep.Err()) {
+		t.Fatalf("the stale completion: %v, want stale_generation, which no worker retries", rep.Err())
+	}
+}

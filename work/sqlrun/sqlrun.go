@@ -167,6 +167,7 @@ func (r *Runner) Run(ctx context.Context, item work.Item, at time.Time) error {
 		var gone bool
 		var foreign, table string
 		var cancelled bool
+		var stale string
 		var done interval.Set
 		var audits []events.Audit
 		r.Proj.Read(func(s *projections.State) {
@@ -183,6 +184,7 @@ func (r *Runner) Run(ctx context.Context, item work.Item, at time.Time) error {
 			}
 			foreign = decide.ForeignWork(s, item.RunKind, st.RunID, st.Snapshot)
 			cancelled = decide.CancelledWork(s, item.RunKind, st.RunID) != ""
+			stale = decide.StaleRestatement(s, item.ID)
 		})
 		if cancelled {
 			// Its plan was cancelled: nothing of it is computed, and
@@ -196,6 +198,16 @@ func (r *Runner) Run(ctx context.Context, item work.Item, at time.Time) error {
 		if err != nil {
 			failed.Failed = append(failed.Failed, work.StepFailure{Step: i, Err: err})
 			bad[table] = true
+			rest.Steps[i].Ranges = nil
+			continue
+		}
+		if stale != "" {
+			// Restate work the environment has moved past: not written (its
+			// tables may be production's under another snapshot), and the
+			// engine would refuse the completion.
+			if r.Log != nil {
+				r.Log.Warn("stale restate work not computed", "item", item.ID, "snapshot", st.Snapshot, "why", stale)
+			}
 			rest.Steps[i].Ranges = nil
 			continue
 		}
