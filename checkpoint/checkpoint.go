@@ -40,7 +40,7 @@ const Key = "projections"
 // Format is the layout of a checkpoint. Bump it whenever the
 // projection state changes shape or meaning: older checkpoints are then
 // ignored and the state is rebuilt from the stream.
-const Format = 9
+const Format = 12
 
 // DefaultEvery is how many newly folded events make a Keeper write a
 // checkpoint.

@@ -108,7 +108,11 @@ func decodeJSON(body []byte, cmd Command) error {
 			return Errorf(CodeMalformed, k, "unknown field %q", k)
 		}
 		one, _ := json.Marshal(map[string]json.RawMessage{k: fields[k]})
-		if err := json.Unmarshal(one, cmd); err != nil {
+		// Unknown keys of nested objects (an audit, an audit outcome) are
+		// refused too, as the msgpack decoder refuses them.
+		dec := json.NewDecoder(bytes.NewReader(one))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(cmd); err != nil {
 			var te *json.UnmarshalTypeError
 			if errors.As(err, &te) {
 				return Errorf(CodeMalformed, k, "wrong type: want %s", te.Type)

@@ -57,6 +57,9 @@ func TestDecodeErrorsNameTheField(t *testing.T) {
 		{"json key twice, escaped", KindPromote, ContentJSON, `{"id":"a","plan":"p1","\u0070lan":"p2"}`, CodeMalformed, "plan"},
 		{"json key twice, invalid utf-8", KindPromote, ContentJSON, "{\"id\":\"a\",\"\xff\":1,\"\xfe\":2}", CodeMalformed, "\ufffd"},
 		{"json nested key twice", KindBuildPlan, ContentJSON, `{"id":"a","plan":"p","env":"prod","versions":{"m":"v1","n":"v1","m":"v2"}}`, CodeMalformed, "versions.m"},
+		{"restate unknown field", KindRestate, ContentJSON, `{"id":"a","env":"prod","model":"m","ranges":["2026-12-01T01:00:00Z/2026-12-01T02:00:00Z"],"force":true}`, CodeMalformed, "force"},
+		{"restate bad range", KindRestate, ContentJSON, `{"id":"a","env":"prod","model":"m","ranges":["2026-12-01T02:00:00Z/2026-12-01T01:00:00Z"]}`, CodeMalformed, "ranges"},
+		{"restate no model", KindRestate, ContentJSON, `{"id":"a","env":"prod","ranges":["2026-12-01T01:00:00Z/2026-12-01T02:00:00Z"]}`, CodeInvalid, "model"},
 		{"json trailing bracket", KindPromote, ContentJSON, `{"id":"a","plan":"p1"}]`, CodeMalformed, ""},
 	}
 	for _, c := range cases {

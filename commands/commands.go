@@ -74,10 +74,12 @@ const (
 	KindRetireTables        = "retire_tables"
 	KindCheckWork           = "check_work"
 	KindCancelPlan          = "cancel_plan"
+	KindRollback            = "rollback"
+	KindRestate             = "restate"
 )
 
 // Kinds lists every command kind.
-var Kinds = []string{KindRegisterSnapshot, KindBuildPlan, KindCompleteIntervals, KindInvalidateIntervals, KindAdvanceScheduler, KindPromote, KindFinalize, KindOpenRepairs, KindFailRun, KindStatus, KindCompleteWork, KindFailWork, KindRetireTables, KindCheckWork, KindCancelPlan}
+var Kinds = []string{KindRegisterSnapshot, KindBuildPlan, KindCompleteIntervals, KindInvalidateIntervals, KindAdvanceScheduler, KindPromote, KindFinalize, KindOpenRepairs, KindFailRun, KindStatus, KindCompleteWork, KindFailWork, KindRetireTables, KindCheckWork, KindCancelPlan, KindRollback, KindRestate}
 
 // New returns an empty command of the given kind.
 func New(kind string) (Command, error) {
@@ -112,6 +114,10 @@ func New(kind string) (Command, error) {
 		return &CheckWork{}, nil
 	case KindCancelPlan:
 		return &CancelPlan{}, nil
+	case KindRollback:
+		return &Rollback{}, nil
+	case KindRestate:
+		return &Restate{}, nil
 	}
 	return nil, Errorf(CodeInvalid, "kind", "unknown command kind %q", kind)
 }
@@ -139,6 +145,9 @@ type RegisterSnapshot struct {
 	// (models.Definition): omitted, 0, not set.
 	BatchSize        int `msgpack:"batch_size,omitempty" json:"batch_size,omitempty"`
 	BatchConcurrency int `msgpack:"batch_concurrency,omitempty" json:"batch_concurrency,omitempty"`
+	// Audits are the version's audits (models.Definition), at most
+	// models.MaxAudits; omitted: none.
+	Audits []models.Audit `msgpack:"audits,omitempty" json:"audits,omitempty"`
 	// Grain is the version's key columns (models.Definition); omitted:
 	// none.
 	Grain []string `msgpack:"grain,omitempty" json:"grain,omitempty"`
@@ -173,6 +182,11 @@ type CompleteIntervals struct {
 	// Rows is how many rows computing the ranges wrote (0 when unknown):
 	// recorded in the event for progress, checked only to be >= 0.
 	Rows int64 `msgpack:"rows,omitempty" json:"rows,omitempty"`
+	// Audits are the outcomes of the snapshot's audits over the ranges
+	// (issue 30): each names an audit the snapshot declares, once. Left
+	// out of the command's digest like Rows: a batch computed again may
+	// audit otherwise and is the same completion.
+	Audits []events.AuditOutcome `msgpack:"audits,omitempty" json:"audits,omitempty"`
 }
 
 // CompleteWork is complete_intervals as a worker sends it: Work is
@@ -396,7 +410,7 @@ func snapshotRef(m *Meta, model, v string) error {
 func (c *RegisterSnapshot) Definition() models.Definition {
 	return models.Definition{Model: c.Model, Version: c.Version, Cron: c.Cron, Unit: c.IntervalUnit, Start: c.Start,
 		Lookback: c.Lookback, Kind: c.SnapshotKind, AllowPartials: c.AllowPartials, DependsOn: c.DependsOn,
-		SQL: c.SQL, TimeColumn: c.TimeColumn, BatchSize: c.BatchSize, BatchConcurrency: c.BatchConcurrency, Grain: c.Grain}
+		SQL: c.SQL, TimeColumn: c.TimeColumn, BatchSize: c.BatchSize, BatchConcurrency: c.BatchConcurrency, Audits: c.Audits, Grain: c.Grain}
 }
 
 // Validate implements Command: the meta, then the definition
@@ -477,7 +491,7 @@ func (c *CompleteIntervals) Validate() error {
 		return err
 	}
 	if c.RunKind != "" && !c.RunKind.Valid() {
-		return Errorf(CodeInvalid, "run_kind", "run_kind %q: want backfill, scheduled, catch_up, repair or manual", c.RunKind)
+		return Errorf(CodeInvalid, "run_kind", "run_kind %q: want backfill, scheduled, catch_up, repair, restate or manual", c.RunKind)
 	}
 	if err := checkWork(c.Work, c.RunKind); err != nil {
 		return err
@@ -485,7 +499,62 @@ func (c *CompleteIntervals) Validate() error {
 	if c.Rows < 0 {
 		return Errorf(CodeInvalid, "rows", "rows %d: want the number of rows written, >= 0", c.Rows)
 	}
-	return validateRanges(c.Ranges)
+	if err := validateRanges(c.Ranges); err != nil {
+		return err
+	}
+	return validateOutcomes(c.Audits)
+}
+
+// validateOutcomes checks a completion's audit outcomes on their own:
+// bounded, each naming an audit once, counts >= 0. Whether the snapshot
+// declares each audit is the decision's to say (it reads the snapshot).
+func validateOutcomes(os []events.AuditOutcome) error {
+	if len(os) > events.MaxAudits {
+		return Errorf(CodeLimit, "audits", "at most %d audit outcomes per completion, got %d", events.MaxAudits, len(os))
+	}
+	seen := make(map[string]int, len(os))
+	for i, o := range os {
+		f := fmt.Sprintf("audits[%d]", i)
+		if o.Audit == "" {
+			return Errorf(CodeInvalid, f+".audit", "%s.audit is required: the name of the audit the outcome is of", f)
+		}
+		if len(o.Audit) > 128 {
+			return Errorf(CodeInvalid, f+".audit", "%s.audit is %d bytes: at most 128", f, len(o.Audit))
+		}
+		if j, dup := seen[o.Audit]; dup {
+			return Errorf(CodeInvalid, f+".audit", "%s.audit %q: audits[%d] reports it already (one outcome per audit)", f, o.Audit, j)
+		}
+		seen[o.Audit] = i
+		if o.Count < 0 {
+			return Errorf(CodeInvalid, f+".count", "%s.count %d: want the number of rows, >= 0", f, o.Count)
+		}
+		if len(o.Error) > events.MaxAuditError {
+			return Errorf(CodeLimit, f+".error", "%s.error is %d bytes: at most %d", f, len(o.Error), events.MaxAuditError)
+		}
+		if len(o.Columns) > events.MaxAuditColumns {
+			return Errorf(CodeLimit, f+".columns", "%s.columns: %d columns, at most %d", f, len(o.Columns), events.MaxAuditColumns)
+		}
+		for j, c := range o.Columns {
+			if len(c) > events.MaxAuditValue {
+				return Errorf(CodeLimit, fmt.Sprintf("%s.columns[%d]", f, j), "%s.columns[%d] is %d bytes: at most %d", f, j, len(c), events.MaxAuditValue)
+			}
+		}
+		if len(o.Sample) > events.MaxAuditSampleRows {
+			return Errorf(CodeLimit, f+".sample", "%s.sample: %d rows, at most %d", f, len(o.Sample), events.MaxAuditSampleRows)
+		}
+		for j, row := range o.Sample {
+			rf := fmt.Sprintf("%s.sample[%d]", f, j)
+			if len(row) != len(o.Columns) {
+				return Errorf(CodeInvalid, rf, "%s has %d values for %d columns", rf, len(row), len(o.Columns))
+			}
+			for k, v := range row {
+				if len(v) > events.MaxAuditValue {
+					return Errorf(CodeLimit, fmt.Sprintf("%s[%d]", rf, k), "%s[%d] is %d bytes: at most %d (cut sampled values)", rf, k, len(v), events.MaxAuditValue)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // checkWork validates a report's work item id against its run kind.
@@ -603,7 +672,7 @@ func (c *FailRun) Validate() error {
 		return err
 	}
 	if !c.RunKind.Valid() {
-		return Errorf(CodeInvalid, "run_kind", "run_kind %q: want backfill, scheduled, catch_up, repair or manual", c.RunKind)
+		return Errorf(CodeInvalid, "run_kind", "run_kind %q: want backfill, scheduled, catch_up, repair, restate or manual", c.RunKind)
 	}
 	if err := checkWork(c.Work, c.RunKind); err != nil {
 		return err

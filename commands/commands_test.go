@@ -50,6 +50,13 @@ func TestValidate(t *testing.T) {
 		{"invalidate an empty derivation", &InvalidateIntervals{Meta: meta, Model: "sessions", Version: "v1+", Ranges: hour}, "version", ""},
 		{"fail a derived version", &FailRun{Meta: meta, Model: "sessions", Version: "v1+p1", Ranges: hour, RunKind: "backfill", Error: "exit 1", Attempt: 1}, "", ""},
 		{"fail a chained version", &FailRun{Meta: meta, Model: "sessions", Version: "v1+p1+p2", Ranges: hour, RunKind: "backfill", Error: "exit 1", Attempt: 1}, "version", ""},
+		{"restate", &Restate{Meta: meta, Env: "prod", Model: "events", Ranges: hour, Reason: "source fixed"}, "", ""},
+		{"restate without env", &Restate{Meta: meta, Model: "events", Ranges: hour}, "env", "env is required"},
+		{"restate a bad model", &Restate{Meta: meta, Env: "prod", Model: "a b", Ranges: hour}, "model", ""},
+		{"restate nothing", &Restate{Meta: meta, Env: "prod", Model: "events"}, "ranges", "at least one range"},
+		{"restate an empty range", &Restate{Meta: meta, Env: "prod", Model: "events", Ranges: []interval.Range{interval.R(t0, t0)}}, "ranges[0]", "end is not after start"},
+		{"restate with a control character", &Restate{Meta: meta, Env: "prod", Model: "events", Ranges: hour, Reason: "a\nb"}, "reason", "control character"},
+		{"restate without id", &Restate{Env: "prod", Model: "events", Ranges: hour}, "id", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -108,6 +108,31 @@ type Reply struct {
 	Plans []PlanProgress `msgpack:"plans,omitempty" json:"plans,omitempty"`
 	// Retired is set by status: the retired snapshot tables, by table.
 	Retired []RetiredTable `msgpack:"retired,omitempty" json:"retired,omitempty"`
+	// Rollback is set by rollback: the decision recorded.
+	Rollback *events.EnvironmentRolledBack `msgpack:"rollback,omitempty" json:"rollback,omitempty"`
+	// Restatement is set by restate: what it invalidated and the work
+	// that recomputes it.
+	Restatement *events.RestatementRequested `msgpack:"restatement,omitempty" json:"restatement,omitempty"`
+	// Restatements is set by status: the restatements in flight (their
+	// work not all done, their generation still the environment's), by
+	// sequence.
+	Restatements []RestateProgress `msgpack:"restatements,omitempty" json:"restatements,omitempty"`
+}
+
+// RestateProgress is a restatement in flight: its request and the
+// progress of its work per model (ModelProgress, run kind restate), in
+// its order.
+type RestateProgress struct {
+	Env   string `msgpack:"env" json:"env"`
+	Model string `msgpack:"model" json:"model"`
+	// Snapshot is the restated model's incumbent.
+	Snapshot string           `msgpack:"snapshot" json:"snapshot"`
+	Ranges   []interval.Range `msgpack:"ranges" json:"ranges"`
+	// Run is the run id of its work; Seq the sequence of its
+	// RestatementRequested.
+	Run    string          `msgpack:"run" json:"run"`
+	Seq    uint64          `msgpack:"seq" json:"seq"`
+	Models []ModelProgress `msgpack:"models" json:"models"`
 }
 
 // RetiredTable is a snapshot table the janitor retired (its TableRetired
@@ -140,10 +165,15 @@ type PlanProgress struct {
 	// candidate order; only models the work has something to compute
 	// for.
 	Models []ModelProgress `msgpack:"models,omitempty" json:"models,omitempty"`
+	// Audits are the candidates' audits whose latest result failed on a
+	// range of the window their promotion judges now (a blocking one
+	// rejects it audit_failed), in candidate order; omitted when none.
+	Audits []AuditStatus `msgpack:"audits,omitempty" json:"audits,omitempty"`
 }
 
 // ModelProgress is one model's step of a plan's work item (its backfill
-// or its catch-up) as the completions naming the item recorded it: the
+// or its catch-up), or of a restatement's, as the completions naming the
+// item recorded it: the
 // batches and intervals asked and done, the rows written, and the pace
 // from when the work became due to its latest completion (event times:
 // the same state gives the same figures). A batch is done when the
@@ -222,6 +252,28 @@ type ModelStatus struct {
 	// LastFailure is the incumbent's most recent failed run; nil when
 	// none.
 	LastFailure *RunFailure `msgpack:"last_failure,omitempty" json:"last_failure,omitempty"`
+	// Audits are the incumbent's audits whose latest result failed on
+	// some of its ranges (issue 30); omitted when none.
+	Audits []AuditStatus `msgpack:"audits,omitempty" json:"audits,omitempty"`
+}
+
+// AuditStatus is an audit of a snapshot whose latest result failed on
+// some ranges, as status shows it.
+type AuditStatus struct {
+	Model    string `msgpack:"model" json:"model"`
+	Snapshot string `msgpack:"snapshot" json:"snapshot"`
+	Audit    string `msgpack:"audit" json:"audit"`
+	// Blocking: a candidate with this failure in its check window is
+	// rejected audit_failed (else it warns audit_warning).
+	Blocking bool `msgpack:"blocking" json:"blocking"`
+	// Ranges are the failed ranges (for a plan's candidate: those within
+	// the window its promotion judges now).
+	Ranges []interval.Range `msgpack:"ranges" json:"ranges"`
+	// Count sums the violating rows of the failing results still latest
+	// on Ranges (each over its whole batch); Error is why the latest of
+	// them could not run ("" when it ran).
+	Count int64  `msgpack:"count" json:"count"`
+	Error string `msgpack:"error,omitempty" json:"error,omitempty"`
 }
 
 // RunFailure is a failed run as status shows it (its RunFailed event),

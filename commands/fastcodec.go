@@ -10,7 +10,7 @@ import (
 )
 
 // Hand-written msgpack codecs for complete_intervals and the reply, the
-// command hot path, and their only codecs: they write the bytes the
+// command hot path, and rollback, and their only codecs: they write the bytes the
 // reflective encoder writes and read the maps it reads, without reflection
 // (fastcodec_test.go and FuzzDecode check both against a reflective
 // oracle). complete_intervals refuses unknown keys, as Decode's strict
@@ -69,7 +69,7 @@ func metaFields(m *Meta) int {
 
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (c CompleteIntervals) EncodeMsgpack(enc *msgpack.Encoder) error {
-	if err := enc.EncodeMapLen(metaFields(&c.Meta) + msgp.Count(3, c.RunKind != "", c.RunID != "", c.Work != "", c.Rows != 0)); err != nil {
+	if err := enc.EncodeMapLen(metaFields(&c.Meta) + msgp.Count(3, c.RunKind != "", c.RunID != "", c.Work != "", c.Rows != 0, len(c.Audits) > 0)); err != nil {
 		return err
 	}
 	if err := encodeMeta(enc, &c.Meta); err != nil {
@@ -93,7 +93,13 @@ func (c CompleteIntervals) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if err := msgp.OptString(enc, "work", c.Work); err != nil {
 		return err
 	}
-	return msgp.OptInt64(enc, "rows", c.Rows)
+	if err := msgp.OptInt64(enc, "rows", c.Rows); err != nil {
+		return err
+	}
+	if len(c.Audits) == 0 {
+		return nil
+	}
+	return events.EncodeAuditOutcomes(enc, "audits", c.Audits)
 }
 
 // DecodeMsgpack implements msgpack.CustomDecoder.
@@ -120,6 +126,8 @@ func (c *CompleteIntervals) DecodeMsgpack(dec *msgpack.Decoder) error {
 			c.Work, err = dec.DecodeString()
 		case "rows":
 			c.Rows, err = dec.DecodeInt64()
+		case "audits":
+			c.Audits, err = events.DecodeAuditOutcomes(dec)
 		default:
 			err = fmt.Errorf("msgpack: unknown field %q", k)
 		}
@@ -134,7 +142,7 @@ func (c *CompleteIntervals) DecodeMsgpack(dec *msgpack.Decoder) error {
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (r Reply) EncodeMsgpack(enc *msgpack.Encoder) error {
 	n := msgp.Count(2, r.Code != "", r.Field != "", r.Message != "", r.Seq != 0, r.Duplicate, r.Decision != nil, r.CatchUp != nil,
-		r.Plan != nil, len(r.Advances) > 0, len(r.Repairs) > 0, len(r.Envs) > 0, len(r.Plans) > 0, len(r.Retired) > 0)
+		r.Plan != nil, len(r.Advances) > 0, len(r.Repairs) > 0, len(r.Envs) > 0, len(r.Plans) > 0, len(r.Retired) > 0, r.Rollback != nil, r.Restatement != nil, len(r.Restatements) > 0)
 	if err := enc.EncodeMapLen(n); err != nil {
 		return err
 	}
@@ -180,6 +188,9 @@ func (r Reply) EncodeMsgpack(enc *msgpack.Encoder) error {
 		{"advances", len(r.Advances) > 0, r.Advances}, {"repairs", len(r.Repairs) > 0, r.Repairs}, {"envs", len(r.Envs) > 0, r.Envs},
 		{"plans", len(r.Plans) > 0, r.Plans},
 		{"retired", len(r.Retired) > 0, r.Retired},
+		{"rollback", r.Rollback != nil, r.Rollback},
+		{"restatement", r.Restatement != nil, r.Restatement},
+		{"restatements", len(r.Restatements) > 0, r.Restatements},
 	} {
 		if !f.set {
 			continue
@@ -231,6 +242,12 @@ func (r *Reply) DecodeMsgpack(dec *msgpack.Decoder) error {
 			err = dec.Decode(&r.Plans)
 		case "retired":
 			err = dec.Decode(&r.Retired)
+		case "rollback":
+			err = dec.Decode(&r.Rollback)
+		case "restatement":
+			err = dec.Decode(&r.Restatement)
+		case "restatements":
+			err = dec.Decode(&r.Restatements)
 		default:
 			err = dec.Skip()
 		}
@@ -238,6 +255,53 @@ func (r *Reply) DecodeMsgpack(dec *msgpack.Decoder) error {
 	})
 	if errors.Is(err, msgp.ErrNotMap) {
 		return Errorf(CodeMalformed, "", "reply: %v", err)
+	}
+	return err
+}
+
+// EncodeMsgpack implements msgpack.CustomEncoder: rollback's hand-written
+// codec (an operator's command, rare, but one wire form checked like the
+// hot path's: fastcodec_test.go and FuzzDecode against the reflective
+// oracle).
+func (c Rollback) EncodeMsgpack(enc *msgpack.Encoder) error {
+	if err := enc.EncodeMapLen(metaFields(&c.Meta) + msgp.Count(1, c.ToGeneration != 0)); err != nil {
+		return err
+	}
+	if err := encodeMeta(enc, &c.Meta); err != nil {
+		return err
+	}
+	if err := msgp.String(enc, "env", c.Env); err != nil {
+		return err
+	}
+	if c.ToGeneration == 0 {
+		return nil
+	}
+	if err := enc.EncodeString("to_generation"); err != nil {
+		return err
+	}
+	return enc.EncodeUint64(c.ToGeneration)
+}
+
+// DecodeMsgpack implements msgpack.CustomDecoder; unknown keys are
+// refused, as Decode's strict pass asks.
+func (c *Rollback) DecodeMsgpack(dec *msgpack.Decoder) error {
+	err := msgp.Map(dec, func(k []byte) error {
+		if ok, err := decodeMeta(dec, &c.Meta, k); ok {
+			return err
+		}
+		var err error
+		switch string(k) {
+		case "env":
+			c.Env, err = dec.DecodeString()
+		case "to_generation":
+			c.ToGeneration, err = dec.DecodeUint64()
+		default:
+			err = fmt.Errorf("msgpack: unknown field %q", k)
+		}
+		return err
+	})
+	if errors.Is(err, msgp.ErrNotMap) {
+		return Errorf(CodeMalformed, "", "%s: %v", KindRollback, err)
 	}
 	return err
 }

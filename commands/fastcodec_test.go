@@ -20,6 +20,7 @@ import (
 type (
 	completePlain CompleteIntervals
 	replyPlain    Reply
+	rollbackPlain Rollback
 )
 
 // TestHandWrittenEncodersMatchReflective: complete_intervals' and the
@@ -34,8 +35,22 @@ func TestHandWrittenEncodersMatchReflective(t *testing.T) {
 		{Meta: Meta{ID: "c1", At: t0}, Model: "m", Ranges: []interval.Range{r, r}, RunID: "r"},
 		{Meta: Meta{ID: "c1"}, Model: "m", Version: "v1", Ranges: []interval.Range{r}, RunKind: events.RunScheduled, Work: "work-7-scheduled"},
 		{Meta: Meta{ID: "c1"}, Model: "m", Version: "v1", Ranges: []interval.Range{r}, Work: "work-7-backfill"},
+		{Meta: Meta{ID: "c1"}, Model: "m", Version: "v1", Ranges: []interval.Range{r}, Work: "work-7-backfill", Audits: []events.AuditOutcome{
+			{Audit: "not_null", Count: 2, Columns: []string{"id"}, Sample: [][]string{{""}, {"x"}}},
+			{Audit: "number_of_rows", Passed: true, Count: 12},
+			{Audit: "custom", Error: "timed out after 30s"},
+		}},
+		{Meta: Meta{ID: "c1"}, Model: "m", Version: "v1", Audits: []events.AuditOutcome{}},
 	} {
 		same(t, "complete_intervals", i, c, completePlain(c))
+	}
+	for i, c := range []Rollback{
+		{},
+		{Meta: Meta{ID: "r1"}, Env: "prod"},
+		{Meta: Meta{ID: "r1", Actor: "cli", At: t0, Correlation: "c", AfterSeq: 9}, Env: "prod", ToGeneration: 1},
+		{Meta: Meta{ID: "r1"}, Env: "prod", ToGeneration: 1 << 40},
+	} {
+		same(t, "rollback", i, c, rollbackPlain(c))
 	}
 	for i, rep := range []Reply{
 		{},
@@ -51,6 +66,13 @@ func TestHandWrittenEncodersMatchReflective(t *testing.T) {
 				DueAt: t0, LastDoneAt: t0.Add(time.Minute), RowsPerSecond: 0.75, IntervalsPerSecond: 1.0 / 30, ETAMS: new(int64)},
 			{Model: "n", Snapshot: "n@v1", RunKind: events.RunCatchUp, Batches: 1, Intervals: 1, DueAt: t0}}}}},
 		{Accepted: true, Envs: []EnvStatus{{Env: "prod"}}, Retired: []RetiredTable{{Table: "m@v1", Snapshots: []string{"m@v1"}, Seq: 9, JudgedAt: t0, Reason: "unused"}}},
+		{Accepted: true, Seq: 12, Events: 1, Rollback: &events.EnvironmentRolledBack{Env: "prod", FromGeneration: 2, ToGeneration: 1, Generation: 3,
+			Models:  []events.RolledBackModel{{Model: "m", Restored: "m@v1", Table: "m@v1", Demoted: "m@v2"}},
+			Repairs: []events.RolledBackRepair{{Plan: "p2", Model: "m", Snapshot: "m@v2", OpenSeq: 9}}, EvaluatedAtSeq: 11, EvaluatedAt: t0}},
+		{Accepted: true, Seq: 12, Events: 3, Restatement: &events.RestatementRequested{Env: "prod", Model: "m", Snapshot: "m@v1", Ranges: []interval.Range{r}, Generation: 2, Run: "restate:c1",
+			Work: []events.RestateWork{{Model: "m", Snapshot: "m@v1", Table: "m@v1", Ranges: []interval.Range{r}, Invalidated: []interval.Range{r}}}}},
+		{Accepted: true, Envs: []EnvStatus{{Env: "prod"}}, Restatements: []RestateProgress{{Env: "prod", Model: "m", Snapshot: "m@v1", Ranges: []interval.Range{r}, Run: "restate:c1", Seq: 12,
+			Models: []ModelProgress{{Model: "m", Snapshot: "m@v1", RunKind: events.RunRestate, Batches: 1, Intervals: 1, DueAt: t0}}}}},
 	} {
 		same(t, "reply", i, rep, replyPlain(rep))
 	}
@@ -75,7 +97,7 @@ func same(t *testing.T, name string, i int, fast, plain any) {
 func sameDecode(t *testing.T, b []byte) {
 	t.Helper()
 	if len(b) == 0 || (!msgp.IsMap(b[0]) && b[0] != 0xc0) {
-		for name, v := range map[string]any{"complete_intervals": &CompleteIntervals{}, "reply": &Reply{}} {
+		for name, v := range map[string]any{"complete_intervals": &CompleteIntervals{}, "reply": &Reply{}, "rollback": &Rollback{}} {
 			if err := decodeWith(b, v, false); err == nil {
 				t.Fatalf("%s: hand-written decoder read % x, not a map", name, b)
 			}
@@ -93,6 +115,7 @@ func sameDecode(t *testing.T, b []byte) {
 	}
 	compare("complete_intervals", &CompleteIntervals{}, &completePlain{}, true)
 	compare("reply", &Reply{}, &replyPlain{}, false)
+	compare("rollback", &Rollback{}, &rollbackPlain{}, true)
 }
 
 func decodeWith(b []byte, v any, strict bool) (err error) {
@@ -134,6 +157,7 @@ func TestNotAMapIsMalformed(t *testing.T) {
 		{"complete_work as an array", cmd, &CompleteWork{}, "malformed: complete_intervals: msgp: not a map: got an array"},
 		{"reply as an array", reply, &Reply{}, "malformed: reply: msgp: not a map: got an array"},
 		{"reply as a string", []byte("\xa2ok"), &Reply{}, "malformed: reply: msgp: not a map: got a string"},
+		{"rollback as an array", asArray(rollbackPlain{Meta: Meta{ID: "r1"}, Env: "prod"}), &Rollback{}, "malformed: rollback: msgp: not a map: got an array"},
 	} {
 		err := msgp.Unmarshal(c.b, c.into)
 		var ce *Error

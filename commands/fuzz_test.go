@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 )
 
@@ -34,7 +35,10 @@ func FuzzDecode(f *testing.F) {
 	}
 	for _, c := range []Command{
 		&CompleteWork{CompleteIntervals{Meta: Meta{ID: "g"}, Model: "events", Version: "v1", Ranges: []interval.Range{interval.R(t0, t0.Add(time.Hour))}, RunKind: "scheduled", Work: "work-12-scheduled"}},
+		&CompleteWork{CompleteIntervals{Meta: Meta{ID: "i"}, Model: "events", Version: "v1", Ranges: []interval.Range{interval.R(t0, t0.Add(time.Hour))}, Work: "work-3-backfill",
+			Audits: []events.AuditOutcome{{Audit: "ids", Count: 1, Columns: []string{"id"}, Sample: [][]string{{""}}}, {Audit: "rows", Passed: true, Error: "x"}}}},
 		&FailWork{FailRun{Meta: Meta{ID: "h"}, Model: "events", Version: "v1", Ranges: []interval.Range{interval.R(t0, t0.Add(time.Hour))}, RunKind: "backfill", Error: "exit status 1", Attempt: 1, Work: "work-3-backfill"}},
+		&Rollback{Meta: Meta{ID: "i"}, Env: "prod", ToGeneration: 2},
 	} {
 		for _, asJSON := range []bool{false, true} {
 			b, err := Encode(c, asJSON)

@@ -112,21 +112,22 @@ func refuseInternal(cmd Command) error {
 // command (another kind or body) is told apart from a retry. A
 // completion's rows are left out: they report what a computation wrote,
 // not what the command asks, so a batch computed again (redelivered) that
-// writes other rows is the same completion, recorded once.
+// writes other rows is the same completion, recorded once; its audit
+// outcomes likewise.
 func Digest(cmd Command) string {
 	// The hot path's commands, without reflection; the same bytes
 	// (TestDigestFastPath).
 	switch c := cmd.(type) {
 	case *CompleteIntervals:
 		v := *c
-		v.Meta, v.Rows = Meta{}, 0
+		v.Meta, v.Rows, v.Audits = Meta{}, 0, nil
 		if len(v.Ranges) == 0 {
 			v.Ranges = nil
 		}
 		return digestOf(c.Kind(), &v)
 	case *CompleteWork:
 		v := *c
-		v.Meta, v.Rows = Meta{}, 0 // nothing else is cleared
+		v.Meta, v.Rows, v.Audits = Meta{}, 0, nil // nothing else is cleared
 		return digestOf(c.Kind(), &v)
 	}
 	return digestReflect(cmd)

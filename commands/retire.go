@@ -12,7 +12,9 @@ import (
 // the warehouse drops it. The engine decides it against its state
 // (decide.Retirable's rule): a table an environment's incumbent or an open
 // plan uses, one never used, one already retired, or one whose last use
-// ended less than GraceMS before the command's clock is refused (conflict,
+// ended less than GraceMS before the command's clock, or that an
+// environment's incumbent wrote or read until less than the retention
+// (RetainMS) before it (a rollback may restore it), is refused (conflict,
 // field tables[i]) and nothing is appended. `serve` sends it on its own
 // (--janitor-every); a client may send it too.
 type RetireTables struct {
@@ -24,6 +26,13 @@ type RetireTables struct {
 	// when its last use ended more than this before the command's clock.
 	// At least MinRetireGrace.
 	GraceMS int64 `msgpack:"grace_ms" json:"grace_ms"`
+	// RetainMS is the retention in milliseconds: a table an environment's
+	// incumbent wrote or read is retired only when it stopped doing so (a
+	// promotion or a rollback demoted it) more than this before the
+	// command's clock, so that a rollback within the retention always
+	// finds its tables. 0 or omitted: DefaultRetain; else at least
+	// MinRetireGrace. `serve --retain` sets the janitor's.
+	RetainMS int64 `msgpack:"retain_ms,omitempty" json:"retain_ms,omitempty"`
 }
 
 // Limits of retire_tables.
@@ -33,10 +42,21 @@ const (
 	// MinRetireGrace is the shortest grace period retire_tables accepts:
 	// work of a plan that has just closed may still be running.
 	MinRetireGrace = time.Hour
+	// DefaultRetain is the retention of a retire_tables that names none,
+	// and serve's default --retain: 7 days, SQLMesh's default.
+	DefaultRetain = 7 * 24 * time.Hour
 )
 
 // Grace is GraceMS as a duration.
 func (c *RetireTables) Grace() time.Duration { return time.Duration(c.GraceMS) * time.Millisecond }
+
+// Retain is RetainMS as a duration (DefaultRetain when 0).
+func (c *RetireTables) Retain() time.Duration {
+	if c.RetainMS == 0 {
+		return DefaultRetain
+	}
+	return time.Duration(c.RetainMS) * time.Millisecond
+}
 
 // Validate implements Command.
 func (c *RetireTables) Validate() error {
@@ -63,6 +83,12 @@ func (c *RetireTables) Validate() error {
 	}
 	if c.GraceMS < MinRetireGrace.Milliseconds() {
 		return Errorf(CodeInvalid, "grace_ms", "grace_ms %d: at least %d (%s)", c.GraceMS, MinRetireGrace.Milliseconds(), MinRetireGrace)
+	}
+	if c.RetainMS != 0 && c.RetainMS < MinRetireGrace.Milliseconds() {
+		return Errorf(CodeInvalid, "retain_ms", "retain_ms %d: at least %d (%s), or omitted for the default %s", c.RetainMS, MinRetireGrace.Milliseconds(), MinRetireGrace, DefaultRetain)
+	}
+	if c.RetainMS > (100 * 365 * 24 * time.Hour).Milliseconds() {
+		return Errorf(CodeInvalid, "retain_ms", "retain_ms %d: at most 100 years", c.RetainMS)
 	}
 	return nil
 }

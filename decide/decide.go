@@ -92,6 +92,10 @@ func decideCommand(st *projections.State, cmd commands.Command) (Decision, error
 		return retire(st, c)
 	case *commands.CancelPlan:
 		return cancelPlan(st, c)
+	case *commands.Rollback:
+		return rollback(st, c)
+	case *commands.Restate:
+		return restate(st, c)
 	}
 	return Decision{}, commands.Errorf(commands.CodeInvalid, "kind", "unsupported command %T", cmd)
 }
@@ -118,6 +122,16 @@ func duplicate(st *projections.State, cmd commands.Command, seq uint64) commands
 		if pl, ok := st.Plans[c.Plan]; ok {
 			b := pl.Built
 			r.Plan = &b
+		}
+	case *commands.Rollback:
+		r.Rollback = rolledBackAt(st, c.Env, seq)
+	case *commands.Restate:
+		run := events.RestateRunID(c.ID)
+		for _, req := range st.Restatements {
+			if req.Run == run {
+				rr := *req
+				r.Restatement = &rr
+			}
 		}
 	}
 	return r

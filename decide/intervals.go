@@ -3,6 +3,7 @@ package decide
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/tidemark/tidemark/commands"
@@ -108,12 +109,24 @@ func complete(st *projections.State, c *commands.CompleteIntervals) (Decision, e
 	if err := notCancelled(st, kind, c.RunID, sn); err != nil {
 		return Decision{}, err
 	}
+	if err := notStale(st, c.Work); err != nil {
+		return Decision{}, err
+	}
+	audits, err := auditsOf(sn, c.Audits)
+	if err != nil {
+		return Decision{}, err
+	}
 	if kind == "" {
 		kind = events.RunManual
 	}
 	p := events.IntervalsCompleted{Snapshot: sn.Snapshot, Table: sn.Table, Ranges: set, RunKind: kind, RunID: c.RunID, Work: c.Work, Rows: c.Rows}
 	payloads := []events.Payload{p}
 	subjects := []string{p.Subject()}
+	for _, o := range audits {
+		// The snapshot's subject, which p already names.
+		payloads = append(payloads, events.AuditRecorded{Snapshot: sn.Snapshot, Table: sn.Table, Ranges: set,
+			Blocking: !o.NonBlocking, Work: c.Work, AuditOutcome: o.outcome})
+	}
 	for _, r := range st.RepairsClosedBy(sn.Table, set) {
 		rc := r.Completed(c.At)
 		payloads = append(payloads, rc)
@@ -122,6 +135,35 @@ func complete(st *projections.State, c *commands.CompleteIntervals) (Decision, e
 		}
 	}
 	return Decision{Events: payloads, Expect: events.ExpectSubjects(st.SubjectSeq, subjects...)}, nil
+}
+
+// declaredOutcome is an outcome with the definition of the audit it is of.
+type declaredOutcome struct {
+	outcome     events.AuditOutcome
+	NonBlocking bool
+}
+
+// auditsOf pairs each outcome of a completion with the audit of sn it
+// names: an outcome naming an audit sn does not declare is refused (the
+// command's validation refused duplicates and bounds).
+func auditsOf(sn *projections.Snapshot, os []events.AuditOutcome) ([]declaredOutcome, error) {
+	out := make([]declaredOutcome, 0, len(os))
+	for i, o := range os {
+		j := slices.IndexFunc(sn.Audits, func(a events.Audit) bool { return a.Name == o.Audit })
+		if j < 0 {
+			names := make([]string, len(sn.Audits))
+			for k, a := range sn.Audits {
+				names[k] = a.Name
+			}
+			declared := "it declares none"
+			if len(names) > 0 {
+				declared = "it declares " + strings.Join(names, ", ")
+			}
+			return nil, commands.Errorf(commands.CodeInvalid, fmt.Sprintf("audits[%d].audit", i), "audits[%d].audit %q: %s declares no such audit (%s)", i, o.Audit, sn.Snapshot, declared)
+		}
+		out = append(out, declaredOutcome{outcome: o, NonBlocking: sn.Audits[j].NonBlocking})
+	}
+	return out, nil
 }
 
 func invalidate(st *projections.State, c *commands.InvalidateIntervals) (Decision, error) {

@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -55,6 +56,7 @@ func buildPlan(st *projections.State, c *commands.BuildPlan) (Decision, error) {
 		reg := inc.SnapshotRegistered
 		reg.Snapshot, reg.Version = id, version
 		reg.DependsOn = append([]string{}, inc.DependsOn...)
+		reg.Audits = slices.Clone(inc.Audits) // a derived version keeps its base's audits
 		reg.Table = id
 		if reg.Kind == events.ForwardOnly {
 			reg.Table = inc.Table

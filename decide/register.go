@@ -28,7 +28,7 @@ func register(st *projections.State, c *commands.RegisterSnapshot) (Decision, er
 		Snapshot: id, Model: c.Model, Version: c.Version, Cron: sched.Cron(), Unit: sched.Unit(),
 		Start: c.Start.UTC(), Lookback: c.Lookback, Kind: kind, AllowPartials: c.AllowPartials,
 		DependsOn: append([]string{}, c.DependsOn...), Table: id, SQL: c.SQL, TimeColumn: c.TimeColumn,
-		BatchSize: c.BatchSize, BatchConcurrency: c.BatchConcurrency,
+		BatchSize: c.BatchSize, BatchConcurrency: c.BatchConcurrency, Audits: c.Audits,
 	}
 	if len(c.Grain) > 0 {
 		reg.Grain = append([]string{}, c.Grain...)

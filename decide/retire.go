@@ -29,18 +29,24 @@ import (
 //   - it was used once, and its last use ended (projections.State.Released:
 //     the accepted promotion that demoted its last incumbent or closed its
 //     last open plan) more than the grace period before the time;
+//   - when an environment's incumbent wrote or read it, it stopped doing
+//     so (projections.State.Demoted: the accepted promotion or rollback
+//     that demoted it) more than the retention before the time, so that a
+//     rollback within the retention always finds its tables (policy.Rollback
+//     refuses one whose tables were retired);
 //   - it is not retired already.
 //
 // Time is an argument: the rule reads no clock.
 
 // Retirable returns the retirements of every table retirable at st and
-// now with grace, sorted by table: the events retire_tables appends.
-func Retirable(st *projections.State, now time.Time, grace time.Duration) []events.TableRetired {
+// now with grace and retention retain, sorted by table: the events
+// retire_tables appends.
+func Retirable(st *projections.State, now time.Time, grace, retain time.Duration) []events.TableRetired {
 	users := TableUsers(st)
 	writers := tableWriters(st)
 	var out []events.TableRetired
 	for _, t := range slices.Sorted(maps.Keys(st.Released)) {
-		if ev, err := judge(st, t, "", users, writers, now, grace); err == nil {
+		if ev, err := judge(st, t, "", users, writers, now, grace, retain); err == nil {
 			out = append(out, ev)
 		}
 	}
@@ -107,7 +113,7 @@ func tableWriters(st *projections.State) map[string][]string {
 
 // judge returns table's retirement at st and now, or why it is not
 // retirable: a *commands.Error naming field.
-func judge(st *projections.State, table, field string, users, writers map[string][]string, now time.Time, grace time.Duration) (events.TableRetired, error) {
+func judge(st *projections.State, table, field string, users, writers map[string][]string, now time.Time, grace, retain time.Duration) (events.TableRetired, error) {
 	if len(writers[table]) == 0 {
 		return events.TableRetired{}, commands.Errorf(commands.CodeNotFound, field, "table %s: no registered snapshot writes it", table)
 	}
@@ -126,12 +132,18 @@ func judge(st *projections.State, table, field string, users, writers map[string
 		return events.TableRetired{}, commands.Errorf(commands.CodeConflict, field, "table %s was last used until seq %d at %s: within the grace period %s, until %s",
 			table, rel.Seq, rel.At.UTC().Format(time.RFC3339), grace, until.UTC().Format(time.RFC3339))
 	}
+	if dem, ok := st.Demoted[table]; ok {
+		if until := dem.At.Add(retain); !now.After(until) {
+			return events.TableRetired{}, commands.Errorf(commands.CodeConflict, field, "table %s was an environment's incumbent's until seq %d at %s: within the retention %s (a rollback may restore it), until %s",
+				table, dem.Seq, dem.At.UTC().Format(time.RFC3339), retain, until.UTC().Format(time.RFC3339))
+		}
+	}
 	return events.TableRetired{
 		Table: table, Snapshots: append([]string(nil), writers[table]...),
 		Reason: fmt.Sprintf("no environment's incumbent and no open plan uses it since the accepted promotion at seq %d (%s), more than the grace period %s before",
 			rel.Seq, rel.At.UTC().Format(time.RFC3339), grace),
 		JudgedAtSeq: st.Seq, JudgedAt: now.UTC(), ReleasedSeq: rel.Seq, ReleasedAt: rel.At,
-		GraceMS: grace.Milliseconds(), Coverage: slices.Clone([]interval.Range(st.Coverage[table])),
+		GraceMS: grace.Milliseconds(), RetainMS: retain.Milliseconds(), Coverage: slices.Clone([]interval.Range(st.Coverage[table])),
 	}, nil
 }
 
@@ -154,7 +166,7 @@ func retire(st *projections.State, c *commands.RetireTables) (Decision, error) {
 	writers := tableWriters(st)
 	d := Decision{Expect: events.Expect{Subjects: map[string]uint64{}}}
 	for i, t := range c.Tables {
-		ev, err := judge(st, t, fmt.Sprintf("tables[%d]", i), users, writers, c.At, c.Grace())
+		ev, err := judge(st, t, fmt.Sprintf("tables[%d]", i), users, writers, c.At, c.Grace(), c.Retain())
 		if err != nil {
 			return Decision{}, err
 		}

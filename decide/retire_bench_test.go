@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/projections"
 )
@@ -38,7 +39,7 @@ func BenchmarkRetirable(b *testing.B) {
 	w := churn(b, 19, 500)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if n := len(Retirable(w.st, day(30), 24*time.Hour)); n != 20*500 {
+		if n := len(Retirable(w.st, day(30), 24*time.Hour, 24*time.Hour)); n != 20*500 {
 			b.Fatalf("%d retirable", n)
 		}
 	}
@@ -59,4 +60,18 @@ func BenchmarkFoldChurn(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(len(evs)), "events")
+}
+
+// BenchmarkRollback: deciding a rollback to the first generation of
+// BenchmarkRetirable's state (500 generations of 20 models; the rule
+// rebuilds the target from the env's history).
+func BenchmarkRollback(b *testing.B) {
+	w := churn(b, 19, 500)
+	cmd := &commands.Rollback{Meta: commands.Meta{ID: "rb", At: day(2)}, Env: "prod", ToGeneration: 1}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if d, err := Decide(w.st, cmd); err != nil || len(d.Events) != 1 {
+			b.Fatalf("%v %v", d, err)
+		}
+	}
 }

@@ -11,21 +11,27 @@ import (
 	"github.com/tidemark/tidemark/events/interval"
 )
 
-// grace is the tests' grace period.
+// grace is the tests' grace period, and their retention unless a test
+// names another.
 const grace = 24 * time.Hour
 
-// retirable lists the tables Retirable returns at now.
-func (w *world) retirable(now time.Time) []string {
+// retirable lists the tables Retirable returns at now (retention: grace).
+func (w *world) retirable(now time.Time) []string { return w.retirableKeeping(now, grace) }
+
+// retirableKeeping lists the tables Retirable returns at now with the
+// retention retain.
+func (w *world) retirableKeeping(now time.Time, retain time.Duration) []string {
 	var out []string
-	for _, ev := range Retirable(w.st, now, grace) {
+	for _, ev := range Retirable(w.st, now, grace, retain) {
 		out = append(out, ev.Table)
 	}
 	return out
 }
 
-// retire sends retire_tables for tables at now with the tests' grace.
+// retire sends retire_tables for tables at now with the tests' grace and
+// retention.
 func retireCmd(tables ...string) *commands.RetireTables {
-	return &commands.RetireTables{Tables: tables, GraceMS: grace.Milliseconds()}
+	return &commands.RetireTables{Tables: tables, GraceMS: grace.Milliseconds(), RetainMS: grace.Milliseconds()}
 }
 
 // replaced is prod with events v1 deployed at 06:00 and replaced by v2
@@ -227,6 +233,8 @@ func TestRetireTablesValidate(t *testing.T) {
 		{commands.RetireTables{Tables: []string{"a@v1", "a@v1"}, GraceMS: grace.Milliseconds()}, "tables[1]"},
 		{commands.RetireTables{Tables: []string{"a@v1"}, GraceMS: time.Minute.Milliseconds()}, "grace_ms"},
 		{commands.RetireTables{Tables: []string{"a@v1"}}, "grace_ms"},
+		{commands.RetireTables{Tables: []string{"a@v1"}, GraceMS: grace.Milliseconds(), RetainMS: time.Minute.Milliseconds()}, "retain_ms"},
+		{commands.RetireTables{Tables: []string{"a@v1"}, GraceMS: grace.Milliseconds(), RetainMS: -1}, "retain_ms"},
 	} {
 		tc.cmd.ID = "r1"
 		err := tc.cmd.Validate()

@@ -302,6 +302,17 @@ func checkDecision(tb testing.TB, st *projections.State, cmd commands.Command, d
 		tb.Fatalf("%s: %d events appended under no condition", cmd.Kind(), len(dec.Events))
 	}
 	for _, p := range dec.Events {
+		if rb, ok := p.(events.EnvironmentRolledBack); ok {
+			// A rollback carries the view and clock it was decided at and
+			// moves the generation on by one.
+			gen := st.Env(rb.Env).Generation
+			if rb.EvaluatedAtSeq != st.Seq || !rb.EvaluatedAt.Equal(cmd.Header().At) || rb.FromGeneration != gen || rb.Generation != gen+1 ||
+				rb.ToGeneration >= gen || len(rb.Models) == 0 {
+				tb.Fatalf("rollback of %s: evaluated at seq %d (view %d), clock %v (command %v), generations %d -> %d (to %d's), env at %d, %d models",
+					rb.Env, rb.EvaluatedAtSeq, st.Seq, rb.EvaluatedAt, cmd.Header().At, rb.FromGeneration, rb.Generation, rb.ToGeneration, gen, len(rb.Models))
+			}
+			continue
+		}
 		pd, ok := p.(events.PromotionDecided)
 		if !ok {
 			continue

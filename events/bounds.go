@@ -116,10 +116,21 @@ func CheckTimes(ev Event) error {
 		c.opt("data.closed_at", p.ClosedAt)
 	case RunFailed:
 		c.ranges("data.ranges", p.Ranges)
+	case AuditRecorded:
+		c.ranges("data.ranges", p.Ranges)
 	case TableRetired:
 		c.opt("data.judged_at", p.JudgedAt)
 		c.opt("data.released_at", p.ReleasedAt)
 		c.ranges("data.coverage", p.Coverage)
+	case EnvironmentRolledBack:
+		c.opt("data.evaluated_at", p.EvaluatedAt)
+	case RestatementRequested:
+		c.ranges("data.ranges", p.Ranges)
+		for i, w := range p.Work {
+			f := "data.work[" + strconv.Itoa(i) + "]"
+			c.ranges(f+".ranges", w.Ranges)
+			c.ranges(f+".invalidated", w.Invalidated)
+		}
 	case EnvironmentFinalized, PlanCancelled:
 	}
 	if c.err != nil {

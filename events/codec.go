@@ -178,6 +178,12 @@ func decodePayload(t Type, data []byte) (Payload, error) {
 		p = &TableRetired{}
 	case TypePlanCancelled:
 		p = &PlanCancelled{}
+	case TypeAuditRecorded:
+		p = &AuditRecorded{}
+	case TypeEnvironmentRolledBack:
+		p = &EnvironmentRolledBack{}
+	case TypeRestatementRequested:
+		p = &RestatementRequested{}
 	default:
 		return nil, &DecodeError{Kind: UnknownType, Type: t}
 	}
@@ -217,6 +223,12 @@ func deref(p Payload) Payload {
 	case *TableRetired:
 		return *v
 	case *PlanCancelled:
+		return *v
+	case *AuditRecorded:
+		return *v
+	case *EnvironmentRolledBack:
+		return *v
+	case *RestatementRequested:
 		return *v
 	}
 	return p

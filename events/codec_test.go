@@ -27,6 +27,17 @@ func samplePayloads() []Payload {
 			Models:         map[string]ModelFinding{"events": {Snapshot: "events@v2", Codes: []string{"missing_intervals"}, Missing: []interval.Range{r}, Advances: 1}},
 			EvaluatedAtSeq: 9, EvaluatedAt: t0, Policy: Policy{Version: 1}, Generation: 1},
 		EnvironmentFinalized{Env: "prod", Plan: "p1", Generation: 2},
+		AuditRecorded{Snapshot: "events@v1", Table: "events@v1", Ranges: []interval.Range{r}, Blocking: true, Work: "work-3-backfill",
+			AuditOutcome: AuditOutcome{Audit: "not_null", Count: 2, Columns: []string{"id", "ts"}, Sample: [][]string{{"1", ""}, {"2", ""}}}},
+		AuditRecorded{Snapshot: "events@v1", Table: "events@v1", Ranges: []interval.Range{r}, AuditOutcome: AuditOutcome{Audit: "rows", Passed: true, Count: 40}},
+		EnvironmentRolledBack{Env: "prod", FromGeneration: 2, ToGeneration: 1, Generation: 3,
+			Models:         []RolledBackModel{{Model: "events", Restored: "events@v1", Table: "events@v1", Demoted: "events@v2"}},
+			Repairs:        []RolledBackRepair{{Plan: "p2", Model: "events", Snapshot: "events@v2", OpenSeq: 7}},
+			EvaluatedAtSeq: 9, EvaluatedAt: t0},
+		RestatementRequested{Env: "prod", Model: "events", Snapshot: "events@v1", Ranges: []interval.Range{r}, Generation: 2, Run: "restate:c1",
+			Work: []RestateWork{{Model: "events", Snapshot: "events@v1", Table: "events@v1", Ranges: []interval.Range{r}, Invalidated: []interval.Range{r}},
+				{Model: "rollup", Snapshot: "rollup@v1", Table: "rollup@v1", Ranges: []interval.Range{interval.R(t0.Add(-10*time.Hour), t0.Add(14*time.Hour))}, Invalidated: []interval.Range{}}},
+			Reason: "source fixed"},
 	}
 }
 
@@ -120,8 +131,9 @@ func TestSubjects(t *testing.T) {
 	}
 }
 
-// TestHandWrittenEncodersMatchReflective: the envelope's and
-// IntervalsCompleted's encoders write the reflective encoder's bytes.
+// TestHandWrittenEncodersMatchReflective: the envelope's,
+// IntervalsCompleted's and EnvironmentRolledBack's (and its elements')
+// encoders write the reflective encoder's bytes.
 func TestHandWrittenEncodersMatchReflective(t *testing.T) {
 	r := interval.R(t0, t0.Add(time.Hour))
 	for i, p := range []IntervalsCompleted{
@@ -135,6 +147,37 @@ func TestHandWrittenEncodersMatchReflective(t *testing.T) {
 		if err1 != nil || err2 != nil || !bytes.Equal(fast, plain) {
 			t.Fatalf("payload %d: hand-written %x (%v), reflective %x (%v)", i, fast, err1, plain, err2)
 		}
+	}
+	for i, p := range []EnvironmentRolledBack{
+		{},
+		{Env: "prod", FromGeneration: 2, ToGeneration: 1, Generation: 3, Models: []RolledBackModel{}, EvaluatedAtSeq: 9, EvaluatedAt: t0},
+		{Env: "prod", FromGeneration: 1 << 40, ToGeneration: 7, Generation: 1<<40 + 1,
+			Models:  []RolledBackModel{{Model: "a", Restored: "a@v1", Table: "a@v1", Demoted: "a@v2"}, {Model: "b", Restored: "b@v1+p1", Table: "b@v1+p1", Demoted: "b@v2"}},
+			Repairs: []RolledBackRepair{{Plan: "p2", Model: "a", Snapshot: "a@v2", OpenSeq: 1 << 33}}, EvaluatedAtSeq: 1, EvaluatedAt: t0.Add(time.Nanosecond)},
+		{Env: "prod", Repairs: []RolledBackRepair{}},
+		{Env: "prod", Models: []RolledBackModel{{}}, Repairs: []RolledBackRepair{{Plan: "p1", OpenSeq: 9}, {}}},
+	} {
+		fast, err1 := msgpack.Marshal(p)
+		plain, err2 := msgpack.Marshal(rolledBackPlain(p))
+		if err1 != nil || err2 != nil || !bytes.Equal(fast, plain) {
+			t.Fatalf("rollback %d: hand-written %x (%v), reflective %x (%v)", i, fast, err1, plain, err2)
+		}
+		for j, m := range p.Models {
+			fast, err1 := msgpack.Marshal(m)
+			plain, err2 := msgpack.Marshal(modelPlain(m))
+			if err1 != nil || err2 != nil || !bytes.Equal(fast, plain) {
+				t.Fatalf("rollback %d model %d: hand-written %x (%v), reflective %x (%v)", i, j, fast, err1, plain, err2)
+			}
+		}
+		for j, r := range p.Repairs {
+			fast, err1 := msgpack.Marshal(r)
+			plain, err2 := msgpack.Marshal(repairPlain(r))
+			if err1 != nil || err2 != nil || !bytes.Equal(fast, plain) {
+				t.Fatalf("rollback %d repair %d: hand-written %x (%v), reflective %x (%v)", i, j, fast, err1, plain, err2)
+			}
+		}
+		// And back, as the reflective decoder reads them.
+		sameAsReflective(t, fast)
 	}
 	for i, env := range []Envelope{
 		{},

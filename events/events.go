@@ -21,18 +21,20 @@ type Type string
 
 // The event types.
 const (
-	TypeSnapshotRegistered   Type = "SnapshotRegistered"
-	TypePlanBuilt            Type = "PlanBuilt"
-	TypeIntervalsCompleted   Type = "IntervalsCompleted"
-	TypeIntervalsInvalidated Type = "IntervalsInvalidated"
-	TypeSchedulerAdvanced    Type = "SchedulerAdvanced"
-	TypePromotionDecided     Type = "PromotionDecided"
-	TypeEnvironmentFinalized Type = "EnvironmentFinalized"
-	TypeCatchUpRequested     Type = "CatchUpRequested"
-	TypeRepairCompleted      Type = "RepairCompleted"
-	TypeRunFailed            Type = "RunFailed"
-	TypeTableRetired         Type = "TableRetired"
-	TypePlanCancelled        Type = "PlanCancelled"
+	TypeSnapshotRegistered    Type = "SnapshotRegistered"
+	TypePlanBuilt             Type = "PlanBuilt"
+	TypeIntervalsCompleted    Type = "IntervalsCompleted"
+	TypeIntervalsInvalidated  Type = "IntervalsInvalidated"
+	TypeSchedulerAdvanced     Type = "SchedulerAdvanced"
+	TypePromotionDecided      Type = "PromotionDecided"
+	TypeEnvironmentFinalized  Type = "EnvironmentFinalized"
+	TypeCatchUpRequested      Type = "CatchUpRequested"
+	TypeRepairCompleted       Type = "RepairCompleted"
+	TypeRunFailed             Type = "RunFailed"
+	TypeTableRetired          Type = "TableRetired"
+	TypePlanCancelled         Type = "PlanCancelled"
+	TypeEnvironmentRolledBack Type = "EnvironmentRolledBack"
+	TypeRestatementRequested  Type = "RestatementRequested"
 )
 
 // Envelope is the metadata every event carries.
@@ -152,12 +154,20 @@ const (
 	// RunRepair computes the gap an acceptance left (repair debt), issued
 	// with the decision.
 	RunRepair RunKind = "repair"
-	RunManual RunKind = "manual"
+	// RunRestate recomputes what a restatement invalidated (restate): a
+	// model's ranges and its downstream models' overlapping intervals,
+	// issued with the request.
+	RunRestate RunKind = "restate"
+	RunManual  RunKind = "manual"
 )
 
 // PlanRunID is the run id of a plan's work of kind k (backfill, catch_up,
 // repair): "<kind>:<plan>".
 func PlanRunID(k RunKind, plan string) string { return string(k) + ":" + plan }
+
+// RestateRunID is the run id of a restatement's work: "restate:<command
+// id>" (the restate command that requested it).
+func RestateRunID(command string) string { return string(RunRestate) + ":" + command }
 
 // PlanOfRunID is the plan a backfill or catch-up run id names (PlanRunID)
 // and that run's kind; ok is false for any other id.
@@ -173,7 +183,7 @@ func PlanOfRunID(id string) (k RunKind, plan string, ok bool) {
 // Valid reports whether k is a defined run kind.
 func (k RunKind) Valid() bool {
 	switch k {
-	case RunBackfill, RunScheduled, RunCatchUp, RunRepair, RunManual:
+	case RunBackfill, RunScheduled, RunCatchUp, RunRepair, RunRestate, RunManual:
 		return true
 	}
 	return false
@@ -214,6 +224,11 @@ type SnapshotRegistered struct {
 	// as before they existed.
 	BatchSize        int `msgpack:"batch_size,omitempty" json:"batch_size,omitempty"`
 	BatchConcurrency int `msgpack:"batch_concurrency,omitempty" json:"batch_concurrency,omitempty"`
+	// Audits are the checks every computed batch of the version is put
+	// to (issue 30); omitted when none, so events of versions without
+	// audits encode as before they existed. A derived version keeps its
+	// base's.
+	Audits []Audit `msgpack:"audits,omitempty" json:"audits,omitempty"`
 	// Grain names the columns that identify a row of the version's
 	// query (its key), which diff matches changed rows on; omitted when
 	// not set, so events of versions without it encode as before.
@@ -351,6 +366,12 @@ type Finding struct {
 	Ranges   []interval.Range `msgpack:"ranges" json:"ranges"`
 	Advances int              `msgpack:"advances" json:"advances"`
 	Message  string           `msgpack:"message" json:"message"`
+	// Audit names the audit an audit_failed or audit_warning finding is
+	// about, and Count the violating rows of the failing results still
+	// latest on its ranges, summed; both omitted otherwise (findings
+	// without them encode as before).
+	Audit string `msgpack:"audit,omitempty" json:"audit,omitempty"`
+	Count int64  `msgpack:"count,omitempty" json:"count,omitempty"`
 }
 
 // PromotionDecided records a promotion decision and what it was based on.
@@ -485,6 +506,57 @@ type PlanCancelled struct {
 	Reason string `msgpack:"reason,omitempty" json:"reason,omitempty"`
 }
 
+// RestateWork is what a restatement recomputes of one model of the
+// environment: whole intervals of its snapshot's unit.
+type RestateWork struct {
+	Model    string `msgpack:"model" json:"model"`
+	Snapshot string `msgpack:"snapshot" json:"snapshot"`
+	Table    string `msgpack:"table" json:"table"`
+	// Ranges is what the work computes: the part of the model's affected
+	// intervals its table covered (Invalidated) and the part that was
+	// ready and missing (it would be computed from the data the
+	// restatement replaces otherwise).
+	Ranges []interval.Range `msgpack:"ranges" json:"ranges"`
+	// Invalidated is the part of the model's affected intervals the table
+	// covered: it is removed from the table's coverage by an
+	// IntervalsInvalidated appended with the request. Ranges holds all of
+	// it but for an interval of the snapshot's unit that has not ended (a
+	// forward-only version coarser than its table's coverage): that one
+	// is the scheduler's, once ready.
+	Invalidated []interval.Range `msgpack:"invalidated" json:"invalidated"`
+}
+
+// RestatementRequested records a restatement (restate): the ranges of a
+// model in an environment, and every interval of the env's transitively
+// downstream models that overlaps them (each mapped to its own unit), are
+// invalidated and recomputed with each incumbent's own logic, as work of
+// run kind restate, in the listed (dependency) order. It is appended in
+// one atomic batch with the IntervalsInvalidated events of each table's
+// covered part. Subject: the environment's.
+type RestatementRequested struct {
+	Env   string `msgpack:"env" json:"env"`
+	Model string `msgpack:"model" json:"model"`
+	// Snapshot is the model's incumbent the restatement read.
+	Snapshot string `msgpack:"snapshot" json:"snapshot"`
+	// Ranges are the ranges asked for, widened to whole intervals of the
+	// model's unit and clipped to its start.
+	Ranges []interval.Range `msgpack:"ranges" json:"ranges"`
+	// Generation is the environment generation the restatement read; its
+	// work is no longer recorded once the generation moved on.
+	Generation uint64 `msgpack:"generation" json:"generation"`
+	// EvaluatedAtSeq is the stream sequence of the view the restatement
+	// was decided on (with the event's time, its clock): replay decides
+	// it again there.
+	EvaluatedAtSeq uint64 `msgpack:"evaluated_at_seq" json:"evaluated_at_seq"`
+	// Run is the run id of the work: "restate:<command id>".
+	Run string `msgpack:"run" json:"run"`
+	// Work is per model with anything to compute, the model first, then
+	// its downstream models in dependency order.
+	Work []RestateWork `msgpack:"work" json:"work"`
+	// Reason says why, for humans; omitted when empty.
+	Reason string `msgpack:"reason,omitempty" json:"reason,omitempty"`
+}
+
 // TableRetired records that a snapshot table was retired: at the view of
 // sequence JudgedAtSeq and the clock JudgedAt, no environment's incumbent
 // and no open plan used it, and its last use ended (ReleasedAt, the
@@ -510,23 +582,77 @@ type TableRetired struct {
 	ReleasedAt  time.Time `msgpack:"released_at" json:"released_at"`
 	// GraceMS is the grace period applied, in milliseconds.
 	GraceMS int64 `msgpack:"grace_ms" json:"grace_ms"`
+	// RetainMS is the retention applied, in milliseconds (an incumbent's
+	// table is kept that long after its demotion, for rollbacks); omitted
+	// on retirements judged before retention existed.
+	RetainMS int64 `msgpack:"retain_ms,omitempty" json:"retain_ms,omitempty"`
 	// Coverage is the table's coverage the event clears.
 	Coverage []interval.Range `msgpack:"coverage" json:"coverage"`
 }
 
+// EnvironmentRolledBack records a rollback decision (the rollback
+// command): the environment's incumbents become those it had at
+// ToGeneration, in one view swap, and its generation moves to Generation
+// (FromGeneration + 1), which fences the demoted snapshots' scheduler and
+// closes the plans built against FromGeneration (their promotion is
+// conflicting_plan). Nothing is recomputed: the scheduler fills the
+// restored incumbents' missing ready intervals as usual. Subject: the
+// environment's. Replay re-evaluates it at EvaluatedAtSeq.
+type EnvironmentRolledBack struct {
+	Env string `msgpack:"env" json:"env"`
+	// FromGeneration is the generation rolled back (the env's at the
+	// decision); ToGeneration the generation whose incumbents are restored.
+	FromGeneration uint64 `msgpack:"from_generation" json:"from_generation"`
+	ToGeneration   uint64 `msgpack:"to_generation" json:"to_generation"`
+	// Generation is the env generation after the rollback.
+	Generation uint64 `msgpack:"generation" json:"generation"`
+	// Models lists, by model name, every model whose incumbent changes.
+	Models []RolledBackModel `msgpack:"models" json:"models"`
+	// Repairs is the open repair debt of the demoted snapshots in the env,
+	// which the rollback closes (the env no longer serves those tables;
+	// the scheduler fills every missing ready interval of the restored
+	// incumbents), oldest first; omitted when none.
+	Repairs []RolledBackRepair `msgpack:"repairs,omitempty" json:"repairs,omitempty"`
+	// EvaluatedAtSeq is the stream sequence of the view decided on;
+	// EvaluatedAt the command's clock.
+	EvaluatedAtSeq uint64    `msgpack:"evaluated_at_seq" json:"evaluated_at_seq"`
+	EvaluatedAt    time.Time `msgpack:"evaluated_at" json:"evaluated_at"`
+}
+
+// RolledBackModel is one model a rollback changes: the snapshot it
+// restores (the incumbent at the target generation, with its table) and
+// the one it demotes.
+type RolledBackModel struct {
+	Model    string `msgpack:"model" json:"model"`
+	Restored string `msgpack:"restored" json:"restored"`
+	Table    string `msgpack:"table" json:"table"`
+	Demoted  string `msgpack:"demoted" json:"demoted"`
+}
+
+// RolledBackRepair names an open repair debt a rollback closes: the
+// debt opened by Plan's acceptance at OpenSeq for Snapshot.
+type RolledBackRepair struct {
+	Plan     string `msgpack:"plan" json:"plan"`
+	Model    string `msgpack:"model" json:"model"`
+	Snapshot string `msgpack:"snapshot" json:"snapshot"`
+	OpenSeq  uint64 `msgpack:"open_seq" json:"open_seq"`
+}
+
 // EventType implements Payload.
-func (SnapshotRegistered) EventType() Type   { return TypeSnapshotRegistered }
-func (PlanBuilt) EventType() Type            { return TypePlanBuilt }
-func (IntervalsCompleted) EventType() Type   { return TypeIntervalsCompleted }
-func (IntervalsInvalidated) EventType() Type { return TypeIntervalsInvalidated }
-func (SchedulerAdvanced) EventType() Type    { return TypeSchedulerAdvanced }
-func (PromotionDecided) EventType() Type     { return TypePromotionDecided }
-func (EnvironmentFinalized) EventType() Type { return TypeEnvironmentFinalized }
-func (CatchUpRequested) EventType() Type     { return TypeCatchUpRequested }
-func (RepairCompleted) EventType() Type      { return TypeRepairCompleted }
-func (RunFailed) EventType() Type            { return TypeRunFailed }
-func (TableRetired) EventType() Type         { return TypeTableRetired }
-func (PlanCancelled) EventType() Type        { return TypePlanCancelled }
+func (SnapshotRegistered) EventType() Type    { return TypeSnapshotRegistered }
+func (PlanBuilt) EventType() Type             { return TypePlanBuilt }
+func (IntervalsCompleted) EventType() Type    { return TypeIntervalsCompleted }
+func (IntervalsInvalidated) EventType() Type  { return TypeIntervalsInvalidated }
+func (SchedulerAdvanced) EventType() Type     { return TypeSchedulerAdvanced }
+func (PromotionDecided) EventType() Type      { return TypePromotionDecided }
+func (EnvironmentFinalized) EventType() Type  { return TypeEnvironmentFinalized }
+func (CatchUpRequested) EventType() Type      { return TypeCatchUpRequested }
+func (RepairCompleted) EventType() Type       { return TypeRepairCompleted }
+func (RunFailed) EventType() Type             { return TypeRunFailed }
+func (TableRetired) EventType() Type          { return TypeTableRetired }
+func (PlanCancelled) EventType() Type         { return TypePlanCancelled }
+func (EnvironmentRolledBack) EventType() Type { return TypeEnvironmentRolledBack }
+func (RestatementRequested) EventType() Type  { return TypeRestatementRequested }
 
 // Subject implements Payload.
 func (p SnapshotRegistered) Subject() string { return SnapshotSubject(p.Model, p.Version) }
@@ -535,14 +661,16 @@ func (p IntervalsCompleted) Subject() string { return snapSubject(p.Snapshot) }
 func (p IntervalsInvalidated) Subject() string {
 	return snapSubject(p.Snapshot)
 }
-func (p SchedulerAdvanced) Subject() string    { return EnvSubject(p.Env) }
-func (p PromotionDecided) Subject() string     { return PlanSubject(p.Plan) }
-func (p EnvironmentFinalized) Subject() string { return EnvSubject(p.Env) }
-func (p CatchUpRequested) Subject() string     { return PlanSubject(p.Plan) }
-func (p RepairCompleted) Subject() string      { return EnvSubject(p.Env) }
-func (p RunFailed) Subject() string            { return snapSubject(p.Snapshot) }
-func (p TableRetired) Subject() string         { return snapSubject(p.Table) }
-func (p PlanCancelled) Subject() string        { return PlanSubject(p.Plan) }
+func (p SchedulerAdvanced) Subject() string     { return EnvSubject(p.Env) }
+func (p PromotionDecided) Subject() string      { return PlanSubject(p.Plan) }
+func (p EnvironmentFinalized) Subject() string  { return EnvSubject(p.Env) }
+func (p CatchUpRequested) Subject() string      { return PlanSubject(p.Plan) }
+func (p RepairCompleted) Subject() string       { return EnvSubject(p.Env) }
+func (p RunFailed) Subject() string             { return snapSubject(p.Snapshot) }
+func (p TableRetired) Subject() string          { return snapSubject(p.Table) }
+func (p PlanCancelled) Subject() string         { return PlanSubject(p.Plan) }
+func (p EnvironmentRolledBack) Subject() string { return EnvSubject(p.Env) }
+func (p RestatementRequested) Subject() string  { return EnvSubject(p.Env) }
 
 func snapSubject(id string) string {
 	m, v, _ := ParseSnapshotID(id)
@@ -574,8 +702,9 @@ func (p *CatchUpRequested) normalize() {
 		utc(&p.Work[i].IncumbentFrontier)
 	}
 }
-func (p *RepairCompleted) normalize() { utc(&p.OpenedAt); utc(&p.ClosedAt) }
-func (p *TableRetired) normalize()    { utc(&p.JudgedAt); utc(&p.ReleasedAt) }
+func (p *RepairCompleted) normalize()       { utc(&p.OpenedAt); utc(&p.ClosedAt) }
+func (p *TableRetired) normalize()          { utc(&p.JudgedAt); utc(&p.ReleasedAt) }
+func (p *EnvironmentRolledBack) normalize() { utc(&p.EvaluatedAt) }
 
 // IDSource hands out ULIDs that are monotonic within the process even when
 // the clock it is given stands still or goes back.

@@ -42,7 +42,7 @@ func TestValidVersion(t *testing.T) {
 }
 
 func TestWorkID(t *testing.T) {
-	for _, k := range []RunKind{RunBackfill, RunScheduled, RunCatchUp, RunRepair} {
+	for _, k := range []RunKind{RunBackfill, RunScheduled, RunCatchUp, RunRepair, RunRestate} {
 		id := WorkID(42, k)
 		if seq, got, ok := ParseWorkID(id); !ok || seq != 42 || got != k {
 			t.Fatalf("%s: %d %s %v", id, seq, got, ok)

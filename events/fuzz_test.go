@@ -41,14 +41,16 @@ func FuzzDecode(f *testing.F) {
 	})
 }
 
-// sameAsReflective: the hand-written decoders of the envelope and of
-// IntervalsCompleted read a map (or nil) as the reflective decoder does,
+// sameAsReflective: the hand-written decoders of the envelope, of
+// IntervalsCompleted, of AuditRecorded and of EnvironmentRolledBack (and
+// its elements) read a map (or nil) as the reflective decoder does,
 // and refuse anything else (the reflective decoder would read an array
 // by position).
 func sameAsReflective(t *testing.T, b []byte) {
 	t.Helper()
 	if len(b) == 0 || (!msgp.IsMap(b[0]) && b[0] != 0xc0) {
-		for name, v := range map[string]any{"envelope": &wire{}, "intervals_completed": &IntervalsCompleted{}} {
+		for name, v := range map[string]any{"envelope": &wire{}, "intervals_completed": &IntervalsCompleted{}, "audit_recorded": &AuditRecorded{}, "environment_rolled_back": &EnvironmentRolledBack{},
+			"rolled_back_model": &RolledBackModel{}, "rolled_back_repair": &RolledBackRepair{}} {
 			if err := unmarshal(b, v); err == nil {
 				t.Fatalf("%s: hand-written decoder read % x, not a map", name, b)
 			}
@@ -66,6 +68,10 @@ func sameAsReflective(t *testing.T, b []byte) {
 	}
 	compare("envelope", &wire{}, &wirePlain{})
 	compare("intervals_completed", &IntervalsCompleted{}, &completedPlain{})
+	compare("audit_recorded", &AuditRecorded{}, &recordedPlain{})
+	compare("environment_rolled_back", &EnvironmentRolledBack{}, &rolledBackPlain{})
+	compare("rolled_back_model", &RolledBackModel{}, &modelPlain{})
+	compare("rolled_back_repair", &RolledBackRepair{}, &repairPlain{})
 }
 
 func unmarshal(b []byte, v any) (err error) {

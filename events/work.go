@@ -6,9 +6,9 @@ import (
 )
 
 // Work item ids. The engine derives work from events (a plan's backfill,
-// a tick's advances, a catch-up request, an acceptance's repairs) and
-// names each item after the stream sequence of the event that made it due
-// and its run kind: work-<seq>-<run kind>. A worker's report names the
+// a tick's advances, a catch-up request, an acceptance's repairs, a
+// restatement) and names each item after the stream sequence of the event
+// that made it due and its run kind: work-<seq>-<run kind>. A worker's report names the
 // item it computed, and the engine checks the report against that item.
 
 // WorkID is the id of the work item of run kind k made due by the event
@@ -39,7 +39,7 @@ func ParseWorkID(id string) (seq uint64, k RunKind, ok bool) {
 		return 0, "", false
 	}
 	switch k = RunKind(kind); k {
-	case RunBackfill, RunScheduled, RunCatchUp, RunRepair:
+	case RunBackfill, RunScheduled, RunCatchUp, RunRepair, RunRestate:
 		return seq, k, true
 	}
 	return 0, "", false

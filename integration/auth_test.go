@@ -102,6 +102,18 @@ func TestPermissions(t *testing.T) {
 	if !contains(wViolations(), `Permissions Violation for Publish to "tidemark.cmd.worker.promote"`) {
 		t.Fatalf("worker promote: violations %v", wViolations())
 	}
+	// restate is an operator's command: the service sends it (here refused
+	// on its own terms, before any warehouse: nothing covered), a worker
+	// cannot.
+	if _, err := short(wConn).Do(ctx, &commands.Restate{Meta: meta(at(7)), Env: "prod", Model: "events", Ranges: []interval.Range{rng(0, 1)}}); err == nil {
+		t.Fatal("a worker restated a model")
+	}
+	if !contains(wViolations(), `Permissions Violation for Publish to "tidemark.cmd.worker.restate"`) {
+		t.Fatalf("worker restate: violations %v", wViolations())
+	}
+	if r, err := short(svcConn).Do(ctx, &commands.Restate{Meta: meta(at(7)), Env: "prod", Model: "events", Ranges: []interval.Range{rng(40, 41)}}); err != nil || r.Code != commands.CodeInvalid || r.Field != "ranges" {
+		t.Fatalf("service restate: %v %+v", err, r)
+	}
 	// The engine provisions the work stream and consumer; the worker binds.
 	if err := (&work.Publisher{Log: e}).Prepare(ctx); err != nil {
 		t.Fatal(err)

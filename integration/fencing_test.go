@@ -62,3 +62,53 @@ func TestFencingAfterPromotion(t *testing.T) {
 		t.Fatalf("tick after fencing: fenced %d, %+v", fenced, advs)
 	}
 }
+
+// TestFencingAfterRollback: v2 replaced v1 at 06:00; at 09:00 a rollback
+// puts v1 back (one EnvironmentRolledBack, nothing recomputed). A
+// scheduler advance that read v2's generation is then rejected with
+// stale_generation and appends nothing; a scheduler that starts from that
+// stale view is fenced once, re-reads, and fills v1's missing ready
+// intervals (06:00-09:00, while v2 served), never v2's.
+func TestFencingAfterRollback(t *testing.T) {
+	e := open(t, engine.Config{})
+	ctx := t.Context()
+	deploy(t, e, "prod", "d1", "v1", at(6))
+	must(t, e.Handle(ctx, &commands.RegisterSnapshot{Meta: meta(at(6)), Model: "events", Version: "v2", Cron: "@hourly", Start: t0}))
+	pr := must(t, e.Handle(ctx, &commands.BuildPlan{Meta: meta(at(6)), Plan: "p1", Env: "prod", Versions: map[string]string{"events": "v2"}}))
+	must(t, e.Handle(ctx, &commands.CompleteIntervals{Meta: meta(at(6)), Model: "events", Version: "v2", Ranges: pr.Plan.Candidates[0].Backfill}))
+	if dec := must(t, e.Handle(ctx, &commands.Promote{Meta: meta(at(6)), Plan: "p1"})); dec.Decision.Outcome != events.Accepted {
+		t.Fatalf("promotion: %+v", dec.Decision)
+	}
+	var v2Gen uint64
+	var v1Cov string
+	e.View(func(st *projections.State) {
+		v2Gen, v1Cov = st.Env("prod").Generation, st.SnapshotCoverage("events@v1").String()
+	})
+
+	rb := must(t, e.Handle(ctx, &commands.Rollback{Meta: meta(at(9)), Env: "prod"}))
+	if rb.Events != 1 || rb.Rollback == nil || rb.Rollback.Generation != v2Gen+1 || rb.Rollback.Models[0].Restored != "events@v1" {
+		t.Fatalf("rollback: %+v", rb)
+	}
+	e.View(func(st *projections.State) {
+		if inc := st.Env("prod").Incumbents["events"]; inc != "events@v1" || st.SnapshotCoverage("events@v1").String() != v1Cov {
+			t.Errorf("after the rollback: incumbent %s, v1 covers %s (was %s)", inc, st.SnapshotCoverage("events@v1"), v1Cov)
+		}
+	})
+
+	before := lastSeq(t, e)
+	stale := e.Handle(ctx, &commands.AdvanceScheduler{Meta: meta(at(9)), Env: "prod", Generation: v2Gen})
+	if stale.Accepted || stale.Code != commands.CodeStaleGeneration || stale.Field != "generation" {
+		t.Fatalf("stale advance: %+v", stale)
+	}
+	if got := lastSeq(t, e); got != before {
+		t.Fatalf("stale advance appended %d events", got-before)
+	}
+	advs, fenced, err := scheduler.Tick(ctx, e, "prod", at(9), v2Gen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fenced != 1 || len(advs) != 1 || advs[0].Snapshot != "events@v1" || advs[0].Generation != v2Gen+1 ||
+		!interval.Set(advs[0].Ranges).Equal(interval.NewSet(rng(6, 9))) {
+		t.Fatalf("tick after the rollback: fenced %d, %+v", fenced, advs)
+	}
+}

@@ -637,7 +637,58 @@ func (s *sim) checkRefusal(cmd commands.Command, err error) {
 		if ok && pl.Accepted() && s.st.Env(pl.Built.Env).Generation == pl.AcceptedGeneration {
 			s.fail("F", "finalize %s refused although it is accepted at the env's generation: %v", c.Plan, err)
 		}
+	case *commands.Rollback:
+		if _, refusal := s.expectRollback(c); refusal == "" {
+			s.fail("R", "rollback of %s to %d refused; the oracle carries it out: %v", c.Env, c.ToGeneration, err)
+		}
 	}
+}
+
+// expectRollback is the rollback oracle (invariant R), on the state
+// before the command: the incumbents the env must have after it, or why
+// it must be refused. The target is the env's incumbents at that
+// generation as the sim recorded them (sim.gens), not the projection's
+// history.
+func (s *sim) expectRollback(c *commands.Rollback) (map[string]string, string) {
+	e, ok := s.st.Envs[c.Env]
+	if !ok || e.Generation == 0 {
+		return nil, "no promotion in the env"
+	}
+	to := c.ToGeneration
+	if to == 0 {
+		to = e.Generation - 1
+	}
+	if to == 0 || to >= e.Generation {
+		return nil, fmt.Sprintf("generation %d is not an earlier one of %d", to, e.Generation)
+	}
+	want, ok := s.gens[c.Env][to]
+	if !ok {
+		s.fail("R", "the sim recorded no generation %d of %s", to, c.Env)
+	}
+	for m := range e.Incumbents {
+		if _, ok := want[m]; !ok {
+			return nil, "model " + m + " had no incumbent then"
+		}
+	}
+	if maps.Equal(want, e.Incumbents) {
+		return nil, "nothing changes"
+	}
+	for m, id := range want {
+		if id == e.Incumbents[m] {
+			continue
+		}
+		tables := []string{s.st.Snapshots[id].Table}
+		up, _ := s.st.UpstreamOf(id)
+		for _, u := range up {
+			tables = append(tables, s.st.Snapshots[u].Table)
+		}
+		for _, t := range tables {
+			if _, gone := s.st.Retired[t]; gone {
+				return nil, "table " + t + " retired"
+			}
+		}
+	}
+	return maps.Clone(want), ""
 }
 
 // checkCarriedOut (on the state before): a finalize appends only for an

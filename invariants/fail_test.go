@@ -152,6 +152,24 @@ func TestEachInvariantCanFail(t *testing.T) {
 			_, _, _ = s.promote("p1")
 		})
 	})
+	t.Run("R a rollback restoring the wrong incumbent", func(t *testing.T) {
+		expectBroken(t, "R", events1, func(s *sim) {
+			s.version(s.models[0], "v2")
+			s.plan("p1", "prod", map[string]string{"events": "v2"}, 0, 0)
+			if d, _, err := s.promote("p1"); err != nil || d == nil || d.Outcome != events.Accepted {
+				s.tb.Fatalf("promote p1: %+v %v", d, err)
+			}
+			s.mutate = func(cmd commands.Command, d *decide.Decision) {
+				for i, p := range d.Events {
+					if rb, ok := p.(events.EnvironmentRolledBack); ok {
+						rb.Models = []events.RolledBackModel{{Model: "events", Restored: "events@v2", Table: "events@v2", Demoted: "events@v2"}}
+						d.Events[i] = rb
+					}
+				}
+			}
+			_, _, _ = s.exec(&commands.Rollback{Env: "prod"})
+		})
+	})
 	t.Run("1 a trailing gap without repair debt", func(t *testing.T) {
 		expectBroken(t, "1", events1, func(s *sim) {
 			race(s, 1, 0)

@@ -75,11 +75,16 @@ import (
 //     clock; whole intervals of the unit. A tick at or before clock (the
 //     deploy's instant) fires no lookback.
 //
-// and two more: P, a plan's candidates are the versions it sets, exactly,
+// and three more: P, a plan's candidates are the versions it sets, exactly,
 // plus a derived version of every downstream incumbent it does not set;
 // F, a promote is refused only while its catch-up work is outstanding, and
 // a finalize is carried out exactly for an accepted plan at the generation
-// its acceptance set.
+// its acceptance set; R, a rollback is carried out exactly when the
+// target is an earlier generation (the one before by default) that held
+// every model served now, differs from now and needs no retired table,
+// and then the env serves exactly that generation's incumbents (as the
+// sim recorded them) at the next generation; and R', a restatement cascades as its rules
+// say (restate_test.go).
 //
 // TestStaleViewsAreFenced replays decisions made on stale views (all
 // fenced); TestEachInvariantCanFail shows each check can fail. A
@@ -172,6 +177,21 @@ var actions = []action{
 	{"race", 16, (*sim).actRace},
 	{"rollback-race", 4, (*sim).actRollbackRace},
 	{"replica-tick", 4, (*sim).actReplicaTick},
+	{"rollback", 4, (*sim).actRollback},
+	{"restate", 4, (*sim).actRestate},
+}
+
+// actRollback rolls an env back: to the generation before (most often),
+// or to a drawn one (any, valid or not).
+func (s *sim) actRollback() {
+	env := s.drawEnv("rollback-env", true)
+	var to uint64
+	if chance(s.t, "rollback-to", 40) {
+		to = uint64(pick(s.t, "rollback-gen", int(s.st.Env(env).Generation)+2))
+	}
+	r, _, err := s.exec(&commands.Rollback{Env: env, ToGeneration: to})
+	s.logf("rollback %s to %d: %s", env, to, errOr(err, fmt.Sprintf("generation %d", s.st.Env(env).Generation)))
+	_ = r
 }
 
 func (s *sim) step() {

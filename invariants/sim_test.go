@@ -109,6 +109,9 @@ type sim struct {
 	queue    []work.Item
 	promotes []promoteCall
 	steps    int
+	// gens records every env's incumbents at each generation, as the
+	// commands that moved it left them: the rollback oracle's history.
+	gens map[string]map[uint64]map[string]string
 	// mutate, when set, tampers with a decision before it is appended (to
 	// show that each invariant can fail).
 	mutate func(cmd commands.Command, d *decide.Decision)
@@ -124,7 +127,7 @@ type tb interface {
 
 func newSim(t *rapid.T, models []modelDef) *sim {
 	return &sim{t: t, tb: t, st: projections.New(), ids: events.NewIDSource(), clock: t0.Add(54 * time.Hour),
-		models: models, nextVer: map[string]int{}, defs: map[string]modelDef{}}
+		models: models, nextVer: map[string]int{}, defs: map[string]modelDef{}, gens: map[string]map[uint64]map[string]string{}}
 }
 
 func (s *sim) logf(format string, args ...any) {
@@ -259,6 +262,14 @@ func (s *sim) execOn(view *projections.State, cmd commands.Command) (commands.Re
 	if c, ok := cmd.(*commands.AdvanceScheduler); ok && view == nil {
 		pre.work = expectedWork(s.st, c.Env, c.At)
 	}
+	var rbWant map[string]string
+	rollback, isRollback := cmd.(*commands.Rollback)
+	if isRollback && len(d.Events) > 0 {
+		var refusal string
+		if rbWant, refusal = s.expectRollback(rollback); refusal != "" {
+			s.fail("R", "rollback of %s to %d carried out; the oracle refuses it: %s", rollback.Env, rollback.ToGeneration, refusal)
+		}
+	}
 	var group []events.Record
 	for _, p := range d.Events {
 		ev := events.New(s.ids, m.At, p)
@@ -288,6 +299,20 @@ func (s *sim) execOn(view *projections.State, cmd commands.Command) (commands.Re
 	}
 	s.count(cmd, group)
 	s.checkCommand(cmd, pre, group)
+	if isRollback && len(group) > 0 {
+		e := s.st.Env(rollback.Env)
+		if !maps.Equal(e.Incumbents, rbWant) || e.Generation != pre.gen[rollback.Env]+1 {
+			s.fail("R", "rollback of %s to %d: incumbents %v at generation %d, want %v at %d", rollback.Env, rollback.ToGeneration, e.Incumbents, e.Generation, rbWant, pre.gen[rollback.Env]+1)
+		}
+	}
+	for name, e := range s.st.Envs {
+		if e.Generation != pre.gen[name] {
+			if s.gens[name] == nil {
+				s.gens[name] = map[uint64]map[string]string{}
+			}
+			s.gens[name][e.Generation] = maps.Clone(e.Incumbents)
+		}
+	}
 	if isPromote {
 		s.checkPromote(promote, want, d.Events)
 	}
@@ -654,6 +679,14 @@ func (s *sim) count(cmd commands.Command, group []events.Record) {
 			}
 		case events.RepairCompleted:
 			stats["repair closed"]++
+		case events.EnvironmentRolledBack:
+			stats["rollback"]++
+			if p.ToGeneration+1 < p.FromGeneration {
+				stats["rollback past the previous generation"]++
+			}
+			if len(p.Repairs) > 0 {
+				stats["rollback closing repairs"]++
+			}
 		case events.SchedulerAdvanced:
 			stats["advance"]++
 			if len(p.Repairs) > 0 {

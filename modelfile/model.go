@@ -5,6 +5,7 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/goccy/go-yaml"
@@ -47,6 +48,8 @@ type modelDoc struct {
 	// BatchSize and BatchConcurrency: nil when absent (0 is refused).
 	BatchSize        *int `yaml:"batch_size"`
 	BatchConcurrency *int `yaml:"batch_concurrency"`
+	// Audits is read by DecodeAudits (its items have several shapes).
+	Audits []any `yaml:"audits"`
 	// Grain: `grain: [id, ts]`, or one column `grain: id`.
 	Grain grainDoc `yaml:"grain"`
 }
@@ -106,6 +109,21 @@ func Parse(path string, b []byte) ([]Model, error) {
 		}
 		return lineOf(n)
 	}
+	// lineNear is the line of field path p, or of the nearest enclosing
+	// field the file has (an audit's "columns" lives under its kind's key).
+	lineNear := func(p string) int {
+		for p != "" {
+			if l := line("$." + p); l != 0 {
+				return l
+			}
+			i := max(strings.LastIndexByte(p, '.'), strings.LastIndexByte(p, '['))
+			if i < 0 {
+				break
+			}
+			p = p[:i]
+		}
+		return 0
+	}
 	if len(doc.Models) == 0 {
 		return nil, &Error{File: path, Line: line("$.models"), Path: "models", Msg: "at least one model is required"}
 	}
@@ -119,7 +137,7 @@ func Parse(path string, b []byte) ([]Model, error) {
 	var out []Model
 	for i, m := range doc.Models {
 		at := func(field, format string, args ...any) error {
-			l := line(fmt.Sprintf("$.models[%d].%s", i, field))
+			l := lineNear(fmt.Sprintf("models[%d].%s", i, field))
 			if l == 0 { // a missing field: the model's line
 				l = line(fmt.Sprintf("$.models[%d]", i))
 			}
@@ -168,9 +186,20 @@ func Parse(path string, b []byte) ([]Model, error) {
 			}
 			batchConc = *m.BatchConcurrency
 		}
+		var audits []models.Audit
+		if m.Audits != nil {
+			a, err := DecodeAudits(Node{file: path, path: fmt.Sprintf("models[%d].audits", i), v: m.Audits})
+			if err != nil {
+				if e, ok := err.(*Error); ok && e.Line == 0 {
+					e.Line = lineNear(e.Path)
+				}
+				return nil, err
+			}
+			audits = a
+		}
 		def := models.Definition{Model: m.Name, Version: m.Version, Cron: m.Cron, Unit: unit, Start: start.UTC(),
 			Lookback: lookback, Kind: events.Kind(m.Kind), AllowPartials: m.AllowPartials, DependsOn: m.DependsOn,
-			SQL: m.SQL, TimeColumn: m.TimeColumn, BatchSize: batchSize, BatchConcurrency: batchConc, Grain: m.Grain}
+			SQL: m.SQL, TimeColumn: m.TimeColumn, BatchSize: batchSize, BatchConcurrency: batchConc, Audits: audits, Grain: m.Grain}
 		if err := def.Validate(); err != nil {
 			fe := err.(*models.FieldError)
 			return nil, at(fe.Key, "%s", fe.Detail)
@@ -182,7 +211,7 @@ func Parse(path string, b []byte) ([]Model, error) {
 		sched, _ := interval.NewSchedule(m.Cron, unit, m.AllowPartials) // valid: Validate built it
 		reg := commands.RegisterSnapshot{Model: m.Name, Version: m.Version, Cron: m.Cron, IntervalUnit: unit, Start: start.UTC(),
 			Lookback: lookback, SnapshotKind: kind, AllowPartials: m.AllowPartials, DependsOn: m.DependsOn,
-			SQL: m.SQL, TimeColumn: m.TimeColumn, BatchSize: batchSize, BatchConcurrency: batchConc, Grain: m.Grain}
+			SQL: m.SQL, TimeColumn: m.TimeColumn, BatchSize: batchSize, BatchConcurrency: batchConc, Audits: audits, Grain: m.Grain}
 		mod := Model{Register: reg, Line: line(fmt.Sprintf("$.models[%d]", i)), Index: i,
 			SQLLine: line(fmt.Sprintf("$.models[%d].sql", i)), TimeColumnLine: line(fmt.Sprintf("$.models[%d].time_column", i))}
 		if m.Version == "" {
@@ -214,7 +243,7 @@ func contentVersion(r commands.RegisterSnapshot, sched interval.Schedule) string
 	}
 	return models.ContentVersion(events.SnapshotRegistered{Model: r.Model, Cron: sched.Cron(), Unit: sched.Unit(), Start: r.Start,
 		Lookback: r.Lookback, Kind: kind, AllowPartials: r.AllowPartials, DependsOn: r.DependsOn, SQL: r.SQL, TimeColumn: r.TimeColumn,
-		BatchSize: r.BatchSize, BatchConcurrency: r.BatchConcurrency, Grain: r.Grain})
+		BatchSize: r.BatchSize, BatchConcurrency: r.BatchConcurrency, Audits: r.Audits, Grain: r.Grain})
 }
 
 func lineOf(n ast.Node) int {

@@ -160,6 +160,65 @@ func TestParseSQLErrors(t *testing.T) {
 	}
 }
 
+// The audits list: built-ins by kind (name defaulting to it, blocking to
+// true), custom ones by name and sql; problems name the field and line.
+func TestParseAudits(t *testing.T) {
+	body := good[:strings.Index(good, "  - name: sessions")] + `    audits:
+      - not_null: {columns: [user_id, ts]}
+      - unique_values: {columns: [id], name: ids}
+      - number_of_rows: {threshold: 1}
+      - accepted_values: {column: status, is_in: [new, paid, 3]}
+      - accepted_range: {column: amount, min: 0, blocking: false}
+      - name: no_future_rows
+        sql: SELECT * FROM @this_model WHERE ts > now()
+        blocking: false
+`
+	ms, err := Parse("models.yaml", []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	as := ms[0].Register.Audits
+	if len(as) != 6 {
+		t.Fatalf("audits %+v", as)
+	}
+	if a := as[0]; a.Name != "not_null" || a.Kind != "not_null" || strings.Join(a.Columns, ",") != "user_id,ts" || a.NonBlocking {
+		t.Errorf("not_null: %+v", a)
+	}
+	if a := as[1]; a.Name != "ids" || a.Kind != "unique_values" {
+		t.Errorf("unique_values: %+v", a)
+	}
+	if a := as[2]; a.Threshold != 1 {
+		t.Errorf("number_of_rows: %+v", a)
+	}
+	if a := as[3]; a.Column != "status" || strings.Join(a.IsIn, ",") != "new,paid,3" {
+		t.Errorf("accepted_values: %+v", a)
+	}
+	if a := as[4]; a.Min != "0" || a.Max != "" || !a.NonBlocking {
+		t.Errorf("accepted_range: %+v", a)
+	}
+	if a := as[5]; a.Kind != "custom" || a.Name != "no_future_rows" || !strings.Contains(a.SQL, "@this_model") || !a.NonBlocking {
+		t.Errorf("custom: %+v", a)
+	}
+	plain, _ := Parse("models.yaml", []byte(good))
+	if ms[0].Register.Version == plain[0].Register.Version {
+		t.Error("audits did not change the derived version")
+	}
+	for _, c := range []struct{ name, from, to, want string }{
+		{"unknown kind", "- number_of_rows: {threshold: 1}", "- row_count: {threshold: 1}", `models.yaml:8: models[0].audits[2]: want a built-in audit`},
+		{"unknown field", "{threshold: 1}", "{threshold: 1, column: x}", `models.yaml:8: models[0].audits[2].number_of_rows.column: unknown key "column"`},
+		{"negative threshold", "{threshold: 1}", "{threshold: -1}", `models.yaml:8: models[0].audits[2].number_of_rows.threshold: must be >= 0, got -1`},
+		{"bad column", "[user_id, ts]", "[user_id, 1ts]", `models.yaml:6: models[0].audits[0].columns[1]: "1ts": a plain column name`},
+		{"duplicate name", "{columns: [id], name: ids}", "{columns: [id], name: not_null}", `models.yaml:7: models[0].audits[1].name: "not_null": audits[0] has this name already`},
+		{"custom without sql", "        sql: SELECT * FROM @this_model WHERE ts > now()\n", "", `models.yaml:11: models[0].audits[5].sql: is required`},
+		{"blocking not a bool", "blocking: false}", "blocking: no}", `models.yaml:10: models[0].audits[4].accepted_range.blocking: want true or false`},
+	} {
+		_, err := Parse("models.yaml", []byte(strings.Replace(body, c.from, c.to, 1)))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want %q", c.name, err, c.want)
+		}
+	}
+}
+
 // grain: a list of columns, or one column as a string; it is registered
 // and is part of a derived version; a bad one is refused naming grain[i].
 func TestParseGrain(t *testing.T) {

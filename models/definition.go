@@ -44,6 +44,9 @@ type Definition struct {
 	// once; 0 (not set): the warehouse's default (1 on DuckDB, 4 on
 	// Postgres).
 	BatchSize, BatchConcurrency int
+	// Audits are the checks each computed batch is put to (issue 30):
+	// at most MaxAudits, names unique.
+	Audits []Audit
 	// Grain is the version's key: the columns of its query's rows that
 	// identify a row (SQLMesh's grain). Optional; `tidemark diff` matches
 	// a candidate's and an incumbent's rows on it to report changed
@@ -160,6 +163,9 @@ func (d Definition) Validate() error {
 	if d.BatchConcurrency < 0 || d.BatchConcurrency > MaxBatchConcurrency {
 		m := fmt.Sprintf("batch_concurrency %d: want 1 .. %d (omitted: the warehouse's default)", d.BatchConcurrency, MaxBatchConcurrency)
 		return &FieldError{Field: "batch_concurrency", Key: "batch_concurrency", Msg: m, Detail: m}
+	}
+	if err := checkAudits(d.Audits); err != nil {
+		return err
 	}
 	if len(d.Grain) > 0 && d.SQL == "" {
 		return named("grain", "needs sql: a grain names columns of the version's query")

@@ -2,6 +2,7 @@ package models
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -142,7 +143,11 @@ func where(s string, i int) string {
 // sqlcheck, run by the engine on register_snapshot): a lexer here read
 // "--\r" and "$$" otherwise than DuckDB and Postgres do. The error is the
 // detail of a FieldError on "sql" (it does not name the field).
-func checkSQL(s string) error {
+func checkSQL(s string) error { return checkSQLMacros(s, MacroStartTS, MacroEndTS) }
+
+// checkSQLMacros is checkSQL for a query that may use the macros allowed
+// (a custom audit's also names @this_model).
+func checkSQLMacros(s string, allowed ...string) error {
 	if strings.TrimSpace(s) == "" {
 		return fmt.Errorf("is empty")
 	}
@@ -160,8 +165,13 @@ func checkSQL(s string) error {
 		return err
 	}
 	for _, t := range toks {
-		if t.kind == tokMacro && t.text != MacroStartTS && t.text != MacroEndTS {
-			return fmt.Errorf("uses the macro @%s at %s: only @%s and @%s are defined", t.text, where(s, t.pos), MacroStartTS, MacroEndTS)
+		if t.kind == tokMacro && !slices.Contains(allowed, t.text) {
+			names := make([]string, len(allowed))
+			for i, a := range allowed {
+				names[i] = "@" + a
+			}
+			list := strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+			return fmt.Errorf("uses the macro @%s at %s: only %s are defined", t.text, where(s, t.pos), list)
 		}
 	}
 	return nil
@@ -172,12 +182,18 @@ func checkTimeColumn(c string) error {
 	if len(c) > MaxTimeColumn {
 		return fmt.Errorf("%q: at most %d bytes", c, MaxTimeColumn)
 	}
+	if !plainIdent(c) {
+		return fmt.Errorf("%q: a plain column name (letters, digits and '_', not starting with a digit)", c)
+	}
+	return nil
+}
+
+// plainIdent reports whether c is a plain SQL identifier: letters, digits
+// and '_', not starting with a digit.
+func plainIdent(c string) bool {
 	ok := c != "" && isIdentStart(c[0])
 	for i := 1; ok && i < len(c); i++ {
 		ok = isIdentPart(c[i])
 	}
-	if !ok {
-		return fmt.Errorf("%q: a plain column name (letters, digits and '_', not starting with a digit)", c)
-	}
-	return nil
+	return ok
 }

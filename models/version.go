@@ -7,6 +7,7 @@ package models
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -20,9 +21,9 @@ import (
 // with new ones, so its output must never change (a golden test pins it).
 // A version's SQL (its exact bytes, hashed) and time column are part of it;
 // they enter the input only when set, so fingerprints of versions without
-// SQL are those computed before SQL existed. BatchSize and
-// BatchConcurrency enter it the same way, each only when set, and so does
-// Grain (in its order).
+// SQL are those computed before SQL existed. BatchSize,
+// BatchConcurrency and Audits enter it the same way, each only when set,
+// and so does Grain (in its order).
 func Fingerprint(r events.SnapshotRegistered) string {
 	deps := append([]string(nil), r.DependsOn...)
 	sort.Strings(deps)
@@ -43,6 +44,13 @@ func Fingerprint(r events.SnapshotRegistered) string {
 	}
 	if r.BatchConcurrency != 0 {
 		fmt.Fprintf(h, "batch_concurrency=%d\n", r.BatchConcurrency)
+	}
+	// Audits the same way: only when the version declares any, as the
+	// JSON of the list (its fields in their declared order, a custom
+	// audit's SQL as written), so their order and every field count.
+	if len(r.Audits) > 0 {
+		b, _ := json.Marshal(r.Audits) // strings and numbers: never fails
+		fmt.Fprintf(h, "audits=%s\n", b)
 	}
 	if len(r.Grain) > 0 {
 		fmt.Fprintf(h, "grain=%s\n", strings.Join(r.Grain, ","))

@@ -38,10 +38,14 @@ import (
 // repair work with the acceptance. Version 3 adds the amendment of
 // 2026-12-04: nothing is promoted empty (a candidate with no incumbent, or
 // whose incumbent has no coverage now, is checked against its own backfill
-// set). This build has no other version's rules: a decision recorded under
-// an older version cannot be re-checked, and a plan built under one is
-// rebuilt, not promoted.
-const Version = 3
+// set). Version 4 (issue 30) judges audits: a candidate with a failed
+// blocking audit on a range of its check window is rejected audit_failed,
+// a failed non-blocking one warns audit_warning; a version-3 build reading
+// a log with audit results would skip them and decide otherwise. This
+// build has no other version's rules: a decision recorded under an older
+// version cannot be re-checked, and a plan built under one is rebuilt,
+// not promoted.
+const Version = 4
 
 // Decision codes. Rejecting codes fail a promotion; the others are findings
 // or warnings of an accepted one.
@@ -59,9 +63,9 @@ const (
 	CodeForwardOnlyOverlapKept = "forward_only_overlap_retained"
 	CodeCaughtUp               = "caught_up"
 	CodeCatchUpExhausted       = "catch_up_exhausted"
-	// CodeAuditFailed (rejecting) and CodeAuditWarning (a warning) are in
-	// DESIGN.md's complete list since 2026-12-04, for models that declare
-	// audits. This build evaluates no audits: no decision carries them yet.
+	// CodeAuditFailed (rejecting) and CodeAuditWarning (a warning) are for
+	// models that declare audits: a failed blocking, or non-blocking,
+	// audit on a range of the candidate's check window (judgeAudits).
 	CodeAuditFailed  = "audit_failed"
 	CodeAuditWarning = "audit_warning"
 )
@@ -171,6 +175,7 @@ func Evaluate(st *projections.State, plan events.PlanBuilt) Decision {
 	anyEligible, anyReject := false, false
 	for _, c := range plan.Candidates {
 		v := checkCandidate(st, plan, c)
+		judgeAudits(st, c, v)
 		vs[c.Model] = v
 		anyEligible = anyEligible || v.eligible
 		anyReject = anyReject || v.rejects()
@@ -196,6 +201,7 @@ func Retry(st *projections.State, plan events.PlanBuilt, req events.CatchUpReque
 	vs := map[string]*verdict{}
 	for _, c := range plan.Candidates {
 		vs[c.Model] = retryCandidate(st, plan, c, work[c.Model])
+		judgeAudits(st, c, vs[c.Model])
 	}
 	// The forward-only downstream candidates on the production table keep
 	// their rows over a caught-up suffix: the parent says so.
@@ -289,6 +295,50 @@ func unmatched(st *projections.State, pol events.Policy, c events.Candidate, v *
 	}
 	v.add(CodeHistoricalGap, events.Finding{Related: c.Incumbent, Ranges: missing,
 		Message: what + "; the bounds admit only a trailing suffix of the incumbent's coverage, and there is none"})
+}
+
+// judgeAudits adds, after the coverage check, the candidate's audit codes:
+// audit_failed for each blocking audit whose latest result failed on a
+// range of its check window (AuditWindow), audit_warning for each
+// non-blocking one; each finding names the audit, the failed ranges in
+// the window and the violating rows of the failing results latest there.
+func judgeAudits(st *projections.State, c events.Candidate, v *verdict) {
+	for _, f := range st.FailedAudits(c.Snapshot, AuditWindow(st, c)) {
+		code, what := CodeAuditWarning, "non-blocking audit"
+		if f.Blocking {
+			code, what = CodeAuditFailed, "blocking audit"
+		}
+		result := sprintf("%d violating rows in the failing batches", f.Count)
+		if f.Count == 1 {
+			result = "1 violating row in the failing batches"
+		}
+		if f.Error != "" {
+			result = sprintf("it could not run: %s", f.Error)
+		}
+		consequence := "it only warns"
+		if f.Blocking {
+			consequence = "recompute those intervals with rows that pass it, or register a version whose audit holds"
+		}
+		v.add(code, events.Finding{Ranges: f.Ranges, Audit: f.Audit, Count: f.Count,
+			Message: sprintf("model %s: %s's %s %s failed on %s within its check window (%s); %s", v.model(), c.Snapshot, what, f.Audit, ranges(f.Ranges), result, consequence)})
+	}
+}
+
+// AuditWindow is the part of time a candidate's audits are judged over:
+// its check window (Window) or, with no incumbent coverage to match, its
+// backfill set, as the coverage check reads them; nothing for a candidate
+// that is its incumbent (the plan set it unchanged).
+func AuditWindow(st *projections.State, c events.Candidate) interval.Set {
+	if c.Snapshot == c.Incumbent {
+		return nil
+	}
+	if w, ok := Window(st, c); ok {
+		return interval.NewSet(w)
+	}
+	if c.Incumbent == "" || st.Frontier(c.Incumbent).IsZero() {
+		return interval.NewSet(c.Backfill...)
+	}
+	return nil
 }
 
 func checkCandidate(st *projections.State, plan events.PlanBuilt, c events.Candidate) *verdict {

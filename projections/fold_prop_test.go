@@ -13,7 +13,7 @@ import (
 
 // genEvents draws a plausible random history: registrations, plans,
 // completions, invalidations, advances, catch-up requests, decisions,
-// repairs, failures, finalizations, retirements — and some that contradict the state.
+// repairs, failures, audit results, finalizations, retirements, rollbacks — and some that contradict the state.
 func genEvents(t *rapid.T) []events.Event {
 	ids := events.NewIDSource()
 	models := []string{"a", "b", "c"}
@@ -70,9 +70,27 @@ func genEvents(t *rapid.T) []events.Event {
 				p = events.RepairCompleted{Env: "prod", Plan: plan, Model: rapid.SampledFrom(models).Draw(t, "model"), OpenSeq: uint64(rapid.IntRange(1, n).Draw(t, "open")), ClosedAt: at}
 			}
 		default:
-			switch rapid.IntRange(0, 2).Draw(t, "other") {
+			switch rapid.IntRange(0, 4).Draw(t, "other") {
+			case 4:
+				id, demoted := snap(t), snap(t)
+				m, _, _ := events.ParseSnapshotID(id)
+				from := uint64(rapid.IntRange(1, 4).Draw(t, "from"))
+				rb := events.EnvironmentRolledBack{Env: "prod", FromGeneration: from, ToGeneration: from - 1, Generation: from + 1,
+					Models: []events.RolledBackModel{{Model: m, Restored: id, Table: id, Demoted: demoted}}, EvaluatedAtSeq: uint64(i), EvaluatedAt: at}
+				if rapid.Bool().Draw(t, "rollback-repairs") {
+					rb.Repairs = []events.RolledBackRepair{{Plan: rapid.SampledFrom(plans).Draw(t, "plan"), Model: m, Snapshot: demoted, OpenSeq: uint64(rapid.IntRange(1, n).Draw(t, "open"))}}
+				}
+				p = rb
 			case 0:
 				p = events.RunFailed{Snapshot: snap(t), Ranges: ranges(t), RunKind: events.RunScheduled, ExitStatus: 1, Error: "exit status 1", Attempt: 1, Final: rapid.Bool().Draw(t, "final")}
+			case 3:
+				id := snap(t)
+				o := events.AuditOutcome{Audit: rapid.SampledFrom([]string{"ids", "rows"}).Draw(t, "audit"), Passed: rapid.Bool().Draw(t, "passed"),
+					Count: int64(rapid.IntRange(0, 9).Draw(t, "count"))}
+				if !o.Passed {
+					o.Columns, o.Sample = []string{"id"}, [][]string{{""}}
+				}
+				p = events.AuditRecorded{Snapshot: id, Table: id, Ranges: ranges(t), Blocking: rapid.Bool().Draw(t, "blocking"), AuditOutcome: o}
 			case 1:
 				p = events.EnvironmentFinalized{Env: "prod", Plan: rapid.SampledFrom(plans).Draw(t, "plan"), Generation: 1}
 			default:

@@ -3,6 +3,7 @@ package projections
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -39,7 +40,47 @@ type Env struct {
 	FinalizedGeneration uint64 `json:"finalized_generation,omitempty"`
 	// LastTick is the newest scheduler tick recorded per model.
 	LastTick map[string]time.Time `json:"last_tick,omitempty"`
+	// History lists the generations, oldest first: what each changed of
+	// the incumbents (IncumbentsAt rebuilds a generation's), for rollbacks.
+	History []Generation `json:"history,omitempty"`
 }
+
+// Generation is how one environment generation began: the accepted
+// promotion of Plan, or the rollback Rollback, stored at Seq.
+type Generation struct {
+	Generation uint64    `json:"generation"`
+	Seq        uint64    `json:"seq"`
+	At         time.Time `json:"at"`
+	// Set maps each model whose incumbent the generation changed to its
+	// new incumbent.
+	Set  map[string]string `json:"set"`
+	Plan string            `json:"plan,omitempty"`
+	// Rollback is the rollback that began the generation, nil for a
+	// promotion.
+	Rollback *events.EnvironmentRolledBack `json:"rollback,omitempty"`
+}
+
+// IncumbentsAt returns the incumbents env had at generation gen (a new
+// map), and whether the env's history holds that generation (generation 0,
+// before any promotion, has none).
+func (e *Env) IncumbentsAt(gen uint64) (map[string]string, bool) {
+	out := map[string]string{}
+	if gen == 0 {
+		return out, true
+	}
+	found := false
+	for _, g := range e.History {
+		if g.Generation > gen {
+			break
+		}
+		maps.Copy(out, g.Set)
+		found = found || g.Generation == gen
+	}
+	return out, found
+}
+
+// generation records that env moved to a new generation at seq.
+func (e *Env) generation(g Generation) { e.History = append(e.History, g) }
 
 // Plan is a built plan and its latest decision.
 type Plan struct {
@@ -133,6 +174,9 @@ type State struct {
 	// (RunFailed), per snapshot.
 	Runs     map[events.RunKind]int `json:"runs"`
 	Failures map[string]*Failures   `json:"failures"`
+	// Audits is, per snapshot and audit name, what its AuditRecorded
+	// events say (audits.go).
+	Audits map[string]map[string]*AuditState `json:"audits"`
 	// Work holds every work item the stream made due, by id
 	// (work-<seq>-<run kind>): what it asks to compute. A worker's report
 	// names its item and is checked against it. Items are kept: a report
@@ -148,11 +192,19 @@ type State struct {
 	// retirement, until a plan uses the table again.
 	Released map[string]Release    `json:"released"`
 	Retired  map[string]Retirement `json:"retired"`
+	// Demoted maps a table an environment's incumbent wrote or read to
+	// the accepted promotion or rollback that last ended such a use: the
+	// retention (decide.Retirable) keeps it from there, for rollbacks.
+	Demoted map[string]Release `json:"demoted"`
 	// OpenPlans indexes the open plans by "<env> <generation>" (tables.go).
 	OpenPlans map[string][]string `json:"open_plans"`
 	// NewestPlan maps a snapshot to the newest plan that has it as a
 	// candidate (UpstreamOf reads it).
 	NewestPlan map[string]string `json:"newest_plan"`
+	// Restatements maps the work item of each restatement (work-<seq>-
+	// restate) to its request: what it restates, in which env, at which
+	// generation.
+	Restatements map[string]*events.RestatementRequested `json:"restatements,omitempty"`
 	// Skipped counts events that could not be decoded or applied.
 	Skipped int `json:"skipped"`
 	// Events counts events applied.
@@ -244,11 +296,15 @@ func New() *State {
 		Commands:   map[string]Applied{},
 		Runs:       map[events.RunKind]int{},
 		Failures:   map[string]*Failures{},
+		Audits:     map[string]map[string]*AuditState{},
 		Work:       map[string]*Work{},
 		Released:   map[string]Release{},
+		Demoted:    map[string]Release{},
 		Retired:    map[string]Retirement{},
 		OpenPlans:  map[string][]string{},
 		NewestPlan: map[string]string{},
+
+		Restatements: map[string]*events.RestatementRequested{},
 
 		DecisionCodes:    map[string]int{},
 		DecisionOutcomes: map[events.Outcome]int{},
@@ -295,6 +351,9 @@ type Repair struct {
 	ClosedSeq uint64    `json:"closed_seq,omitempty"`
 	// LatencyMS is how long the debt was open, from its RepairCompleted.
 	LatencyMS int64 `json:"latency_ms,omitempty"`
+	// RolledBackSeq is set when a rollback (its EnvironmentRolledBack at
+	// that seq) closed the debt: the env no longer serves the table.
+	RolledBackSeq uint64 `json:"rolled_back_seq,omitempty"`
 }
 
 // Open reports whether the debt is still owed.
@@ -384,6 +443,8 @@ func apply(s *State, seq uint64, ev events.Event) error {
 			f.LastFinal, f.LastFinalSeq = p, seq
 		}
 		f.Last, f.LastSeq = p, seq
+	case events.AuditRecorded:
+		s.auditRecorded(seq, p)
 	case events.IntervalsInvalidated:
 		s.Coverage[p.Table] = s.Coverage[p.Table].SubtractSet(p.Ranges)
 	case events.SchedulerAdvanced:
@@ -414,10 +475,15 @@ func apply(s *State, seq uint64, ev events.Event) error {
 			s.addWork(events.WorkID(seq, events.RunRepair), events.RunRepair, ev.OccurredAt, r.Snapshot, r.Ranges)
 		}
 		if p.Outcome == events.Accepted {
-			s.release(p.Env, pl, seq, ev.OccurredAt)
+			set := make(map[string]string, len(pl.Built.Candidates))
+			for _, c := range pl.Built.Candidates {
+				set[c.Model] = c.Snapshot
+			}
+			s.release(p.Env, set, seq, ev.OccurredAt)
 			pl.AcceptedSeq, pl.AcceptedGeneration = seq, p.Generation
 			env := s.ensureEnv(p.Env)
 			env.Generation = p.Generation
+			env.generation(Generation{Generation: p.Generation, Seq: seq, At: ev.OccurredAt, Set: set, Plan: p.Plan})
 			for _, c := range pl.Built.Candidates {
 				env.Incumbents[c.Model] = c.Snapshot
 				if f := p.Models[c.Model]; len(f.Missing) > 0 {
@@ -436,6 +502,13 @@ func apply(s *State, seq uint64, ev events.Event) error {
 		for _, w := range p.Work {
 			s.addWork(events.WorkID(seq, events.RunCatchUp), events.RunCatchUp, ev.OccurredAt, w.Snapshot, w.Ranges, w.Recompute)
 		}
+	case events.RestatementRequested:
+		id := events.WorkID(seq, events.RunRestate)
+		r := p
+		s.Restatements[id] = &r
+		for _, w := range p.Work {
+			s.addWork(id, events.RunRestate, ev.OccurredAt, w.Snapshot, w.Ranges)
+		}
 	case events.RepairCompleted:
 		for _, r := range s.Repairs {
 			if r.Open() && r.Plan == p.Plan && r.Model == p.Model && r.OpenSeq == p.OpenSeq {
@@ -451,6 +524,8 @@ func apply(s *State, seq uint64, ev events.Event) error {
 		}
 		c := p
 		pl.Cancelled, pl.CancelledSeq = &c, seq
+	case events.EnvironmentRolledBack:
+		s.rollback(seq, ev.OccurredAt, p)
 	case events.EnvironmentFinalized:
 		env := s.ensureEnv(p.Env)
 		env.Finalized, env.FinalizedGeneration = p.Plan, p.Generation
@@ -682,6 +757,9 @@ func Restore(s *State) error {
 	if s.Envs == nil {
 		s.Envs = map[string]*Env{}
 	}
+	if s.Audits == nil {
+		s.Audits = map[string]map[string]*AuditState{}
+	}
 	if s.Plans == nil {
 		s.Plans = map[string]*Plan{}
 	}
@@ -706,6 +784,9 @@ func Restore(s *State) error {
 	if s.Released == nil {
 		s.Released = map[string]Release{}
 	}
+	if s.Demoted == nil {
+		s.Demoted = map[string]Release{}
+	}
 	if s.Retired == nil {
 		s.Retired = map[string]Retirement{}
 	}
@@ -714,6 +795,9 @@ func Restore(s *State) error {
 	}
 	if s.NewestPlan == nil {
 		s.NewestPlan = map[string]string{}
+	}
+	if s.Restatements == nil {
+		s.Restatements = map[string]*events.RestatementRequested{}
 	}
 	return nil
 }

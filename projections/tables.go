@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -72,27 +73,30 @@ func (s *State) planTables(pl *Plan, out map[string]bool) {
 	}
 }
 
-// release runs before the accepted promotion of plan accepted in env
-// (stored at seq, at at) changes its incumbents and generation: every
-// table the env's incumbents and open plans use, and what the incumbents
-// it demotes read, is released there (a table still used after it is
-// released again later), and those plans close.
-func (s *State) release(env string, accepted *Plan, seq uint64, at time.Time) {
+// release runs before an accepted promotion or a rollback in env (stored
+// at seq, at at) sets the incumbents of set (model → new incumbent) and
+// moves the generation: every table the env's incumbents and open plans
+// use, and what the incumbents it demotes read, is released there (a
+// table still used after it is released again later), and those plans
+// close. The incumbents' tables, and what the demoted ones read, are also
+// recorded Demoted there: the retention runs from then.
+func (s *State) release(env string, set map[string]string, seq uint64, at time.Time) {
 	used := map[string]bool{}
+	served := map[string]bool{}
 	incumbents := s.Env(env).Incumbents
 	for _, id := range incumbents {
 		if t := s.tableOf(id); t != "" {
-			used[t] = true
+			served[t] = true
 		}
 	}
 	// What a demoted incumbent read is released with it.
-	for _, c := range accepted.Built.Candidates {
-		id := incumbents[c.Model]
-		if sn, ok := s.Snapshots[id]; ok && id != c.Snapshot && len(sn.DependsOn) > 0 {
+	for model, next := range set {
+		id := incumbents[model]
+		if sn, ok := s.Snapshots[id]; ok && id != next && len(sn.DependsOn) > 0 {
 			up, _ := s.UpstreamOf(id)
 			for _, u := range up {
 				if t := s.tableOf(u); t != "" {
-					used[t] = true
+					served[t] = true
 				}
 			}
 		}
@@ -106,6 +110,35 @@ func (s *State) release(env string, accepted *Plan, seq uint64, at time.Time) {
 	delete(s.OpenPlans, k)
 	for t := range used {
 		s.Released[t] = Release{Seq: seq, At: at}
+	}
+	for t := range served {
+		s.Released[t] = Release{Seq: seq, At: at}
+		s.Demoted[t] = Release{Seq: seq, At: at}
+	}
+}
+
+// rollback applies an EnvironmentRolledBack stored at seq: the env's
+// incumbents of the listed models become the restored snapshots, its
+// generation moves on (fencing the demoted snapshots' scheduler; the
+// plans built before close, as at a promotion), and the open repair debt
+// the event lists closes.
+func (s *State) rollback(seq uint64, at time.Time, p events.EnvironmentRolledBack) {
+	set := make(map[string]string, len(p.Models))
+	for _, m := range p.Models {
+		set[m.Model] = m.Restored
+	}
+	s.release(p.Env, set, seq, at)
+	env := s.ensureEnv(p.Env)
+	env.Generation = p.Generation
+	ev := p
+	env.generation(Generation{Generation: p.Generation, Seq: seq, At: at, Set: set, Rollback: &ev})
+	maps.Copy(env.Incumbents, set)
+	for _, rb := range p.Repairs {
+		for _, r := range s.Repairs {
+			if r.Open() && r.Env == p.Env && r.Plan == rb.Plan && r.Model == rb.Model && r.OpenSeq == rb.OpenSeq {
+				r.ClosedAt, r.ClosedSeq, r.RolledBackSeq = at, seq, seq
+			}
+		}
 	}
 }
 

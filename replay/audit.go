@@ -61,8 +61,9 @@ func (f Filter) match(r Row) bool {
 }
 
 // Audit lists the records f selects as audit rows, in stream order.
-// Plan builds, completions, invalidations, scheduler advances, catch-up
-// requests, decisions, finalizations, repairs and table retirements all appear; events that
+// Plan builds, completions, audit results, invalidations, scheduler
+// advances, catch-up requests, decisions, rollbacks, finalizations,
+// repairs, restatements and table retirements all appear; events that
 // could not be decoded appear as "undecodable", well-formed events on a
 // subject not their own as "foreign".
 func Audit(recs []events.Record, f Filter) []Row {
@@ -105,6 +106,9 @@ func describe(r events.Record) Row {
 		row.Models = []string{modelOf(p.Snapshot)}
 		row.Plan = planOfRun(p.RunID)
 		row.Summary = fmt.Sprintf("%s completed %s (%s)", p.Snapshot, interval.Set(p.Ranges), p.RunKind)
+	case events.AuditRecorded:
+		row.Models = []string{modelOf(p.Snapshot)}
+		row.Summary = auditSummary(p)
 	case events.IntervalsInvalidated:
 		row.Models = []string{modelOf(p.Snapshot)}
 		row.Plan = planOfRun(p.Reason)
@@ -133,9 +137,33 @@ func describe(r events.Record) Row {
 	case events.EnvironmentFinalized:
 		row.Env, row.Plan = p.Env, p.Plan
 		row.Summary = fmt.Sprintf("%s finalized by %s at generation %d", p.Env, p.Plan, p.Generation)
+	case events.EnvironmentRolledBack:
+		row.Env = p.Env
+		var parts []string
+		for _, m := range p.Models {
+			row.Models = append(row.Models, m.Model)
+			parts = append(parts, fmt.Sprintf("%s (demoting %s)", m.Restored, m.Demoted))
+		}
+		closed := ""
+		if len(p.Repairs) > 0 {
+			closed = fmt.Sprintf("; %d open repair(s) of the demoted snapshots closed", len(p.Repairs))
+		}
+		row.Summary = fmt.Sprintf("%s rolled back from generation %d to generation %d's incumbents, now generation %d (view at seq %d): %s%s",
+			p.Env, p.FromGeneration, p.ToGeneration, p.Generation, p.EvaluatedAtSeq, strings.Join(parts, "; "), closed)
 	case events.TableRetired:
 		row.Models = []string{modelOf(p.Table)}
 		row.Summary = fmt.Sprintf("table %s retired (written by %s; view at seq %d): %s", p.Table, strings.Join(p.Snapshots, ", "), p.JudgedAtSeq, p.Reason)
+	case events.RestatementRequested:
+		row.Env = p.Env
+		var parts []string
+		for _, w := range p.Work {
+			row.Models = append(row.Models, w.Model)
+			parts = append(parts, fmt.Sprintf("%s %s", w.Snapshot, interval.Set(w.Ranges)))
+		}
+		row.Summary = fmt.Sprintf("restatement of %s %s in %s (generation %d, run %s): %s", p.Snapshot, interval.Set(p.Ranges), p.Env, p.Generation, p.Run, strings.Join(parts, "; "))
+		if p.Reason != "" {
+			row.Summary += " — " + p.Reason
+		}
 	case events.RepairCompleted:
 		row.Env, row.Plan, row.Models = p.Env, p.Plan, []string{p.Model}
 		row.Summary = fmt.Sprintf("repair of %s %s closed after %s (opened at seq %d)", p.Snapshot, interval.Set(p.Ranges), time.Duration(p.LatencyMS)*time.Millisecond, p.OpenSeq)
@@ -143,6 +171,25 @@ func describe(r events.Record) Row {
 		row.Summary = r.Subject
 	}
 	return row
+}
+
+// auditSummary says what an audit result was, in one line.
+func auditSummary(p events.AuditRecorded) string {
+	kind := "non-blocking"
+	if p.Blocking {
+		kind = "blocking"
+	}
+	work := ""
+	if p.Work != "" {
+		work = ", " + p.Work
+	}
+	switch {
+	case p.Error != "":
+		return fmt.Sprintf("%s %s audit %s could not run over %s (counts as failed%s): %s", p.Snapshot, kind, p.Audit, interval.Set(p.Ranges), work, p.Error)
+	case !p.Passed:
+		return fmt.Sprintf("%s %s audit %s failed over %s: %d violating rows%s", p.Snapshot, kind, p.Audit, interval.Set(p.Ranges), p.Count, work)
+	}
+	return fmt.Sprintf("%s %s audit %s passed over %s%s", p.Snapshot, kind, p.Audit, interval.Set(p.Ranges), work)
 }
 
 // planOfRun returns the plan a backfill or catch-up run id names
@@ -176,6 +223,9 @@ type ModelView struct {
 	CapturedFrontier  string   `json:"captured_frontier,omitempty"`
 	CandidateCoverage []string `json:"candidate_coverage"`
 	IncumbentCoverage []string `json:"incumbent_coverage"`
+	// FailedAudits lists the candidate's audits whose latest result had
+	// failed on a range of its check window at the decision's view.
+	FailedAudits []string `json:"failed_audits,omitempty"`
 }
 
 // Explanation is one recorded decision with the view it was based on.
@@ -233,6 +283,13 @@ func Explain(recs []events.Record, plan string) (*Explanation, error) {
 		}
 		if w, ok := policy.Window(st, c); ok {
 			v.Window = w.String()
+		}
+		for _, f := range st.FailedAudits(c.Snapshot, policy.AuditWindow(st, c)) {
+			kind := "non-blocking"
+			if f.Blocking {
+				kind = "blocking"
+			}
+			v.FailedAudits = append(v.FailedAudits, fmt.Sprintf("%s (%s) on %s: %d violating rows", f.Audit, kind, f.Ranges, f.Count))
 		}
 		x.Views = append(x.Views, v)
 	}

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strings"
+	"time"
 
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
@@ -42,7 +44,8 @@ func foldOne(st *projections.State, r events.Record) {
 }
 
 // Divergence is one field where a recomputed decision differs from the
-// recorded one.
+// recorded one. Plan names the decision's plan, or "env <name>" for a
+// rollback.
 type Divergence struct {
 	Plan       string `json:"plan"`
 	Seq        uint64 `json:"seq"`
@@ -52,19 +55,27 @@ type Divergence struct {
 }
 
 func (d Divergence) String() string {
+	if strings.HasPrefix(d.Plan, "env ") { // a rollback's
+		return fmt.Sprintf("%s (rollback at seq %d): %s recorded %s, recomputed %s", d.Plan, d.Seq, d.Field, d.Recorded, d.Recomputed)
+	}
 	return fmt.Sprintf("plan %s (decision at seq %d): %s recorded %s, recomputed %s", d.Plan, d.Seq, d.Field, d.Recorded, d.Recomputed)
 }
 
-// Verify re-evaluates every recorded PromotionDecided and CatchUpRequested
-// in recs: it rebuilds the view at the sequence the record names, runs the
-// policy version it names on the plan as it was built (a catch-up retry
-// against the request it answers), and compares outcome, codes, findings,
-// per-model missing ranges and advance counts, and catch-up work.
+// Verify re-evaluates every recorded PromotionDecided, CatchUpRequested
+// and EnvironmentRolledBack in recs: it rebuilds the view at the sequence
+// the record names, runs the policy version it names on the plan as it
+// was built (a catch-up retry against the request it answers; a rollback
+// by policy.Rollback, to the generation it restored), and compares
+// outcome, codes, findings, per-model missing ranges and advance counts,
+// catch-up work, and a rollback's generations, models and closed repairs.
+// Each RestatementRequested is decided again on its view at its clock
+// (projections.Restatement) and its work compared.
 func Verify(recs []events.Record) []Divergence {
 	type pending struct {
-		seq uint64
-		at  uint64 // evaluated_at_seq
-		ev  events.Payload
+		seq   uint64
+		at    uint64 // evaluated_at_seq
+		ev    events.Payload
+		clock time.Time
 	}
 	var decs []pending
 	for _, r := range recs {
@@ -73,9 +84,15 @@ func Verify(recs []events.Record) []Divergence {
 		}
 		switch p := r.Event.Payload.(type) {
 		case events.PromotionDecided:
-			decs = append(decs, pending{r.Seq, p.EvaluatedAtSeq, p})
+			decs = append(decs, pending{r.Seq, p.EvaluatedAtSeq, p, r.Event.OccurredAt})
 		case events.CatchUpRequested:
-			decs = append(decs, pending{r.Seq, p.EvaluatedAtSeq, p})
+			decs = append(decs, pending{r.Seq, p.EvaluatedAtSeq, p, r.Event.OccurredAt})
+		case events.EnvironmentRolledBack:
+			decs = append(decs, pending{r.Seq, p.EvaluatedAtSeq, p, r.Event.OccurredAt})
+		case events.RestatementRequested:
+			if p.EvaluatedAtSeq > 0 {
+				decs = append(decs, pending{r.Seq, p.EvaluatedAtSeq, p, r.Event.OccurredAt})
+			}
 		}
 	}
 	sort.SliceStable(decs, func(i, j int) bool { return decs[i].at < decs[j].at })
@@ -91,6 +108,10 @@ func Verify(recs []events.Record) []Divergence {
 			out = append(out, compareDecision(st, p.seq, ev)...)
 		case events.CatchUpRequested:
 			out = append(out, compareRequest(st, p.seq, ev)...)
+		case events.EnvironmentRolledBack:
+			out = append(out, compareRollback(st, p.seq, ev)...)
+		case events.RestatementRequested:
+			out = append(out, compareRestatement(st, p.seq, ev, p.clock)...)
 		}
 	}
 	return out
@@ -159,6 +180,24 @@ func compareDecision(st *projections.State, seq uint64, rec events.PromotionDeci
 	return d.out
 }
 
+// compareRollback re-decides a recorded rollback on the view it read: the
+// same rule (policy.Rollback), to the generation it restored. Divergences
+// name the env as their plan ("env <name>").
+func compareRollback(st *projections.State, seq uint64, rec events.EnvironmentRolledBack) []Divergence {
+	d := &differ{plan: "env " + rec.Env, seq: seq}
+	got, refusal := policy.Rollback(st, rec.Env, rec.ToGeneration, rec.EvaluatedAt)
+	if refusal != nil {
+		d.diff("outcome", "rolled back", "refused: "+refusal.Error())
+		return d.out
+	}
+	d.diff("from_generation", rec.FromGeneration, got.FromGeneration)
+	d.diff("to_generation", rec.ToGeneration, got.ToGeneration)
+	d.diff("generation", rec.Generation, got.Generation)
+	d.diff("models", fmt.Sprint(rec.Models), fmt.Sprint(got.Models))
+	d.diff("repairs", fmt.Sprint(rec.Repairs), fmt.Sprint(got.Repairs))
+	return d.out
+}
+
 // repairs renders repair work comparably.
 func repairs(ws []events.RepairWork) []string {
 	out := make([]string, len(ws))
@@ -200,6 +239,28 @@ func compareRequest(st *projections.State, seq uint64, rec events.CatchUpRequest
 		d.diff("work."+m+".incumbent_frontier", a.IncumbentFrontier.UTC().String(), b.IncumbentFrontier.UTC().String())
 	}
 	return d.out
+}
+
+// compareRestatement decides a restatement again on st (its view) at its
+// clock and compares what it restates. Divergences name its run as their
+// plan.
+func compareRestatement(st *projections.State, seq uint64, rec events.RestatementRequested, at time.Time) []Divergence {
+	d := &differ{plan: rec.Run, seq: seq}
+	got := projections.Restatement(st, rec.Env, rec.Model, rec.Ranges, at)
+	d.diff("snapshot", rec.Snapshot, got.Snapshot)
+	d.diff("generation", rec.Generation, got.Generation)
+	d.diff("ranges", interval.Set(rec.Ranges).String(), interval.Set(got.Ranges).String())
+	d.diff("work", restateWork(rec.Work), restateWork(got.Work))
+	return d.out
+}
+
+// restateWork renders a restatement's work comparably.
+func restateWork(ws []events.RestateWork) []string {
+	out := make([]string, len(ws))
+	for i, w := range ws {
+		out[i] = fmt.Sprintf("%s|%s|%s|%s|%s", w.Model, w.Snapshot, w.Table, interval.Set(w.Ranges).String(), interval.Set(w.Invalidated).String())
+	}
+	return out
 }
 
 // findings renders findings comparably (ranges as text, nil as empty).

@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/modelfile"
 	"github.com/tidemark/tidemark/models"
@@ -77,7 +78,10 @@ type Step struct {
 	Model       string
 	VersionName string
 	Intervals   []interval.Range
-	Expect      *Expect
+	// Audits (complete) are the audit outcomes the completion reports, in
+	// the file's order: the audits map, audit name -> {passed, count}.
+	Audits []events.AuditOutcome
+	Expect *Expect
 }
 
 // File is a parsed, validated scenario.

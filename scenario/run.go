@@ -254,7 +254,7 @@ func (r *runner) register(ctx context.Context, vs map[string]Version) error {
 		if _, err := r.do(ctx, &commands.RegisterSnapshot{
 			Model: model, Version: v.Name, Cron: m.Cron, IntervalUnit: m.Unit, Start: m.Start,
 			Lookback: m.Lookback, SnapshotKind: m.Kind, AllowPartials: m.AllowPartials, DependsOn: m.DependsOn,
-			SQL: m.SQL, TimeColumn: m.TimeColumn, BatchSize: m.BatchSize, BatchConcurrency: m.BatchConcurrency, Grain: m.Grain,
+			SQL: m.SQL, TimeColumn: m.TimeColumn, BatchSize: m.BatchSize, BatchConcurrency: m.BatchConcurrency, Audits: m.Audits, Grain: m.Grain,
 		}); err != nil {
 			return err
 		}
@@ -434,7 +434,7 @@ func (r *runner) step(ctx context.Context, st Step) (StepResult, error) {
 			sr.Codes = []string{commands.CodeStaleGeneration.String()}
 		}
 	case "complete":
-		if _, err := r.do(ctx, &commands.CompleteIntervals{Model: st.Model, Version: st.VersionName, Ranges: st.Intervals, RunKind: events.RunManual}); err != nil {
+		if _, err := r.do(ctx, &commands.CompleteIntervals{Model: st.Model, Version: st.VersionName, Ranges: st.Intervals, RunKind: events.RunManual, Audits: st.Audits}); err != nil {
 			return sr, err
 		}
 	case "invalidate":

@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -11,7 +12,7 @@ import (
 	"github.com/tidemark/tidemark/models"
 )
 
-var modelKeys = []string{"name", "cron", "interval_unit", "lookback", "kind", "allow_partials", "start", "depends_on", "sql", "time_column", "batch_size", "batch_concurrency", "grain"}
+var modelKeys = []string{"name", "cron", "interval_unit", "lookback", "kind", "allow_partials", "start", "depends_on", "sql", "time_column", "batch_size", "batch_concurrency", "audits", "grain"}
 
 var stepKinds = []string{"deploy", "plan", "backfill", "run_scheduler", "complete", "invalidate", "promote", "replay"}
 
@@ -217,7 +218,11 @@ func (p *parser) step(f *File, ck *checker, n int, raw modelfile.Node) (Step, er
 		}
 		ck.clock = st.Until
 	case "complete", "invalidate":
-		if err := body.Only("model", "version", "intervals"); err != nil {
+		allowed := []string{"model", "version", "intervals"}
+		if st.Kind == "complete" {
+			allowed = append(allowed, "audits")
+		}
+		if err := body.Only(allowed...); err != nil {
 			return st, err
 		}
 		if st.Model, err = body.Str("model", true); err != nil {
@@ -254,6 +259,11 @@ func (p *parser) step(f *File, ck *checker, n int, raw modelfile.Node) (Step, er
 				return st, p.errf(ip, "%s has not ended at the step's clock %s", r, ck.clock.Format(time.RFC3339))
 			}
 		}
+		if body.Has("audits") {
+			if st.Audits, err = p.audits(body, m); err != nil {
+				return st, err
+			}
+		}
 	case "promote":
 		if err := body.Only("plan", "finalize", "advance_during_catch_up"); err != nil {
 			return st, err
@@ -284,6 +294,46 @@ func (p *parser) step(f *File, ck *checker, n int, raw modelfile.Node) (Step, er
 		}
 	}
 	return st, nil
+}
+
+// audits reads a complete step's audits: a mapping of the names of audits
+// the version declares to {passed: bool, count: N} (count defaults to 0).
+func (p *parser) audits(body *modelfile.Map, m models.Definition) ([]events.AuditOutcome, error) {
+	ao, err := body.Get("audits").Map()
+	if err != nil {
+		return nil, err
+	}
+	var out []events.AuditOutcome
+	for _, name := range ao.Keys() {
+		if !slices.ContainsFunc(m.Audits, func(a models.Audit) bool { return a.Name == name }) {
+			declared := make([]string, len(m.Audits))
+			for i, a := range m.Audits {
+				declared[i] = a.Name
+			}
+			return nil, ao.Errorf(name, "the version declares no audit %q (it declares: %s)", name, strings.Join(declared, ", "))
+		}
+		o, err := ao.Get(name).Map()
+		if err != nil {
+			return nil, err
+		}
+		if err := o.Only("passed", "count"); err != nil {
+			return nil, err
+		}
+		if !o.Has("passed") {
+			return nil, o.Errorf("passed", "is required")
+		}
+		outcome := events.AuditOutcome{Audit: name}
+		if outcome.Passed, err = o.Bool("passed", false); err != nil {
+			return nil, err
+		}
+		if n, ok, err := o.Int("count"); err != nil {
+			return nil, err
+		} else if ok {
+			outcome.Count = int64(n)
+		}
+		out = append(out, outcome)
+	}
+	return out, nil
 }
 
 // lookup finds a version's definition, including derived versions

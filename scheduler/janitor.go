@@ -24,23 +24,24 @@ func JanitorID(seq uint64) string {
 const maxSweepAttempts = 3
 
 // Sweep retires every table retirable now (decide.Retirable at the live
-// view, the engine's clock and grace) with one retire_tables command, and
+// view, the engine's clock, grace and retention) with one retire_tables
+// command, and
 // returns what it appended (nothing when no table is retirable). A
 // command refused because the state changed since the view (a plan used
 // a table again) is judged again on a fresh view.
-func Sweep(ctx context.Context, e Engine, grace time.Duration) ([]events.TableRetired, error) {
+func Sweep(ctx context.Context, e Engine, grace, retain time.Duration) ([]events.TableRetired, error) {
 	for attempt := 1; ; attempt++ {
 		now := e.Now()
 		var due []events.TableRetired
 		var seq uint64
-		e.View(func(st *projections.State) { due, seq = decide.Retirable(st, now, grace), st.Seq })
+		e.View(func(st *projections.State) { due, seq = decide.Retirable(st, now, grace, retain), st.Seq })
 		if len(due) == 0 {
 			return nil, nil
 		}
 		if len(due) > commands.MaxRetireTables {
 			due = due[:commands.MaxRetireTables]
 		}
-		cmd := &commands.RetireTables{Meta: commands.Meta{ID: JanitorID(seq), Actor: "janitor", At: now}, GraceMS: grace.Milliseconds()}
+		cmd := &commands.RetireTables{Meta: commands.Meta{ID: JanitorID(seq), Actor: "janitor", At: now}, GraceMS: grace.Milliseconds(), RetainMS: retain.Milliseconds()}
 		for _, ev := range due {
 			cmd.Tables = append(cmd.Tables, ev.Table)
 		}
@@ -61,7 +62,7 @@ func Sweep(ctx context.Context, e Engine, grace time.Duration) ([]events.TableRe
 }
 
 // Janitor retires unused snapshot tables on the wall clock: every Every it
-// runs Sweep with Grace. It drops nothing itself: the warehouse drops a
+// runs Sweep with Grace and Retain. It drops nothing itself: the warehouse drops a
 // table once its TableRetired is in the stream (work/sqlrun.Janitor).
 // It runs on the writer only.
 type Janitor struct {
@@ -70,6 +71,10 @@ type Janitor struct {
 	Every time.Duration
 	// Grace is the grace period (commands.MinRetireGrace at least).
 	Grace time.Duration
+	// Retain is the retention: a table an environment's incumbent used is
+	// kept this long after its demotion, for rollbacks
+	// (commands.MinRetireGrace at least; 0: commands.DefaultRetain).
+	Retain time.Duration
 }
 
 // Run sweeps every j.Every until ctx ends.
@@ -81,7 +86,7 @@ func (j *Janitor) Run(ctx context.Context) error {
 	ticker := time.NewTicker(j.Every)
 	defer ticker.Stop()
 	for {
-		retired, err := Sweep(ctx, j.Engine, j.Grace)
+		retired, err := Sweep(ctx, j.Engine, j.Grace, j.retain())
 		switch {
 		case err != nil && ctx.Err() == nil:
 			log.Warn("janitor sweep failed", "err", err)
@@ -90,7 +95,7 @@ func (j *Janitor) Run(ctx context.Context) error {
 			for i, ev := range retired {
 				tables[i] = ev.Table
 			}
-			log.Info("janitor retired tables", "tables", tables, "grace", j.Grace)
+			log.Info("janitor retired tables", "tables", tables, "grace", j.Grace, "retain", j.retain())
 		}
 		select {
 		case <-ctx.Done():
@@ -98,4 +103,11 @@ func (j *Janitor) Run(ctx context.Context) error {
 		case <-ticker.C:
 		}
 	}
+}
+
+func (j *Janitor) retain() time.Duration {
+	if j.Retain <= 0 {
+		return commands.DefaultRetain
+	}
+	return j.Retain
 }

@@ -117,6 +117,22 @@ func (s *sandbox) createTable(ctx context.Context, name string, cols []column) e
 	return nil
 }
 
+// castError is DuckDB refusing a value of a type (cast).
+type castError struct{ Message string }
+
+func (e *castError) Error() string { return e.Message }
+
+// cast casts text v to typ (a type DuckDB described): a *castError when
+// v is not a value of it. The text is bound, never spliced.
+func (s *sandbox) cast(ctx context.Context, v, typ string) error {
+	var out sql.NullString
+	err := s.conn.QueryRowContext(ctx, "SELECT CAST(CAST(CAST(? AS VARCHAR) AS "+typ+") AS VARCHAR)", v).Scan(&out)
+	if err != nil && ctx.Err() == nil {
+		return &castError{Message: strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", " ")}
+	}
+	return err
+}
+
 func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
 // Available reports whether this build has DuckDB's parser (cgo).

@@ -17,6 +17,13 @@ func (*sandbox) describe(context.Context, string) ([]column, error) { return nil
 
 func (*sandbox) createTable(context.Context, string, []column) error { return ErrNoParser }
 
+func (*sandbox) cast(context.Context, string, string) error { return ErrNoParser }
+
+// castError is never produced without DuckDB.
+type castError struct{ Message string }
+
+func (e *castError) Error() string { return e.Message }
+
 // bindError is never produced without DuckDB.
 type bindError struct {
 	Message string

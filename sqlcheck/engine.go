@@ -21,7 +21,8 @@ const MaxConcurrent = 2
 // register_snapshot that carries some, its upstream models being the
 // latest registered version of each model it depends on in the state read
 // gives (an engine's live projection: live.Projection.Read). A refusal is
-// a *commands.Error, invalid, naming the field ("sql" or "time_column").
+// a *commands.Error, invalid, naming the field ("sql", "time_column", or
+// an audit's: "audits[1].sql").
 // Every other command passes.
 func ForEngine(read func(func(*projections.State))) func(context.Context, commands.Command) error {
 	sem := make(chan struct{}, MaxConcurrent)
@@ -40,7 +41,7 @@ func ForEngine(read func(func(*projections.State))) func(context.Context, comman
 		read(func(st *projections.State) { defs = latest(st, c.DependsOn) })
 		ctx, cancel := context.WithTimeout(ctx, Timeout)
 		defer cancel()
-		m := Model{Name: c.Model, SQL: c.SQL, TimeColumn: c.TimeColumn, DependsOn: c.DependsOn, Grain: c.Grain}
+		m := Model{Name: c.Model, SQL: c.SQL, TimeColumn: c.TimeColumn, DependsOn: c.DependsOn, Audits: c.Audits, Grain: c.Grain}
 		err := Check(ctx, m, func(name string) (Model, bool) { d, ok := defs[name]; return d, ok })
 		var e *Error
 		switch {

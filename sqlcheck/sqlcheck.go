@@ -43,7 +43,15 @@
 //     columns come from binding its own SQL, recursively, each in a
 //     sandbox of its own): a misspelt column or function is refused with
 //     DuckDB's message;
-//   - returning its time column, of a date or timestamp type.
+//   - returning its time column, of a date or timestamp type;
+//   - its audits (Model.Audits) fitting its result: a built-in audit's
+//     columns are columns of it, accepted_range's bounds values of its
+//     column's type; a custom audit's SQL (@this_model, @start_ts and
+//     @end_ts replaced as the warehouse replaces them: warehouse.
+//     SubstituteAuditMacros) passes every check above with @this_model
+//     (a table of the model's result's columns) as its one upstream
+//     table, and binds. A refusal names the audit's field
+//     ("audits[2].sql", "audits[0].columns[1]").
 //
 // Everything runs in a private in-memory DuckDB opened per check with
 // enable_external_access=false and lock_configuration=true, one thread and
@@ -68,6 +76,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tidemark/tidemark/models"
 	"github.com/tidemark/tidemark/warehouse"
 	"slices"
 	"strings"
@@ -80,6 +89,9 @@ type Model struct {
 	TimeColumn string
 	// DependsOn are the models the SQL may read, by name.
 	DependsOn []string
+	// Audits are the version's audits (checked against the SQL's
+	// result; an upstream model's are not checked).
+	Audits []models.Audit
 	// Grain are the key columns: each must be a column of the result.
 	Grain []string
 }
@@ -202,7 +214,10 @@ func Check(ctx context.Context, m Model, upstream Lookup) error {
 	if err := timeColumn(m, c); err != nil {
 		return err
 	}
-	return grain(m, c)
+	if err := grain(m, c); err != nil {
+		return err
+	}
+	return checkAudits(ctx, sb, m, c)
 }
 
 // bind describes m in a fresh sandbox holding, as empty tables, only its
@@ -282,38 +297,56 @@ func structure(ctx context.Context, sb *sandbox, m Model) error {
 	}
 	r, err := warehouse.SubstituteMacros(m.SQL, warehouse.ParamStart, warehouse.ParamEnd)
 	if err != nil {
-		var me *warehouse.MacroError
-		if errors.As(err, &me) {
-			return errAt(m.SQL, me.Offset, "%s", me.Msg)
-		}
-		return err
+		return macroErr(m.SQL, err)
 	}
-	tree, err := sb.parse(ctx, r.Text)
-	if err != nil {
-		return parseErr(m.SQL, r, err)
-	}
-	if n := len(tree.Statements); n != 1 {
-		return errAt(m.SQL, -1, "has %d statements: a model's query is exactly one SELECT", n)
-	}
-	if _, err := sb.parse(ctx, warehouse.Wrap(r.Text)); err != nil {
-		return errAt(m.SQL, -1, "does not stay one query inside the warehouse's SELECT * FROM (…) q: a model's query is one SELECT, without ';' (%v)", err)
-	}
-	deps := map[string]bool{}
 	for _, d := range m.DependsOn {
 		if Reserved(d) {
 			return errAt(m.SQL, -1, "depends on %q, a reserved name (a system catalog's): a model reads no table of such a name", d)
 		}
-		deps[d] = true
+	}
+	return statement(ctx, sb, m.SQL, r, m.DependsOn, false)
+}
+
+// macroErr is a *warehouse.MacroError placed in sql.
+func macroErr(sql string, err error) error {
+	var me *warehouse.MacroError
+	if errors.As(err, &me) {
+		return errAt(sql, me.Offset, "%s", me.Msg)
+	}
+	return err
+}
+
+// statement checks r, sql rendered, as one SELECT statement (alone and in
+// the warehouse's wrapper) reading only deps and its CTEs, of a bounded
+// expansion: a model's query, or a custom audit's (audit).
+func statement(ctx context.Context, sb *sandbox, sql string, r warehouse.Rendered, deps []string, audit bool) error {
+	what := "a model's query"
+	if audit {
+		what = "an audit's query"
+	}
+	tree, err := sb.parse(ctx, r.Text)
+	if err != nil {
+		return parseErr(sql, r, err)
+	}
+	if n := len(tree.Statements); n != 1 {
+		return errAt(sql, -1, "has %d statements: %s is exactly one SELECT", n, what)
+	}
+	if _, err := sb.parse(ctx, warehouse.Wrap(r.Text)); err != nil {
+		return errAt(sql, -1, "does not stay one query inside the warehouse's SELECT * FROM (…) q: %s is one SELECT, without ';' (%v)", what, err)
+	}
+	reads := map[string]bool{}
+	for _, d := range deps {
+		reads[d] = true
 	}
 	weight := 1
-	w := walker{deps: deps, acc: &weight}
+	w := walker{deps: reads, acc: &weight, audit: audit}
 	w.walk(tree.Statements[0], nil)
 	if w.err == nil && weight > MaxExpansion {
-		w.err, w.loc = errAt(m.SQL, -1, "expands too much: it reads CTEs that read CTEs… more than %d tables in all once expanded (the engines bind a CTE at each reference)", MaxExpansion), -1
+		w.err, w.loc = errAt(sql, -1, "expands too much: it reads CTEs that read CTEs… more than %d tables in all once expanded (the engines bind a CTE at each reference)", MaxExpansion), -1
 	}
 	if w.err != nil {
 		if w.err.Line == 0 && w.loc >= 0 {
-			w.err.Line, w.err.Column = at(m.SQL, r.Source(w.loc))
+			w.err.Line, w.err.Column = at(sql, r.Source(w.loc))
 		}
 		return w.err
 	}

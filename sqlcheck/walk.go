@@ -237,8 +237,11 @@ var queryNodes = map[string]bool{"SELECT_NODE": true, "SET_OPERATION_NODE": true
 // function and parameter in it. The first refusal stops it.
 type walker struct {
 	deps map[string]bool
-	err  *Error
-	loc  int // the refusal's byte offset in the parsed text (-1: unknown)
+	// audit: the statement is a custom audit's, whose only table is
+	// warehouse.ThisModel (@this_model).
+	audit bool
+	err   *Error
+	loc   int // the refusal's byte offset in the parsed text (-1: unknown)
 	// acc is the weight of the query being walked (the statement's, or a
 	// CTE's body): 1, plus each table it reads, a CTE counting its weight.
 	acc *int
@@ -432,6 +435,9 @@ func (w *walker) node(v map[string]any, scope []cte) bool {
 				w.add(c.weight)
 			} else if w.deps[name] {
 				w.add(1)
+			} else if w.audit {
+				w.refuse(v, "reads %q, which is neither @this_model nor a CTE in scope there: an audit reads only the audited rows of its model (@this_model)", name)
+				return false
 			} else {
 				w.refuse(v, "reads %q, which is neither a model it depends on (depends_on) nor a CTE in scope there (a CTE's body sees only the CTEs before it): declare the upstream model in depends_on", name)
 				return false

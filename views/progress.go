@@ -8,6 +8,7 @@ import (
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/policy"
 	"github.com/tidemark/tidemark/projections"
 )
 
@@ -56,6 +57,9 @@ type Progress struct {
 	Failures []commands.RunFailure
 	// Models is the progress of the plan's work per model (PlanWork).
 	Models []commands.ModelProgress
+	// Audits are the candidates' failed audits within the window their
+	// promotion judges now (policy.AuditWindow), in candidate order.
+	Audits []commands.AuditStatus
 }
 
 // Fraction is Done/Total (1 for an empty backfill).
@@ -75,6 +79,9 @@ func InFlight(st *projections.State) []Progress {
 			continue
 		}
 		p := Progress{Plan: id, Env: pl.Built.Env, Cancelled: pl.Cancelled != nil, Failures: PlanFailures(st, pl), Models: PlanWork(st, pl)}
+		for _, c := range pl.Built.Candidates {
+			p.Audits = append(p.Audits, FailedAudits(st, c.Model, c.Snapshot, policy.AuditWindow(st, c))...)
+		}
 		for _, c := range pl.Built.Candidates {
 			want := interval.NewSet(c.Backfill...)
 			left := want.SubtractSet(st.Table(c.Table))
@@ -219,8 +226,42 @@ func Plans(st *projections.State, env string) []commands.PlanProgress {
 	for _, p := range InFlight(st) {
 		if env == "" || p.Env == env {
 			out = append(out, commands.PlanProgress{Plan: p.Plan, Env: p.Env, BackfillMS: p.Total.Milliseconds(), DoneMS: p.Done.Milliseconds(),
-				Cancelled: p.Cancelled, Failures: p.Failures, Models: p.Models})
+				Cancelled: p.Cancelled, Failures: p.Failures, Models: p.Models, Audits: p.Audits})
 		}
 	}
+	return out
+}
+
+// Restating lists env's restatements in flight (every env's when env is
+// empty), by sequence: those whose environment is still at the
+// generation they read (decide.StaleRestatement: otherwise their work is
+// given up) and some of whose work is neither recorded done nor covered
+// by its table (the scheduler may compute the same intervals), each with
+// its work's progress per model, in its order (WorkProgress).
+func Restating(st *projections.State, env string) []commands.RestateProgress {
+	var out []commands.RestateProgress
+	for id, req := range st.Restatements {
+		if (env != "" && req.Env != env) || st.Env(req.Env).Generation != req.Generation {
+			continue
+		}
+		w := st.Work[id]
+		left := false
+		var order []string
+		for _, rw := range req.Work {
+			order = append(order, rw.Snapshot)
+			todo := interval.NewSet(rw.Ranges...).SubtractSet(st.Table(rw.Table))
+			if w != nil && w.Done[rw.Snapshot] != nil {
+				todo = todo.SubtractSet(w.Done[rw.Snapshot].Ranges)
+			}
+			left = left || !todo.Empty()
+		}
+		if !left {
+			continue
+		}
+		seq, _, _ := events.ParseWorkID(id)
+		out = append(out, commands.RestateProgress{Env: req.Env, Model: req.Model, Snapshot: req.Snapshot, Ranges: req.Ranges, Run: req.Run, Seq: seq,
+			Models: WorkProgress(st, id, order)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
 	return out
 }

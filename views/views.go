@@ -60,11 +60,26 @@ func Status(st *projections.State, env string, at time.Time) ([]commands.EnvStat
 				last := Failure(m, f.Last, f.LastSeq)
 				ms.LastFailure = &last
 			}
+			ms.Audits = FailedAudits(st, m, id, everything)
 			es.Models = append(es.Models, ms)
 		}
 		out = append(out, es)
 	}
 	return out, repairs
+}
+
+// everything is every time a range may hold.
+var everything = interval.NewSet(interval.R(events.MinTime, events.MaxTime))
+
+// FailedAudits lists the audits of snapshot (of model) whose latest result
+// failed on a range of window, by audit name; nil when none.
+func FailedAudits(st *projections.State, model, snapshot string, window interval.Set) []commands.AuditStatus {
+	var out []commands.AuditStatus
+	for _, f := range st.FailedAudits(snapshot, window) {
+		out = append(out, commands.AuditStatus{Model: model, Snapshot: snapshot, Audit: f.Audit, Blocking: f.Blocking,
+			Ranges: f.Ranges, Count: f.Count, Error: f.Error})
+	}
+	return out
 }
 
 // OpenRepairs lists the open repair debts (of env, when set), oldest
@@ -127,7 +142,8 @@ func DebtTotals(debts []Debt) (open, intervals int, oldest time.Time) {
 }
 
 // Answer runs a query (Status or OpenRepairs) against st at clock at;
-// Status also lists the plans in flight (InFlight). An
+// Status also lists the plans in flight (InFlight) and the restatements
+// in flight (Restating). An
 // unknown environment is a CodeNotFound *commands.Error, another query a
 // CodeInvalid one. The reply's Accepted and Seq are the caller's to set.
 func Answer(st *projections.State, q commands.Query, at time.Time) (commands.Reply, error) {
@@ -150,7 +166,11 @@ func Answer(st *projections.State, q commands.Query, at time.Time) (commands.Rep
 		r.Envs, r.Repairs = Status(st, env, at)
 		r.Plans = Plans(st, env)
 		r.Retired = Retired(st)
+		r.Restatements = Restating(st, env)
 		r.Message = fmt.Sprintf("%d environment(s), %d open repair debt(s), %d plan(s) in flight", len(r.Envs), len(r.Repairs), len(r.Plans))
+		if len(r.Restatements) > 0 {
+			r.Message += fmt.Sprintf(", %d restatement(s) in flight", len(r.Restatements))
+		}
 		if len(r.Retired) > 0 {
 			r.Message += fmt.Sprintf(", %d retired table(s)", len(r.Retired))
 		}

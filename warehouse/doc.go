@@ -85,6 +85,12 @@
 //     Options.ModelTimeout) is cancelled through the driver's context and
 //     fails with ErrTimeout; a query reads its rows as they come and stops
 //     at its Limits (rows, JSON bytes), saying Truncated.
+//   - Audits only read. Audit runs each audit of a written range (a
+//     built-in rendered from its kind, or a custom audit's SQL with
+//     @this_model bound to a CTE of the table's rows in the range) as one
+//     statement in a read-only transaction, in the sandbox, within the
+//     model's timeout, its values bound as parameters; an audit that
+//     cannot run is a failed result saying why, never an error.
 //   - One process owns a DuckDB file. A second opener (another process, or a
 //     second Open in this process) gets ErrLocked naming the file.
 //   - DropTable refuses a snapshot table that any view reads (DuckDB would

@@ -75,6 +75,25 @@ func (e *MacroError) Error() string { return fmt.Sprintf("%s (at offset %d)", e.
 // text), so a comment it misreads is harmless. Comments end at '\n' or
 // '\r', as both engines end them.
 func SubstituteMacros(sql, start, end string) (Rendered, error) {
+	return substitute(sql, map[string]string{"start_ts": start, "end_ts": end}, "only @start_ts and @end_ts are defined")
+}
+
+// ThisModel is what @this_model becomes in a custom audit's SQL
+// (SubstituteAuditMacros): the name of the CTE the warehouse binds to the
+// audited batch's rows of the snapshot table (Warehouse.Audit), and the
+// table sqlcheck binds the audit against.
+const ThisModel = "this_model"
+
+// SubstituteAuditMacros is SubstituteMacros for a custom audit's SQL: it
+// also replaces @this_model (any case) with ThisModel, the audited rows.
+func SubstituteAuditMacros(sql, start, end string) (Rendered, error) {
+	return substitute(sql, map[string]string{"start_ts": start, "end_ts": end, ThisModel: ThisModel},
+		"only @this_model, @start_ts and @end_ts are defined in an audit")
+}
+
+// substitute replaces each macro of with (by lower-case name) and refuses
+// any other (saying defined) and parameters of the query's own.
+func substitute(sql string, with map[string]string, defined string) (Rendered, error) {
 	var b strings.Builder
 	var marks []mark
 	err := scanSQL(sql, func(i int, c byte) (int, error) {
@@ -84,17 +103,13 @@ func SubstituteMacros(sql, start, end string) (Rendered, error) {
 			for j < len(sql) && isIdentChar(sql[j]) {
 				j++
 			}
-			var with string
-			switch name := sql[i+1 : j]; strings.ToLower(name) {
-			case "start_ts":
-				with = start
-			case "end_ts":
-				with = end
-			default:
-				return 0, &MacroError{i, fmt.Sprintf("uses the macro @%s: only @start_ts and @end_ts are defined", name)}
+			name := sql[i+1 : j]
+			to, ok := with[strings.ToLower(name)]
+			if !ok {
+				return 0, &MacroError{i, fmt.Sprintf("uses the macro @%s: %s", name, defined)}
 			}
-			marks = append(marks, mark{at: b.Len(), n: len(with), orig: i, m: j - i})
-			b.WriteString(with)
+			marks = append(marks, mark{at: b.Len(), n: len(to), orig: i, m: j - i})
+			b.WriteString(to)
 			return j, nil
 		case c == '$' && i+1 < len(sql) && sql[i+1] >= '0' && sql[i+1] <= '9':
 			return 0, &MacroError{i, "has a positional parameter: use @start_ts and @end_ts"}

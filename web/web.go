@@ -345,6 +345,8 @@ type view struct {
 	Repairs   []repairView
 	Decisions []decisionView
 	InFlight  []flightView
+	// Restating are the restatements in flight (views.Restating).
+	Restating []restateView
 	// Workers is nil when the server has no roster (Workers unset).
 	Workers []workerView
 	Roster  bool
@@ -357,6 +359,13 @@ type workerView struct {
 	Seen string // e.g. "2s ago"
 }
 
+// restateView is a restatement in flight and its work per model.
+type restateView struct {
+	Run, Env, Snapshot, Ranges string
+	Seq                        uint64
+	Models                     []workView
+}
+
 // flightView is a plan in flight and how much of its backfill is done.
 type flightView struct {
 	Plan, Env string
@@ -367,6 +376,30 @@ type flightView struct {
 	Failures []failureView
 	// Models is the progress of the plan's work per model.
 	Models []workView
+	// Audits are the candidates' failed audits within the window their
+	// promotion judges now.
+	Audits []auditView
+}
+
+// auditView is a failed audit as the page shows it: blocking ones reject
+// a promotion.
+type auditView struct {
+	Snapshot, Audit string
+	Blocking        bool
+	Text            string
+}
+
+func newAuditView(a commands.AuditStatus) auditView {
+	kind := "non-blocking: warns"
+	if a.Blocking {
+		kind = "blocking: rejects a promotion"
+	}
+	result := fmt.Sprintf("%d violating rows", a.Count)
+	if a.Error != "" {
+		result = "could not run: " + a.Error
+	}
+	return auditView{Snapshot: a.Snapshot, Audit: a.Audit, Blocking: a.Blocking,
+		Text: fmt.Sprintf("%s: audit %s (%s) failed on %s, %s", a.Snapshot, a.Audit, kind, interval.Set(a.Ranges), result)}
 }
 
 // workView is one model's step of a plan's work as the page shows it:
@@ -412,7 +445,13 @@ type failureView struct {
 type envView struct {
 	Name       string
 	Generation uint64
-	Models     []modelView
+	// Since says how the generation began: the accepted plan, or the
+	// rollback and the generation it restored ("" before any).
+	Since string
+	// RolledBackTo is the generation a rollback restored (0: the
+	// generation began with a promotion).
+	RolledBackTo uint64
+	Models       []modelView
 }
 
 type modelView struct {
@@ -430,7 +469,9 @@ type modelView struct {
 	// none); LastFailureFinal: it was given up.
 	LastFailure      string
 	LastFailureFinal bool
-	Timeline         template.HTML
+	// Audits are the incumbent's failed audits, as text.
+	Audits   []auditView
+	Timeline template.HTML
 	// HasWritten: the warehouse recorded a write (WrittenEnd: the end of
 	// its interval; WrittenAt: when it committed).
 	HasWritten            bool
@@ -458,6 +499,15 @@ func (s *Server) view() view {
 		envs, repairs := views.Status(st, "", v.Now)
 		for _, e := range envs {
 			ev := envView{Name: e.Env, Generation: e.Generation}
+			if h := st.Env(e.Env).History; len(h) > 0 {
+				switch g := h[len(h)-1]; {
+				case g.Rollback != nil:
+					ev.RolledBackTo = g.Rollback.ToGeneration
+					ev.Since = fmt.Sprintf("rolled back from generation %d to generation %d's incumbents at seq %d, %s", g.Rollback.FromGeneration, g.Rollback.ToGeneration, g.Seq, g.At.UTC().Format(time.RFC3339))
+				default:
+					ev.Since = fmt.Sprintf("since plan %s, accepted at seq %d", g.Plan, g.Seq)
+				}
+			}
 			for _, m := range e.Models {
 				mv := modelView{
 					Model: m.Model, Snapshot: m.Snapshot, Frontier: m.Frontier, LastTick: m.LastTick,
@@ -466,6 +516,9 @@ func (s *Server) view() view {
 				}
 				if f := m.LastFailure; f != nil {
 					mv.LastFailure, mv.LastFailureFinal = failureText(*f), f.Final
+				}
+				for _, a := range m.Audits {
+					mv.Audits = append(mv.Audits, newAuditView(a))
 				}
 				ev.Models = append(ev.Models, mv)
 			}
@@ -485,7 +538,17 @@ func (s *Server) view() view {
 			for _, m := range p.Models {
 				fv.Models = append(fv.Models, newWorkView(m))
 			}
+			for _, a := range p.Audits {
+				fv.Audits = append(fv.Audits, newAuditView(a))
+			}
 			v.InFlight = append(v.InFlight, fv)
+		}
+		for _, r := range views.Restating(st, "") {
+			rv := restateView{Run: r.Run, Env: r.Env, Snapshot: r.Snapshot, Ranges: strings.Join(interval.Set(r.Ranges).Strings(), ", "), Seq: r.Seq}
+			for _, m := range r.Models {
+				rv.Models = append(rv.Models, newWorkView(m))
+			}
+			v.Restating = append(v.Restating, rv)
 		}
 		refs := st.Decisions
 		for i := len(refs) - 1; i >= 0 && len(v.Decisions) < 10; i-- {

@@ -3,6 +3,7 @@ package web
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -199,6 +200,44 @@ func TestDashboardPlansInFlight(t *testing.T) {
 	}
 }
 
+// A restatement whose work is not done is on the dashboard with its
+// work per model, and leaves it once its tables cover it again.
+func TestDashboardRestatementsInFlight(t *testing.T) {
+	e := jstest.Engine(t, engine.Config{TrustCommandTime: true})
+	at := time.Date(2026, 12, 1, 4, 0, 0, 0, time.UTC)
+	meta := func() commands.Meta { return commands.Meta{ID: commands.NewID(), At: at} }
+	handle := func(c commands.Command) commands.Reply {
+		t.Helper()
+		r := e.Handle(t.Context(), c)
+		if err := r.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	start := at.Add(-4 * time.Hour)
+	handle(&commands.RegisterSnapshot{Meta: meta(), Model: "events", Version: "v1", Cron: "@hourly", Start: start})
+	handle(&commands.BuildPlan{Meta: meta(), Plan: "p1", Env: "prod", Versions: map[string]string{"events": "v1"}})
+	handle(&commands.CompleteIntervals{Meta: meta(), Model: "events", Version: "v1", Ranges: []interval.Range{interval.R(start, at)}})
+	handle(&commands.Promote{Meta: meta(), Plan: "p1"})
+	hour := interval.R(start.Add(time.Hour), start.Add(2*time.Hour))
+	r := handle(&commands.Restate{Meta: meta(), Env: "prod", Model: "events", Ranges: []interval.Range{hour}})
+	h, err := (&Server{Proj: e.Projection(), Log: e.Reader(), Registry: e.Registry(), Clock: e.Now, Logger: quiet()}).Handler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	_, page := get(t, srv.URL+"/")
+	want := `<li data-restating="` + r.Restatement.Run + `">events@v1 ` + hour.String() + ` in prod`
+	if !strings.Contains(page, want) || !strings.Contains(page, `<tr data-work="events@v1" data-run-kind="restate">`) {
+		t.Fatalf("the restatement is not shown in flight (%s):\n%s", want, page)
+	}
+	handle(&commands.CompleteIntervals{Meta: meta(), Model: "events", Version: "v1", Ranges: []interval.Range{hour}})
+	if _, page := get(t, srv.URL+"/"); strings.Contains(page, "data-restating") {
+		t.Fatalf("a restatement covered again is still shown:\n%s", page)
+	}
+}
+
 // TestWorkersPanelAndMetrics: the live workers Workers lists are on the
 // dashboard (name, kind, counts, last seen) and in /metrics; a worker no
 // longer listed leaves both; without Workers there is no panel and no
@@ -338,7 +377,7 @@ func TestDashboardRetiredTables(t *testing.T) {
 		t.Fatalf("retired tables listed before any retirement:\n%s", page)
 	}
 	at := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
-	r := e.Handle(t.Context(), &commands.RetireTables{Meta: commands.Meta{ID: commands.NewID(), At: at}, Tables: []string{"events@v1"}, GraceMS: time.Hour.Milliseconds()})
+	r := e.Handle(t.Context(), &commands.RetireTables{Meta: commands.Meta{ID: commands.NewID(), At: at}, Tables: []string{"events@v1"}, GraceMS: time.Hour.Milliseconds(), RetainMS: time.Hour.Milliseconds()})
 	if err := r.Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -348,6 +387,29 @@ func TestDashboardRetiredTables(t *testing.T) {
 	_, page := get(t, srv.URL+"/")
 	if !strings.Contains(page, `data-retired="events@v1"`) || !strings.Contains(page, "written by events@v1") {
 		t.Fatalf("dashboard lacks the retired table:\n%s", page)
+	}
+}
+
+// The dashboard says how each env's generation began, and marks a
+// rollback.
+func TestDashboardRollback(t *testing.T) {
+	e, srv := served(t, "stale-scheduler-after-promotion.yaml")
+	_, page := get(t, srv.URL+"/")
+	if !strings.Contains(page, "since plan ") || strings.Contains(page, "data-rolled-back-to") {
+		t.Fatalf("before the rollback, the dashboard lacks the accepted plan or shows a rollback:\n%s", page)
+	}
+	at := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
+	r := e.Handle(t.Context(), &commands.Rollback{Meta: commands.Meta{ID: commands.NewID(), At: at}, Env: "prod"})
+	if err := r.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Projection().WaitFor(t.Context(), r.Seq); err != nil {
+		t.Fatal(err)
+	}
+	_, page = get(t, srv.URL+"/")
+	want := fmt.Sprintf(`data-rolled-back-to="%d">rolled back from generation %d to generation %d&#39;s incumbents at seq %d`, r.Rollback.ToGeneration, r.Rollback.FromGeneration, r.Rollback.ToGeneration, r.Seq)
+	if !strings.Contains(page, want) {
+		t.Fatalf("dashboard lacks %q:\n%s", want, page)
 	}
 }
 

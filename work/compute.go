@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 )
 
@@ -20,11 +21,22 @@ type Batch struct {
 // Computer computes batches for a worker's pull/ack/heartbeat/report loop
 // (work/shell.Worker): a shell command per batch, or the step's SQL in a
 // warehouse (work/sqlrun.Computer). Compute returns once the batch is
-// durably computed (nil: the worker reports it complete, with the rows
-// written, 0 when unknown) or has failed; a *Failure error details the
-// failure's exit status and stderr.
+// durably computed (nil: the worker reports it complete with the Result)
+// or has failed; a *Failure error details the failure's exit status and
+// stderr.
 type Computer interface {
-	Compute(ctx context.Context, b Batch) (rows int64, err error)
+	Compute(ctx context.Context, b Batch) (Result, error)
+}
+
+// Result is what computing a batch gave, reported with its completion
+// (complete_work, inproc.Worker.RecordBatch).
+type Result struct {
+	// Rows is the rows written, 0 when unknown.
+	Rows int64
+	// Audits are the outcomes of the step's audits (SQL.Audits) over the
+	// batch's rows, once they are committed, in the audits' order; nil
+	// when the step has none (a shell command's batch has none).
+	Audits []events.AuditOutcome
 }
 
 // ErrPermanent marks a batch that cannot be computed as sent (a step whose

@@ -244,8 +244,8 @@ func planWork(item Item, plan string) bool {
 }
 
 // isPlanWork reports whether item is plan work (backfill, catch-up): all
-// but the work that keeps environments fresh (scheduled, repair), which
-// the pool takes first.
+// but the work that keeps environments fresh (scheduled, repair,
+// restate), which the pool takes first.
 func isPlanWork(item Item) bool {
 	return item.RunKind == events.RunBackfill || item.RunKind == events.RunCatchUp
 }

@@ -768,3 +768,42 @@ func TestPublishedExhaustedIsFailed(t *testing.T) {
 		t.Errorf("the exhausted message is still on the stream")
 	}
 }
+
+// GoneFrom: a restatement's work is wanted while its environment is at
+// the generation it read, and gone once a promotion moved it on (a
+// restart deriving the item again publishes none of it).
+func TestGoneFromStaleRestatement(t *testing.T) {
+	w := newPubWorld(t)
+	ctx := t.Context()
+	do := func(c commands.Command) commands.Reply {
+		t.Helper()
+		c.Header().ID, c.Header().At = commands.NewID(), pubNow
+		r := w.e.Handle(ctx, c)
+		if err := r.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	deploy := func(plan, version string) {
+		t.Helper()
+		do(&commands.RegisterSnapshot{Model: "events", Version: version, Cron: "@hourly", Start: t0})
+		built := do(&commands.BuildPlan{Plan: plan, Env: "prod", Versions: map[string]string{"events": version}})
+		for _, c := range built.Plan.Candidates {
+			do(&commands.CompleteIntervals{Model: "events", Version: version, Ranges: c.Backfill})
+		}
+		if d := do(&commands.Promote{Plan: plan}).Decision; d == nil || d.Outcome != events.Accepted {
+			t.Fatalf("promote %s: %+v", plan, d)
+		}
+	}
+	deploy("p1", "v1")
+	r := do(&commands.Restate{Env: "prod", Model: "events", Ranges: []interval.Range{interval.R(ph(2), ph(3))}})
+	seq := r.Seq - uint64(r.Events) + 1 // the request, first of its batch
+	gone := GoneFrom(w.e.Projection())
+	if why, err := gone(ctx, seq, events.RunRestate, r.Restatement.Run); err != nil || why != "" {
+		t.Fatalf("fresh restate work gone: %q %v", why, err)
+	}
+	deploy("p2", "v2")
+	if why, err := gone(ctx, seq, events.RunRestate, r.Restatement.Run); err != nil || why == "" {
+		t.Fatalf("stale restate work still wanted: %q %v", why, err)
+	}
+}

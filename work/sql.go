@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 )
 
@@ -25,7 +26,9 @@ import (
 //	SELECT * FROM (<Query with @start_ts, @end_ts bound to start, end>) q
 //	WHERE q.<TimeColumn> >= start AND q.<TimeColumn> < end
 //
-// and commit before reporting the range with complete_work.
+// and commit before reporting the range with complete_work. Then run each
+// of Audits over the range's rows of Table (warehouse.Warehouse.Audit)
+// and report their outcomes in that complete_work.
 type SQL struct {
 	// Query is one SELECT over sources and upstream model names; it names
 	// the interval's bounds @start_ts and @end_ts (UTC TIMESTAMPs).
@@ -52,6 +55,12 @@ type SQL struct {
 	// (1 on DuckDB, 4 on Postgres).
 	BatchSize        int `msgpack:"batch_size,omitempty" json:"batch_size,omitempty"`
 	BatchConcurrency int `msgpack:"batch_concurrency,omitempty" json:"batch_concurrency,omitempty"`
+	// Audits are the snapshot's audits (events.SnapshotRegistered.Audits):
+	// a worker that computes the step in the warehouse runs each over
+	// every batch it commits, that batch's rows of Table, and reports
+	// their outcomes with the batch's completion (complete_work's audits);
+	// omitted: none.
+	Audits []events.Audit `msgpack:"audits,omitempty" json:"audits,omitempty"`
 	// Error is set when the model has SQL but the engine could not resolve
 	// what it reads (an upstream snapshot that was never planned); a
 	// worker reports the step's ranges failed with it instead of computing.

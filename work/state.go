@@ -63,8 +63,10 @@ func ProgressFrom(proj *live.Projection) DoneOf {
 }
 
 // GoneFrom is serve's Publisher.Gone: a cancelled plan's backfill and
-// catch-up work is no longer wanted (decide.CancelledWork), as proj knows
-// it once it has applied seq.
+// catch-up work is no longer wanted (decide.CancelledWork), nor a
+// restatement's work once its environment moved to another generation
+// (decide.StaleRestatement: the item made due at seq), as proj knows it
+// once it has applied seq.
 func GoneFrom(proj *live.Projection) GoneOf {
 	return func(ctx context.Context, seq uint64, kind events.RunKind, runID string) (string, error) {
 		if err := proj.WaitFor(ctx, seq); err != nil {
@@ -74,6 +76,9 @@ func GoneFrom(proj *live.Projection) GoneOf {
 		proj.Read(func(st *projections.State) {
 			if plan := decide.CancelledWork(st, kind, runID); plan != "" {
 				why = "plan " + plan + " was cancelled"
+			}
+			if kind == events.RunRestate {
+				why = decide.StaleRestatement(st, events.WorkID(seq, kind))
 			}
 		})
 		return why, nil

@@ -195,9 +195,23 @@ func RepairItem(d events.PromotionDecided) Item {
 	return item
 }
 
+// RestateItem is a restatement's work: per model, the intervals it
+// invalidated (and those ready and missing in its range), the restated
+// model first, then its downstream models in dependency order (a child's
+// batches wait for its parent's overlapping ones: Split).
+func RestateItem(r events.RestatementRequested) Item {
+	item := Item{RunKind: events.RunRestate, Env: r.Env}
+	for _, w := range r.Work {
+		if len(w.Ranges) > 0 {
+			item.Steps = append(item.Steps, step(w.Snapshot, w.Ranges, r.Run))
+		}
+	}
+	return item
+}
+
 // Of turns one command's events (consecutive, same causation) into
 // the work they make due, if any: a plan's backfill, a tick's advances, a
-// catch-up request, the repair an acceptance issued. Undecodable records
+// catch-up request, the repair an acceptance issued, a restatement. Undecodable records
 // make no work.
 func Of(group []events.Record) []Item {
 	var out []Item
@@ -221,6 +235,8 @@ func Of(group []events.Record) []Item {
 			item = CatchUp(p)
 		case events.PromotionDecided:
 			item = RepairItem(p)
+		case events.RestatementRequested:
+			item = RestateItem(p)
 		default:
 			continue
 		}

@@ -140,6 +140,25 @@ func TestOf(t *testing.T) {
 			}},
 		},
 		{
+			name: "a restatement: its steps in the request's (dependency) order, parents first",
+			group: []events.Record{
+				rec(33, "rs", events.RestatementRequested{Env: "prod", Model: "a", Snapshot: "a@v1", Ranges: rs(hr(5, 6)), Generation: 2, Run: "restate:rs",
+					Work: []events.RestateWork{
+						{Model: "a", Snapshot: "a@v1", Table: "a_t", Ranges: rs(hr(5, 6)), Invalidated: rs(hr(5, 6))},
+						{Model: "d", Snapshot: "d@v1", Table: "d_t", Ranges: rs(hr(0, 24)), Invalidated: rs(hr(0, 20))},
+					}}),
+				rec(34, "rs", events.IntervalsInvalidated{Snapshot: "a@v1", Table: "a_t", Ranges: rs(hr(5, 6)), Reason: "restate:rs"}),
+				rec(35, "rs", events.IntervalsInvalidated{Snapshot: "d@v1", Table: "d_t", Ranges: rs(hr(0, 20)), Reason: "restate:rs"}),
+			},
+			want: []work.Item{{
+				ID: "work-33-restate", RunKind: events.RunRestate, Env: "prod", EventSeq: 33, At: at(33),
+				Steps: []work.Step{
+					step("a@v1", rs(hr(5, 6)), "restate:rs"),
+					step("d@v1", rs(hr(0, 24)), "restate:rs"),
+				},
+			}},
+		},
+		{
 			name:  "a decision without repairs makes no work",
 			group: []events.Record{rec(30, "pr", events.PromotionDecided{Plan: "p1", Env: "prod", Outcome: events.Rejected})},
 		},
@@ -212,6 +231,13 @@ func TestOfMatchesProjection(t *testing.T) {
 			}})},
 		{rec(11, "promote", events.PromotionDecided{Plan: "p1", Env: "prod", Outcome: events.Accepted, Generation: 2,
 			Repairs: []events.RepairWork{{Model: "b", Snapshot: "b@v2", Table: "b_t", Ranges: rs(hr(4, 6))}}})},
+		{rec(12, "restate", events.RestatementRequested{Env: "prod", Model: "a", Snapshot: "a@v2", Ranges: rs(hr(3, 4)), Generation: 2, Run: "restate:restate",
+			Work: []events.RestateWork{
+				{Model: "a", Snapshot: "a@v2", Table: "a_t", Ranges: rs(hr(3, 4)), Invalidated: rs(hr(3, 4))},
+				{Model: "b", Snapshot: "b@v2", Table: "b_t", Ranges: rs(hr(3, 5)), Invalidated: rs(hr(3, 4))},
+			}}),
+			rec(13, "restate", events.IntervalsInvalidated{Snapshot: "a@v2", Table: "a_t", Ranges: rs(hr(3, 4))}),
+			rec(14, "restate", events.IntervalsInvalidated{Snapshot: "b@v2", Table: "b_t", Ranges: rs(hr(3, 4))})},
 	}
 	st := projections.New()
 	var items []work.Item
@@ -223,8 +249,11 @@ func TestOfMatchesProjection(t *testing.T) {
 		}
 		items = append(items, work.Of(g)...)
 	}
-	if len(items) != 5 {
-		t.Fatalf("Of made %d items, want 5: %s", len(items), js(t, items))
+	if len(items) != 6 {
+		t.Fatalf("Of made %d items, want 6: %s", len(items), js(t, items))
+	}
+	if r := st.Restatements["work-12-restate"]; r == nil || r.Generation != 2 || r.Run != "restate:restate" {
+		t.Errorf("projection's restatement of work-12-restate: %+v", r)
 	}
 	if len(st.Work) != len(items) {
 		t.Errorf("projection has %d work items, Of made %d", len(st.Work), len(items))

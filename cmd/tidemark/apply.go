@@ -96,7 +96,7 @@ func checkSQL(ctx context.Context, file string, ms []modelfile.Model) error {
 	defs := map[string]sqlcheck.Model{}
 	for _, m := range ms {
 		r := m.Register
-		defs[r.Model] = sqlcheck.Model{Name: r.Model, SQL: r.SQL, TimeColumn: r.TimeColumn, DependsOn: r.DependsOn, Grain: r.Grain}
+		defs[r.Model] = sqlcheck.Model{Name: r.Model, SQL: r.SQL, TimeColumn: r.TimeColumn, DependsOn: r.DependsOn, Audits: r.Audits, Grain: r.Grain}
 	}
 	lookup := func(name string) (sqlcheck.Model, bool) { d, ok := defs[name]; return d, ok }
 	for _, m := range ms {
@@ -111,6 +111,8 @@ func checkSQL(ctx context.Context, file string, ms []modelfile.Model) error {
 		line := m.SQLLine
 		if e.Field == "time_column" {
 			line = m.TimeColumnLine
+		} else if strings.HasPrefix(e.Field, "audits[") {
+			line = m.Line // the model's: its audits are in it
 		} else if e.Line > 0 && blockScalar(file, line) {
 			line += e.Line // a block scalar's text starts on the next line
 		}

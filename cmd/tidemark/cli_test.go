@@ -66,6 +66,9 @@ func TestExitCodes(t *testing.T) {
 		{"bad output nested", []string{"events", "tail", "-o", "csv"}, exitUsage, "--output"},
 		{"missing arg", []string{"promote"}, exitUsage, "accepts 1 arg"},
 		{"janitor grace too short", []string{"serve", "--data-dir", "never-created", "--janitor-grace", "10m"}, exitUsage, "--janitor-grace 10m0s: at least 1h0m0s"},
+		{"retention too short", []string{"serve", "--data-dir", "never-created", "--retain", "10m"}, exitUsage, "--retain 10m0s: at least 1h0m0s"},
+		{"rollback without env", []string{"rollback"}, exitUsage, `required flag(s) "env" not set`},
+		{"rollback unreachable", []string{"rollback", "--env", "prod", "--nats-url", closed}, exitUnreachable, "cannot reach"},
 		{"status unreachable", []string{"status", "--nats-url", closed}, exitUnreachable, "cannot reach the tidemark server at " + closed},
 		{"plan unreachable", []string{"plan", "--env", "prod", "--set", "a=v1", "--nats-url", closed}, exitUnreachable, "cannot reach"},
 		{"replay unreachable", []string{"replay", "--nats-url", closed}, exitUnreachable, "cannot reach NATS"},
@@ -198,13 +201,13 @@ func TestNoBacktickInFlagUsage(t *testing.T) {
 func TestOutputFlagEverywhere(t *testing.T) {
 	root := newRootCmd()
 	for _, path := range [][]string{{"status"}, {"repairs"}, {"replay"}, {"audit"}, {"audit", "explain"}, {"plan"}, {"promote"},
-		{"apply"}, {"scenario", "run"}, {"bench"}, {"events", "tail"}, {"events", "get"}, {"diff"}} {
+		{"apply"}, {"scenario", "run"}, {"bench"}, {"events", "tail"}, {"events", "get"}, {"restate"}, {"diff"}} {
 		c, _, err := root.Find(path)
 		if err != nil || c.Flags().Lookup("output") == nil || c.Flags().ShorthandLookup("o") == nil {
 			t.Errorf("%v: no -o/--output (%v)", path, err)
 		}
 	}
-	for _, path := range [][]string{{"status"}, {"repairs"}, {"replay"}, {"audit"}, {"plan"}, {"promote"}, {"apply"}, {"events", "tail"}, {"events", "get"}, {"worker"}, {"diff"}} {
+	for _, path := range [][]string{{"status"}, {"repairs"}, {"replay"}, {"audit"}, {"plan"}, {"promote"}, {"apply"}, {"events", "tail"}, {"events", "get"}, {"worker"}, {"restate"}, {"diff"}} {
 		c, _, _ := root.Find(path)
 		if f := c.Flags().Lookup("nats-url"); f == nil || f.DefValue != defaultNatsURL {
 			t.Errorf("%v: --nats-url default %v, want %s", path, f, defaultNatsURL)

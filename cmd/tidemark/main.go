@@ -31,7 +31,7 @@ const (
 // exitHelp documents the exit statuses in tidemark --help.
 const exitHelp = `Exit status:
   0  accepted / ok
-  1  rejected, or a check failed (promotion rejected, replay --verify divergence, damaged stream)
+  1  rejected, or a check failed (promotion rejected, rollback refused, replay --verify divergence, damaged stream)
   2  usage error or invalid input
   3  not found (a command rejected with code not_found, a plan or event sequence the stream does not hold)
   4  unreachable (no server or no tidemark service, connection refused, timeout)`

@@ -60,6 +60,9 @@ func printStatus(w io.Writer, envs []commands.EnvStatus, open []commands.Repair)
 			if f := m.LastFailure; f != nil {
 				fmt.Fprintf(w, "last failed run: %s %s, %s\n", e.Env, m.Snapshot, failureText(*f))
 			}
+			for _, a := range m.Audits {
+				fmt.Fprintf(w, "failed audit: %s %s, %s\n", e.Env, m.Snapshot, auditText(a))
+			}
 		}
 	}
 	for _, r := range open {
@@ -83,6 +86,34 @@ func printPlans(w io.Writer, plans []commands.PlanProgress) {
 		}
 		for _, f := range p.Failures {
 			fmt.Fprintf(w, "  %s: %s\n", f.Snapshot, failureText(f))
+		}
+		for _, a := range p.Audits {
+			fmt.Fprintf(w, "  %s: failed audit %s\n", a.Snapshot, auditText(a))
+		}
+	}
+}
+
+// auditText is a failed audit for people: "ids (blocking: rejects the
+// promotion) failed on [ranges], 3 violating rows".
+func auditText(a commands.AuditStatus) string {
+	kind := "non-blocking: warns"
+	if a.Blocking {
+		kind = "blocking: rejects the promotion"
+	}
+	result := fmt.Sprintf("%d violating rows", a.Count)
+	if a.Error != "" {
+		result = "could not run: " + strings.Join(strings.Fields(a.Error), " ")
+	}
+	return fmt.Sprintf("%s (%s) failed on %s, %s", a.Audit, kind, interval.Set(a.Ranges), result)
+}
+
+// printRestating prints the restatements in flight, each model's
+// progress under it.
+func printRestating(w io.Writer, rs []commands.RestateProgress) {
+	for _, r := range rs {
+		fmt.Fprintf(w, "restatement in flight: %s of %s %s in %s (seq %d)\n", r.Run, r.Snapshot, strings.Join(interval.Set(r.Ranges).Strings(), ", "), r.Env, r.Seq)
+		for _, m := range r.Models {
+			fmt.Fprintf(w, "  %s: %s\n", modelLabel(m), batchFigures(m))
 		}
 	}
 }

@@ -20,7 +20,8 @@ func newReplayCmd() *cobra.Command {
 		Long: "replay folds the stream from its start with the same code as the live projections and\n" +
 			"prints what the projections held at that point. With --verify it re-evaluates every\n" +
 			"recorded decision and catch-up request at the sequence it was evaluated at, with the\n" +
-			"policy version it names, and exits 1 on any divergence. It exits 1, naming them, when\n" +
+			"policy version it names, and every restatement on its view at its clock, and exits 1 on\n" +
+			"any divergence. It exits 1, naming them, when\n" +
 			"the stream lost events or holds messages that are not tidemark events.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -43,7 +43,7 @@ func newServeCmd() *cobra.Command {
 		clusterName, clusterListen, serverName        string
 		authFile, user, password, tlsCert, tlsKey     string
 		routes                                        []string
-		janitorEvery, janitorGrace                    time.Duration
+		janitorEvery, janitorGrace, retain            time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -107,6 +107,9 @@ func newServeCmd() *cobra.Command {
 			var janitorErr error
 			if janitorEvery > 0 && janitorGrace < commands.MinRetireGrace {
 				janitorErr = fmt.Errorf("--janitor-grace %s: at least %s", janitorGrace, commands.MinRetireGrace)
+			}
+			if retain < commands.MinRetireGrace {
+				janitorErr = errors.Join(janitorErr, fmt.Errorf("--retain %s: at least %s", retain, commands.MinRetireGrace))
 			}
 			var workErr error
 			if workConcurrency < 1 || workMaxAttempts < 1 || whOpts.ModelTimeout <= 0 {
@@ -274,7 +277,9 @@ func newServeCmd() *cobra.Command {
 			catchUps := &scheduler.CatchUps{Engine: eng}
 			// The janitor retires the snapshot tables nothing uses any
 			// more (TableRetired); the warehouse drops them (dropper).
-			janitor := &scheduler.Janitor{Engine: eng, Every: janitorEvery, Grace: janitorGrace}
+			// It keeps every table an incumbent used for --retain after its
+			// demotion, so a rollback within it finds its tables.
+			janitor := &scheduler.Janitor{Engine: eng, Every: janitorEvery, Grace: janitorGrace, Retain: retain}
 			// The loops that issue commands on their own, and the one work
 			// publisher, run on the writer only (a cluster's other nodes
 			// start them when their engine takes the writer lease).
@@ -382,6 +387,7 @@ func newServeCmd() *cobra.Command {
 	f.Float64Var(&rateLimit, "rate-limit", 1000, "commands per second one user may send, all its connections together (bursts of twice that; unauthenticated commands: per connection); 0: no limit")
 	f.DurationVar(&janitorEvery, "janitor-every", time.Hour, "how often the janitor retires the snapshot tables no environment's incumbent and no open plan uses (TableRetired; the warehouse drops them); 0: never")
 	f.DurationVar(&janitorGrace, "janitor-grace", 24*time.Hour, "retire a table only when its last use ended more than this long ago (at least 1h)")
+	f.DurationVar(&retain, "retain", commands.DefaultRetain, "keep a table an environment's incumbent wrote or read at least this long after a promotion or rollback demoted it, so that a rollback within it always finds its tables (at least 1h; default 7 days, SQLMesh's)")
 	f.StringVar(&httpAddr, "http", "127.0.0.1:8090", "dashboard, /metrics, /healthz and /readyz address (empty: no HTTP)")
 	return cmd
 }

@@ -27,6 +27,7 @@ func newStatusCmd() *cobra.Command {
 			var open []commands.Repair
 			var plans []commands.PlanProgress
 			var retired []commands.RetiredTable
+			var restating []commands.RestateProgress
 			var seq uint64
 			var dmg *eventlog.Damage
 			if s.pointInTime() {
@@ -47,6 +48,7 @@ func newStatusCmd() *cobra.Command {
 				envs, open = views.Status(st, env, at)
 				plans = views.Plans(st, env)
 				retired = views.Retired(st)
+				restating = views.Restating(st, env)
 				seq = st.Seq
 			} else {
 				var r commands.Reply
@@ -59,7 +61,7 @@ func newStatusCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				envs, open, plans, retired, seq = r.Envs, r.Repairs, r.Plans, r.Retired, r.Seq
+				envs, open, plans, retired, restating, seq = r.Envs, r.Repairs, r.Plans, r.Retired, r.Restatements, r.Seq
 			}
 			out := cmd.OutOrStdout()
 			if output == "json" {
@@ -67,7 +69,7 @@ func newStatusCmd() *cobra.Command {
 				if plans == nil {
 					plans = []commands.PlanProgress{}
 				}
-				res := map[string]any{"seq": seq, "envs": envs, "open_repairs": open, "plans": plans, "retired_tables": orEmpty(retired)}
+				res := map[string]any{"seq": seq, "envs": envs, "open_repairs": open, "plans": plans, "retired_tables": orEmpty(retired), "restatements": orEmpty(restating)}
 				if dmg != nil {
 					res["damage"] = dmg
 				}
@@ -79,6 +81,7 @@ func newStatusCmd() *cobra.Command {
 			fmt.Fprintf(out, "as of seq %d\n", seq)
 			printStatus(out, envs, open)
 			printPlans(out, plans)
+			printRestating(out, restating)
 			printRetired(out, retired)
 			return damageExit(dmg)
 		},

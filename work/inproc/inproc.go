@@ -29,13 +29,13 @@ func (w *Worker) ActorName() string { return w.Actor }
 
 // Complete records ranges of a snapshot as computed.
 func (w *Worker) Complete(ctx context.Context, snapshot string, ranges []interval.Range, kind events.RunKind, runID string, at time.Time) error {
-	return w.complete(ctx, "", "", snapshot, ranges, kind, runID, 0, at)
+	return w.complete(ctx, "", "", snapshot, ranges, kind, runID, work.Result{}, at)
 }
 
 // complete records ranges as computed under command id id (a new one when
-// empty), as part of work item work (none when empty), with the rows
-// computing them wrote.
-func (w *Worker) complete(ctx context.Context, id, work, snapshot string, ranges []interval.Range, kind events.RunKind, runID string, rows int64, at time.Time) error {
+// empty), as part of work item item (none when empty), with what
+// computing them gave (the rows written, the audits' outcomes).
+func (w *Worker) complete(ctx context.Context, id, item, snapshot string, ranges []interval.Range, kind events.RunKind, runID string, res work.Result, at time.Time) error {
 	if len(ranges) == 0 {
 		return nil
 	}
@@ -45,7 +45,7 @@ func (w *Worker) complete(ctx context.Context, id, work, snapshot string, ranges
 	model, version, _ := events.ParseSnapshotID(snapshot)
 	r := w.Handler.Handle(ctx, &commands.CompleteIntervals{
 		Meta:  commands.Meta{ID: id, Actor: w.Actor, At: at, Correlation: runID},
-		Model: model, Version: version, Ranges: ranges, RunKind: kind, RunID: runID, Work: work, Rows: rows,
+		Model: model, Version: version, Ranges: ranges, RunKind: kind, RunID: runID, Work: item, Rows: res.Rows, Audits: res.Audits,
 	})
 	if err := r.Err(); err != nil {
 		return fmt.Errorf("worker: complete %s %v: %w", snapshot, interval.Set(ranges), err)
@@ -68,16 +68,20 @@ func (w *Worker) complete(ctx context.Context, id, work, snapshot string, ranges
 // A batch (Item.Batch set) derives its ids from its key:
 // "$work:<item id>/<step>/<batch>/0".
 func (w *Worker) Run(ctx context.Context, item work.Item, at time.Time) error {
-	return w.run(ctx, item, 0, at)
+	return w.run(ctx, item, work.Result{}, at)
 }
 
 // RecordBatch records a batch of an item (one step, one range, Batch
-// set) computed, with the rows it wrote (sqlrun.BatchRecorder).
-func (w *Worker) RecordBatch(ctx context.Context, batch work.Item, rows int64, at time.Time) error {
-	return w.run(ctx, batch, rows, at)
+// set) computed, with what computing it gave: the rows it wrote and its
+// audits' outcomes (sqlrun.BatchRecorder).
+func (w *Worker) RecordBatch(ctx context.Context, batch work.Item, res work.Result, at time.Time) error {
+	return w.run(ctx, batch, res, at)
 }
 
-func (w *Worker) run(ctx context.Context, item work.Item, rows int64, at time.Time) error {
+// run records item's steps computed, each with res (the audits' outcomes
+// with a step's first chunk only: they are the outcomes over the whole
+// batch, which RecordBatch's one range is).
+func (w *Worker) run(ctx context.Context, item work.Item, res work.Result, at time.Time) error {
 	for i, st := range item.Steps {
 		for c, start := 0, 0; start < len(st.Ranges); c, start = c+1, start+commands.MaxRanges {
 			chunk := st.Ranges[start:min(start+commands.MaxRanges, len(st.Ranges))]
@@ -85,7 +89,11 @@ func (w *Worker) run(ctx context.Context, item work.Item, rows int64, at time.Ti
 			if item.ID != "" {
 				id = chunkID(item.Key(), i, c)
 			}
-			if err := w.complete(ctx, id, item.ID, st.Snapshot, chunk, item.RunKind, st.RunID, rows, at); err != nil {
+			r := res
+			if c > 0 {
+				r.Audits = nil
+			}
+			if err := w.complete(ctx, id, item.ID, st.Snapshot, chunk, item.RunKind, st.RunID, r, at); err != nil {
 				return err
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/internal/jstest"
 	"github.com/tidemark/tidemark/work"
 )
@@ -49,13 +50,17 @@ func TestConsumerFormat(t *testing.T) {
 	}
 }
 
-// rowsComputer computes every batch, reporting n rows.
+// rowsComputer computes every batch, reporting n rows and one failed
+// audit.
 type rowsComputer int64
 
-func (n rowsComputer) Compute(context.Context, work.Batch) (int64, error) { return int64(n), nil }
+func (n rowsComputer) Compute(context.Context, work.Batch) (work.Result, error) {
+	return work.Result{Rows: int64(n), Audits: []events.AuditOutcome{{Audit: "not_null", Count: 3}}}, nil
+}
 
-// TestCompletionRows: a completion carries the rows the Computer reports,
-// and none for a serve of the older format (legacy).
+// TestCompletionRows: a completion carries the rows and the audits'
+// outcomes the Computer reports, and neither for a serve of the older
+// format (legacy).
 func TestCompletionRows(t *testing.T) {
 	for _, legacy := range []bool{false, true} {
 		h := &reports{}
@@ -64,13 +69,17 @@ func TestCompletionRows(t *testing.T) {
 		if err := w.runItem(t.Context(), item(), 1); err != nil {
 			t.Fatal(err)
 		}
-		want := int64(7)
+		want, audits := int64(7), 1
 		if legacy {
-			want = 0
+			want, audits = 0, 0
 		}
 		for _, c := range h.cmds {
-			if got := c.(*commands.CompleteWork).Rows; got != want {
-				t.Errorf("legacy %v: rows %d, want %d", legacy, got, want)
+			cw := c.(*commands.CompleteWork)
+			if cw.Rows != want || len(cw.Audits) != audits {
+				t.Errorf("legacy %v: rows %d, audits %v; want %d rows, %d audits", legacy, cw.Rows, cw.Audits, want, audits)
+			}
+			if audits > 0 && (cw.Audits[0].Audit != "not_null" || cw.Audits[0].Count != 3 || cw.Audits[0].Passed) {
+				t.Errorf("the audit reported: %+v", cw.Audits[0])
 			}
 		}
 		if len(h.cmds) != 3 {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/work"
 )
@@ -288,7 +289,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 
 func (w *Worker) runItem(ctx context.Context, item work.Item, attempt int) error {
 	for si, st := range item.Steps {
-		if item.Plan != "" && len(st.Ranges) > 0 {
+		if (item.Plan != "" || item.RunKind == events.RunRestate) && len(st.Ranges) > 0 {
 			if err := w.check(ctx, item, si, attempt); err != nil {
 				return err
 			}
@@ -312,12 +313,12 @@ func (w *Worker) runItem(ctx context.Context, item work.Item, attempt int) error
 			// The completion id does not depend on the attempt: a batch
 			// computed again after a redelivery is recorded once.
 			meta.ID = fmt.Sprintf("%s/%d/%d", item.Key(), si, ri)
-			rows := res.rows
+			rows, audits := res.rows, res.audits
 			if w.legacy {
-				rows = 0
+				rows, audits = 0, nil
 			}
 			rep := w.Handler.Handle(ctx, &commands.CompleteWork{CompleteIntervals: commands.CompleteIntervals{Meta: meta, Model: st.Model, Version: st.Version,
-				Ranges: []interval.Range{r}, RunKind: item.RunKind, RunID: st.RunID, Work: item.ID, Rows: rows}})
+				Ranges: []interval.Range{r}, RunKind: item.RunKind, RunID: st.RunID, Work: item.ID, Rows: rows, Audits: audits}})
 			if err := rep.Err(); err != nil {
 				return fmt.Errorf("worker: report completion of %s %s: %w", st.Snapshot, r, err)
 			}
@@ -345,10 +346,11 @@ func (w *Worker) givenUp(ctx context.Context, item work.Item, attempt int, err e
 	}
 }
 
-// check asks the engine whether step si of a plan's item may still be
-// computed (check_work, at most commands.MaxRanges ranges a question):
-// the environment may have moved past the plan since the item was
-// queued, and the step's table be production's now. A refusal for good
+// check asks the engine whether step si of a plan's item (or of a
+// restatement's) may still be computed (check_work, at most
+// commands.MaxRanges ranges a question): the environment may have moved
+// past the plan (or the generation the restatement read) since the item
+// was queued, and the step's table be production's now. A refusal for good
 // gives the item up unwritten (handle); one the engine may lift later
 // hands it back. An engine that cannot answer (down, or one without
 // check_work, or an auth file that does not grant it) is not waited for:
@@ -388,6 +390,9 @@ type execResult struct {
 	stderr string
 	err    error
 	rows   int64 // rows written, as the Computer reports them
+	// audits are the outcomes of the step's audits over the batch, as the
+	// Computer reports them (a shell command's batch reports none).
+	audits []events.AuditOutcome
 }
 
 // compute runs b with Compute, or the shell command.
@@ -398,10 +403,10 @@ func (w *Worker) compute(ctx context.Context, b work.Batch) execResult {
 	started := time.Now()
 	runCtx, cancel := context.WithTimeout(ctx, w.Timeout)
 	defer cancel()
-	rows, err := w.Compute.Compute(runCtx, b)
+	out, err := w.Compute.Compute(runCtx, b)
 	if err == nil {
-		w.Logger.Info("worker: batch done", "snapshot", b.Item.Steps[b.Step].Snapshot, "range", b.Range.String(), "run_kind", b.Item.RunKind, "rows", rows, "took", time.Since(started).Round(time.Millisecond))
-		return execResult{rows: rows}
+		w.Logger.Info("worker: batch done", "snapshot", b.Item.Steps[b.Step].Snapshot, "range", b.Range.String(), "run_kind", b.Item.RunKind, "rows", out.Rows, "audits", len(out.Audits), "took", time.Since(started).Round(time.Millisecond))
+		return execResult{rows: out.Rows, audits: out.Audits}
 	}
 	res := execResult{exit: -1, err: err}
 	if ctx.Err() == nil && errors.Is(runCtx.Err(), context.DeadlineExceeded) {

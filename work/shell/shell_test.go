@@ -472,7 +472,9 @@ func TestOutputWrittenSerially(t *testing.T) {
 // computeFunc is a work.Computer.
 type computeFunc func(ctx context.Context, b work.Batch) error
 
-func (f computeFunc) Compute(ctx context.Context, b work.Batch) (int64, error) { return 0, f(ctx, b) }
+func (f computeFunc) Compute(ctx context.Context, b work.Batch) (work.Result, error) {
+	return work.Result{}, f(ctx, b)
+}
 
 // TestComputeReplacesCommand: with Compute set the worker runs no shell
 // command; each batch is handed to it (item, step, range, attempt), a
@@ -563,7 +565,8 @@ func TestPermanentFailureGivesUp(t *testing.T) {
 // complete_work it would send); a step refused for good (stale plan work:
 // its table is production's now) is not computed and the item is given
 // up; an engine that cannot answer now hands the item back. An item of no
-// plan (a scheduler tick's) asks nothing.
+// plan (a scheduler tick's) asks nothing; a restatement's asks, as plan
+// work does.
 func TestCheckBeforePlanWork(t *testing.T) {
 	it := item()
 	data, err := json.Marshal(it)
@@ -646,6 +649,19 @@ func TestCheckBeforePlanWork(t *testing.T) {
 	}
 	if h, m, _ := run(commands.CodeInvalid, data); len(h.checks) != 0 || !slices.Equal(m.acts, []string{"double_ack"}) {
 		t.Fatalf("scheduled item: %d checks, settled %v", len(h.checks), m.acts)
+	}
+
+	// A restatement's item has no plan but is fenced by the generation it
+	// read: the worker asks, and a step refused for good (the environment
+	// moved on: stale_generation) is not computed.
+	restate := it
+	restate.ID, restate.RunKind, restate.Plan = "work-14-restate", events.RunRestate, ""
+	if data, err = json.Marshal(restate); err != nil {
+		t.Fatal(err)
+	}
+	h, m, computed = run(commands.CodeStaleGeneration, data)
+	if len(h.checks) != 2 || !slices.Equal(m.acts, []string{"term"}) || computed["b@v1+p1"] != 0 {
+		t.Fatalf("stale restate item: %d checks, settled %v, computed %v", len(h.checks), m.acts, computed)
 	}
 }
 

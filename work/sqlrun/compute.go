@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/live"
 	"github.com/tidemark/tidemark/projections"
@@ -42,7 +44,7 @@ func StepSQL(proj *live.Projection) work.SQLOf {
 			case ok:
 				sn := st.Snapshots[snapshot]
 				out = &work.SQL{Query: m.SQL, TimeColumn: m.TimeColumn, Table: m.Table, Upstream: m.Upstream, Unit: sn.Unit,
-					BatchSize: sn.BatchSize, BatchConcurrency: sn.BatchConcurrency}
+					BatchSize: sn.BatchSize, BatchConcurrency: sn.BatchConcurrency, Audits: slices.Clone(sn.Audits)}
 				if len(out.Upstream) == 0 {
 					out.Upstream = nil
 				}
@@ -57,8 +59,9 @@ func StepSQL(proj *live.Projection) work.SQLOf {
 // warehouse in batches of the model's batch_size intervals
 // (warehouse.WriteInterval: one statement and one transaction per batch,
 // idempotent), and Compute returns only after the last batch is
-// committed, so the
-// worker reports the batch complete only then. A step without SQL (a
+// committed, so the worker reports the batch complete only then, with the
+// outcomes of the step's audits (work.SQL.Audits) over the range it
+// computed, run once its rows are committed (Audit). A step without SQL (a
 // model that has none) is computed by doing nothing: the worker records it
 // complete, as the built-in worker does.
 type Computer struct {
@@ -72,20 +75,46 @@ type Computer struct {
 var ErrBadStep = fmt.Errorf("sqlrun: step cannot be computed (%w)", work.ErrPermanent)
 
 // Compute implements work.Computer.
-func (c *Computer) Compute(ctx context.Context, b work.Batch) (int64, error) {
+func (c *Computer) Compute(ctx context.Context, b work.Batch) (work.Result, error) {
 	if b.Step < 0 || b.Step >= len(b.Item.Steps) {
-		return 0, fmt.Errorf("%w: item %s has no step %d", ErrBadStep, b.Item.ID, b.Step)
+		return work.Result{}, fmt.Errorf("%w: item %s has no step %d", ErrBadStep, b.Item.ID, b.Step)
 	}
 	st := b.Item.Steps[b.Step]
 	s := st.SQL
 	if s == nil {
-		return 0, nil
+		return work.Result{}, nil
 	}
 	m, err := modelOfStep(st)
 	if err != nil {
-		return 0, err
+		return work.Result{}, err
 	}
-	return writeStep(ctx, c.WH, c.Log, b.Item.Key(), st.Snapshot, m, s.Unit, Batching{Size: s.BatchSize, Concurrency: s.BatchConcurrency}, []interval.Range{b.Range}, nil)
+	rows, err := writeStep(ctx, c.WH, c.Log, b.Item.Key(), st.Snapshot, m, s.Unit, Batching{Size: s.BatchSize, Concurrency: s.BatchConcurrency}, []interval.Range{b.Range}, nil)
+	if err != nil {
+		return work.Result{Rows: rows}, err
+	}
+	res := work.Result{Rows: rows, Audits: Audit(ctx, c.WH, m, s.Audits, b.Range)}
+	if err := ctx.Err(); err != nil {
+		// The audits were cut short: the range is reported again, and
+		// audited then.
+		return work.Result{Rows: rows}, err
+	}
+	logAudits(c.Log, st.Snapshot, b.Range, res.Audits)
+	return res, nil
+}
+
+// logAudits logs the audits that failed over r.
+func logAudits(log *slog.Logger, snapshot string, r interval.Range, outs []events.AuditOutcome) {
+	if log == nil {
+		return
+	}
+	for _, o := range outs {
+		switch {
+		case o.Error != "":
+			log.Warn("audit could not run", "snapshot", snapshot, "range", r.String(), "audit", o.Audit, "err", o.Error)
+		case o.Failed():
+			log.Warn("audit failed", "snapshot", snapshot, "range", r.String(), "audit", o.Audit, "count", o.Count)
+		}
+	}
 }
 
 // Batching is how a step's ranges are computed: Size intervals of the

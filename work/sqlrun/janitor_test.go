@@ -21,7 +21,7 @@ import (
 	"github.com/tidemark/tidemark/work/sqlrun"
 )
 
-// janitorGrace is the grace period of these tests.
+// janitorGrace is the grace period of these tests, and their retention.
 const janitorGrace = 24 * time.Hour
 
 // exists reports whether the warehouse holds the table of tidemark table
@@ -35,7 +35,7 @@ func (w *world) exists(id string) bool {
 // sweep runs the janitor's sweep at the world's clock.
 func (w *world) sweep() []string {
 	w.t.Helper()
-	evs, err := scheduler.Sweep(w.t.Context(), w.e, janitorGrace)
+	evs, err := scheduler.Sweep(w.t.Context(), w.e, janitorGrace, janitorGrace)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func TestJanitorDropsReplacedTables(t *testing.T) {
 		hostile := func(tables ...string) {
 			t.Helper()
 			seq := w.e.Projection().Seq()
-			r := w.e.Handle(t.Context(), &commands.RetireTables{Meta: commands.Meta{ID: commands.NewID(), At: w.now}, Tables: tables, GraceMS: janitorGrace.Milliseconds()})
+			r := w.e.Handle(t.Context(), &commands.RetireTables{Meta: commands.Meta{ID: commands.NewID(), At: w.now}, Tables: tables, GraceMS: janitorGrace.Milliseconds(), RetainMS: janitorGrace.Milliseconds()})
 			if r.Code != commands.CodeConflict || r.Field != "tables[0]" || w.e.Projection().Seq() != seq {
 				t.Fatalf("retire %s: %+v (seq %d -> %d)", tables, r, seq, w.e.Projection().Seq())
 			}
@@ -244,7 +244,7 @@ func TestJanitorKeepsForwardOnlySharedTable(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = (&scheduler.Janitor{Engine: w.e, Every: 20 * time.Millisecond, Grace: janitorGrace}).Run(ctx)
+		_ = (&scheduler.Janitor{Engine: w.e, Every: 20 * time.Millisecond, Grace: janitorGrace, Retain: janitorGrace}).Run(ctx)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	w.at(hour(48 + 24*30))
@@ -406,5 +406,94 @@ func TestStalePlanWorkNotComputed(t *testing.T) {
 	// worker`'s redelivery) gives the work up instead of running it again.
 	if ce := new(commands.Error); !errors.As(err, &ce) || ce.Code != commands.CodeInvalid || work.Transient(err) {
 		t.Fatalf("the stale completion: %v, want a refusal no worker retries", err)
+	}
+}
+
+// TestJanitorKeepsTablesForRetention: with a retention of 7 days the
+// janitor's sweep leaves v1's demoted tables in the warehouse after the
+// grace period, so a rollback restores v1 and prod's views read its rows
+// again; a week after the rollback demoted v2 it retires v2's tables, and
+// a rollback to them is refused naming to_generation.
+func TestJanitorKeepsTablesForRetention(t *testing.T) {
+	const week = 7 * 24 * time.Hour
+	eachBackend(t, func(t *testing.T, w *world) {
+		replaceV1(w, "")
+		w.startJanitor()
+		sweep := func() []string {
+			t.Helper()
+			evs, err := scheduler.Sweep(t.Context(), w.e, janitorGrace, week)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, ev := range evs {
+				out = append(out, ev.Table)
+			}
+			return out
+		}
+		w.at(hour(48 + 25)) // past the grace, within the retention
+		if got := sweep(); got != nil {
+			t.Fatalf("retired within the retention: %v", got)
+		}
+		r := w.do(&commands.Rollback{Env: "prod"})
+		if r.Rollback == nil || r.Rollback.Generation != 3 || len(r.Rollback.Models) != 2 {
+			t.Fatalf("rollback: %+v", r)
+		}
+		w.clean() // prod's views read v1's tables again, rows as computed
+		rows := func(q string) string { return w.scalar("SELECT count(*) FROM " + q) }
+		v1, v2 := rows(warehouse.Schema+"."+sqlrun.TableName("pv@v1")), rows(warehouse.Schema+"."+sqlrun.TableName("pv@v2"))
+		if got := rows("prod.pv"); got != v1 || v1 == v2 {
+			t.Fatalf("prod.pv after the rollback: %s rows; v1's table %s, v2's %s", got, v1, v2)
+		}
+		w.at(hour(48 + 25).Add(week).Add(time.Minute))
+		got := sweep()
+		if len(got) != 2 || !slices.Contains(got, "pv@v2") {
+			t.Fatalf("retired a week after the rollback: %v", got)
+		}
+		w.gone(got...)
+		resp := w.e.Handle(t.Context(), &commands.Rollback{Meta: commands.Meta{ID: commands.NewID(), At: w.now}, Env: "prod"})
+		if resp.Code != commands.CodeConflict || resp.Field != "to_generation" || !strings.Contains(resp.Message, "retired") {
+			t.Fatalf("rollback to retired tables: %+v", resp)
+		}
+	})
+}
+
+// TestStaleRestateWorkNotComputed: a restatement's work still queued
+// after a promotion moved the environment on (here a forward-only
+// successor now serves the restated table) writes nothing: the built-in
+// runner skips it (decide.StaleRestatement), so production's rows stay,
+// and the engine refuses its completion with stale_generation, which no
+// worker retries.
+func TestStaleRestateWorkNotComputed(t *testing.T) {
+	w := newWorld(t)
+	pvAndAgg(w)
+	r := w.do(&commands.Restate{Env: "prod", Model: "pv", Ranges: []interval.Range{interval.R(hour(10), hour(12))}})
+	if r.Restatement == nil || len(r.Restatement.Work) != 2 {
+		t.Fatalf("restatement: %+v", r.Restatement)
+	}
+	var id string
+	w.e.Projection().Read(func(st *projections.State) {
+		for k := range st.Restatements {
+			id = k
+		}
+	})
+	stale := work.RestateItem(*r.Restatement) // queued, not run
+	stale.ID = id
+	w.registerAt(&commands.RegisterSnapshot{Model: "pv", Version: "v2", Cron: "@hourly", SQL: pv(40), TimeColumn: "ts", SnapshotKind: events.ForwardOnly})
+	w.deploy("p-fo", map[string]string{"pv": "v2"})
+	q := warehouse.Schema + `."` + sqlrun.TableName("pv@v1") + `"`
+	w.exec("UPDATE " + q + " SET amount = 999")
+	total := w.scalar("SELECT count(*) FROM " + q)
+	if err := w.run.Run(t.Context(), stale, w.now); err != nil {
+		t.Fatalf("stale restate work: %v, want it given up quietly", err)
+	}
+	if got := w.scalar("SELECT count(*) FROM " + q + " WHERE amount = 999"); got != total {
+		t.Fatalf("stale restate work rewrote production's table: %s of %s rows kept", got, total)
+	}
+	// The engine refuses its completion for good.
+	rep := w.e.Handle(t.Context(), &commands.CompleteWork{CompleteIntervals: commands.CompleteIntervals{Meta: commands.Meta{ID: "late", At: w.now},
+		Model: "pv", Version: "v1", Ranges: []interval.Range{interval.R(hour(10), hour(11))}, RunID: r.Restatement.Run, Work: id}})
+	if ce := new(commands.Error); !errors.As(rep.Err(), &ce) || ce.Code != commands.CodeStaleGeneration || work.Transient(rep.Err()) {
+		t.Fatalf("the stale completion: %v, want stale_generation, which no worker retries", rep.Err())
 	}
 }

@@ -25,8 +25,8 @@ type stopAfter struct {
 	stop     context.CancelFunc
 }
 
-func (s *stopAfter) RecordBatch(ctx context.Context, b work.Item, rows int64, at time.Time) error {
-	if err := s.Worker.RecordBatch(ctx, b, rows, at); err != nil {
+func (s *stopAfter) RecordBatch(ctx context.Context, b work.Item, res work.Result, at time.Time) error {
+	if err := s.Worker.RecordBatch(ctx, b, res, at); err != nil {
 		return err
 	}
 	if s.recorded.Add(1) == s.k {

@@ -35,6 +35,7 @@ import (
 
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/decide"
+	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/live"
 	"github.com/tidemark/tidemark/models"
@@ -120,11 +121,12 @@ type Runner struct {
 }
 
 // BatchRecorder records one committed batch of an item (its one step
-// with its one range, Item.Batch naming it) with the rows it wrote; an
-// *inproc.Worker is one. A Runner whose Done is not records the batch
-// with Done.Run, without its rows.
+// with its one range, Item.Batch naming it) with what computing it gave:
+// the rows it wrote and its audits' outcomes; an *inproc.Worker is one.
+// A Runner whose Done is not records the batch with Done.Run, without
+// them.
 type BatchRecorder interface {
-	RecordBatch(ctx context.Context, batch work.Item, rows int64, at time.Time) error
+	RecordBatch(ctx context.Context, batch work.Item, res work.Result, at time.Time) error
 }
 
 func (r *Runner) timeout() time.Duration {
@@ -137,7 +139,10 @@ func (r *Runner) timeout() time.Duration {
 // Run computes every SQL step of item, in order (dependency order: an
 // upstream's rows are written before a downstream reads them), each in
 // batches of its model's batch_size, and records each batch done as soon
-// as it is committed (record); steps of models without SQL are recorded
+// as it is committed (record), with the outcomes of the snapshot's audits
+// over the batch, run once it is committed (Audit: a failed audit fails
+// nothing here; the engine records it, and the promotion's check
+// weighs it); steps of models without SQL are recorded
 // at the end. The batches of a step that this item's completions have
 // already recorded (a retry, or a restart running the item again) are
 // not computed again. A step whose computation fails (a warehouse error;
@@ -164,10 +169,13 @@ func (r *Runner) Run(ctx context.Context, item work.Item, at time.Time) error {
 		var gone bool
 		var foreign, table string
 		var cancelled bool
+		var stale string
 		var done interval.Set
+		var audits []events.Audit
 		r.Proj.Read(func(s *projections.State) {
 			m, ok, err = ModelOf(s, st.Snapshot)
 			if sn := s.Snapshots[st.Snapshot]; sn != nil {
+				audits = slices.Clone(sn.Audits)
 				unit = sn.Unit
 				batching = Batching{Size: sn.BatchSize, Concurrency: sn.BatchConcurrency, Timeout: r.timeout()}
 				_, gone = s.Retired[sn.Table]
@@ -178,6 +186,7 @@ func (r *Runner) Run(ctx context.Context, item work.Item, at time.Time) error {
 			}
 			foreign = decide.ForeignWork(s, item.RunKind, st.RunID, st.Snapshot)
 			cancelled = decide.CancelledWork(s, item.RunKind, st.RunID) != ""
+			stale = decide.StaleRestatement(s, item.ID)
 		})
 		if cancelled {
 			// Its plan was cancelled: nothing of it is computed, and
@@ -191,6 +200,16 @@ func (r *Runner) Run(ctx context.Context, item work.Item, at time.Time) error {
 		if err != nil {
 			failed.Failed = append(failed.Failed, work.StepFailure{Step: i, Err: err})
 			bad[table] = true
+			rest.Steps[i].Ranges = nil
+			continue
+		}
+		if stale != "" {
+			// Restate work the environment has moved past: not written (its
+			// tables may be production's under another snapshot), and the
+			// engine would refuse the completion.
+			if r.Log != nil {
+				r.Log.Warn("stale restate work not computed", "item", item.ID, "snapshot", st.Snapshot, "why", stale)
+			}
 			rest.Steps[i].Ranges = nil
 			continue
 		}
@@ -233,7 +252,12 @@ func (r *Runner) Run(ctx context.Context, item work.Item, at time.Time) error {
 		one := batching
 		one.Size = 0 // left is cut into batches already
 		_, err = writeStep(ctx, r.WH, r.Log, item.ID, st.Snapshot, m, unit, one, left, func(ctx context.Context, b interval.Range, rows int64) error {
-			return r.record(ctx, item, i, names[b.Start], b, rows, at)
+			res := work.Result{Rows: rows, Audits: Audit(ctx, r.WH, m, audits, b)}
+			if err := ctx.Err(); err != nil {
+				return err // the audits were cut short: the batch is computed again
+			}
+			logAudits(r.Log, st.Snapshot, b, res.Audits)
+			return r.record(ctx, item, i, names[b.Start], b, res, at)
 		})
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -274,9 +298,9 @@ func (r *Runner) Run(ctx context.Context, item work.Item, at time.Time) error {
 	return nil
 }
 
-// record records batch b of step i of item, named name, done with its
-// rows, at the Clock's reading when set.
-func (r *Runner) record(ctx context.Context, item work.Item, i int, name string, b interval.Range, rows int64, at time.Time) error {
+// record records batch b of step i of item, named name, done with what
+// computing it gave, at the Clock's reading when set.
+func (r *Runner) record(ctx context.Context, item work.Item, i int, name string, b interval.Range, res work.Result, at time.Time) error {
 	one := item
 	st := item.Steps[i]
 	st.Ranges = []interval.Range{b}
@@ -287,7 +311,7 @@ func (r *Runner) record(ctx context.Context, item work.Item, i int, name string,
 		}
 	}
 	if br, ok := r.Done.(BatchRecorder); ok {
-		return br.RecordBatch(ctx, one, rows, at)
+		return br.RecordBatch(ctx, one, res, at)
 	}
 	return r.Done.Run(ctx, one, at)
 }
