@@ -113,7 +113,7 @@ func TestAuditCodecsMatchReflective(t *testing.T) {
 			p.Work = "work-3-backfill"
 		}
 		fast, err1 := msgpack.Marshal(p)
-		plain, err2 := msgpack.Marshal(recordedPlain{p.Snapshot, p.Table, p.Ranges, p.Blocking, p.Work, p.AuditOutcome})
+		plain, err2 := msgpack.Marshal(recordedPlain(p))
 		if err1 != nil || err2 != nil || !bytes.Equal(fast, plain) {
 			t.Fatalf("AuditRecorded %d: hand-written %x (%v), reflective %x (%v)", i, fast, err1, plain, err2)
 		}
@@ -125,7 +125,7 @@ func TestAuditCodecsMatchReflective(t *testing.T) {
 		if err := msgpack.Unmarshal(plain, &oracle); err != nil {
 			t.Fatal(err)
 		}
-		want := AuditRecorded{Snapshot: oracle.Snapshot, Table: oracle.Table, Ranges: oracle.Ranges, Blocking: oracle.Blocking, Work: oracle.Work, AuditOutcome: oracle.AuditOutcome}
+		want := AuditRecorded(oracle)
 		if !reflect.DeepEqual(back, want) {
 			t.Fatalf("AuditRecorded %d: hand-written decode %#v, reflective %#v", i, back, want)
 		}
