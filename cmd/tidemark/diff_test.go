@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/internal/pgtest"
 	"github.com/tidemark/tidemark/work/sqlrun"
 )
 
@@ -49,7 +50,30 @@ const (
 // and the derived rollup's changed days; exit 1. An unknown plan exits 3,
 // an unknown model too; --model narrows it.
 func TestDiffForReal(t *testing.T) {
-	s := startServe(t, "--builtin-worker")
+	diffForReal(t, startServe(t, "--builtin-worker"), eventsV1, eventsV2)
+}
+
+// TestDiffPostgres: the same on Postgres, serve swapping the views and two
+// `tidemark worker --warehouse` processes computing (the models' SQL
+// written for both engines: generate_series rather than DuckDB's range).
+func TestDiffPostgres(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	s := startServe(t, "--warehouse", dsn)
+	startSQLWorker(t, s.nats, dsn, "w1")
+	startSQLWorker(t, s.nats, dsn, "w2")
+	diffForReal(t, s, portableEventsV1, portableEventsV2)
+}
+
+// portableEventsV1 and portableEventsV2 are eventsV1 and eventsV2 in SQL
+// both engines run.
+const (
+	portableEventsV1 = "SELECT h.h + CAST(g.i AS INTEGER) * INTERVAL '1 minute' AS ts, CAST(g.i % 7 AS BIGINT) AS user_id FROM generate_series(@start_ts, @end_ts - INTERVAL '1 hour', INTERVAL '1 hour') AS h(h), generate_series(0, 59) AS g(i)"
+	portableEventsV2 = "SELECT h.h + CAST(2 * g.i AS INTEGER) * INTERVAL '1 minute' AS ts, CAST(g.i % 5 AS BIGINT) AS user_id FROM generate_series(@start_ts, @end_ts - INTERVAL '1 hour', INTERVAL '1 hour') AS h(h), generate_series(0, 29) AS g(i)"
+)
+
+// diffForReal is TestDiffForReal's story on the serve s, events' versions
+// written as v1 and v2.
+func diffForReal(t *testing.T, s *server, v1, v2 string) {
 	start := time.Now().UTC().Truncate(24 * time.Hour).Add(-48 * time.Hour)
 	file := filepath.Join(t.TempDir(), "models.yaml")
 	write := func(version, sql string) {
@@ -61,7 +85,7 @@ func TestDiffForReal(t *testing.T) {
 			t.Fatalf("apply: exit %d %s %s", code, out, stderr)
 		}
 	}
-	write("v1", eventsV1)
+	write("v1", v1)
 	if out, stderr, code := runCLI(t, "plan", "--env", "prod", "--id", "d1", "--set", "events=v1,rollup=v1", "--nats-url", s.nats, "--wait", "1m"); code != 0 {
 		t.Fatalf("plan d1: exit %d %s %s", code, out, stderr)
 	}
@@ -69,7 +93,7 @@ func TestDiffForReal(t *testing.T) {
 		out, _, code := runCLI(t, "promote", "d1", "--nats-url", s.nats)
 		return code == 0 && strings.Contains(out, "ACCEPTED")
 	})
-	write("v2", eventsV2)
+	write("v2", v2)
 	if out, stderr, code := runCLI(t, "plan", "--env", "prod", "--id", "p1", "--set", "events=v2", "--nats-url", s.nats, "--wait", "1m"); code != 0 {
 		t.Fatalf("plan p1: exit %d %s %s", code, out, stderr)
 	}
