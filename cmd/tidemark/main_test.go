@@ -127,8 +127,14 @@ func TestDemo(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
+	// Without cgo there is no warehouse: no rows, so no audits, no diff.
+	noCgo := strings.Contains(out, "not shown: this build has no cgo")
+	aw := "audit_warning, "
+	if noCgo {
+		aw = ""
+	}
 	for _, want := range []string{
-		"REJECTED [missing_intervals]", "ACCEPTED [no_gaps, trailing_gap_accepted]", "ACCEPTED [caught_up, no_gaps]",
+		"REJECTED [" + aw + "missing_intervals]", "ACCEPTED [" + aw + "no_gaps, trailing_gap_accepted]", "ACCEPTED [" + aw + "caught_up, no_gaps]",
 		"missing_intervals: events@v2 misses 2026-12-01T10:00:00Z/2026-12-01T11:00:00Z",
 		"catch-up: computed 2026-12-01T10:00:00Z/2026-12-01T11:00:00Z for events",
 		"repair issued with the acceptance: events 2026-12-01T10:00:00Z/2026-12-01T11:00:00Z",
@@ -148,7 +154,7 @@ func TestDemo(t *testing.T) {
 	}
 	for label, want := range map[string][]string{
 		"decision at 11:07":     {"rejected", "accepted", "accepted"},
-		"codes":                 {"missing_intervals", "no_gaps, trailing_gap_accepted", "caught_up, no_gaps"},
+		"codes":                 {aw + "missing_intervals", aw + "no_gaps, trailing_gap_accepted", aw + "caught_up, no_gaps"},
 		"repair debt at 11:07":  {"0", "1", "0"},
 		"repair debt at 12:00":  {"0", "0", "0"},
 		"stale advances fenced": {"0", "1", "1"},
@@ -158,8 +164,55 @@ func TestDemo(t *testing.T) {
 			t.Errorf("side by side %q: got %q, want %q", label, rows[label], want)
 		}
 	}
-	if strings.Contains(out, "rows are not shown: this build has no cgo") {
+	if noCgo {
 		return
+	}
+	// Each policy's run shows, before its promotion, the audits of the
+	// candidate's backfill (one non-blocking failure, a warning on the
+	// decision) and the plan's diff: in full under the first policy, its
+	// counts under the others.
+	policies := strings.Split(out, "\n== policy: ")[1:]
+	if len(policies) != 3 {
+		t.Fatalf("%d policy sections, want 3:\n%s", len(policies), out)
+	}
+	v1Audits := "audits of events@v1 over 2026-11-30T00:00:00Z/2026-12-01T06:00:00Z (1 batch): not_null passed; number_of_rows passed (1800 rows); full_hours passed"
+	v2Audits := "audits of events@v2 over 2026-11-30T00:00:00Z/2026-12-01T10:00:00Z (1 batch): not_null passed; number_of_rows passed (1020 rows); full_hours FAILED (non-blocking: a warning, 34 rows)"
+	warning := "audit_warning: model events: events@v2's non-blocking audit full_hours failed on 2026-11-30T00:00:00Z/"
+	for i, sec := range policies {
+		diff := "diff p1 before promoting, as under strict: events 1020 rows against 2040, 884 changed; rollup 1 row against 1, 1 changed"
+		if i == 0 {
+			diff = "diff p1 before promoting (what `tidemark diff p1` prints):\n" +
+				"         plan p1 (env prod)\n" +
+				"         events: events@v2 against events@v1 over 2026-11-30T00:00:00Z/2026-12-01T10:00:00Z\n" +
+				"           DIFFERS: 1020 rows in the candidate, 2040 in the incumbent; 884 only in the candidate, 1904 only in the incumbent\n" +
+				"           grain (ts): 884 rows changed; by column: user_id 884\n" +
+				"             ts=2026-11-30T00:02:00Z: user_id 2 → 1\n"
+		}
+		promote := strings.Index(sec, "  11:07  promote p1: ")
+		last := -1
+		for _, want := range []string{v1Audits, v2Audits, diff, warning} {
+			at := strings.Index(sec, want)
+			if at < 0 {
+				t.Errorf("policy %d: output lacks %q:\n%s", i, want, sec)
+				continue
+			}
+			if at < last || (want != warning && at > promote) {
+				t.Errorf("policy %d: %q out of order (at %d, promote at %d):\n%s", i, want, at, promote, sec)
+			}
+			last = at
+		}
+	}
+	for _, want := range []string{
+		"first failing row of full_hours: hour=2026-11-30T00:00:00Z page_views=30",
+		"rollup: rollup@v1+p1 against rollup@v1 over 2026-11-30T00:00:00Z/2026-12-01T00:00:00Z",
+		"grain (day): 1 row changed; by column: views 1, users 1",
+		"day=2026-11-30T00:00:00Z: views 1440 → 720; users 7 → 5",
+		// catch-up: the hour it computes is audited too, before the decision.
+		"audits of events@v2 over 2026-12-01T10:00:00Z/2026-12-01T11:00:00Z (1 batch): not_null passed; number_of_rows passed (30 rows); full_hours FAILED (non-blocking: a warning, 1 row)\n  11:07  promote p1: ACCEPTED",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks %q", want)
+		}
 	}
 	// Real rows from prod's views: v1 before, the trailing gap's missing
 	// hour, v2 after catch-up; and every verify equal.
