@@ -20,7 +20,7 @@ func newDiffCmd() *cobra.Command {
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "diff PLAN [--model M]",
-		Short: "Compare a plan's candidates' rows with their incumbents' over the intervals both cover",
+		Short: "Compare a plan's candidates' rows with their incumbents' over the intervals both cover (exit 1 when they differ)",
 		Long: "diff compares, for every candidate of the plan (or one model), its table's rows with the\n" +
 			"rows of the incumbent its environment serves (once the plan is promoted: the incumbent it\n" +
 			"replaced) over the intervals both tables cover now, in the process that owns the warehouse:\n" +
