@@ -39,7 +39,6 @@ models:
       SELECT h.h + to_minutes(CAST(r.range AS BIGINT)) AS ts, CAST(r.range %% 7 AS BIGINT) AS user_id
       FROM range(0, 60) r, range(@start_ts, @end_ts, INTERVAL 1 HOUR) h(h)
     audits:
-      - not_null: {columns: [ts, user_id]}
       - number_of_rows: {threshold: 1}
       - name: full_hours
         sql: SELECT date_trunc('hour', ts) AS hour, count(*) AS page_views FROM @this_model GROUP BY 1 HAVING count(*) < 60 ORDER BY 1
@@ -98,9 +97,9 @@ func newDemoCmd() *cobra.Command {
 			fmt.Fprintln(out, "reads events. The plan is built at 10:00 and backfilled to the frontier it captured; at 11:00")
 			fmt.Fprintln(out, "the scheduler completes 10:00-11:00 for v1; the promotion is evaluated at 11:07. At 12:00 a")
 			fmt.Fprintln(out, "scheduler replica that still read generation 1 (v1 serving) tries to advance prod.")
-			fmt.Fprintln(out, "events declares audits, run on every batch the worker writes: not_null and number_of_rows, which")
-			fmt.Fprintln(out, "both versions pass, and the custom full_hours (an hour has 60 page views), non-blocking: v2 fails")
-			fmt.Fprintln(out, "it, which warns (audit_warning) without deciding anything. events and rollup declare a grain (their")
+			fmt.Fprintln(out, "events declares audits, run on every batch the worker writes: the built-in number_of_rows, which")
+			fmt.Fprintln(out, "both versions pass, and a custom full_hours (an hour has 60 page views), non-blocking: v2 fails it,")
+			fmt.Fprintln(out, "which warns (audit_warning) without deciding anything. events and rollup declare a grain (their")
 			fmt.Fprintln(out, "key: ts, day), so the diff of the plan taken before the promotion shows which keys changed.")
 			runs := make([]demoRun, len(demoPolicies))
 			noCgo := false

@@ -175,8 +175,8 @@ func TestDemo(t *testing.T) {
 	if len(policies) != 3 {
 		t.Fatalf("%d policy sections, want 3:\n%s", len(policies), out)
 	}
-	v1Audits := "audits of events@v1 over 2026-11-30T00:00:00Z/2026-12-01T06:00:00Z (1 batch): not_null passed; number_of_rows passed (1800 rows); full_hours passed"
-	v2Audits := "audits of events@v2 over 2026-11-30T00:00:00Z/2026-12-01T10:00:00Z (1 batch): not_null passed; number_of_rows passed (1020 rows); full_hours FAILED (non-blocking: a warning, 34 rows)"
+	v1Audits := "audits of events@v1 over 2026-11-30T00:00:00Z/2026-12-01T06:00:00Z (1 batch): number_of_rows passed (1800 rows); full_hours passed"
+	v2Audits := "audits of events@v2 over 2026-11-30T00:00:00Z/2026-12-01T10:00:00Z (1 batch): number_of_rows passed (1020 rows); full_hours FAILED (non-blocking: a warning, 34 rows)"
 	warning := "audit_warning: model events: events@v2's non-blocking audit full_hours failed on 2026-11-30T00:00:00Z/"
 	for i, sec := range policies {
 		diff := "diff p1 before promoting, as under strict: events 1020 rows against 2040, 884 changed; rollup 1 row against 1, 1 changed"
@@ -208,7 +208,7 @@ func TestDemo(t *testing.T) {
 		"grain (day): 1 row changed; by column: views 1, users 1",
 		"day=2026-11-30T00:00:00Z: views 1440 → 720; users 7 → 5",
 		// catch-up: the hour it computes is audited too, before the decision.
-		"audits of events@v2 over 2026-12-01T10:00:00Z/2026-12-01T11:00:00Z (1 batch): not_null passed; number_of_rows passed (30 rows); full_hours FAILED (non-blocking: a warning, 1 row)\n  11:07  promote p1: ACCEPTED",
+		"audits of events@v2 over 2026-12-01T10:00:00Z/2026-12-01T11:00:00Z (1 batch): number_of_rows passed (30 rows); full_hours FAILED (non-blocking: a warning, 1 row)\n  11:07  promote p1: ACCEPTED",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q", want)
