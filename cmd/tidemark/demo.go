@@ -80,7 +80,7 @@ var demoPolicies = []struct{ name, params, about string }{
 type demoRun struct {
 	promote, after, replay scenario.StepResult
 	// gapHour is prod.events' rows for 10:00-11:00 right after the
-	// promotion step ("" without a warehouse).
+	// promotion step.
 	gapHour string
 }
 
@@ -91,33 +91,20 @@ func newDemoCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out := cmd.OutOrStdout()
-			fmt.Fprintln(out, "tidemark demo: the scheduler race")
-			fmt.Fprintln(out, "A plan rebuilds model `events` (hourly, generated page views: v1 60 rows/hour from 7 users,")
-			fmt.Fprintln(out, "v2 30 rows/hour from 5 users) while the scheduler keeps running v1 in prod; the daily `rollup`")
-			fmt.Fprintln(out, "reads events. The plan is built at 10:00 and backfilled to the frontier it captured; at 11:00")
-			fmt.Fprintln(out, "the scheduler completes 10:00-11:00 for v1; the promotion is evaluated at 11:07. At 12:00 a")
-			fmt.Fprintln(out, "scheduler replica that still read generation 1 (v1 serving) tries to advance prod.")
-			fmt.Fprintln(out, "events declares audits, run on every batch the worker writes: the built-in number_of_rows, which")
-			fmt.Fprintln(out, "both versions pass, and a custom full_hours (an hour has 60 page views), non-blocking: v2 fails it,")
-			fmt.Fprintln(out, "which warns (audit_warning) without deciding anything. events and rollup declare a grain (their")
-			fmt.Fprintln(out, "key: ts, day), so the diff of the plan taken before the promotion shows which keys changed.")
 			runs := make([]demoRun, len(demoPolicies))
-			noCgo := false
 			for i, p := range demoPolicies {
 				f, err := scenario.Parse("demo", []byte(fmt.Sprintf(demoScenario, p.name, p.params)))
 				if err != nil {
 					return err
 				}
-				var wh *warehouse.Warehouse
-				closeWH := func() {}
-				if !noCgo {
-					wh, closeWH, err = demoWarehouse(cmd.Context())
-					if errors.Is(err, warehouse.ErrNoCgo) {
-						noCgo, closeWH = true, func() {}
-						fmt.Fprintln(out, "(rows, audits and diffs are not shown: this build has no cgo, so no embedded DuckDB warehouse)")
-					} else if err != nil {
-						return err
-					}
+				wh, closeWH, err := demoWarehouse(cmd.Context())
+				if errors.Is(err, warehouse.ErrNoCgo) {
+					return errors.New("demo: this build has no cgo, so no DuckDB: the demo's models are SQL, which DuckDB's parser checks and its embedded warehouse computes; build with cgo (CGO_ENABLED=1 and a C compiler)")
+				} else if err != nil {
+					return err
+				}
+				if i == 0 {
+					demoIntro(out)
 				}
 				fmt.Fprintf(out, "\n== policy: %s (%s)\n", p.name, p.about)
 				opts := scenario.Options{Warehouse: wh, DiffBeforePromote: true, OnStep: func(sr scenario.StepResult) {
@@ -129,9 +116,6 @@ func newDemoCmd() *cobra.Command {
 						runs[i].after = sr
 					case sr.Kind == "replay":
 						runs[i].replay = sr
-					}
-					if wh == nil {
-						return
 					}
 					switch {
 					case sr.Step == 5:
@@ -155,6 +139,20 @@ func newDemoCmd() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// demoIntro says what the demo plays.
+func demoIntro(out io.Writer) {
+	fmt.Fprintln(out, "tidemark demo: the scheduler race")
+	fmt.Fprintln(out, "A plan rebuilds model `events` (hourly, generated page views: v1 60 rows/hour from 7 users,")
+	fmt.Fprintln(out, "v2 30 rows/hour from 5 users) while the scheduler keeps running v1 in prod; the daily `rollup`")
+	fmt.Fprintln(out, "reads events. The plan is built at 10:00 and backfilled to the frontier it captured; at 11:00")
+	fmt.Fprintln(out, "the scheduler completes 10:00-11:00 for v1; the promotion is evaluated at 11:07. At 12:00 a")
+	fmt.Fprintln(out, "scheduler replica that still read generation 1 (v1 serving) tries to advance prod.")
+	fmt.Fprintln(out, "events declares audits, run on every batch the worker writes: the built-in number_of_rows, which")
+	fmt.Fprintln(out, "both versions pass, and a custom full_hours (an hour has 60 page views), non-blocking: v2 fails it,")
+	fmt.Fprintln(out, "which warns (audit_warning) without deciding anything. events and rollup declare a grain (their")
+	fmt.Fprintln(out, "key: ts, day), so the diff of the plan taken before the promotion shows which keys changed.")
 }
 
 // demoWarehouse opens a DuckDB warehouse in a fresh temporary directory;
@@ -416,16 +414,14 @@ func compare(w io.Writer, runs []demoRun) {
 	row("repair debt at 11:07", func(r demoRun) string { return fmt.Sprint(r.promote.RepairsOpen) })
 	row("repair debt at 12:00", func(r demoRun) string { return fmt.Sprint(r.after.RepairsOpen) })
 	row("stale advances fenced", func(r demoRun) string { return fmt.Sprint(r.after.Fenced) })
-	if runs[0].gapHour != "" {
-		row("prod.events 10:00 after promote", func(r demoRun) string { return r.gapHour })
-		row("verify: differing rows", func(r demoRun) string {
-			var n int64
-			for _, d := range r.replay.Verify {
-				n += d.OnlyInView + d.OnlyInRecompute
-			}
-			return fmt.Sprint(n)
-		})
-	}
+	row("prod.events 10:00 after promote", func(r demoRun) string { return r.gapHour })
+	row("verify: differing rows", func(r demoRun) string {
+		var n int64
+		for _, d := range r.replay.Verify {
+			n += d.OnlyInView + d.OnlyInRecompute
+		}
+		return fmt.Sprint(n)
+	})
 	row("replay divergences", func(r demoRun) string {
 		if r.replay.Divergences == nil {
 			return "-"
