@@ -42,7 +42,15 @@ type Options struct {
 	// (StepResult.Verify). Nil (the default): work is recorded without
 	// computing anything.
 	Warehouse *warehouse.Warehouse
+	// DiffBeforePromote, with a Warehouse, has each promote step first
+	// compare its plan's candidates' rows with their incumbents'
+	// (sqlrun.DiffPlan) into StepResult.Diff, as `tidemark diff PLAN`
+	// would right before `tidemark promote`.
+	DiffBeforePromote bool
 }
+
+// diffTimeout bounds a promote step's diff (DiffBeforePromote).
+const diffTimeout = time.Minute
 
 // ModelResult is a decision's finding for one model.
 type ModelResult struct {
@@ -93,7 +101,13 @@ type StepResult struct {
 	// Verify is, with a warehouse, sqlrun.VerifyEnv of the step's env
 	// after the step: per SQL model the env serves, the rows its view
 	// shows that a recompute does not give, and the reverse.
-	Verify   map[string]warehouse.Diff `json:"verify,omitempty"`
+	Verify map[string]warehouse.Diff `json:"verify,omitempty"`
+	// Audits are the audit results the step recorded (its AuditRecorded
+	// events, in stream order): the worker audits each batch it computes.
+	Audits []events.AuditRecorded `json:"audits,omitempty"`
+	// Diff is, for a promote step run with Options.DiffBeforePromote, the
+	// plan's diff (sqlrun.DiffPlan) taken before the promotion.
+	Diff     *sqlrun.DiffReply `json:"diff,omitempty"`
 	decision *events.PromotionDecided
 	sched    map[string]interval.Set
 	divs     []replay.Divergence
@@ -137,8 +151,12 @@ type runner struct {
 	ids    int
 	tail   *tail
 	// issued is the work the current step's events made due.
-	issued  []work.Item
+	issued []work.Item
+	// audits are the AuditRecorded events the current step appended.
+	audits  []events.AuditRecorded
 	repairs repairQueue
+	// diffFirst is Options.DiffBeforePromote (with a warehouse).
+	diffFirst bool
 }
 
 // Run plays a validated file against a fresh embedded engine.
@@ -159,6 +177,7 @@ func Run(ctx context.Context, f *File, opts Options) (*Result, error) {
 	if opts.Warehouse != nil {
 		r.wh = opts.Warehouse
 		r.worker = &sqlrun.Runner{WH: r.wh, Proj: r.eng.Projection(), Done: r.worker}
+		r.diffFirst = opts.DiffBeforePromote
 	}
 	defer r.close(context.WithoutCancel(ctx))
 	res := &Result{File: f.Path, Name: f.Name}
@@ -232,6 +251,11 @@ func (r *runner) take(ctx context.Context) ([]work.Item, error) {
 	}
 	items := workOf(recs)
 	r.issued = append(r.issued, items...)
+	for _, rec := range recs {
+		if a, ok := rec.Event.Payload.(events.AuditRecorded); ok {
+			r.audits = append(r.audits, a)
+		}
+	}
 	return items, nil
 }
 
@@ -384,7 +408,7 @@ func (r *runner) step(ctx context.Context, st Step) (StepResult, error) {
 	if _, err := r.take(ctx); err != nil {
 		return sr, err
 	}
-	r.issued = nil
+	r.issued, r.audits = nil, nil
 	if st.Env != "" {
 		r.env = st.Env
 	}
@@ -442,6 +466,15 @@ func (r *runner) step(ctx context.Context, st Step) (StepResult, error) {
 			return sr, err
 		}
 	case "promote":
+		if r.diffFirst && r.wh != nil {
+			dctx, cancel := context.WithTimeout(ctx, diffTimeout)
+			d, err := sqlrun.DiffPlan(dctx, r.wh, r.eng.Projection(), st.Plan, "")
+			cancel()
+			if err != nil {
+				return sr, fmt.Errorf("diff before the promotion: %w", err)
+			}
+			sr.Diff = &d
+		}
 		var err error
 		var req *events.CatchUpRequested
 		if sr.decision, req, err = r.promote(ctx, st.Plan, st.Finalize, st.AdvanceDuringCatchUp); err != nil {
@@ -473,6 +506,7 @@ func (r *runner) step(ctx context.Context, st Step) (StepResult, error) {
 	if _, err := r.take(ctx); err != nil {
 		return sr, err
 	}
+	sr.Audits = r.audits
 	sr.sched = scheduled(r.issued)
 	sr.Scheduled = rangeStrings(sr.sched)
 	r.repairs.issued(r.issued)

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/warehouse"
 )
 
@@ -105,5 +107,67 @@ func TestWarehouseRows(t *testing.T) {
 	}
 	if verified == 0 {
 		t.Fatal("nothing verified")
+	}
+}
+
+// A step's result lists the audit results it recorded, and with
+// DiffBeforePromote a promote step carries its plan's diff taken before
+// the promotion (only the promote step).
+func TestWarehouseAuditsAndDiff(t *testing.T) {
+	wh, err := warehouse.Open(t.Context(), filepath.Join(t.TempDir(), "warehouse.duckdb"), warehouse.Options{})
+	if errors.Is(err, warehouse.ErrNoCgo) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wh.Close()
+	src := strings.Replace(withData, "    time_column: ts\n", `    time_column: ts
+    grain: [ts]
+    audits:
+      - not_null: {columns: [ts, user_id]}
+      - number_of_rows: {threshold: 1}
+      - name: full_hours
+        sql: SELECT date_trunc('hour', ts) AS hour, count(*) AS n FROM @this_model GROUP BY 1 HAVING count(*) < 60
+        blocking: false
+`, 1)
+	f, err := Parse("data.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := map[int]StepResult{}
+	if _, err := Run(t.Context(), f, Options{Warehouse: wh, DiffBeforePromote: true, OnStep: func(sr StepResult) { steps[sr.Step] = sr }}); err != nil {
+		t.Fatal(err)
+	}
+	audits := func(step int) string {
+		var out []string
+		for _, a := range steps[step].Audits {
+			out = append(out, fmt.Sprintf("%s %s %s passed=%v count=%d blocking=%v", a.Snapshot, interval.Set(a.Ranges).Strings(), a.Audit, a.Passed, a.Count, a.Blocking))
+		}
+		return strings.Join(out, "\n")
+	}
+	// The backfill step audits v2's one batch (32 hours of 30 rows).
+	if got, want := audits(4), "events@v2 [2026-11-30T00:00:00Z/2026-12-01T08:00:00Z] not_null passed=true count=0 blocking=true\n"+
+		"events@v2 [2026-11-30T00:00:00Z/2026-12-01T08:00:00Z] number_of_rows passed=true count=960 blocking=true\n"+
+		"events@v2 [2026-11-30T00:00:00Z/2026-12-01T08:00:00Z] full_hours passed=false count=32 blocking=false"; got != want {
+		t.Errorf("backfill step's audits:\n%s\nwant\n%s", got, want)
+	}
+	if got := audits(3); got != "" {
+		t.Errorf("the plan step recorded audits: %s", got)
+	}
+	for n, sr := range steps {
+		if (sr.Diff != nil) != (sr.Kind == "promote") {
+			t.Errorf("step %d (%s): diff %+v", n, sr.Kind, sr.Diff)
+		}
+	}
+	d := steps[5].Diff
+	if d == nil || len(d.Models) == 0 || d.Models[0].TableDiff == nil {
+		t.Fatalf("promote step's diff: %+v", d)
+	}
+	// Before the promotion: v2 against the v1 prod serves, 32 hours.
+	m := d.Models[0]
+	if m.Model != "events" || m.Candidate != "events@v2" || m.Incumbent != "events@v1" || m.Replaced ||
+		m.CandidateRows != 960 || m.IncumbentRows != 1920 || m.Changed == 0 || fmt.Sprint(m.Grain) != "[ts]" {
+		t.Errorf("events' diff: %+v %+v", m, *m.TableDiff)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,8 +15,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/scenario"
 	"github.com/tidemark/tidemark/warehouse"
+	"github.com/tidemark/tidemark/work/sqlrun"
 )
 
 // demoScenario is the hourly race: a plan is built at 10:00, backfilled,
@@ -30,14 +34,21 @@ models:
     cron: "@hourly"
     start: 2026-11-30T00:00:00Z
     time_column: ts
+    grain: [ts]
     sql: |
       SELECT h.h + to_minutes(CAST(r.range AS BIGINT)) AS ts, CAST(r.range %% 7 AS BIGINT) AS user_id
       FROM range(0, 60) r, range(@start_ts, @end_ts, INTERVAL 1 HOUR) h(h)
+    audits:
+      - number_of_rows: {threshold: 1}
+      - name: full_hours
+        sql: SELECT date_trunc('hour', ts) AS hour, count(*) AS page_views FROM @this_model GROUP BY 1 HAVING count(*) < 60 ORDER BY 1
+        blocking: false
   - name: rollup
     cron: "@daily"
     start: 2026-11-30T00:00:00Z
     depends_on: [events]
     time_column: day
+    grain: [day]
     sql: |
       SELECT date_trunc('day', ts) AS day, count(*) AS views, count(DISTINCT user_id) AS users
       FROM events WHERE ts >= @start_ts AND ts < @end_ts GROUP BY 1
@@ -69,7 +80,7 @@ var demoPolicies = []struct{ name, params, about string }{
 type demoRun struct {
 	promote, after, replay scenario.StepResult
 	// gapHour is prod.events' rows for 10:00-11:00 right after the
-	// promotion step ("" without a warehouse).
+	// promotion step.
 	gapHour string
 }
 
@@ -80,33 +91,24 @@ func newDemoCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out := cmd.OutOrStdout()
-			fmt.Fprintln(out, "tidemark demo: the scheduler race")
-			fmt.Fprintln(out, "A plan rebuilds model `events` (hourly, generated page views: v1 60 rows/hour from 7 users,")
-			fmt.Fprintln(out, "v2 30 rows/hour from 5 users) while the scheduler keeps running v1 in prod; the daily `rollup`")
-			fmt.Fprintln(out, "reads events. The plan is built at 10:00 and backfilled to the frontier it captured; at 11:00")
-			fmt.Fprintln(out, "the scheduler completes 10:00-11:00 for v1; the promotion is evaluated at 11:07. At 12:00 a")
-			fmt.Fprintln(out, "scheduler replica that still read generation 1 (v1 serving) tries to advance prod.")
 			runs := make([]demoRun, len(demoPolicies))
-			noCgo := false
 			for i, p := range demoPolicies {
 				f, err := scenario.Parse("demo", []byte(fmt.Sprintf(demoScenario, p.name, p.params)))
 				if err != nil {
 					return err
 				}
-				var wh *warehouse.Warehouse
-				closeWH := func() {}
-				if !noCgo {
-					wh, closeWH, err = demoWarehouse(cmd.Context())
-					if errors.Is(err, warehouse.ErrNoCgo) {
-						noCgo, closeWH = true, func() {}
-						fmt.Fprintln(out, "(rows are not shown: this build has no cgo, so no embedded DuckDB warehouse)")
-					} else if err != nil {
-						return err
-					}
+				wh, closeWH, err := demoWarehouse(cmd.Context())
+				if errors.Is(err, warehouse.ErrNoCgo) {
+					return errors.New("demo: this build has no cgo, so no DuckDB: the demo's models are SQL, which DuckDB's parser checks and its embedded warehouse computes; build with cgo (CGO_ENABLED=1 and a C compiler)")
+				} else if err != nil {
+					return err
+				}
+				if i == 0 {
+					demoIntro(out)
 				}
 				fmt.Fprintf(out, "\n== policy: %s (%s)\n", p.name, p.about)
-				opts := scenario.Options{Warehouse: wh, OnStep: func(sr scenario.StepResult) {
-					narrate(out, sr)
+				opts := scenario.Options{Warehouse: wh, DiffBeforePromote: true, OnStep: func(sr scenario.StepResult) {
+					narrate(out, sr, i == 0)
 					switch {
 					case sr.Kind == "promote":
 						runs[i].promote = sr
@@ -114,9 +116,6 @@ func newDemoCmd() *cobra.Command {
 						runs[i].after = sr
 					case sr.Kind == "replay":
 						runs[i].replay = sr
-					}
-					if wh == nil {
-						return
 					}
 					switch {
 					case sr.Step == 5:
@@ -140,6 +139,20 @@ func newDemoCmd() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// demoIntro says what the demo plays.
+func demoIntro(out io.Writer) {
+	fmt.Fprintln(out, "tidemark demo: the scheduler race")
+	fmt.Fprintln(out, "A plan rebuilds model `events` (hourly, generated page views: v1 60 rows/hour from 7 users,")
+	fmt.Fprintln(out, "v2 30 rows/hour from 5 users) while the scheduler keeps running v1 in prod; the daily `rollup`")
+	fmt.Fprintln(out, "reads events. The plan is built at 10:00 and backfilled to the frontier it captured; at 11:00")
+	fmt.Fprintln(out, "the scheduler completes 10:00-11:00 for v1; the promotion is evaluated at 11:07. At 12:00 a")
+	fmt.Fprintln(out, "scheduler replica that still read generation 1 (v1 serving) tries to advance prod.")
+	fmt.Fprintln(out, "events declares audits, run on every batch the worker writes: the built-in number_of_rows, which")
+	fmt.Fprintln(out, "both versions pass, and a custom full_hours (an hour has 60 page views), non-blocking: v2 fails it,")
+	fmt.Fprintln(out, "which warns (audit_warning) without deciding anything. events and rollup declare a grain (their")
+	fmt.Fprintln(out, "key: ts, day), so the diff of the plan taken before the promotion shows which keys changed.")
 }
 
 // demoWarehouse opens a DuckDB warehouse in a fresh temporary directory;
@@ -203,11 +216,15 @@ func showVerify(w io.Writer, sr scenario.StepResult) {
 		strings.Join(slices.Sorted(maps.Keys(sr.Verify)), ", "), n)
 }
 
-func narrate(w io.Writer, sr scenario.StepResult) {
+// narrate prints a step for people; full (the first policy's run) adds
+// what is the same under every policy: the audits' failing rows and the
+// whole diff.
+func narrate(w io.Writer, sr scenario.StepResult, full bool) {
 	at := sr.Clock.Format("15:04")
 	switch sr.Kind {
 	case "deploy":
 		fmt.Fprintf(w, "  %s  deploy events v1 and rollup v1 to prod: backfilled to its readiness frontier, %s (%s)\n", at, sr.Outcome, strings.Join(sr.Codes, ", "))
+		narrateAudits(w, sr.Audits, full)
 	case "run_scheduler":
 		fmt.Fprintf(w, "  %s  scheduler ran every hourly tick up to now; the built-in worker completed the work (seq %d)\n", at, sr.Seq)
 		if sr.Fenced > 0 {
@@ -221,10 +238,15 @@ func narrate(w io.Writer, sr scenario.StepResult) {
 		fmt.Fprintf(w, "  %s  plan p1 built: candidate events@v2 (and rollup@v1+p1, reading it), captured the incumbents and their frontier\n", at)
 	case "backfill":
 		fmt.Fprintf(w, "  %s  backfill of p1 done: events@v2 and rollup@v1+p1 cover up to the captured frontier\n", at)
+		narrateAudits(w, sr.Audits, full)
 	case "promote":
+		if sr.Diff != nil {
+			narrateDiff(w, at, *sr.Diff, full)
+		}
 		for _, m := range slices.Sorted(maps.Keys(sr.CatchUp)) {
 			fmt.Fprintf(w, "  %s  catch-up: computed %s for %s (run kind catch_up), then retried the strict check\n", at, strings.Join(sr.CatchUp[m], ", "), m)
 		}
+		narrateAudits(w, sr.Audits, full)
 		fmt.Fprintf(w, "  %s  promote p1: %s [%s] (stream at seq %d, open repair debt: %d)\n", at, strings.ToUpper(sr.Outcome), strings.Join(sr.Codes, ", "), sr.Seq, sr.RepairsOpen)
 		for _, f := range sr.Findings {
 			fmt.Fprintf(w, "         %s: %s\n", f.Code, f.Message)
@@ -241,6 +263,133 @@ func narrate(w io.Writer, sr scenario.StepResult) {
 		}
 		fmt.Fprintf(w, "  %s  replayed the stream and re-evaluated every decision: %d divergence(s)\n", at, n)
 	}
+}
+
+// demoIndent is the indent of the lines under a step's line.
+const demoIndent = "         "
+
+// narrateAudits prints the audit results a step recorded, per snapshot:
+// each audit passed or failed over the step's batches, with its count
+// (number_of_rows: the rows found; the others: the violating rows); with
+// full, each failed audit's first sample row too.
+func narrateAudits(w io.Writer, recs []events.AuditRecorded, full bool) {
+	type result struct {
+		name, sample     string
+		passed, blocking bool
+		count            int64
+	}
+	var snaps []string
+	ranges := map[string]interval.Set{}
+	batches := map[string]int{}
+	results := map[string][]*result{}
+	for _, a := range recs {
+		if _, ok := ranges[a.Snapshot]; !ok {
+			snaps = append(snaps, a.Snapshot)
+		}
+		ranges[a.Snapshot] = ranges[a.Snapshot].AddSet(interval.NewSet(a.Ranges...))
+		var res *result
+		for _, r := range results[a.Snapshot] {
+			if r.name == a.Audit {
+				res = r
+			}
+		}
+		if res == nil {
+			res = &result{name: a.Audit, passed: true, blocking: a.Blocking}
+			results[a.Snapshot] = append(results[a.Snapshot], res)
+		}
+		if res.name == results[a.Snapshot][0].name {
+			batches[a.Snapshot]++
+		}
+		res.count += a.Count
+		if !a.Passed {
+			res.passed = false
+			if res.sample == "" {
+				res.sample = auditSample(a.AuditOutcome)
+			}
+		}
+	}
+	for _, sn := range snaps {
+		var parts []string
+		for _, r := range results[sn] {
+			switch {
+			case r.name == "number_of_rows" && r.passed:
+				parts = append(parts, fmt.Sprintf("%s passed (%s)", r.name, nRows(r.count)))
+			case r.passed:
+				parts = append(parts, r.name+" passed")
+			case r.blocking:
+				parts = append(parts, fmt.Sprintf("%s FAILED (blocking, %s)", r.name, nRows(r.count)))
+			default:
+				parts = append(parts, fmt.Sprintf("%s FAILED (non-blocking: a warning, %s)", r.name, nRows(r.count)))
+			}
+		}
+		n := fmt.Sprintf("%d batches", batches[sn])
+		if batches[sn] == 1 {
+			n = "1 batch"
+		}
+		fmt.Fprintf(w, "%saudits of %s over %s (%s): %s\n", demoIndent, sn, strings.Join(ranges[sn].Strings(), ", "), n, strings.Join(parts, "; "))
+		for _, r := range results[sn] {
+			if full && r.sample != "" {
+				fmt.Fprintf(w, "%s  first failing row of %s: %s\n", demoIndent, r.name, r.sample)
+			}
+		}
+	}
+}
+
+// auditSample is an audit outcome's first sample row, column=value.
+func auditSample(o events.AuditOutcome) string {
+	if len(o.Sample) == 0 {
+		return o.Error
+	}
+	var kv []string
+	for i, v := range o.Sample[0] {
+		c := "?"
+		if i < len(o.Columns) {
+			c = o.Columns[i]
+		}
+		kv = append(kv, c+"="+v)
+	}
+	return strings.Join(kv, " ")
+}
+
+// demoDiffSamples is how many changed rows per model the demo shows.
+const demoDiffSamples = 3
+
+// narrateDiff prints the plan's diff taken before the promotion: with
+// full, as `tidemark diff` prints it (printDiff, fewer samples),
+// otherwise its counts on one line.
+func narrateDiff(w io.Writer, at string, rep sqlrun.DiffReply, full bool) {
+	if !full {
+		var parts []string
+		for _, m := range rep.Models {
+			if d := m.TableDiff; d != nil {
+				parts = append(parts, fmt.Sprintf("%s %s against %d, %d changed", m.Model, nRows(d.CandidateRows), d.IncumbentRows, d.Changed))
+			}
+		}
+		fmt.Fprintf(w, "  %s  diff %s before promoting, as under %s: %s\n", at, rep.Plan, demoPolicies[0].name, strings.Join(parts, "; "))
+		return
+	}
+	fmt.Fprintf(w, "  %s  diff %s before promoting (what `tidemark diff %s` prints):\n", at, rep.Plan, rep.Plan)
+	// The CLI gets the reply as JSON (times as RFC 3339 text): so does this.
+	if b, err := json.Marshal(rep); err == nil {
+		var back sqlrun.DiffReply
+		if json.Unmarshal(b, &back) == nil {
+			rep = back
+		}
+	}
+	for i, m := range rep.Models {
+		if m.TableDiff != nil && len(m.TableDiff.Samples) > demoDiffSamples {
+			d := *m.TableDiff
+			d.Samples = d.Samples[:demoDiffSamples]
+			rep.Models[i].TableDiff = &d
+		}
+	}
+	var b strings.Builder
+	printDiff(&b, rep)
+	for _, line := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n") {
+		fmt.Fprintf(w, "%s%s\n", demoIndent, line)
+	}
+	fmt.Fprintf(w, "%s(v2 keeps the even minutes and numbers users mod 5, not 7: v1's odd minutes are only in the\n", demoIndent)
+	fmt.Fprintf(w, "%s incumbent, and most even minutes changed user_id; rollup's day changed both counts)\n", demoIndent)
 }
 
 // compare prints the three runs as columns.
@@ -265,16 +414,14 @@ func compare(w io.Writer, runs []demoRun) {
 	row("repair debt at 11:07", func(r demoRun) string { return fmt.Sprint(r.promote.RepairsOpen) })
 	row("repair debt at 12:00", func(r demoRun) string { return fmt.Sprint(r.after.RepairsOpen) })
 	row("stale advances fenced", func(r demoRun) string { return fmt.Sprint(r.after.Fenced) })
-	if runs[0].gapHour != "" {
-		row("prod.events 10:00 after promote", func(r demoRun) string { return r.gapHour })
-		row("verify: differing rows", func(r demoRun) string {
-			var n int64
-			for _, d := range r.replay.Verify {
-				n += d.OnlyInView + d.OnlyInRecompute
-			}
-			return fmt.Sprint(n)
-		})
-	}
+	row("prod.events 10:00 after promote", func(r demoRun) string { return r.gapHour })
+	row("verify: differing rows", func(r demoRun) string {
+		var n int64
+		for _, d := range r.replay.Verify {
+			n += d.OnlyInView + d.OnlyInRecompute
+		}
+		return fmt.Sprint(n)
+	})
 	row("replay divergences", func(r demoRun) string {
 		if r.replay.Divergences == nil {
 			return "-"

@@ -20,7 +20,7 @@ func newDiffCmd() *cobra.Command {
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "diff PLAN [--model M]",
-		Short: "Compare a plan's candidates' rows with their incumbents' over the intervals both cover",
+		Short: "Compare a plan's candidates' rows with their incumbents' over the intervals both cover (exit 1 when they differ)",
 		Long: "diff compares, for every candidate of the plan (or one model), its table's rows with the\n" +
 			"rows of the incumbent its environment serves (once the plan is promoted: the incumbent it\n" +
 			"replaced) over the intervals both tables cover now, in the process that owns the warehouse:\n" +
@@ -96,8 +96,8 @@ func printDiff(w io.Writer, rep sqlrun.DiffReply) {
 		if !d.Empty() {
 			state = "DIFFERS"
 		}
-		fmt.Fprintf(w, "  %s: %d rows in the candidate, %d in the incumbent; %d only in the candidate, %d only in the incumbent\n",
-			state, d.CandidateRows, d.IncumbentRows, d.OnlyInCandidate, d.OnlyInIncumbent)
+		fmt.Fprintf(w, "  %s: %s in the candidate, %d in the incumbent; %d only in the candidate, %d only in the incumbent\n",
+			state, nRows(d.CandidateRows), d.IncumbentRows, d.OnlyInCandidate, d.OnlyInIncumbent)
 		if len(d.CandidateOnlyColumns) > 0 {
 			fmt.Fprintf(w, "  columns only in the candidate (not compared): %s\n", strings.Join(d.CandidateOnlyColumns, ", "))
 		}
@@ -119,7 +119,7 @@ func printDiff(w io.Writer, rep sqlrun.DiffReply) {
 				cols = append(cols, fmt.Sprintf("%s %d", c, n))
 			}
 		}
-		fmt.Fprintf(w, "  grain (%s): %d rows changed", strings.Join(d.Grain, ", "), d.Changed)
+		fmt.Fprintf(w, "  grain (%s): %s changed", strings.Join(d.Grain, ", "), nRows(d.Changed))
 		if len(cols) > 0 {
 			fmt.Fprintf(w, "; by column: %s", strings.Join(cols, ", "))
 		}
@@ -155,6 +155,14 @@ func webDiffs(rep sqlrun.DiffReply) []web.PlanDiff {
 		out = append(out, d)
 	}
 	return out
+}
+
+// nRows is "1 row" or "N rows".
+func nRows(n int64) string {
+	if n == 1 {
+		return "1 row"
+	}
+	return fmt.Sprintf("%d rows", n)
 }
 
 // at is vs[i], or nil past its end.

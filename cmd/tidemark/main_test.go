@@ -3,11 +3,14 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/tidemark/tidemark/warehouse"
 )
 
 func runCLI(t *testing.T, args ...string) (string, string, int) {
@@ -124,11 +127,20 @@ func TestScenarioScheduled(t *testing.T) {
 
 func TestDemo(t *testing.T) {
 	out, stderr, code := runCLI(t, "demo")
+	if _, err := warehouse.Open(t.Context(), filepath.Join(t.TempDir(), "w.duckdb"), warehouse.Options{}); errors.Is(err, warehouse.ErrNoCgo) {
+		// Without cgo there is no DuckDB: the demo's SQL models cannot
+		// run, and it says so.
+		if code != 2 || !strings.Contains(stderr, "this build has no cgo, so no DuckDB") || out != "" {
+			t.Fatalf("without cgo: exit %d, stderr %q, out %q", code, stderr, out)
+		}
+		t.Skip("the demo needs cgo (DuckDB)")
+	}
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
+	aw := "audit_warning, "
 	for _, want := range []string{
-		"REJECTED [missing_intervals]", "ACCEPTED [no_gaps, trailing_gap_accepted]", "ACCEPTED [caught_up, no_gaps]",
+		"REJECTED [" + aw + "missing_intervals]", "ACCEPTED [" + aw + "no_gaps, trailing_gap_accepted]", "ACCEPTED [" + aw + "caught_up, no_gaps]",
 		"missing_intervals: events@v2 misses 2026-12-01T10:00:00Z/2026-12-01T11:00:00Z",
 		"catch-up: computed 2026-12-01T10:00:00Z/2026-12-01T11:00:00Z for events",
 		"repair issued with the acceptance: events 2026-12-01T10:00:00Z/2026-12-01T11:00:00Z",
@@ -148,7 +160,7 @@ func TestDemo(t *testing.T) {
 	}
 	for label, want := range map[string][]string{
 		"decision at 11:07":     {"rejected", "accepted", "accepted"},
-		"codes":                 {"missing_intervals", "no_gaps, trailing_gap_accepted", "caught_up, no_gaps"},
+		"codes":                 {aw + "missing_intervals", aw + "no_gaps, trailing_gap_accepted", aw + "caught_up, no_gaps"},
 		"repair debt at 11:07":  {"0", "1", "0"},
 		"repair debt at 12:00":  {"0", "0", "0"},
 		"stale advances fenced": {"0", "1", "1"},
@@ -158,8 +170,52 @@ func TestDemo(t *testing.T) {
 			t.Errorf("side by side %q: got %q, want %q", label, rows[label], want)
 		}
 	}
-	if strings.Contains(out, "rows are not shown: this build has no cgo") {
-		return
+	// Each policy's run shows, before its promotion, the audits of the
+	// candidate's backfill (one non-blocking failure, a warning on the
+	// decision) and the plan's diff: in full under the first policy, its
+	// counts under the others.
+	policies := strings.Split(out, "\n== policy: ")[1:]
+	if len(policies) != 3 {
+		t.Fatalf("%d policy sections, want 3:\n%s", len(policies), out)
+	}
+	v1Audits := "audits of events@v1 over 2026-11-30T00:00:00Z/2026-12-01T06:00:00Z (1 batch): number_of_rows passed (1800 rows); full_hours passed"
+	v2Audits := "audits of events@v2 over 2026-11-30T00:00:00Z/2026-12-01T10:00:00Z (1 batch): number_of_rows passed (1020 rows); full_hours FAILED (non-blocking: a warning, 34 rows)"
+	warning := "audit_warning: model events: events@v2's non-blocking audit full_hours failed on 2026-11-30T00:00:00Z/"
+	for i, sec := range policies {
+		diff := "diff p1 before promoting, as under strict: events 1020 rows against 2040, 884 changed; rollup 1 row against 1, 1 changed"
+		if i == 0 {
+			diff = "diff p1 before promoting (what `tidemark diff p1` prints):\n" +
+				"         plan p1 (env prod)\n" +
+				"         events: events@v2 against events@v1 over 2026-11-30T00:00:00Z/2026-12-01T10:00:00Z\n" +
+				"           DIFFERS: 1020 rows in the candidate, 2040 in the incumbent; 884 only in the candidate, 1904 only in the incumbent\n" +
+				"           grain (ts): 884 rows changed; by column: user_id 884\n" +
+				"             ts=2026-11-30T00:02:00Z: user_id 2 → 1\n"
+		}
+		promote := strings.Index(sec, "  11:07  promote p1: ")
+		last := -1
+		for _, want := range []string{v1Audits, v2Audits, diff, warning} {
+			at := strings.Index(sec, want)
+			if at < 0 {
+				t.Errorf("policy %d: output lacks %q:\n%s", i, want, sec)
+				continue
+			}
+			if at < last || (want != warning && at > promote) {
+				t.Errorf("policy %d: %q out of order (at %d, promote at %d):\n%s", i, want, at, promote, sec)
+			}
+			last = at
+		}
+	}
+	for _, want := range []string{
+		"first failing row of full_hours: hour=2026-11-30T00:00:00Z page_views=30",
+		"rollup: rollup@v1+p1 against rollup@v1 over 2026-11-30T00:00:00Z/2026-12-01T00:00:00Z",
+		"grain (day): 1 row changed; by column: views 1, users 1",
+		"day=2026-11-30T00:00:00Z: views 1440 → 720; users 7 → 5",
+		// catch-up: the hour it computes is audited too, before the decision.
+		"audits of events@v2 over 2026-12-01T10:00:00Z/2026-12-01T11:00:00Z (1 batch): number_of_rows passed (30 rows); full_hours FAILED (non-blocking: a warning, 1 row)\n  11:07  promote p1: ACCEPTED",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks %q", want)
+		}
 	}
 	// Real rows from prod's views: v1 before, the trailing gap's missing
 	// hour, v2 after catch-up; and every verify equal.

@@ -23,7 +23,7 @@ func newRestateCmd() *cobra.Command {
 	var wait time.Duration
 	cmd := &cobra.Command{
 		Use:   "restate --env ENV --model MODEL --range START/END...",
-		Short: "Recompute ranges of a model and every overlapping interval of its downstream models (each in its own unit), in dependency order, as restate work",
+		Short: "Recompute ranges of a model, then the overlapping intervals of every model downstream of it",
 		Long: `Restate ranges of a model in an environment: its incumbent's ranges
 (widened to whole intervals of its unit) and every interval of its
 transitively downstream models that overlaps them are invalidated and

@@ -16,7 +16,7 @@ func newRollbackCmd() *cobra.Command {
 	var to uint64
 	cmd := &cobra.Command{
 		Use:   "rollback --env ENV [--to GENERATION]",
-		Short: "Put an environment's previous incumbents back, in one view swap (exit 1 when refused)",
+		Short: "Put an environment's previous incumbents back in one view swap, recomputing nothing (exit 1 when refused)",
 		Long: `Put an environment's previous incumbents back: those of the generation
 before the current one, or, with --to, those it had at that generation.
 One decision (an EnvironmentRolledBack event, re-evaluated by replay like a
