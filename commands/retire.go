@@ -45,6 +45,8 @@ const (
 	// DefaultRetain is the retention of a retire_tables that names none,
 	// and serve's default --retain: 7 days, SQLMesh's default.
 	DefaultRetain = 7 * 24 * time.Hour
+	// MaxRetain is the longest retention retire_tables accepts: 100 years.
+	MaxRetain = 100 * 365 * 24 * time.Hour
 )
 
 // Grace is GraceMS as a duration.
@@ -87,7 +89,7 @@ func (c *RetireTables) Validate() error {
 	if c.RetainMS != 0 && c.RetainMS < MinRetireGrace.Milliseconds() {
 		return Errorf(CodeInvalid, "retain_ms", "retain_ms %d: at least %d (%s), or omitted for the default %s", c.RetainMS, MinRetireGrace.Milliseconds(), MinRetireGrace, DefaultRetain)
 	}
-	if c.RetainMS > (100 * 365 * 24 * time.Hour).Milliseconds() {
+	if c.RetainMS > MaxRetain.Milliseconds() {
 		return Errorf(CodeInvalid, "retain_ms", "retain_ms %d: at most 100 years", c.RetainMS)
 	}
 	return nil

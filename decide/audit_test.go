@@ -331,3 +331,36 @@ func TestAuditFailedAfterCatchUp(t *testing.T) {
 		t.Fatalf("finding %+v", f)
 	}
 }
+
+// replay --verify compares an audit finding's own keys, audit and count,
+// not only its message: a log whose finding says another count (or
+// audit) than the rule gives diverges, whatever its message says.
+func TestAuditReplayComparesFindingKeys(t *testing.T) {
+	for _, doctor := range []func(*events.Finding){
+		func(f *events.Finding) { f.Count = 4 },
+		func(f *events.Finding) { f.Audit = "rows" },
+	} {
+		w := audits(t)
+		w.audited("events@v2", h(10), []events.AuditOutcome{failed("ids", 3), passed("rows")}, hrs(0, 10))
+		w.decided("p1", h(10))
+		recs := w.records()
+		doctored := false
+		for i := range recs {
+			pd, ok := recs[i].Event.Payload.(events.PromotionDecided)
+			if !ok {
+				continue
+			}
+			pd.Findings = slices.Clone(pd.Findings)
+			for j := range pd.Findings {
+				if pd.Findings[j].Code == "audit_failed" {
+					doctor(&pd.Findings[j])
+					doctored = true
+				}
+			}
+			recs[i].Event.Payload = pd
+		}
+		if divs := replay.Verify(recs); !doctored || len(divs) == 0 || divs[0].Field != "findings" {
+			t.Fatalf("doctored %v; divergences %v", doctored, divs)
+		}
+	}
+}

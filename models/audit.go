@@ -128,9 +128,9 @@ func checkAudit(field string, a Audit) *FieldError {
 			if a.Min == "" && a.Max == "" {
 				return named(field+".min", "accepted_range needs min or max (or both)")
 			}
-			for k, v := range map[string]string{"min": a.Min, "max": a.Max} {
-				if err := checkLiteral(v); err != nil {
-					return named(field+"."+k, "%v", err)
+			for _, b := range [...]struct{ key, v string }{{"min", a.Min}, {"max", a.Max}} {
+				if err := checkLiteral(b.v); err != nil {
+					return named(field+"."+b.key, "%v", err)
 				}
 			}
 		}

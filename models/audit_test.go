@@ -109,3 +109,18 @@ func TestFingerprintAudits(t *testing.T) {
 		seen[fp] = name
 	}
 }
+
+// TestValidateAuditRangeBoundsOrder: an accepted_range whose min and max
+// are both refused names min, every time (the bounds are checked in
+// order, not in a map's random order).
+func TestValidateAuditRangeBoundsOrder(t *testing.T) {
+	bad := strings.Repeat("x", MaxAuditLiteral+1)
+	d := Definition{Model: "events", Cron: "@hourly", Start: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC),
+		Audits: []Audit{{Name: "r", Kind: AuditAcceptedRange, Column: "amount", Min: bad, Max: bad}}}
+	for i := range 64 {
+		var fe *FieldError
+		if err := d.Validate(); !errors.As(err, &fe) || fe.Field != "audits[0].min" {
+			t.Fatalf("try %d: got %v, want audits[0].min", i, err)
+		}
+	}
+}

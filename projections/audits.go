@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"math"
 	"sort"
 
 	"github.com/tidemark/tidemark/events"
@@ -128,8 +129,8 @@ func (s *State) FailedAudits(snapshot string, window interval.Set) []AuditFailur
 				continue
 			}
 			in = in.AddSet(part)
-			f.Count += g.Count
-			f.Error = g.Error // segments are in stream order: the latest wins
+			f.Count = min(f.Count, math.MaxInt64-g.Count) + g.Count // saturating: workers report counts
+			f.Error = g.Error                                       // segments are in stream order: the latest wins
 		}
 		if in.Empty() {
 			continue

@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"math"
 	"testing"
 
 	"github.com/tidemark/tidemark/events"
@@ -55,5 +56,20 @@ func TestAuditFold(t *testing.T) {
 	}
 	if a := f.st.Audits["events@v2"]["rows"]; a.LastPassed || a.Error != "timed out" {
 		t.Fatalf("an error is a failed result: %+v", a)
+	}
+}
+
+// TestFailedAuditsCountSaturates: the count a finding reports sums the
+// failing batches' counts, which workers report (each at most
+// MaxInt64): the sum saturates, it never wraps to a negative count.
+func TestFailedAuditsCountSaturates(t *testing.T) {
+	f := &folder{t: t, st: New(), ids: events.NewIDSource()}
+	for h := range 3 {
+		f.apply(hr(20), events.AuditRecorded{Snapshot: "events@v2", Table: "events@v2", Ranges: []interval.Range{interval.R(hr(h), hr(h+1))}, Blocking: true,
+			AuditOutcome: events.AuditOutcome{Audit: "ids", Count: math.MaxInt64}})
+	}
+	got := f.st.FailedAudits("events@v2", interval.NewSet(interval.R(hr(0), hr(3))))
+	if len(got) != 1 || got[0].Count != math.MaxInt64 {
+		t.Fatalf("got %+v, want one failure counting MaxInt64", got)
 	}
 }

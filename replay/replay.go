@@ -267,7 +267,7 @@ func restateWork(ws []events.RestateWork) []string {
 func findings(fs []events.Finding) []string {
 	out := make([]string, len(fs))
 	for i, f := range fs {
-		out[i] = fmt.Sprintf("%s|%s|%s|%s|%s|%d|%s", f.Code, f.Model, f.Snapshot, f.Related, interval.Set(f.Ranges).String(), f.Advances, f.Message)
+		out[i] = fmt.Sprintf("%s|%s|%s|%s|%s|%d|%s|%d|%s", f.Code, f.Model, f.Snapshot, f.Related, interval.Set(f.Ranges).String(), f.Advances, f.Audit, f.Count, f.Message)
 	}
 	return out
 }

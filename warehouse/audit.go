@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -102,9 +103,63 @@ type AuditResult struct {
 // what there is to report of them. A ctx that ended fails every audit
 // left: the caller should check ctx before reporting the results.
 func (w *Warehouse) Audit(ctx context.Context, m Model, audits []Audit, start, end time.Time) []AuditResult {
+	audits = w.tableCase(ctx, m, audits)
 	out := make([]AuditResult, len(audits))
 	for i, a := range audits {
 		out[i] = w.audit(ctx, m, a, start.UTC(), end.UTC())
+	}
+	return out
+}
+
+// tableCase names the columns of built-in audits as m's table does: a
+// column the model's SQL names unquoted in mixed case (userId) is
+// userid in a Postgres table (it folds unquoted names), while sqlcheck,
+// on DuckDB, checked the audit against the name as written. A name
+// with an upper-case letter and no exact match takes the table's one
+// column equal to it but for case. Names in lower case (the common case)
+// cost no lookup; when the columns cannot be listed, the audits are
+// left as they are (and fail saying why).
+func (w *Warehouse) tableCase(ctx context.Context, m Model, audits []Audit) []Audit {
+	mixed := func(c string) bool { return c != strings.ToLower(c) }
+	need := false
+	for _, a := range audits {
+		need = need || mixed(a.Column) || slices.ContainsFunc(a.Columns, mixed)
+	}
+	if !need {
+		return audits
+	}
+	cols, err := w.tableColumns(ctx, m.Table)
+	if err != nil {
+		return audits
+	}
+	name := func(c string) string {
+		if !mixed(c) || slices.Contains(cols, c) {
+			return c
+		}
+		found := ""
+		for _, t := range cols {
+			if strings.EqualFold(t, c) {
+				if found != "" {
+					return c // ambiguous: as written
+				}
+				found = t
+			}
+		}
+		if found == "" {
+			return c
+		}
+		return found
+	}
+	out := slices.Clone(audits)
+	for i := range out {
+		out[i].Column = name(out[i].Column)
+		if len(out[i].Columns) > 0 {
+			cs := make([]string, len(out[i].Columns))
+			for j, c := range out[i].Columns {
+				cs[j] = name(c)
+			}
+			out[i].Columns = cs
+		}
 	}
 	return out
 }

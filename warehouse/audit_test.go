@@ -189,3 +189,25 @@ func TestAuditSandboxed(t *testing.T) {
 		})
 	})
 }
+
+// A column the model's SQL names unquoted in mixed case (userId) is
+// audited by that name on both engines: Postgres folds it to lower case
+// in the table (sqlcheck, on DuckDB, checked it as written), and the
+// audit finds it there.
+func TestAuditMixedCaseColumns(t *testing.T) {
+	eachBackend(t, func(t *testing.T, w *Warehouse) {
+		m := Model{Name: "views", Table: "views__mc", TimeColumn: "hour",
+			SQL: `SELECT CAST(date_trunc('hour', ts) AS TIMESTAMP) AS hour, user_id AS userId,
+				CASE WHEN user_id = 3 THEN NULL ELSE 'paid' END AS Status
+				FROM raw.page_views WHERE ts >= @start_ts AND ts < @end_ts`}
+		write(t, w, m, Range{day(0), day(1)})
+		runAuditCases(t, w, m, Range{day(0), day(1)}, []auditCase{
+			{"not_null", Audit{Kind: AuditNotNull, Columns: []string{"hour", "userId"}}, true, 0, ""},
+			{"not_null finds the NULL statuses", Audit{Name: "status_set", Kind: AuditNotNull, Columns: []string{"Status"}}, false, 16, ""},
+			{"unique_values", Audit{Kind: AuditUniqueValues, Columns: []string{"userId"}}, false, 193, ""},
+			{"accepted_values", Audit{Kind: AuditAcceptedValues, Column: "Status", IsIn: []string{"paid"}}, true, 0, ""},
+			{"accepted_range", Audit{Kind: AuditAcceptedRange, Column: "userId", Min: "0", Max: "12"}, true, 0, ""},
+			{"no such column", Audit{Name: "typo", Kind: AuditNotNull, Columns: []string{"userID2"}}, false, 0, "userID2"},
+		})
+	})
+}

@@ -155,7 +155,15 @@ func (w *Warehouse) diffTables(ctx context.Context, cand, inc DiffSide, ranges [
 			return d, fmt.Errorf("column %q has a name the diff gives its own columns (%s): it cannot be compared", c, strings.Join(diffNames, ", "))
 		}
 	}
-	for _, g := range grain {
+	grain = slices.Clone(grain)
+	for i, g := range grain {
+		// A column the SQL named unquoted in mixed case (userId) is
+		// userid in a Postgres table (it folds unquoted names): the one
+		// column equal to it but for case.
+		if j := slices.IndexFunc(d.Columns, func(c string) bool { return strings.EqualFold(c, g) }); j >= 0 && !slices.Contains(d.Columns, g) &&
+			!slices.ContainsFunc(d.Columns[j+1:], func(c string) bool { return strings.EqualFold(c, g) }) {
+			grain[i], g = d.Columns[j], d.Columns[j]
+		}
 		if !slices.Contains(d.Columns, g) {
 			d.Note = fmt.Sprintf("grain column %q is not a column of both tables: changed rows are not matched", g)
 			grain = nil

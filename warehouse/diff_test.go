@@ -108,3 +108,22 @@ func TestDiffTables(t *testing.T) {
 		}
 	})
 }
+
+// A grain column the model's SQL names unquoted in mixed case (userId)
+// matches rows on both engines: Postgres folds it to lower case in the
+// tables, and the diff finds it there.
+func TestDiffMixedCaseGrain(t *testing.T) {
+	eachBackend(t, func(t *testing.T, w *Warehouse) {
+		diffTable(t, w, "cand_mc", ", userId BIGINT", "(1, "+hourTS(0)+", 'a', 1)", "(2, "+hourTS(0)+", 'b', 5)")
+		diffTable(t, w, "inc_mc", ", userId BIGINT", "(1, "+hourTS(0)+", 'a', 1)", "(2, "+hourTS(0)+", 'b', 6)")
+		mustExec(t, w, "UPDATE tidemark.cand_mc SET userId = id")
+		mustExec(t, w, "UPDATE tidemark.inc_mc SET userId = id")
+		d, err := w.DiffTables(t.Context(), DiffSide{"cand_mc", "ts"}, DiffSide{"inc_mc", "ts"}, []Range{{day0, day0.Add(time.Hour)}}, []string{"userId"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Note != "" || len(d.Grain) != 1 || d.Changed != 1 || d.ChangedColumns["n"] != 1 {
+			t.Fatalf("grain %v, note %q, changed %d %v", d.Grain, d.Note, d.Changed, d.ChangedColumns)
+		}
+	})
+}

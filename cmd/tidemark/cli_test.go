@@ -67,6 +67,7 @@ func TestExitCodes(t *testing.T) {
 		{"missing arg", []string{"promote"}, exitUsage, "accepts 1 arg"},
 		{"janitor grace too short", []string{"serve", "--data-dir", "never-created", "--janitor-grace", "10m"}, exitUsage, "--janitor-grace 10m0s: at least 1h0m0s"},
 		{"retention too short", []string{"serve", "--data-dir", "never-created", "--retain", "10m"}, exitUsage, "--retain 10m0s: at least 1h0m0s"},
+		{"retention too long", []string{"serve", "--data-dir", "never-created", "--retain", "900000h"}, exitUsage, "--retain 900000h0m0s: at most 100 years"},
 		{"rollback without env", []string{"rollback"}, exitUsage, `required flag(s) "env" not set`},
 		{"rollback unreachable", []string{"rollback", "--env", "prod", "--nats-url", closed}, exitUnreachable, "cannot reach"},
 		{"status unreachable", []string{"status", "--nats-url", closed}, exitUnreachable, "cannot reach the tidemark server at " + closed},

@@ -59,6 +59,9 @@ func newExplainCmd() *cobra.Command {
 				if v.Incumbent != "" {
 					fmt.Fprintf(out, "    %s covers %s\n", v.Incumbent, dash(strings.Join(v.IncumbentCoverage, ", ")))
 				}
+				for _, a := range v.FailedAudits {
+					fmt.Fprintf(out, "    failed audit: %s\n", a)
+				}
 			}
 			if len(x.Divergences) == 0 {
 				fmt.Fprintln(out, "re-evaluated today: the same decision")

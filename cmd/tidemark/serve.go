@@ -111,6 +111,10 @@ func newServeCmd() *cobra.Command {
 			if retain < commands.MinRetireGrace {
 				janitorErr = errors.Join(janitorErr, fmt.Errorf("--retain %s: at least %s", retain, commands.MinRetireGrace))
 			}
+			if retain > commands.MaxRetain {
+				// retire_tables refuses it: the janitor would never retire.
+				janitorErr = errors.Join(janitorErr, fmt.Errorf("--retain %s: at most 100 years", retain))
+			}
 			var workErr error
 			if workConcurrency < 1 || workMaxAttempts < 1 || whOpts.ModelTimeout <= 0 {
 				workErr = fmt.Errorf("--work-concurrency %d, --work-max-attempts %d, --model-timeout %s: each at least 1", workConcurrency, workMaxAttempts, whOpts.ModelTimeout)
