@@ -55,6 +55,7 @@ func ParseAudit(file string, src []byte) ([]*AuditDef, error) {
 			return nil, err
 		}
 		// Past the ')' and an optional ';', the query runs to the next block.
+		closeLine := p.tok.line
 		save := *lx
 		if t, err := lx.next(); err != nil || t.kind != tSemi {
 			*lx = save
@@ -66,7 +67,7 @@ func ParseAudit(file string, src []byte) ([]*AuditDef, error) {
 		end := nextAudit(src, lx.off)
 		a.Query = strings.TrimRight(string(src[lx.off:end]), " \t\r\n\f\v")
 		if strings.TrimSpace(a.Query) == "" {
-			return nil, &Error{File: file, Line: a.QueryLine, Property: "query", Msg: "missing: a query must follow the AUDIT block"}
+			return nil, &Error{File: file, Line: closeLine, Property: "query", Msg: "missing: a query must follow the AUDIT block"}
 		}
 		for lx.off < end {
 			lx.advance()
@@ -96,7 +97,7 @@ func ParseAudit(file string, src []byte) ([]*AuditDef, error) {
 // AUDIT (any case) followed by optional blanks and '('; len(src) if none.
 func nextAudit(src []byte, off int) int {
 	for i := off; i < len(src); i++ {
-		if i > off && src[i-1] != '\n' {
+		if i > off && src[i-1] != '\n' { // the query's start counts as a line start
 			continue
 		}
 		j := i
@@ -110,7 +111,7 @@ func nextAudit(src []byte, off int) int {
 		for j < len(src) && (src[j] == ' ' || src[j] == '\t' || src[j] == '\r' || src[j] == '\n') {
 			j++
 		}
-		if j < len(src) && src[j] == '(' && i > off {
+		if j < len(src) && src[j] == '(' {
 			return i
 		}
 	}

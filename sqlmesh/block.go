@@ -125,6 +125,7 @@ func (p *parser) block(keyword string) ([]property, error) {
 		props = append(props, pr)
 		switch p.tok.kind {
 		case tComma:
+			p.prop = "" // what follows the comma is no longer this property's
 			if err := p.advance(); err != nil {
 				return nil, err
 			}
@@ -215,6 +216,9 @@ func (p *parser) term() (term, error) {
 					return t, err
 				}
 				continue
+			}
+			if p.tok.kind == tEOF {
+				continue // reported as never closed
 			}
 			if p.tok.kind != closeKind {
 				return t, p.errTok("expected ',' or '%s', got %s", closeText, p.tok.describe(p.lx.src))

@@ -44,6 +44,9 @@ func (t token) describe(src []byte) string {
 	if len(s) > 40 {
 		s = s[:40] + "…"
 	}
+	if t.kind == tString {
+		return s // already in quotes
+	}
 	return "'" + s + "'"
 }
 

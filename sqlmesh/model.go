@@ -135,7 +135,7 @@ func query(p *parser, keyword string) (string, int, error) {
 	}
 	rest := strings.TrimRight(string(lx.src[lx.off:]), " \t\r\n\f\v")
 	if strings.TrimSpace(rest) == "" {
-		return "", 0, &Error{File: lx.file, Line: lx.line, Property: "query",
+		return "", 0, &Error{File: lx.file, Line: p.tok.line, Property: "query",
 			Msg: fmt.Sprintf("missing: a query must follow the %s block", keyword)}
 	}
 	return rest, lx.line, nil
@@ -161,7 +161,7 @@ func (m *Model) set(file string, src []byte, pr property) error {
 	}
 	one := func() (term, error) {
 		if len(pr.terms) != 1 {
-			return term{}, fail(pr.terms[1].line, "expected one value, got %s after it", describeTerm(src, pr.terms[1]))
+			return term{}, fail(pr.terms[1].line, "expected one value, got %s after it (a missing comma?)", describeTerm(src, pr.terms[1]))
 		}
 		return pr.terms[0], nil
 	}
@@ -239,7 +239,13 @@ type failFunc func(line int, format string, args ...any) error
 
 // describeTerm is how an error shows a term.
 func describeTerm(src []byte, t term) string {
+	if t.kind == termParen || t.kind == termBrack {
+		return "'" + string(src[t.off]) + "'"
+	}
 	s := string(src[t.off:t.end])
+	if t.kind == termString {
+		return s // already in quotes
+	}
 	if len(s) > 40 {
 		s = s[:40] + "…"
 	}
@@ -249,7 +255,7 @@ func describeTerm(src []byte, t term) string {
 // nameOrString reads a value written as a bare name or a string.
 func nameOrString(src []byte, pr property, fail failFunc) (string, error) {
 	if len(pr.terms) != 1 {
-		return "", fail(pr.terms[1].line, "expected one value, got %s after it", describeTerm(src, pr.terms[1]))
+		return "", fail(pr.terms[1].line, "expected one value, got %s after it (a missing comma?)", describeTerm(src, pr.terms[1]))
 	}
 	t := pr.terms[0]
 	if t.kind != termName && t.kind != termString {

@@ -1,0 +1,5 @@
+MODEL (
+  name a.b,
+  audits (x(a b := 1))
+);
+SELECT 1

@@ -1,0 +1,5 @@
+AUDIT (
+  name a,
+  blocking maybe
+);
+SELECT 1

@@ -1,0 +1,5 @@
+AUDIT (
+  name a,
+  defaults (threshold 1)
+);
+SELECT 1

@@ -1,0 +1,4 @@
+AUDIT (
+  blocking false
+);
+SELECT 1

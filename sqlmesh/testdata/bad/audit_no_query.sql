@@ -1,0 +1,3 @@
+AUDIT (name a);
+AUDIT (name b);
+SELECT 1

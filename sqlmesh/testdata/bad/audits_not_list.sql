@@ -1,0 +1,5 @@
+MODEL (
+  name a.b,
+  audits not_null
+);
+SELECT 1

@@ -1,0 +1,5 @@
+MODEL (
+  name a.b,
+  start 'yesterday'
+);
+SELECT 1

@@ -1,0 +1,8 @@
+MODEL (
+  name a.b,
+  columns (
+    id INT,
+    amount
+  )
+);
+SELECT 1

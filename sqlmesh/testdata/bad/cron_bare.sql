@@ -1,0 +1,5 @@
+MODEL (
+  name a.b,
+  cron daily
+);
+SELECT 1

@@ -1,0 +1,5 @@
+MODEL (
+  name a.b,
+  grain [a,, b]
+);
+SELECT 1

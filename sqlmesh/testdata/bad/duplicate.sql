@@ -1,0 +1,6 @@
+MODEL (
+  name a.b,
+  cron '@daily',
+  CRON '@hourly'
+);
+SELECT 1

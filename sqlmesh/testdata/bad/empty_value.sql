@@ -1,0 +1,5 @@
+MODEL (
+  name a.b,
+  owner ,
+);
+SELECT 1

@@ -1,0 +1,5 @@
+MODEL (
+  name a.b,
+  kind FULL FULL
+);
+SELECT 1

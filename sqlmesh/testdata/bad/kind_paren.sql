@@ -1,0 +1,6 @@
+MODEL (
+  name a.b,
+  -- kind next
+  kind (FULL)
+);
+SELECT 1

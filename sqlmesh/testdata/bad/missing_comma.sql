@@ -1,0 +1,5 @@
+MODEL (
+  name a.b
+  kind FULL
+);
+SELECT 1

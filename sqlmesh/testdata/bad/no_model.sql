@@ -1,0 +1,2 @@
+-- just a query
+SELECT 1

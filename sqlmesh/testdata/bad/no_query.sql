@@ -1,0 +1,4 @@
+MODEL (
+  name a.b
+);
+

@@ -1,0 +1,4 @@
+MODEL (
+  'name' a.b
+);
+SELECT 1

@@ -1,0 +1,5 @@
+MODEL (
+  name a.b,
+  kind SEED (path countries)
+);
+SELECT 1

@@ -1,0 +1,3 @@
+MODEL (
+  name a.b,
+  grain [a, b

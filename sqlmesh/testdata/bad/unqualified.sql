@@ -1,0 +1,4 @@
+MODEL (
+  name orders
+);
+SELECT 1

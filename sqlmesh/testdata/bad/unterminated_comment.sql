@@ -1,0 +1,5 @@
+MODEL (
+  name a.b, /* never
+  closed
+);
+SELECT 1

@@ -1,0 +1,5 @@
+MODEL (
+  name a.b,
+  description 'it''s open
+);
+SELECT 1
