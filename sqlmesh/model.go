@@ -40,7 +40,7 @@ type Model struct {
 // Kind is a model's kind: a name and its settings.
 type Kind struct {
 	Name string // upper-cased: INCREMENTAL_BY_TIME_RANGE, FULL, VIEW, SEED, …
-	Line int
+	Line int    // of the kind's name; without a kind (VIEW, SQLMesh's default), of the block's ')'
 
 	// INCREMENTAL_BY_TIME_RANGE
 	TimeColumn       string
