@@ -120,9 +120,7 @@ func nextAudit(src []byte, off int) int {
 
 // set reads one property into a.
 func (a *AuditDef) set(file string, src []byte, pr property) error {
-	fail := func(line int, format string, args ...any) error {
-		return &Error{File: file, Line: line, Property: pr.name, Msg: fmt.Sprintf(format, args...)}
-	}
+	fail := failAt(file, pr.name)
 	var err error
 	switch pr.name {
 	case "name":

@@ -156,9 +156,7 @@ func skipBlank(lx *lexer) error {
 
 // set reads one property into m.
 func (m *Model) set(file string, src []byte, pr property) error {
-	fail := func(line int, format string, args ...any) error {
-		return &Error{File: file, Line: line, Property: pr.name, Msg: fmt.Sprintf(format, args...)}
-	}
+	fail := failAt(file, pr.name)
 	one := func() (term, error) {
 		if len(pr.terms) != 1 {
 			return term{}, fail(pr.terms[1].line, "expected one value, got %s after it (a missing comma?)", describeTerm(src, pr.terms[1]))
@@ -236,6 +234,13 @@ func (m *Model) set(file string, src []byte, pr property) error {
 }
 
 type failFunc func(line int, format string, args ...any) error
+
+// failAt is the failFunc of property in file: an *Error naming both.
+func failAt(file, property string) failFunc {
+	return func(line int, format string, args ...any) error {
+		return &Error{File: file, Line: line, Property: property, Msg: fmt.Sprintf(format, args...)}
+	}
+}
 
 // describeTerm is how an error shows a term.
 func describeTerm(src []byte, t term) string {
@@ -341,9 +346,7 @@ func parseColumns(src []byte, pr property, fail failFunc) ([]Column, error) {
 
 // parseKind reads a kind: a name, or a name and its (settings).
 func parseKind(file string, src []byte, pr property) (Kind, error) {
-	fail := func(line int, format string, args ...any) error {
-		return &Error{File: file, Line: line, Property: "kind", Msg: fmt.Sprintf(format, args...)}
-	}
+	fail := failAt(file, "kind")
 	t := pr.terms[0]
 	if t.kind != termName || len(t.parts) != 1 {
 		return Kind{}, fail(t.line, "expected a kind name, got %s", describeTerm(src, t))
