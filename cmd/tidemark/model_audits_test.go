@@ -45,17 +45,14 @@ func auditedModelsSQL(start time.Time, sql string) string {
 `
 }
 
-// TestModelAuditsForReal: serve with the built-in worker computes a model
-// whose audits a model file declares: every batch's completion records
-// the audits' results (AuditRecorded, with the failing rows' count and
-// sample), and the promotion is rejected audit_failed, warning
-// audit_warning; serve's register check refuses a custom audit reading a
-// column the model lacks, naming the audit's field.
-func TestModelAuditsForReal(t *testing.T) {
-	s := startServe(t, "--builtin-worker")
-	start := time.Now().UTC().Truncate(24 * time.Hour).Add(-48 * time.Hour)
+// planAudited applies the model file body (one model starting at start)
+// to s and builds plan a1 setting it; it returns the model's snapshot
+// and how many batches the plan's backfill has: two whole days and
+// today's hours (2 at midnight, when no hour of today has ended).
+func planAudited(t *testing.T, s *server, start time.Time, body string) (snapshot string, batches int) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "models.yaml")
-	if err := os.WriteFile(path, []byte(auditedModels(start)), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out, stderr, code := runCLI(t, "apply", "-f", path, "--nats-url", s.nats, "-o", "json")
@@ -68,11 +65,22 @@ func TestModelAuditsForReal(t *testing.T) {
 	if out, stderr, code := runCLI(t, "plan", "--env", "prod", "--id", "a1", "--nats-url", s.nats, "--set", strings.Replace(applied[0].Snapshot, "@", "=", 1)); code != 0 {
 		t.Fatalf("plan: exit %d %s %s", code, out, stderr)
 	}
-	// The backfill's batches: two whole days and today's hours.
-	batches := 3
 	if time.Now().UTC().Truncate(time.Hour).Equal(start.Add(48 * time.Hour)) {
-		batches = 2 // midnight: no hour of today has ended
+		return applied[0].Snapshot, 2
 	}
+	return applied[0].Snapshot, 3
+}
+
+// TestModelAuditsForReal: serve with the built-in worker computes a model
+// whose audits a model file declares: every batch's completion records
+// the audits' results (AuditRecorded, with the failing rows' count and
+// sample), and the promotion is rejected audit_failed, warning
+// audit_warning; serve's register check refuses a custom audit reading a
+// column the model lacks, naming the audit's field.
+func TestModelAuditsForReal(t *testing.T) {
+	s := startServe(t, "--builtin-worker")
+	start := time.Now().UTC().Truncate(24 * time.Hour).Add(-48 * time.Hour)
+	snapshot, batches := planAudited(t, s, start, auditedModels(start))
 	var recorded []events.AuditRecorded
 	eventually(t, "every batch's audits are recorded", time.Minute, func() bool {
 		recorded = recorded[:0]
@@ -86,14 +94,14 @@ func TestModelAuditsForReal(t *testing.T) {
 	for _, a := range recorded {
 		hours := a.Ranges[0].End.Sub(a.Ranges[0].Start).Hours()
 		failing := a.Audit == "no_user_4" || a.Audit == "accepted_values"
-		if a.Snapshot != applied[0].Snapshot || a.Passed == failing || a.Blocking == (a.Audit == "accepted_values") {
+		if a.Snapshot != snapshot || a.Passed == failing || a.Blocking == (a.Audit == "accepted_values") {
 			t.Errorf("AuditRecorded %+v", a)
 		}
 		if a.Audit == "no_user_4" && (a.Count != int64(12*hours) || len(a.Sample) != 5 || a.Sample[0][1] != "4") {
 			t.Errorf("no_user_4 over %v: count %d, sample %q", a.Ranges, a.Count, a.Sample)
 		}
 	}
-	out, _, code = runCLI(t, "promote", "a1", "--nats-url", s.nats)
+	out, _, code := runCLI(t, "promote", "a1", "--nats-url", s.nats)
 	if code != 1 || !strings.Contains(out, "audit_failed") || !strings.Contains(out, "audit_warning") || !strings.Contains(out, "no_user_4") {
 		t.Fatalf("promote: exit %d\n%s\nwant rejected audit_failed (no_user_4) with audit_warning", code, out)
 	}
@@ -146,26 +154,8 @@ func TestSQLWorkerReportsAudits(t *testing.T) {
 	s := startServe(t, "--warehouse", dsn)
 	startSQLWorker(t, s.nats, dsn, "w1")
 	start := time.Now().UTC().Truncate(24 * time.Hour).Add(-48 * time.Hour)
-	path := filepath.Join(t.TempDir(), "models.yaml")
-	body := auditedModelsSQL(start, `SELECT h.h + CAST(g.i AS INTEGER) * INTERVAL '1 minute' AS ts, CAST(g.i % 5 AS BIGINT) AS user_id
-      FROM generate_series(0, 59) AS g(i), generate_series(@start_ts, @end_ts - INTERVAL '1 hour', INTERVAL '1 hour') AS h(h)`)
-	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, stderr, code := runCLI(t, "apply", "-f", path, "--nats-url", s.nats, "-o", "json")
-	var applied []struct {
-		Snapshot string `json:"snapshot"`
-	}
-	if err := json.Unmarshal([]byte(out), &applied); code != 0 || err != nil || len(applied) != 1 {
-		t.Fatalf("apply: exit %d %v %s %s", code, err, out, stderr)
-	}
-	if out, stderr, code := runCLI(t, "plan", "--env", "prod", "--id", "a1", "--nats-url", s.nats, "--set", strings.Replace(applied[0].Snapshot, "@", "=", 1)); code != 0 {
-		t.Fatalf("plan: exit %d %s %s", code, out, stderr)
-	}
-	batches := 3
-	if time.Now().UTC().Truncate(time.Hour).Equal(start.Add(48 * time.Hour)) {
-		batches = 2
-	}
+	_, batches := planAudited(t, s, start, auditedModelsSQL(start, `SELECT h.h + CAST(g.i AS INTEGER) * INTERVAL '1 minute' AS ts, CAST(g.i % 5 AS BIGINT) AS user_id
+      FROM generate_series(0, 59) AS g(i), generate_series(@start_ts, @end_ts - INTERVAL '1 hour', INTERVAL '1 hour') AS h(h)`))
 	var failed int
 	eventually(t, "every batch's audits are recorded from the worker's reports", time.Minute, func() bool {
 		failed = 0
@@ -183,7 +173,7 @@ func TestSQLWorkerReportsAudits(t *testing.T) {
 	if failed != batches {
 		t.Fatalf("%d failed no_user_4 results, want %d", failed, batches)
 	}
-	out, _, code = runCLI(t, "promote", "a1", "--nats-url", s.nats)
+	out, _, code := runCLI(t, "promote", "a1", "--nats-url", s.nats)
 	if code != 1 || !strings.Contains(out, "audit_failed") {
 		t.Fatalf("promote: exit %d\n%s\nwant rejected audit_failed", code, out)
 	}
