@@ -151,6 +151,10 @@ type RegisterSnapshot struct {
 	// Grain is the version's key columns (models.Definition); omitted:
 	// none.
 	Grain []string `msgpack:"grain,omitempty" json:"grain,omitempty"`
+	// Seed is a seed version's CSV content and Macros its SQL's macro
+	// vocabulary (models.Definition); omitted: none, tidemark's.
+	Seed   string `msgpack:"seed,omitempty" json:"seed,omitempty"`
+	Macros string `msgpack:"macros,omitempty" json:"macros,omitempty"`
 }
 
 // BuildPlan builds a plan at the command's clock.
@@ -410,7 +414,8 @@ func snapshotRef(m *Meta, model, v string) error {
 func (c *RegisterSnapshot) Definition() models.Definition {
 	return models.Definition{Model: c.Model, Version: c.Version, Cron: c.Cron, Unit: c.IntervalUnit, Start: c.Start,
 		Lookback: c.Lookback, Kind: c.SnapshotKind, AllowPartials: c.AllowPartials, DependsOn: c.DependsOn,
-		SQL: c.SQL, TimeColumn: c.TimeColumn, BatchSize: c.BatchSize, BatchConcurrency: c.BatchConcurrency, Audits: c.Audits, Grain: c.Grain}
+		SQL: c.SQL, TimeColumn: c.TimeColumn, BatchSize: c.BatchSize, BatchConcurrency: c.BatchConcurrency, Audits: c.Audits, Grain: c.Grain,
+		Seed: c.Seed, Macros: c.Macros}
 }
 
 // Validate implements Command: the meta, then the definition

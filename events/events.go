@@ -141,7 +141,23 @@ const (
 	Incremental Kind = "incremental"
 	// ForwardOnly versions reuse the incumbent's table and its coverage.
 	ForwardOnly Kind = "forward_only"
+	// Full versions own a table recomputed whole at each cron tick
+	// (SQLMesh's FULL): their work always spans from their start, so
+	// their coverage is "computed as of tick T" (docs/kinds.md).
+	Full Kind = "full"
+	// View versions are a view over their upstream snapshots (SQLMesh's
+	// VIEW): their work creates the view, writing no rows.
+	View Kind = "view"
+	// Seed versions own a table loaded from a CSV file's content
+	// (SQLMesh's SEED), which their definition carries.
+	Seed Kind = "seed"
 )
+
+// Whole reports whether a version of kind k is computed whole rather than
+// interval by interval (full, view, seed): its work spans from its start
+// to the end of what is ready, in one batch, and replaces what its table
+// (or view) held.
+func (k Kind) Whole() bool { return k == Full || k == View || k == Seed }
 
 // RunKind says why intervals were computed.
 type RunKind string
@@ -233,6 +249,13 @@ type SnapshotRegistered struct {
 	// query (its key), which diff matches changed rows on; omitted when
 	// not set, so events of versions without it encode as before.
 	Grain []string `msgpack:"grain,omitempty" json:"grain,omitempty"`
+	// Seed is a seed version's CSV content (kind seed), loaded into its
+	// table; omitted for every other kind.
+	Seed string `msgpack:"seed,omitempty" json:"seed,omitempty"`
+	// Macros names the macro vocabulary of the version's SQL: omitted,
+	// tidemark's (@start_ts and @end_ts, the interval's bounds as
+	// TIMESTAMPs); "sqlmesh", SQLMesh's (models.MacrosSQLMesh).
+	Macros string `msgpack:"macros,omitempty" json:"macros,omitempty"`
 }
 
 // Policy is the promotion policy a plan was built with.

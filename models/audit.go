@@ -47,7 +47,7 @@ const MaxAuditLiteral = 1000
 // with SQL (checked like a model's, with @this_model too), built-ins
 // without, a threshold >= 0, a non-empty is_in, a range with a bound, at
 // most MaxAudits.
-func checkAudits(as []Audit) *FieldError {
+func checkAudits(as []Audit, macros []string) *FieldError {
 	if len(as) > MaxAudits {
 		m := fmt.Sprintf("audits: %d audits, at most %d", len(as), MaxAudits)
 		return &FieldError{Field: "audits", Key: "audits", Msg: m, Detail: m}
@@ -62,14 +62,14 @@ func checkAudits(as []Audit) *FieldError {
 			return named(field+".name", "%q: audits[%d] has this name already (name one of them)", a.Name, j)
 		}
 		names[a.Name] = i
-		if err := checkAudit(field, a); err != nil {
+		if err := checkAudit(field, a, macros); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func checkAudit(field string, a Audit) *FieldError {
+func checkAudit(field string, a Audit, macros []string) *FieldError {
 	builtin := a.Kind != AuditCustom
 	switch a.Kind {
 	case AuditNotNull, AuditUniqueValues, AuditNumberOfRows, AuditAcceptedValues, AuditAcceptedRange, AuditCustom:
@@ -139,7 +139,7 @@ func checkAudit(field string, a Audit) *FieldError {
 		if a.SQL == "" {
 			return named(field+".sql", "a custom audit needs sql: a query whose rows are the violations")
 		}
-		if err := checkSQLMacros(a.SQL, MacroThisModel, MacroStartTS, MacroEndTS); err != nil {
+		if err := checkSQLMacros(a.SQL, macros...); err != nil {
 			return named(field+".sql", "%v", err)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
@@ -53,7 +54,26 @@ type Definition struct {
 	// values. Plain column names, no repeats, at most MaxGrain, and only
 	// with SQL.
 	Grain []string
+	// Seed is a seed version's CSV content (kind seed, SQLMesh's SEED):
+	// a header row, then the rows its table is loaded with; at most
+	// MaxSeed bytes of UTF-8. A seed has no SQL.
+	Seed string
+	// Macros is the macro vocabulary of SQL (and of custom audits' SQL):
+	// "" is tidemark's (@start_ts and @end_ts, the interval's bounds as
+	// TIMESTAMPs, the end exclusive), MacrosSQLMesh SQLMesh's.
+	Macros string
 }
+
+// MacrosSQLMesh is Definition.Macros for SQLMesh's macro vocabulary:
+// @start_ds, @end_ds, @start_date, @end_date, @start_ts, @end_ts,
+// @start_dt, @end_dt, @start_epoch, @end_epoch, @start_millis,
+// @end_millis, @execution_ds and @this_model, with SQLMesh's values (the
+// end inclusive: the interval's end less one microsecond).
+const MacrosSQLMesh = "sqlmesh"
+
+// MaxSeed bounds a seed's CSV content, in bytes: it travels in the
+// registration (and its event), under NATS's 1 MiB payload limit.
+const MaxSeed = 512 << 10
 
 // MaxGrain bounds a model's grain, in columns.
 const MaxGrain = 16
@@ -138,22 +158,32 @@ func (d Definition) Validate() error {
 		return &FieldError{Field: "lookback", Key: "lookback", Msg: m, Detail: m}
 	}
 	switch d.Kind {
-	case "", events.Incremental, events.ForwardOnly:
+	case "", events.Incremental, events.ForwardOnly, events.Full, events.View, events.Seed:
 	default:
-		return named("kind", "%q: want incremental or forward_only", d.Kind)
+		return named("kind", "%q: want incremental, forward_only, full, view or seed", d.Kind)
+	}
+	switch d.Macros {
+	case "", MacrosSQLMesh:
+	default:
+		return named("macros", "%q: want %q or nothing (tidemark's @start_ts and @end_ts)", d.Macros, MacrosSQLMesh)
+	}
+	if err := d.checkKind(); err != nil {
+		return err
 	}
 	if d.SQL != "" || d.TimeColumn != "" {
 		if d.SQL == "" {
 			return named("sql", "is required when time_column is set")
 		}
-		if d.TimeColumn == "" {
+		if d.TimeColumn == "" && !d.Kind.Whole() {
 			return named("time_column", "is required when sql is set")
 		}
-		if err := checkSQL(d.SQL); err != nil {
+		if err := checkSQLMacros(d.SQL, d.macros()...); err != nil {
 			return named("sql", "%v", err)
 		}
-		if err := checkTimeColumn(d.TimeColumn); err != nil {
-			return named("time_column", "%v", err)
+		if d.TimeColumn != "" {
+			if err := checkTimeColumn(d.TimeColumn); err != nil {
+				return named("time_column", "%v", err)
+			}
 		}
 	}
 	if d.BatchSize < 0 || d.BatchSize > MaxBatchSize {
@@ -164,11 +194,11 @@ func (d Definition) Validate() error {
 		m := fmt.Sprintf("batch_concurrency %d: want 1 .. %d (omitted: the warehouse's default)", d.BatchConcurrency, MaxBatchConcurrency)
 		return &FieldError{Field: "batch_concurrency", Key: "batch_concurrency", Msg: m, Detail: m}
 	}
-	if err := checkAudits(d.Audits); err != nil {
+	if err := checkAudits(d.Audits, d.auditMacros()); err != nil {
 		return err
 	}
-	if len(d.Grain) > 0 && d.SQL == "" {
-		return named("grain", "needs sql: a grain names columns of the version's query")
+	if len(d.Grain) > 0 && d.SQL == "" && d.Seed == "" {
+		return named("grain", "needs sql (or a seed): a grain names columns of the version's rows")
 	}
 	if len(d.Grain) > MaxGrain {
 		return named("grain", "has %d columns: at most %d", len(d.Grain), MaxGrain)
@@ -195,6 +225,76 @@ func (d Definition) Validate() error {
 		}
 	}
 	return nil
+}
+
+// checkKind checks what a whole kind (full, view, seed: computed whole,
+// never interval by interval) allows: no time column, lookback or
+// batch_size (their work always spans from the start, in one batch); SQL
+// for full and view, a seed's content (and no SQL) for seed; a seed's
+// content for no other kind.
+func (d Definition) checkKind() error {
+	if d.Kind == events.Seed {
+		if d.Seed == "" {
+			return named("seed", "is required for a seed: its CSV content")
+		}
+		if d.SQL != "" {
+			return named("sql", "is not allowed for a seed: its rows are its CSV content")
+		}
+		if len(d.Seed) > MaxSeed {
+			return named("seed", "is %d bytes: at most %d", len(d.Seed), MaxSeed)
+		}
+		if !utf8.ValidString(d.Seed) {
+			return named("seed", "is not valid UTF-8")
+		}
+		if i := strings.IndexByte(d.Seed, 0); i >= 0 {
+			return named("seed", "has a NUL byte at %s", where(d.Seed, i))
+		}
+	} else if d.Seed != "" {
+		return named("seed", "is only for kind seed (kind is %q)", d.kindName())
+	}
+	if !d.Kind.Whole() {
+		return nil
+	}
+	if (d.Kind == events.Full || d.Kind == events.View) && d.SQL == "" {
+		return named("sql", "is required for a %s model", d.Kind)
+	}
+	why := "a " + string(d.Kind) + " model is computed whole at each tick"
+	if d.TimeColumn != "" {
+		return named("time_column", "is not allowed: %s, not interval by interval", why)
+	}
+	if d.Lookback != 0 {
+		m := fmt.Sprintf("lookback %d is not allowed: %s, so there is nothing to look back over", d.Lookback, why)
+		return &FieldError{Field: "lookback", Key: "lookback", Msg: m, Detail: m}
+	}
+	if d.BatchSize != 0 {
+		m := fmt.Sprintf("batch_size %d is not allowed: %s, in one batch", d.BatchSize, why)
+		return &FieldError{Field: "batch_size", Key: "batch_size", Msg: m, Detail: m}
+	}
+	return nil
+}
+
+func (d Definition) kindName() events.Kind {
+	if d.Kind == "" {
+		return events.Incremental
+	}
+	return d.Kind
+}
+
+// macros are the macros d's SQL may use.
+func (d Definition) macros() []string {
+	if d.Macros == MacrosSQLMesh {
+		return SQLMeshMacros
+	}
+	return []string{MacroStartTS, MacroEndTS}
+}
+
+// auditMacros are the macros d's custom audits' SQL may use: d's own
+// and @this_model.
+func (d Definition) auditMacros() []string {
+	if d.Macros == MacrosSQLMesh {
+		return SQLMeshMacros // @this_model among them
+	}
+	return []string{MacroThisModel, MacroStartTS, MacroEndTS}
 }
 
 func checkName(field, v string) *FieldError {

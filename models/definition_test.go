@@ -26,7 +26,11 @@ func TestValidate(t *testing.T) {
 		{"unit coarser than cron", func(d *Definition) { d.Unit = interval.Day }, "cron", "interval_unit", "", ""},
 		{"unaligned start", func(d *Definition) { d.Start = t0.Add(30 * time.Minute) }, "start", "start", "start 2026-12-01T00:30:00Z is not aligned to the hour unit", "2026-12-01T00:30:00Z is not aligned to the hour unit"},
 		{"lookback over the bound", func(d *Definition) { d.Lookback = MaxLookback + 1 }, "lookback", "lookback", "lookback 10001: at most 10000 intervals", "lookback 10001: at most 10000 intervals"},
-		{"bad kind", func(d *Definition) { d.Kind = "full" }, "kind", "kind", `kind "full": want incremental or forward_only`, `"full": want incremental or forward_only`},
+		{"bad kind", func(d *Definition) { d.Kind = "table" }, "kind", "kind", `kind "table": want incremental, forward_only, full, view or seed`, `"table": want incremental, forward_only, full, view or seed`},
+		{"full without sql", func(d *Definition) { d.Kind = "full" }, "sql", "sql", "sql is required for a full model", "is required for a full model"},
+		{"seed without content", func(d *Definition) { d.Kind = "seed" }, "seed", "seed", "seed is required for a seed: its CSV content", "is required for a seed: its CSV content"},
+		{"seed content on incremental", func(d *Definition) { d.Seed = "a\n1\n" }, "seed", "seed", `seed is only for kind seed (kind is "incremental")`, `is only for kind seed (kind is "incremental")`},
+		{"bad macros", func(d *Definition) { d.Macros = "jinja" }, "macros", "macros", `macros "jinja": want "sqlmesh" or nothing (tidemark's @start_ts and @end_ts)`, `"jinja": want "sqlmesh" or nothing (tidemark's @start_ts and @end_ts)`},
 		{"forward only", func(d *Definition) { d.Kind = events.ForwardOnly }, "", "", "", ""},
 		{"sql model", func(d *Definition) {
 			d.SQL, d.TimeColumn = "SELECT * FROM raw WHERE ts >= @start_ts AND ts < @end_ts", "ts"

@@ -22,6 +22,20 @@ const (
 	MacroEndTS   = "end_ts"
 )
 
+// SQLMeshMacros are the macros a version's SQL may use when its Macros
+// is MacrosSQLMesh (SQLMesh's predefined variables, SQLMesh's values; the
+// warehouse computes each from the interval's bounds, bound as query
+// parameters, never spliced): the interval's start and inclusive end as
+// a date string (_ds), a DATE (_date), a timestamp string (_ts), a
+// TIMESTAMP (_dt), seconds (_epoch) and milliseconds (_millis) since the
+// Unix epoch; @execution_ds, the date of the interval's end; @this_model,
+// the version's own table (in an audit: the audited rows).
+var SQLMeshMacros = []string{
+	"start_ds", "end_ds", "start_date", "end_date", "start_ts", "end_ts",
+	"start_dt", "end_dt", "start_epoch", "end_epoch", "start_millis", "end_millis",
+	"execution_ds", MacroThisModel,
+}
+
 // sqlTok is a token kind of the small SQL lexer: just enough to find
 // macros outside string literals, quoted identifiers and comments.
 type sqlTok int

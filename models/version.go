@@ -23,7 +23,8 @@ import (
 // they enter the input only when set, so fingerprints of versions without
 // SQL are those computed before SQL existed. BatchSize,
 // BatchConcurrency and Audits enter it the same way, each only when set,
-// and so does Grain (in its order).
+// and so does Grain (in its order), a seed's content (hashed) and
+// the macro vocabulary.
 func Fingerprint(r events.SnapshotRegistered) string {
 	deps := append([]string(nil), r.DependsOn...)
 	sort.Strings(deps)
@@ -54,6 +55,14 @@ func Fingerprint(r events.SnapshotRegistered) string {
 	}
 	if len(r.Grain) > 0 {
 		fmt.Fprintf(h, "grain=%s\n", strings.Join(r.Grain, ","))
+	}
+	// A seed's content (hashed) and the macro vocabulary: only when set.
+	if r.Seed != "" {
+		sum := sha256.Sum256([]byte(r.Seed))
+		fmt.Fprintf(h, "seed=%s\n", hex.EncodeToString(sum[:]))
+	}
+	if r.Macros != "" {
+		fmt.Fprintf(h, "macros=%s\n", r.Macros)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
