@@ -245,6 +245,10 @@ type walker struct {
 	// acc is the weight of the query being walked (the statement's, or a
 	// CTE's body): 1, plus each table it reads, a CTE counting its weight.
 	acc *int
+	// collect, when set, receives every table read by name that is not a
+	// CTE in scope (Tables), Start its query_location; nothing is
+	// refused.
+	collect *[]TableRef
 }
 
 // MaxExpansion bounds a statement's expanded size, and each CTE's: its
@@ -362,7 +366,7 @@ func (w *walker) ctes(list []any, scope []cte) []cte {
 			continue
 		}
 		name := str(e, "key")
-		if Reserved(name) {
+		if Reserved(name) && w.collect == nil {
 			w.refuse(nil, "defines the CTE %q, a reserved name (a system catalog's): name it otherwise", name)
 			return nil
 		}
@@ -373,7 +377,7 @@ func (w *walker) ctes(list []any, scope []cte) []cte {
 		if w.err != nil {
 			return nil
 		}
-		if weight > MaxExpansion {
+		if weight > MaxExpansion && w.collect == nil {
 			w.refuse(nil, "expands too much: its CTE %q reads CTEs that read CTEs… more than %d tables in all once expanded (the engines bind a CTE at each reference)", name, MaxExpansion)
 			return nil
 		}
@@ -385,6 +389,15 @@ func (w *walker) ctes(list []any, scope []cte) []cte {
 // node checks one JSON object of the tree; false stops the walk.
 func (w *walker) node(v map[string]any, scope []cte) bool {
 	typ := str(v, "type")
+	if w.collect != nil {
+		if _, isRef := v["sample"]; isRef && typ == "BASE_TABLE" {
+			name, schema, catalog := str(v, "table_name"), str(v, "schema_name"), str(v, "catalog_name")
+			if schema != "" || catalog != "" || inScope(scope, name) == nil {
+				*w.collect = append(*w.collect, TableRef{Catalog: catalog, Schema: schema, Name: name, Start: location(v)})
+			}
+		}
+		return true
+	}
 	if class := str(v, "class"); class != "" { // an expression
 		switch class {
 		case "FUNCTION":
