@@ -168,6 +168,12 @@ type BuildPlan struct {
 	Versions               map[string]string `msgpack:"versions" json:"versions"`
 	MaxTrailingGapAdvances int               `msgpack:"max_trailing_gap_advances,omitempty" json:"max_trailing_gap_advances,omitempty"`
 	MaxCatchUpAdvances     int               `msgpack:"max_catch_up_advances,omitempty" json:"max_catch_up_advances,omitempty"`
+	// Changed, with Versions empty, sets every changed model: each model
+	// whose latest version registered by a user (no '+') is not the
+	// version the env serves (nor the base of the derived one it serves),
+	// models the env does not serve yet included. Nothing changed: the
+	// reply says so and nothing is appended.
+	Changed bool `msgpack:"changed,omitempty" json:"changed,omitempty"`
 }
 
 // CompleteIntervals records computed intervals of a snapshot.
@@ -445,8 +451,11 @@ func (c *BuildPlan) Validate() error {
 	if err := warehouseName("env", c.Env); err != nil {
 		return err
 	}
-	if len(c.Versions) == 0 {
-		return Errorf(CodeInvalid, "versions", "a plan must set at least one version")
+	if c.Changed && len(c.Versions) > 0 {
+		return Errorf(CodeInvalid, "changed", "sets every changed model: leave versions empty (or set versions without changed)")
+	}
+	if len(c.Versions) == 0 && !c.Changed {
+		return Errorf(CodeInvalid, "versions", "a plan must set at least one version (or changed: every model whose latest registered version the env does not serve)")
 	}
 	if len(c.Versions) > MaxPlanModels {
 		return Errorf(CodeLimit, "versions", "a plan may set at most %d models, got %d", MaxPlanModels, len(c.Versions))

@@ -3,6 +3,7 @@ package decide
 import (
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/tidemark/tidemark/commands"
@@ -21,9 +22,15 @@ func buildPlan(st *projections.State, c *commands.BuildPlan) (Decision, error) {
 		return Decision{}, commands.Errorf(commands.CodeConflict, "plan", "plan %q already exists", c.Plan)
 	}
 	env := st.Env(c.Env)
+	versions := c.Versions
+	if c.Changed {
+		if versions = Changed(st, c.Env); len(versions) == 0 {
+			return Decision{Reply: commands.Reply{Accepted: true, Message: "nothing changed: " + c.Env + " serves the latest registered version of every model"}}, nil
+		}
+	}
 	chosen := map[string]*projections.Snapshot{}
 	var set []string
-	for model, version := range c.Versions {
+	for model, version := range versions {
 		sn, ok := st.Snapshots[events.SnapshotID(model, version)]
 		if !ok {
 			return Decision{}, commands.Errorf(commands.CodeNotFound, "versions."+model, "snapshot %s is not registered", events.SnapshotID(model, version))
@@ -176,4 +183,31 @@ func tableOf(st *projections.State, env *projections.Env, sn *projections.Snapsh
 			sn.Snapshot, sn.Table, bound, env.Name, want, wantWhy)
 	}
 	return want, nil
+}
+
+// Changed is what build_plan's changed sets in env: per model, its latest
+// version a user registered (no '+'; latest by stream sequence) when env
+// serves neither it nor a version derived from it, models env does not
+// serve included. Derived versions are the engine's, never chosen.
+func Changed(st *projections.State, env string) map[string]string {
+	latest := map[string]*projections.Snapshot{}
+	for _, sn := range st.Snapshots {
+		if strings.Contains(sn.Version, "+") {
+			continue
+		}
+		if l, ok := latest[sn.Model]; !ok || sn.Seq > l.Seq {
+			latest[sn.Model] = sn
+		}
+	}
+	serves := st.Env(env).Incumbents
+	out := map[string]string{}
+	for model, sn := range latest {
+		if inc, ok := st.Snapshots[serves[model]]; ok {
+			if base, _, _ := strings.Cut(inc.Version, "+"); base == sn.Version {
+				continue
+			}
+		}
+		out[model] = sn.Version
+	}
+	return out
 }

@@ -26,8 +26,13 @@ func newPlanCmd() *cobra.Command {
 	var trailing, catchUp int
 	var wait time.Duration
 	cmd := &cobra.Command{
-		Use:   "plan --env ENV --set MODEL=VERSION...",
+		Use:   "plan --env ENV [--set MODEL=VERSION...]",
 		Short: "Build a plan on the server: capture incumbents and frontiers, fix the backfill set",
+		Long: `Build a plan on the server: capture incumbents and frontiers, fix the backfill set.
+
+Without --set the plan sets every changed model: each model whose latest
+registered version (by apply or register, derived versions aside) ENV does
+not serve yet. With --set, exactly the versions given.`,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			versions := map[string]string{}
@@ -41,12 +46,19 @@ func newPlanCmd() *cobra.Command {
 			if id == "" {
 				id = "p-" + strings.ToLower(commands.NewID())
 			}
-			r, err := request(cmd, f.natsURL, &commands.BuildPlan{Plan: id, Env: env, Versions: versions,
+			r, err := request(cmd, f.natsURL, &commands.BuildPlan{Plan: id, Env: env, Versions: versions, Changed: len(versions) == 0,
 				MaxTrailingGapAdvances: trailing, MaxCatchUpAdvances: catchUp, Meta: commands.Meta{Actor: "cli"}})
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
+			if r.Plan == nil { // changed, and nothing has
+				if f.output == "json" {
+					return json.NewEncoder(out).Encode(r)
+				}
+				fmt.Fprintln(out, r.Message)
+				return nil
+			}
 			if f.output == "json" {
 				if err := json.NewEncoder(out).Encode(r.Plan); err != nil {
 					return err
@@ -69,7 +81,7 @@ func newPlanCmd() *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&id, "id", "", "plan id (default: generated)")
 	fl.StringVar(&env, "env", "", "target environment")
-	fl.StringSliceVar(&set, "set", nil, "MODEL=VERSION the plan sets (repeat or comma-separate)")
+	fl.StringSliceVar(&set, "set", nil, "MODEL=VERSION the plan sets (repeat or comma-separate; none: every changed model)")
 	fl.IntVar(&trailing, "max-trailing-gap-advances", 0, "trailing-gap allowance bound (0: off)")
 	fl.IntVar(&catchUp, "max-catch-up-advances", 0, "bounded catch-up bound (0: off)")
 	fl.DurationVar(&wait, "wait", 0, "then wait, up to this long, until the plan's backfill set is computed (exit 1 if it is not, naming the model and its error when its work was given up, or when the plan was cancelled)")
