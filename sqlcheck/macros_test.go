@@ -77,6 +77,13 @@ func TestSQLMeshMacros(t *testing.T) {
 	if err != nil || len(refs) != 1 || refs[0].Qualified() != "sushi.orders" {
 		t.Fatalf("Tables: %+v, %v", refs, err)
 	}
+	// Offsets after macros (their expressions longer than their names)
+	// are the SQL's.
+	sql := "SELECT @start_ds AS d, @end_millis AS m\nFROM sushi.orders JOIN \"sushi\".\"items\" ON @start_epoch > 0"
+	refs, err = Tables(t.Context(), sql, models.MacrosSQLMesh)
+	if err != nil || len(refs) != 2 || refs[0].End > len(sql) || refs[1].End > len(sql) || sql[refs[0].Start:refs[0].End] != "sushi.orders" || sql[refs[1].Start:refs[1].End] != `"sushi"."items"` {
+		t.Fatalf("Tables after macros: %+v, %v", refs, err)
+	}
 	if _, err := Tables(t.Context(), "SELECT * FROM t WHERE ds = @start_ds", ""); err == nil {
 		t.Fatal("Tables in tidemark's vocabulary took @start_ds")
 	}
