@@ -18,7 +18,7 @@ import (
 // Field names the audit's field ("audits[2].sql").
 func checkAudits(ctx context.Context, sb *sandbox, m Model, cols []column) error {
 	for i, a := range m.Audits {
-		err := checkAudit(ctx, sb, a, cols)
+		err := checkAudit(ctx, sb, a, m.Macros, cols)
 		var e *Error
 		if errors.As(err, &e) {
 			e.Field = fmt.Sprintf("audits[%d].%s", i, e.Field)
@@ -32,7 +32,7 @@ func checkAudits(ctx context.Context, sb *sandbox, m Model, cols []column) error
 
 // checkAudit checks one audit; a refusal's Field is relative to the
 // audit ("sql", "columns[1]").
-func checkAudit(ctx context.Context, sb *sandbox, a models.Audit, cols []column) error {
+func checkAudit(ctx context.Context, sb *sandbox, a models.Audit, macros string, cols []column) error {
 	typeOf := map[string]string{}
 	var names []string
 	for _, c := range cols {
@@ -71,20 +71,20 @@ func checkAudit(ctx context.Context, sb *sandbox, a models.Audit, cols []column)
 			}
 		}
 	case models.AuditCustom:
-		return checkCustom(ctx, sb, a.SQL, cols)
+		return checkCustom(ctx, sb, a.SQL, macros, cols)
 	}
 	return nil
 }
 
 // checkCustom checks a custom audit's SQL: the structure of a model's
-// (characters, macros with @this_model, one SELECT reading only
+// (characters, macros of the model's vocabulary with @this_model, one SELECT reading only
 // @this_model and its CTEs), and that it binds against the model's
 // columns, in a sandbox of its own holding only @this_model's table.
-func checkCustom(ctx context.Context, sb *sandbox, sql string, cols []column) error {
+func checkCustom(ctx context.Context, sb *sandbox, sql, macros string, cols []column) error {
 	if e := checkChars(sql); e != nil {
 		return e
 	}
-	r, err := warehouse.SubstituteAuditMacros(sql, warehouse.ParamStart, warehouse.ParamEnd)
+	r, err := warehouse.SubstituteAuditMacrosIn(macros, sql, warehouse.ParamStart, warehouse.ParamEnd)
 	if err != nil {
 		return macroErr(sql, err)
 	}
@@ -99,7 +99,7 @@ func checkCustom(ctx context.Context, sb *sandbox, sql string, cols []column) er
 	if err := bsb.createTable(ctx, warehouse.ThisModel, cols); err != nil {
 		return err
 	}
-	nr, err := warehouse.SubstituteAuditMacros(sql, warehouse.NullTS, warehouse.NullTS)
+	nr, err := warehouse.SubstituteAuditMacrosIn(macros, sql, warehouse.NullTS, warehouse.NullTS)
 	if err != nil {
 		return macroErr(sql, err)
 	}

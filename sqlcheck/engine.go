@@ -41,7 +41,7 @@ func ForEngine(read func(func(*projections.State))) func(context.Context, comman
 		read(func(st *projections.State) { defs = latest(st, c.DependsOn) })
 		ctx, cancel := context.WithTimeout(ctx, Timeout)
 		defer cancel()
-		m := Model{Name: c.Model, SQL: c.SQL, TimeColumn: c.TimeColumn, DependsOn: c.DependsOn, Audits: c.Audits, Grain: c.Grain}
+		m := Model{Name: c.Model, SQL: c.SQL, TimeColumn: c.TimeColumn, DependsOn: c.DependsOn, Audits: c.Audits, Grain: c.Grain, Macros: c.Macros}
 		err := Check(ctx, m, func(name string) (Model, bool) { d, ok := defs[name]; return d, ok })
 		var e *Error
 		switch {
@@ -70,7 +70,7 @@ func latest(st *projections.State, deps []string) map[string]Model {
 		if sn == nil {
 			continue
 		}
-		out[name] = Model{Name: name, SQL: sn.SQL, TimeColumn: sn.TimeColumn, DependsOn: sn.DependsOn}
+		out[name] = Model{Name: name, SQL: sn.SQL, TimeColumn: sn.TimeColumn, DependsOn: sn.DependsOn, Macros: sn.Macros}
 		queue = append(queue, sn.DependsOn...)
 	}
 	return out

@@ -4,11 +4,13 @@ package sqlcheck
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/models"
 	"github.com/tidemark/tidemark/projections"
 )
 
@@ -40,6 +42,23 @@ func TestForEngine(t *testing.T) {
 	var ce *commands.Error
 	if err := check(t.Context(), bad); !errors.As(err, &ce) || ce.Code != commands.CodeInvalid || ce.Field != "sql" {
 		t.Fatalf("a column of an older version of the upstream: got %v, want invalid on sql", err)
+	}
+	// SQLMesh's vocabulary: the command's (its SQL and audits) and each
+	// upstream snapshot's own.
+	seq++
+	ev := events.New(ids, t0, events.SnapshotRegistered{Snapshot: "src@v1", Model: "src", Version: "v1", Cron: "0 * * * *", Unit: "hour", Start: t0,
+		Kind: events.Incremental, Table: "src@v1", SQL: "SELECT @start_dt AS ts, @end_ds AS ds", TimeColumn: "ts", Macros: models.MacrosSQLMesh})
+	if err := projections.Apply(st, seq, ev); err != nil {
+		t.Fatal(err)
+	}
+	sm := &commands.RegisterSnapshot{Model: "sm", Version: "v1", DependsOn: []string{"src"}, SQL: "SELECT ts FROM src WHERE ds BETWEEN @start_ds AND @end_ds", TimeColumn: "ts",
+		Macros: models.MacrosSQLMesh, Audits: []models.Audit{{Name: "a", Kind: models.AuditCustom, SQL: "SELECT * FROM @this_model WHERE ts > @end_ts"}}}
+	if err := check(t.Context(), sm); err != nil {
+		t.Fatalf("SQLMesh's vocabulary: %v", err)
+	}
+	sm.Macros = ""
+	if err := check(t.Context(), sm); !errors.As(err, &ce) || ce.Field != "sql" || !strings.Contains(ce.Error(), "@start_ds") {
+		t.Fatalf("SQLMesh's macros in tidemark's vocabulary: got %v, want invalid on sql naming @start_ds", err)
 	}
 	if err := check(t.Context(), &commands.BuildPlan{Plan: "p", Env: "prod"}); err != nil {
 		t.Fatalf("another command: %v", err)

@@ -3,9 +3,12 @@
 // warehouse that was not declared, and a query that cannot run is refused
 // at register_snapshot rather than failing at every computation.
 //
-// What Check accepts. A model's SQL, with @start_ts and @end_ts replaced
-// the way the warehouse replaces them (the same scanner: the text checked
-// is the text that runs), must be:
+// What Check accepts. A model's SQL, its macros replaced the way the
+// warehouse replaces them in the model's vocabulary (Model.Macros:
+// tidemark's @start_ts and @end_ts, or SQLMesh's; the same renderer,
+// warehouse.SubstituteMacrosIn: the text checked is the text that runs;
+// SQLMesh's @this_model is refused in a model's SQL, which would bind
+// against its own result), must be:
 //
 //   - free of characters that tools read differently: control characters
 //     other than tab, CR and LF, and the Unicode line separators U+0085,
@@ -46,9 +49,9 @@
 //   - returning its time column, of a date or timestamp type;
 //   - its audits (Model.Audits) fitting its result: a built-in audit's
 //     columns are columns of it, accepted_range's bounds values of its
-//     column's type; a custom audit's SQL (@this_model, @start_ts and
-//     @end_ts replaced as the warehouse replaces them: warehouse.
-//     SubstituteAuditMacros) passes every check above with @this_model
+//     column's type; a custom audit's SQL (@this_model and the model's
+//     vocabulary's macros replaced as the warehouse replaces them:
+//     warehouse.SubstituteAuditMacrosIn) passes every check above with @this_model
 //     (a table of the model's result's columns) as its one upstream
 //     table, and binds. A refusal names the audit's field
 //     ("audits[2].sql", "audits[0].columns[1]").
@@ -94,6 +97,11 @@ type Model struct {
 	Audits []models.Audit
 	// Grain are the key columns: each must be a column of the result.
 	Grain []string
+	// Macros is the vocabulary of SQL's macros and of its custom
+	// audits' (models.Definition.Macros): rendered as the warehouse
+	// renders them (warehouse.SubstituteMacrosIn), except @this_model in
+	// SQL, refused (a query binding against its own result).
+	Macros string
 }
 
 // Lookup gives the definition of an upstream model by name (the latest
@@ -295,7 +303,7 @@ func structure(ctx context.Context, sb *sandbox, m Model) error {
 	if e := checkChars(m.SQL); e != nil {
 		return e
 	}
-	r, err := warehouse.SubstituteMacros(m.SQL, warehouse.ParamStart, warehouse.ParamEnd)
+	r, err := warehouse.SubstituteMacrosIn(m.Macros, m.SQL, warehouse.ParamStart, warehouse.ParamEnd, "")
 	if err != nil {
 		return macroErr(m.SQL, err)
 	}
@@ -407,7 +415,7 @@ type column struct{ Name, Type string }
 // describe binds m's query (macros as NULL timestamps) in the sandbox,
 // where its upstream models exist as empty tables, and returns its columns.
 func describe(ctx context.Context, sb *sandbox, m Model) ([]column, error) {
-	r, err := warehouse.SubstituteMacros(m.SQL, warehouse.NullTS, warehouse.NullTS)
+	r, err := warehouse.SubstituteMacrosIn(m.Macros, m.SQL, warehouse.NullTS, warehouse.NullTS, "")
 	if err != nil {
 		return nil, err // structure refused it already
 	}

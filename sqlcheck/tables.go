@@ -26,14 +26,15 @@ func (r TableRef) Qualified() string {
 
 // Tables lists the tables sql reads by name (TableRef), in the order of
 // their offsets: DuckDB's parser reads it (its macros substituted as the
-// warehouse substitutes them), and a reference to a CTE in scope is not a
-// table. It checks nothing else: Check says whether the SQL may run. A
-// SQL the parser refuses is an *Error placed in sql.
-func Tables(ctx context.Context, sql string) ([]TableRef, error) {
+// warehouse substitutes them in the vocabulary macros, Model.Macros; a
+// model's @this_model refused as Check refuses it), and a reference to a
+// CTE in scope is not a table. It checks nothing else: Check says whether
+// the SQL may run. A SQL the parser refuses is an *Error placed in sql.
+func Tables(ctx context.Context, sql, macros string) ([]TableRef, error) {
 	if e := checkChars(sql); e != nil {
 		return nil, e
 	}
-	r, err := warehouse.SubstituteMacros(sql, warehouse.ParamStart, warehouse.ParamEnd)
+	r, err := warehouse.SubstituteMacrosIn(macros, sql, warehouse.ParamStart, warehouse.ParamEnd, "")
 	if err != nil {
 		return nil, macroErr(sql, err)
 	}

@@ -13,7 +13,7 @@ func TestTables(t *testing.T) {
 	sql := "WITH o AS (SELECT * FROM sushi.orders WHERE ts >= @start_ts)\n" +
 		"SELECT * FROM o JOIN \"sushi\" . \"Items\" AS i ON true, waiters, (SELECT 1 FROM o) x\n" +
 		"WHERE EXISTS (SELECT 1 FROM db.raw.customers)"
-	refs, err := Tables(context.Background(), sql)
+	refs, err := Tables(context.Background(), sql, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +30,7 @@ func TestTables(t *testing.T) {
 		t.Errorf("parts: %+v", refs)
 	}
 
-	_, err = Tables(context.Background(), "SELECT * FROM\n  (SELECT FROM WHERE")
+	_, err = Tables(context.Background(), "SELECT * FROM\n  (SELECT FROM WHERE", "")
 	var e *Error
 	if !errors.As(err, &e) || e.Line == 0 {
 		t.Fatalf("a parse error: got %v, want an *Error with a line", err)

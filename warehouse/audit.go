@@ -69,8 +69,8 @@ type Audit struct {
 	Min, Max string
 	// SQL: custom's query, whose rows are the violations. @this_model
 	// is the snapshot table's rows in the audited range (the CTE
-	// ThisModel), @start_ts and @end_ts the range's bounds
-	// (SubstituteAuditMacros).
+	// ThisModel), the other macros (in the model's vocabulary,
+	// Model.Macros) the range's bounds (SubstituteAuditMacrosIn).
 	SQL string
 }
 
@@ -297,7 +297,7 @@ func auditQuery(m Model, a Audit) (q string, args []any, err error) {
 		if a.SQL == "" {
 			return "", nil, fmt.Errorf("a custom audit needs sql")
 		}
-		r, err := SubstituteAuditMacros(a.SQL, paramStart, paramEnd)
+		r, err := SubstituteAuditMacrosIn(m.Macros, a.SQL, paramStart, paramEnd)
 		if err != nil {
 			return "", nil, err
 		}

@@ -61,7 +61,9 @@
 //   - No value is ever spliced into SQL text: the interval bounds, written
 //     @start_ts and @end_ts in model SQL (SQLMesh's macro names), are bound
 //     as positional parameters holding UTC TIMESTAMPs; any other @name is
-//     refused. Identifiers (schemas, tables, columns) are quoted.
+//     refused. A model in SQLMesh's vocabulary (Model.Macros) has each of
+//     SQLMesh's macros rendered as an expression of those two parameters
+//     (SQLMeshMacro). Identifiers (schemas, tables, columns) are quoted.
 //   - A snapshot reads the upstream snapshot tables it was built against,
 //     never an environment's views: each upstream model name is bound by a
 //     CTE prefix (WITH orders AS (SELECT * FROM tidemark."orders__x") ...).

@@ -26,6 +26,10 @@ type Model struct {
 	// Snapshot names the snapshot this model is (e.g. "agg@v2"); a write
 	// records it as the interval's writer (Writers). Optional.
 	Snapshot string
+	// Macros is the vocabulary of SQL's macros (and of its custom
+	// audits'): "" tidemark's @start_ts and @end_ts, MacrosSQLMesh
+	// SQLMesh's (SubstituteMacrosIn).
+	Macros string
 	// Timeout bounds one computation of the model (an interval's write, its
 	// table's creation, a verification); 0 means Options.ModelTimeout.
 	Timeout time.Duration
@@ -67,10 +71,11 @@ func plainIdent(s string) bool {
 }
 
 // render turns model SQL into runnable SQL: the upstream CTE prefix, and
-// @start_ts/@end_ts replaced by start/end (paramStart/paramEnd, or nullTS).
+// its macros (in m.Macros' vocabulary) computed from start/end
+// (paramStart/paramEnd, or nullTS), @this_model being m's own table.
 // It refuses any other @name, and positional parameters of its own.
 func render(m Model, start, end string) (string, error) {
-	r, err := SubstituteMacros(m.SQL, start, end)
+	r, err := SubstituteMacrosIn(m.Macros, m.SQL, start, end, thisTable(m))
 	if err != nil {
 		return "", fmt.Errorf("model %q: %w", m.Name, err)
 	}
@@ -95,6 +100,15 @@ func render(m Model, start, end string) (string, error) {
 	}
 	b.WriteString("\n" + Wrap(r.Text))
 	return b.String(), nil
+}
+
+// thisTable is what @this_model becomes in m's own SQL: its snapshot
+// table, schema-qualified and quoted ("" without one: refused).
+func thisTable(m Model) string {
+	if m.Table == "" {
+		return ""
+	}
+	return qualified(Schema, m.Table)
 }
 
 // readOnlyStatement reports why sql is not one read-only statement, or "".

@@ -61,6 +61,12 @@ type SQL struct {
 	// their outcomes with the batch's completion (complete_work's audits);
 	// omitted: none.
 	Audits []events.Audit `msgpack:"audits,omitempty" json:"audits,omitempty"`
+	// Macros is the vocabulary of Query's macros and of its custom
+	// audits' (events.SnapshotRegistered.Macros; warehouse.Model.Macros):
+	// omitted, tidemark's @start_ts and @end_ts; "sqlmesh", SQLMesh's,
+	// each computed from the batch's bounds
+	// (warehouse.SubstituteMacrosIn).
+	Macros string `msgpack:"macros,omitempty" json:"macros,omitempty"`
 	// Error is set when the model has SQL but the engine could not resolve
 	// what it reads (an upstream snapshot that was never planned); a
 	// worker reports the step's ranges failed with it instead of computing.

@@ -3,10 +3,15 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/modelfile"
+	"github.com/tidemark/tidemark/models"
 )
 
 const applySQLFile = `models:
@@ -53,5 +58,25 @@ func TestApplyChecksSQL(t *testing.T) {
 				t.Fatalf("exit %d: %s\nwant %q", code, stderr, c.want)
 			}
 		})
+	}
+}
+
+// TestCheckSQLMacros: apply's local check renders each model in its own
+// macro vocabulary (the registration's macros), upstream models too, and
+// places a refusal at its file line.
+func TestCheckSQLMacros(t *testing.T) {
+	const file = "m.yaml"
+	src := modelfile.Model{Index: 0, SQLLine: 3, Register: commands.RegisterSnapshot{Model: "src", TimeColumn: "ts", Macros: models.MacrosSQLMesh,
+		SQL: "SELECT @start_dt AS ts, @end_ds AS ds"}}
+	down := modelfile.Model{Index: 1, SQLLine: 9, Register: commands.RegisterSnapshot{Model: "down", TimeColumn: "ts", DependsOn: []string{"src"}, Macros: models.MacrosSQLMesh,
+		SQL: "SELECT ts FROM src WHERE ds BETWEEN @start_ds AND @end_ds"}}
+	if err := checkSQL(t.Context(), file, []modelfile.Model{src, down}); err != nil {
+		t.Fatalf("SQLMesh's vocabulary: %v", err)
+	}
+	down.Register.SQL = "SELECT ts FROM src WHERE ds > @start_hour"
+	err := checkSQL(t.Context(), file, []modelfile.Model{src, down})
+	var me *modelfile.Error
+	if !errors.As(err, &me) || me.Line != 9 || me.Path != "models[1].sql" || !strings.Contains(me.Msg, "@start_hour") {
+		t.Fatalf("an unknown macro: %v, want models[1].sql at line 9 naming @start_hour", err)
 	}
 }

@@ -43,7 +43,7 @@ func StepSQL(proj *live.Projection) work.SQLOf {
 				out = &work.SQL{Error: fmt.Sprintf("table %s of %s was retired by the janitor: plan the version again to recompute it", st.Snapshots[snapshot].Table, snapshot)}
 			case ok:
 				sn := st.Snapshots[snapshot]
-				out = &work.SQL{Query: m.SQL, TimeColumn: m.TimeColumn, Table: m.Table, Upstream: m.Upstream, Unit: sn.Unit,
+				out = &work.SQL{Query: m.SQL, TimeColumn: m.TimeColumn, Table: m.Table, Upstream: m.Upstream, Unit: sn.Unit, Macros: m.Macros,
 					BatchSize: sn.BatchSize, BatchConcurrency: sn.BatchConcurrency, Audits: slices.Clone(sn.Audits)}
 				if len(out.Upstream) == 0 {
 					out.Upstream = nil
@@ -226,5 +226,5 @@ func modelOfStep(st work.Step) (warehouse.Model, error) {
 			return warehouse.Model{}, bad("upstream", "%q: %q: want a model name and its table", model, table)
 		}
 	}
-	return warehouse.Model{Name: st.Model, Table: s.Table, SQL: s.Query, TimeColumn: s.TimeColumn, Upstream: s.Upstream, Snapshot: st.Snapshot}, nil
+	return warehouse.Model{Name: st.Model, Table: s.Table, SQL: s.Query, TimeColumn: s.TimeColumn, Upstream: s.Upstream, Snapshot: st.Snapshot, Macros: s.Macros}, nil
 }

@@ -66,7 +66,7 @@ func ModelOf(st *projections.State, id string) (m warehouse.Model, ok bool, err 
 	if len(missing) > 0 {
 		return m, false, fmt.Errorf("sqlrun: %s: no planned upstream snapshot for %v", id, missing)
 	}
-	m = warehouse.Model{Name: sn.Model, Table: TableName(sn.Table), SQL: sn.SQL, TimeColumn: sn.TimeColumn, Upstream: map[string]string{}, Snapshot: id}
+	m = warehouse.Model{Name: sn.Model, Table: TableName(sn.Table), SQL: sn.SQL, TimeColumn: sn.TimeColumn, Upstream: map[string]string{}, Snapshot: id, Macros: sn.Macros}
 	for model, up := range upstream {
 		usn, found := st.Snapshots[up]
 		if !found {
