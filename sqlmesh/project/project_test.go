@@ -214,9 +214,9 @@ func TestVersions(t *testing.T) {
 func TestLoadErrors(t *testing.T) {
 	needParser(t)
 	for _, tt := range []struct {
-		name   string
+		name    string
 		breakIt func(t *testing.T, dir string)
-		want   []string // each a substring of the error, file relative to the project
+		want    []string // each a substring of the error, file relative to the project
 	}{
 		{"unknown kind", func(t *testing.T, dir string) {
 			edit(t, dir, "models/orders.sql", "INCREMENTAL_BY_TIME_RANGE", "INCREMENTAL_BY_UNIQUE_KEY")
