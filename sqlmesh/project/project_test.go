@@ -315,6 +315,10 @@ func TestLoadErrors(t *testing.T) {
 		{"an interval_unit", func(t *testing.T, dir string) {
 			edit(t, dir, "models/daily_revenue.sql", "kind FULL,", "kind FULL,\n  interval_unit 'fortnight',")
 		}, []string{"models/daily_revenue.sql:5: interval_unit: unknown interval unit \"fortnight\""}},
+		{"errors of several files as they are read", func(t *testing.T, dir string) {
+			edit(t, dir, "models/customer_totals.sql", "WHERE o.status = 'paid'", "WHERE o.status = '{% if x %}'")
+			edit(t, dir, "audits/amounts.sql", "defaults (column := amount),", "defaults (column := amount),,")
+		}, []string{"audits/amounts.sql:4: ", "models/customer_totals.sql:13: query: Jinja is not supported"}},
 		{"errors of several files together", func(t *testing.T, dir string) {
 			edit(t, dir, "models/orders.sql", "INCREMENTAL_BY_TIME_RANGE", "SCD_TYPE_2")
 			edit(t, dir, "models/customer_totals.sql", "kind VIEW,", "kind EMBEDDED,")
