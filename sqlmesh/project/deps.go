@@ -83,7 +83,8 @@ func (l *loader) dependencies(e *entry, byName map[string]*entry) error {
 }
 
 // resolve is the model a table reference names: schema.model as written
-// (any case), or a plain name: the model of that name in the reading
+// (any case), the quoted identifier "schema.model" (the form stored SQL
+// reads it by), or a plain name: the model of that name in the reading
 // model's schema, else the one model of that name in any schema.
 func resolve(ref sqlcheck.TableRef, schema string, byName map[string]*entry) (string, error) {
 	notModel := fmt.Errorf("reads %s, which is no model of this project: a tidemark model reads only other models (a raw table must be a SEED or a model)", ref.Qualified())
@@ -98,6 +99,9 @@ func resolve(ref sqlcheck.TableRef, schema string, byName map[string]*entry) (st
 		return "", notModel
 	}
 	short := strings.ToLower(ref.Name)
+	if byName[short] != nil { // "shop.orders", already the stored form
+		return short, nil
+	}
 	if n := strings.ToLower(schema) + "." + short; byName[n] != nil {
 		return n, nil
 	}

@@ -347,22 +347,38 @@ func TestLoadErrors(t *testing.T) {
 	}
 }
 
-// TestPlainReference: a table named without its schema is the model of
-// that name (the reading model's schema first), rewritten qualified.
-func TestPlainReference(t *testing.T) {
+// TestReferenceForms: a table named without its schema is the model of
+// that name (the reading model's schema first), "schema"."model" and
+// "schema.model" name the model too; each is rewritten "schema.model".
+func TestReferenceForms(t *testing.T) {
 	needParser(t)
-	dir := copyFixture(t)
-	edit(t, dir, "models/customer_totals.sql", "FROM shop.orders AS o", "FROM Orders AS o")
-	p := load(t, dir)
-	for _, m := range p.Models {
-		if m.Register.Model == "reporting.customer_totals" {
-			if !strings.Contains(m.Register.SQL, `FROM "shop.orders" AS o`) || !reflect.DeepEqual(m.Register.DependsOn, []string{"shop.orders"}) {
-				t.Errorf("sql %s, depends_on %v", m.Register.SQL, m.Register.DependsOn)
+	for _, ref := range []string{"Orders", `"shop"."orders"`, `"shop.orders"`, "SHOP.Orders"} {
+		dir := copyFixture(t)
+		edit(t, dir, "models/customer_totals.sql", "FROM shop.orders AS o", "FROM "+ref+" AS o")
+		p := load(t, dir)
+		found := false
+		for _, m := range p.Models {
+			if m.Register.Model == "reporting.customer_totals" {
+				found = true
+				if !strings.Contains(m.Register.SQL, `FROM "shop.orders" AS o`) || !reflect.DeepEqual(m.Register.DependsOn, []string{"shop.orders"}) {
+					t.Errorf("%s: sql %s, depends_on %v", ref, m.Register.SQL, m.Register.DependsOn)
+				}
 			}
-			return
+		}
+		if !found {
+			t.Fatal("no reporting.customer_totals")
 		}
 	}
-	t.Fatal("no reporting.customer_totals")
+	// A plain name several schemas have is ambiguous.
+	dir := copyFixture(t)
+	if err := os.WriteFile(filepath.Join(dir, "models", "other_orders.sql"), []byte("MODEL (name other.orders, kind FULL);\nSELECT 1 AS x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	edit(t, dir, "models/customer_totals.sql", "FROM shop.orders AS o", "FROM orders AS o")
+	_, err := Load(context.Background(), dir)
+	if err == nil || !strings.Contains(err.Error(), "customer_totals.sql:12: query: reads orders, which names several models (other.orders, shop.orders): qualify it schema.model") {
+		t.Errorf("got %v", err)
+	}
 }
 
 // TestLoadOneFile: a model file alone is a project of one model; a table
