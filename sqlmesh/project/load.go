@@ -57,8 +57,9 @@ func (l *loader) note(file string, line int, prop, format string, args ...any) {
 // Load reads a SQLMesh project: path is its directory (models/**/*.sql,
 // audits/**/*.sql, the seeds its SEED models name, config.yaml or
 // config.yml; without a models/ directory every .sql outside audits/ is a
-// model) or one model file. Dialect must be duckdb; Jinja and Python
-// models are refused. Every problem of every file is reported, joined;
+// model) or one model file (alone: no config, no audits/ and no other
+// model, so its start is its own and it reads only a seed). Dialect must
+// be duckdb; Jinja and Python models are refused. Every problem of every file is reported, joined;
 // each is an *Error.
 func Load(ctx context.Context, path string) (*Project, error) {
 	st, err := os.Stat(path)

@@ -403,3 +403,38 @@ func TestLoadOneFile(t *testing.T) {
 		t.Errorf("got %v", err)
 	}
 }
+
+// TestModelDefaults: model_defaults' cron, interval_unit and owner apply
+// to every model that does not set its own; a model's own wins; other
+// model_defaults keys are notes.
+func TestModelDefaults(t *testing.T) {
+	needParser(t)
+	dir := copyFixture(t)
+	edit(t, dir, "config.yaml", "cron: '@daily'", "cron: '0 */6 * * *'\n  interval_unit: hour\n  owner: data\n  kind: FULL")
+	edit(t, dir, "models/orders.sql", "grain order_id,", "grain order_id,\n  allow_partials true,")
+	p := load(t, dir)
+	for _, m := range p.Models {
+		r := m.Register
+		wantCron, wantUnit, wantOwner := "0 */6 * * *", "hour", "data"
+		if r.Model == "shop.daily_revenue" {
+			wantCron = "@daily" // its own
+		}
+		if r.Model == "shop.orders" {
+			wantOwner = "shop team"
+			if !r.AllowPartials {
+				t.Errorf("%s: allow_partials not read", r.Model)
+			}
+		}
+		if r.Cron != wantCron || string(r.IntervalUnit) != wantUnit || m.Owner != wantOwner {
+			t.Errorf("%s: cron %q unit %q owner %q, want %q %q %q", r.Model, r.Cron, r.IntervalUnit, m.Owner, wantCron, wantUnit, wantOwner)
+		}
+	}
+	want := "config.yaml:17: model_defaults.kind: ignored: tidemark reads start, cron, dialect, interval_unit and owner of model_defaults"
+	found := false
+	for _, n := range p.Notes {
+		found = found || strings.TrimPrefix(n.String(), dir+string(filepath.Separator)) == want
+	}
+	if !found {
+		t.Errorf("no note %q in %v", want, p.Notes)
+	}
+}
