@@ -1,6 +1,7 @@
 package project
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -115,7 +116,11 @@ func (l *loader) auditsOf(e *entry) error {
 			args = nil
 			sql, left, err := sqlmesh.SubstituteParams(def.File, def.Query, subst)
 			if err != nil {
-				return fromSQLMesh(err)
+				var se *sqlmesh.Error
+				if errors.As(err, &se) { // its line is the query's: the file's
+					return &Error{File: def.File, Line: def.QueryLine + se.Line - 1, Property: "query", Msg: fmt.Sprintf("audit %s: %s", def.Name, se.Msg)}
+				}
+				return err
 			}
 			for _, p := range left {
 				if !slices.Contains(models.SQLMeshMacros, strings.ToLower(p.Name)) {

@@ -274,6 +274,9 @@ func TestLoadErrors(t *testing.T) {
 		{"an audit's unknown macro", func(t *testing.T, dir string) {
 			edit(t, dir, "audits/amounts.sql", "FROM @this_model\nWHERE amount", "FROM @this_model\nWHERE @bar AND amount")
 		}, []string{"audits/amounts.sql:16: audits: audit assert_max_amount uses @bar"}},
+		{"an unterminated string in an audit's query", func(t *testing.T, dir string) {
+			edit(t, dir, "audits/amounts.sql", "WHERE amount > @max_amount", "WHERE amount > @max_amount\n  AND note <> 'open")
+		}, []string{"audits/amounts.sql:17: query: audit assert_max_amount: unterminated string"}},
 		{"an audit's column refused by Validate", func(t *testing.T, dir string) {
 			edit(t, dir, "models/orders.sql", "unique_values(columns := [order_id])", "unique_values(columns := [\"order id\"])")
 		}, []string{"models/orders.sql:15: audits: audit unique_values: audits[1].columns[0] \"order id\": a plain column name"}},
