@@ -208,13 +208,14 @@ func Parse(path string, b []byte) ([]Model, error) {
 		if kind == "" {
 			kind = events.Incremental
 		}
+		sched, _ := interval.NewSchedule(m.Cron, unit, m.AllowPartials) // valid: Validate built it
 		reg := commands.RegisterSnapshot{Model: m.Name, Version: m.Version, Cron: m.Cron, IntervalUnit: unit, Start: start.UTC(),
 			Lookback: lookback, SnapshotKind: kind, AllowPartials: m.AllowPartials, DependsOn: m.DependsOn,
 			SQL: m.SQL, TimeColumn: m.TimeColumn, BatchSize: batchSize, BatchConcurrency: batchConc, Audits: audits, Grain: m.Grain}
 		mod := Model{Register: reg, Line: line(fmt.Sprintf("$.models[%d]", i)), Index: i,
 			SQLLine: line(fmt.Sprintf("$.models[%d].sql", i)), TimeColumnLine: line(fmt.Sprintf("$.models[%d].time_column", i))}
 		if m.Version == "" {
-			mod.Register.Version = ContentVersion(reg)
+			mod.Register.Version = contentVersion(reg, sched)
 			mod.Derived = true
 		} else {
 			mod.VersionLine = line(fmt.Sprintf("$.models[%d].version", i))
@@ -232,6 +233,17 @@ func Parse(path string, b []byte) ([]Model, error) {
 		sorted = append(sorted, byName[n])
 	}
 	return sorted, nil
+}
+
+// contentVersion names a definition by its fingerprint (models.ContentVersion).
+func contentVersion(r commands.RegisterSnapshot, sched interval.Schedule) string {
+	kind := r.SnapshotKind
+	if kind == "" {
+		kind = events.Incremental
+	}
+	return models.ContentVersion(events.SnapshotRegistered{Model: r.Model, Cron: sched.Cron(), Unit: sched.Unit(), Start: r.Start,
+		Lookback: r.Lookback, Kind: kind, AllowPartials: r.AllowPartials, DependsOn: r.DependsOn, SQL: r.SQL, TimeColumn: r.TimeColumn,
+		BatchSize: r.BatchSize, BatchConcurrency: r.BatchConcurrency, Audits: r.Audits, Grain: r.Grain, Seed: r.Seed, Macros: r.Macros})
 }
 
 func lineOf(n ast.Node) int {

@@ -97,20 +97,21 @@ func entries(path, prefix string, vals []*ast.MappingValueNode) ([]ConfigEntry, 
 }
 
 // ContentVersion is the version a file derives for a registration that
-// gives none: models.ContentVersion of its normalized definition (its
-// schedule's cron and unit, its kind defaulted), every field that enters
-// the fingerprint included. r must hold a valid schedule (Validate).
+// gives none (contentVersion, which Parse uses): models.ContentVersion of
+// its normalized definition (its schedule's cron and unit, its kind
+// defaulted), every field that enters the fingerprint included. r's
+// schedule should be valid (Validate); if not, its cron and unit are
+// taken as given.
 func ContentVersion(r commands.RegisterSnapshot) string {
-	cron, unit := r.Cron, r.IntervalUnit
-	if sched, err := interval.NewSchedule(r.Cron, r.IntervalUnit, r.AllowPartials); err == nil {
-		cron, unit = sched.Cron(), sched.Unit()
+	sched, err := interval.NewSchedule(r.Cron, r.IntervalUnit, r.AllowPartials)
+	if err != nil {
+		kind := r.SnapshotKind
+		if kind == "" {
+			kind = events.Incremental
+		}
+		return models.ContentVersion(events.SnapshotRegistered{Model: r.Model, Cron: r.Cron, Unit: r.IntervalUnit, Start: r.Start,
+			Lookback: r.Lookback, Kind: kind, AllowPartials: r.AllowPartials, DependsOn: r.DependsOn, SQL: r.SQL, TimeColumn: r.TimeColumn,
+			BatchSize: r.BatchSize, BatchConcurrency: r.BatchConcurrency, Audits: r.Audits, Grain: r.Grain, Seed: r.Seed, Macros: r.Macros})
 	}
-	kind := r.SnapshotKind
-	if kind == "" {
-		kind = events.Incremental
-	}
-	return models.ContentVersion(events.SnapshotRegistered{Model: r.Model, Cron: cron, Unit: unit, Start: r.Start,
-		Lookback: r.Lookback, Kind: kind, AllowPartials: r.AllowPartials, DependsOn: r.DependsOn, SQL: r.SQL, TimeColumn: r.TimeColumn,
-		BatchSize: r.BatchSize, BatchConcurrency: r.BatchConcurrency, Audits: r.Audits, Grain: r.Grain,
-		Seed: r.Seed, Macros: r.Macros})
+	return contentVersion(r, sched)
 }
