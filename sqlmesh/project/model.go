@@ -3,6 +3,8 @@ package project
 import (
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -239,8 +241,9 @@ func (l *loader) kind(e *entry, fail func(int, string, string, ...any) error) er
 	return nil
 }
 
-// seed reads a SEED model's CSV, relative to its file (inside the project
-// when a directory was loaded).
+// seed reads a SEED model's CSV, relative to its file; when a directory
+// was loaded, within the project (os.Root: no "..", no symbolic link out
+// of it).
 func (l *loader) seed(e *entry, fail func(int, string, string, ...any) error) error {
 	f := e.src
 	line := f.Kind.Settings["path"].Line
@@ -248,15 +251,28 @@ func (l *loader) seed(e *entry, fail func(int, string, string, ...any) error) er
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(filepath.Dir(f.File), filepath.FromSlash(p))
 	}
+	var file *os.File
+	var err error
 	if l.root != "" {
-		rel, err := filepath.Rel(l.root, p)
-		if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		rel, rerr := filepath.Rel(l.root, p)
+		if rerr != nil || !filepath.IsLocal(rel) {
 			return fail(line, "kind", "SEED: path '%s' is outside the project %s", f.Kind.Path, l.root)
 		}
+		var root *os.Root
+		if root, err = os.OpenRoot(l.root); err == nil {
+			file, err = root.Open(rel)
+			root.Close()
+		}
+	} else {
+		file, err = os.Open(p)
 	}
-	st, err := os.Stat(p)
 	if err != nil {
-		return fail(line, "kind", "SEED: path '%s': %v", f.Kind.Path, errors.Unwrap(err))
+		return fail(line, "kind", "SEED: path '%s': %v", f.Kind.Path, cause(err))
+	}
+	defer file.Close()
+	st, err := file.Stat()
+	if err != nil {
+		return fail(line, "kind", "SEED: path '%s': %v", f.Kind.Path, cause(err))
 	}
 	if !st.Mode().IsRegular() {
 		return fail(line, "kind", "SEED: path '%s' is not a file", f.Kind.Path)
@@ -264,15 +280,27 @@ func (l *loader) seed(e *entry, fail func(int, string, string, ...any) error) er
 	if st.Size() > models.MaxSeed {
 		return fail(line, "kind", "SEED: path '%s' is %d bytes: a seed is at most %d (models.MaxSeed)", f.Kind.Path, st.Size(), models.MaxSeed)
 	}
-	b, err := read(p, models.MaxSeed)
+	b, err := io.ReadAll(io.LimitReader(file, models.MaxSeed+1))
 	if err != nil {
-		return fail(line, "kind", "SEED: path '%s': %v", f.Kind.Path, err.(*Error).Msg)
+		return fail(line, "kind", "SEED: path '%s': %v", f.Kind.Path, cause(err))
+	}
+	if len(b) > models.MaxSeed {
+		return fail(line, "kind", "SEED: path '%s' is more than %d bytes: a seed is at most that (models.MaxSeed)", f.Kind.Path, models.MaxSeed)
 	}
 	if len(b) == 0 {
 		return fail(line, "kind", "SEED: path '%s' is empty: a seed needs a header row", f.Kind.Path)
 	}
 	e.m.Register.Seed, e.m.SeedFile = string(b), p
 	return nil
+}
+
+// cause is an *os.PathError's own error (the path is named already).
+func cause(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 // validate is models.Definition.Validate on the registration, its errors

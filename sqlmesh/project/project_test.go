@@ -300,6 +300,16 @@ func TestLoadErrors(t *testing.T) {
 		{"a seed outside the project", func(t *testing.T, dir string) {
 			edit(t, dir, "models/raw_orders.sql", "'../seeds/raw_orders.csv'", "'../../raw_orders.csv'")
 		}, []string{"models/raw_orders.sql:5: kind: SEED: path '../../raw_orders.csv' is outside the project"}},
+		{"a seed linked from outside the project", func(t *testing.T, dir string) {
+			outside := filepath.Join(t.TempDir(), "secret.csv")
+			if err := os.WriteFile(outside, []byte("a\n1\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(outside, filepath.Join(dir, "seeds", "linked.csv")); err != nil {
+				t.Fatal(err)
+			}
+			edit(t, dir, "models/raw_orders.sql", "raw_orders.csv", "linked.csv")
+		}, []string{"models/raw_orders.sql:5: kind: SEED: path '../seeds/linked.csv': path escapes from parent"}},
 		{"a seed with a query", func(t *testing.T, dir string) {
 			edit(t, dir, "models/raw_orders.sql", ");\n", ");\nSELECT 1\n")
 		}, []string{"models/raw_orders.sql:16: query: a SEED model has no query"}},
