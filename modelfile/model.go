@@ -243,7 +243,7 @@ func contentVersion(r commands.RegisterSnapshot, sched interval.Schedule) string
 	}
 	return models.ContentVersion(events.SnapshotRegistered{Model: r.Model, Cron: sched.Cron(), Unit: sched.Unit(), Start: r.Start,
 		Lookback: r.Lookback, Kind: kind, AllowPartials: r.AllowPartials, DependsOn: r.DependsOn, SQL: r.SQL, TimeColumn: r.TimeColumn,
-		BatchSize: r.BatchSize, BatchConcurrency: r.BatchConcurrency, Audits: r.Audits, Grain: r.Grain})
+		BatchSize: r.BatchSize, BatchConcurrency: r.BatchConcurrency, Audits: r.Audits, Grain: r.Grain, Seed: r.Seed, Macros: r.Macros})
 }
 
 func lineOf(n ast.Node) int {

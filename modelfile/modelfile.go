@@ -13,7 +13,11 @@
 // refused; it reads nothing but the file it is given and never panics on
 // input.
 //
-// Importers: cmd/tidemark (apply) and scenario.
+// It also reads a SQLMesh project's config.yaml (ReadSQLMeshConfig) for
+// package sqlmesh/project, and names a definition by its content
+// (ContentVersion) for both.
+//
+// Importers: cmd/tidemark (apply), scenario and sqlmesh/project.
 package modelfile
 
 import (

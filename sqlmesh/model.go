@@ -1,6 +1,7 @@
 package sqlmesh
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -30,9 +31,15 @@ type Model struct {
 	// Unknown are the properties this package does not read, in file order.
 	Unknown []Property
 
+	// Lines are where each property given starts, by lower-cased name
+	// (start, cron, dialect, …), so a later error can point at it.
+	Lines map[string]int
+
 	// Query is the rest of the file after the MODEL block, verbatim from its
 	// first non-blank character, trailing blanks trimmed; QueryLine is the
-	// line it starts on, so a later error can point into it.
+	// line it starts on, so a later error can point into it. A SEED model
+	// may have none (SQLMesh's seeds have no query): Query is "" and
+	// QueryLine 0.
 	Query     string
 	QueryLine int
 }
@@ -102,14 +109,23 @@ func ParseModel(file string, src []byte) (*Model, error) {
 	}
 	closeLine := p.tok.line
 	q, qline, err := query(p, "MODEL")
+	noQuery := err
 	if err != nil {
-		return nil, err
+		var e *Error
+		if !errors.As(err, &e) || e.Property != "query" {
+			return nil, err
+		}
 	}
 	m.Query, m.QueryLine = q, qline
+	m.Lines = map[string]int{}
 	for _, pr := range props {
 		if err := m.set(file, src, pr); err != nil {
 			return nil, err
 		}
+		m.Lines[pr.name] = pr.line
+	}
+	if noQuery != nil && m.Kind.Name != KindSeed {
+		return nil, noQuery
 	}
 	if m.Name == "" {
 		return nil, &Error{File: file, Line: m.Line, Property: "name", Msg: "missing: every model needs a name schema.model"}

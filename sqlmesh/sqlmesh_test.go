@@ -125,10 +125,41 @@ func TestParseModelFixtures(t *testing.T) {
 				t.Fatal(err)
 			}
 			tt.want.File = path
+			got.Lines = nil // TestPropertyLines
 			if !reflect.DeepEqual(*got, tt.want) {
 				t.Errorf("got\n%+v\nwant\n%+v", *got, tt.want)
 			}
 		})
+	}
+}
+
+// TestPropertyLines: Lines says where each property given starts.
+func TestPropertyLines(t *testing.T) {
+	path := filepath.Join("testdata", "models", "orders.sql")
+	m, err := ParseModel(path, read(t, path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"name": 7, "kind": 8, "cron": 14, "start": 15, "owner": 16, "description": 17, "grain": 18,
+		"depends_on": 19, "audits": 20, "columns": 26, "tags": 33, "physical_properties": 34}
+	if !reflect.DeepEqual(m.Lines, want) {
+		t.Errorf("Lines %v, want %v", m.Lines, want)
+	}
+}
+
+// TestSeedWithoutQuery: a SEED model has no query (SQLMesh's seeds have
+// none); any other kind must have one.
+func TestSeedWithoutQuery(t *testing.T) {
+	m, err := ParseModel("seed.sql", []byte("MODEL (name ref.countries, kind SEED (path 'c.csv'));\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Query != "" || m.QueryLine != 0 || m.Kind.Path != "c.csv" {
+		t.Errorf("%+v", m)
+	}
+	_, err = ParseModel("full.sql", []byte("MODEL (name s.m, kind FULL);\n"))
+	if err == nil || err.Error() != "full.sql:1: query: missing: a query must follow the MODEL block" {
+		t.Errorf("got %v", err)
 	}
 }
 
@@ -388,4 +419,49 @@ func FuzzParseModel(f *testing.F) {
 			t.Errorf("error not an *Error: %v", err)
 		}
 	})
+}
+
+// TestSubstituteParams: @names are replaced outside literals, quoted
+// identifiers and comments, the rest kept byte for byte; the @names not
+// given are listed with their lines.
+func TestSubstituteParams(t *testing.T) {
+	q := "SELECT * FROM @this_model -- @column here stays\n" +
+		"WHERE @COLUMN < 0 /* @column */ AND note <> '@column' AND \"@column\" IS NULL\n" +
+		"  AND n > @threshold AND@column=1 AND @ column = 2"
+	got, left, err := SubstituteParams("a.sql", q, map[string]string{"column": "amount"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "SELECT * FROM @this_model -- @column here stays\n" +
+		"WHERE amount < 0 /* @column */ AND note <> '@column' AND \"@column\" IS NULL\n" +
+		"  AND n > @threshold ANDamount=1 AND @ column = 2"
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	wantLeft := []Param{{Name: "this_model", Line: 1, Off: 14}, {Name: "threshold", Line: 3, Off: strings.Index(q, "@threshold")}}
+	if !reflect.DeepEqual(left, wantLeft) {
+		t.Errorf("left %+v, want %+v", left, wantLeft)
+	}
+	if _, _, err := SubstituteParams("a.sql", "SELECT 'open", nil); err == nil || !strings.Contains(err.Error(), "a.sql:1:8: unterminated string") {
+		t.Errorf("unterminated: %v", err)
+	}
+}
+
+// TestValueSQL: a value as an audit's query writes it.
+func TestValueSQL(t *testing.T) {
+	for _, tt := range []struct {
+		v    Value
+		want string
+	}{
+		{ident("amount", 1), "amount"},
+		{ident("s.t", 1), "s.t"},
+		{ident("My Col", 1), `"My Col"`},
+		{str("it's", 1), "'it''s'"},
+		{Value{Kind: Number, Text: "1.5"}, "1.5"},
+		{Value{Kind: List, Text: "('a', 'b')"}, "('a', 'b')"},
+	} {
+		if got := tt.v.SQL(); got != tt.want {
+			t.Errorf("%+v: got %s, want %s", tt.v, got, tt.want)
+		}
+	}
 }

@@ -1,0 +1,163 @@
+package project
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/tidemark/tidemark/sqlcheck"
+)
+
+// tablesOf is the tables sql reads, by the engine's parser: the one place
+// the loader asks it.
+func tablesOf(ctx context.Context, sql string) ([]sqlcheck.TableRef, error) {
+	return sqlcheck.Tables(ctx, sql)
+}
+
+// dependencies infers a model's depends_on from the tables its query
+// reads (each must be a model of the project), rewrites each reference to
+// a model to the quoted identifier "schema.model", and checks an explicit
+// depends_on against them.
+func (l *loader) dependencies(e *entry, byName map[string]*entry) error {
+	f, r := e.src, &e.m.Register
+	if e.sql == "" { // a seed
+		if len(f.DependsOn) > 0 {
+			return &Error{File: f.File, Line: f.Lines["depends_on"], Property: "depends_on", Msg: "a SEED model depends on nothing: its rows are its CSV"}
+		}
+		return nil
+	}
+	refs, err := tablesOf(l.ctx, e.sql)
+	if err != nil {
+		var se *sqlcheck.Error
+		if errors.As(err, &se) {
+			line := f.QueryLine
+			if se.Line > 0 {
+				line += se.Line - 1
+			}
+			msg := se.Msg
+			if se.Column > 0 {
+				msg = fmt.Sprintf("%s (column %d)", msg, se.Column)
+			}
+			return &Error{File: f.File, Line: line, Property: "query", Msg: msg}
+		}
+		return &Error{File: f.File, Line: f.QueryLine, Property: "query", Msg: err.Error()}
+	}
+	sql := e.sql
+	seen := map[string]bool{}
+	for i := len(refs) - 1; i >= 0; i-- {
+		ref := refs[i]
+		line := lineIn(e.sql, ref.Start, f.QueryLine)
+		name, err := resolve(ref, f.Schema, byName)
+		if err != nil {
+			return &Error{File: f.File, Line: line, Property: "query", Msg: err.Error()}
+		}
+		if name == r.Model {
+			return &Error{File: f.File, Line: line, Property: "query", Msg: fmt.Sprintf("reads %s, the model itself: a model reads only other models", ref.Qualified())}
+		}
+		sql = sql[:ref.Start] + `"` + name + `"` + sql[ref.End:]
+		seen[name] = true
+		e.refLine[name] = line // the last assignment is the first reference
+	}
+	deps := make([]string, 0, len(seen))
+	for n := range seen {
+		deps = append(deps, n)
+	}
+	sort.Strings(deps)
+	if f.DependsOn != nil {
+		var given []string
+		for _, d := range f.DependsOn {
+			given = append(given, strings.ToLower(d))
+		}
+		sort.Strings(given)
+		given = slices.Compact(given)
+		if !slices.Equal(given, deps) {
+			return &Error{File: f.File, Line: f.Lines["depends_on"], Property: "depends_on",
+				Msg: fmt.Sprintf("[%s] disagrees with the models the query reads: [%s]", strings.Join(given, ", "), strings.Join(deps, ", "))}
+		}
+	}
+	r.DependsOn, r.SQL = deps, sql
+	return validate(e)
+}
+
+// resolve is the model a table reference names: schema.model as written
+// (any case), the quoted identifier "schema.model" (the form stored SQL
+// reads it by), or a plain name: the model of that name in the reading
+// model's schema, else the one model of that name in any schema.
+func resolve(ref sqlcheck.TableRef, schema string, byName map[string]*entry) (string, error) {
+	notModel := fmt.Errorf("reads %s, which is no model of this project: a tidemark model reads only other models (a raw table must be a SEED or a model)", ref.Qualified())
+	if ref.Catalog != "" {
+		return "", notModel
+	}
+	if ref.Schema != "" {
+		n := strings.ToLower(ref.Schema + "." + ref.Name)
+		if _, ok := byName[n]; ok {
+			return n, nil
+		}
+		return "", notModel
+	}
+	short := strings.ToLower(ref.Name)
+	if byName[short] != nil { // "shop.orders", already the stored form
+		return short, nil
+	}
+	if n := strings.ToLower(schema) + "." + short; byName[n] != nil {
+		return n, nil
+	}
+	var found []string
+	for n := range byName {
+		if _, s, _ := strings.Cut(n, "."); s == short {
+			found = append(found, n)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return "", notModel
+	case 1:
+		return found[0], nil
+	}
+	sort.Strings(found)
+	return "", fmt.Errorf("reads %s, which names several models (%s): qualify it schema.model", ref.Name, strings.Join(found, ", "))
+}
+
+// cycle refuses a dependency cycle, naming it.
+func cycle(deps map[string][]string, byName map[string]*entry) error {
+	names := make([]string, 0, len(deps))
+	for n := range deps {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	state := map[string]int{} // 1 on the path, 2 done
+	var path []string
+	var visit func(string) []string
+	visit = func(n string) []string {
+		state[n] = 1
+		path = append(path, n)
+		for _, d := range deps[n] {
+			switch state[d] {
+			case 1:
+				i := slices.Index(path, d)
+				return append(append([]string(nil), path[i:]...), d)
+			case 0:
+				if c := visit(d); c != nil {
+					return c
+				}
+			}
+		}
+		path = path[:len(path)-1]
+		state[n] = 2
+		return nil
+	}
+	for _, n := range names {
+		if state[n] != 0 {
+			continue
+		}
+		if c := visit(n); c != nil {
+			e := byName[c[0]]
+			return &Error{File: e.m.File, Line: e.refLine[c[1]], Property: "query",
+				Msg: fmt.Sprintf("dependency cycle: %s", strings.Join(c, " → "))}
+		}
+	}
+	return nil
+}
