@@ -8,13 +8,14 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/tidemark/tidemark/models"
 	"github.com/tidemark/tidemark/sqlcheck"
 )
 
-// tablesOf is the tables sql reads, by the engine's parser: the one place
-// the loader asks it.
+// tablesOf is the tables sql (SQLMesh's macro vocabulary) reads, by the
+// engine's parser: the one place the loader asks it.
 func tablesOf(ctx context.Context, sql string) ([]sqlcheck.TableRef, error) {
-	return sqlcheck.Tables(ctx, sql)
+	return sqlcheck.Tables(ctx, sql, models.MacrosSQLMesh)
 }
 
 // dependencies infers a model's depends_on from the tables its query
