@@ -104,7 +104,7 @@ func TestLoadFixture(t *testing.T) {
 		Grain: []string{"order_id"}, Seed: string(csv), Macros: models.MacrosSQLMesh,
 	}, {
 		Model: "shop.orders", Cron: "@daily", Start: day, SnapshotKind: events.Incremental,
-		DependsOn: []string{"shop.raw_orders"}, TimeColumn: "ts", BatchSize: 2,
+		DependsOn: []string{"shop.raw_orders"}, TimeColumn: "ts", BatchSize: 31,
 		SQL: "-- SQLMesh's @start_ts and @end_ts: the day's first and last instants.\n" +
 			"SELECT\n  order_id,\n  customer_id,\n  amount,\n  status,\n  ts\n" +
 			"FROM \"shop.raw_orders\"\nWHERE ts BETWEEN @start_ts AND @end_ts",
@@ -189,11 +189,11 @@ func TestVersions(t *testing.T) {
 	}{
 		{"the SQL", "models/daily_revenue.sql", "count(*) AS orders", "count(1) AS orders", "shop.daily_revenue"},
 		{"the CSV", "seeds/raw_orders.csv", "7,12,40,paid", "7,12,41,paid", "shop.raw_orders"},
-		{"a kind setting", "models/orders.sql", "batch_size 2", "batch_size 3", "shop.orders"},
+		{"a kind setting", "models/orders.sql", "batch_size 31", "batch_size 30", "shop.orders"},
 		{"an audit file", "audits/amounts.sql", "WHERE amount > @max_amount", "WHERE amount >= @max_amount", "shop.orders"},
 		{"the config's start", "config.yaml", "start: 2024-01-01", "start: 2024-01-02", "*"},
 		{"a description", "models/orders.sql", "'The orders of each day'", "'Orders'", ""},
-		{"a comment in the block", "models/orders.sql", "-- two days per batch", "-- two days", ""},
+		{"a comment in the block", "models/orders.sql", "-- a month of days per batch", "-- a month", ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := copyFixture(t)

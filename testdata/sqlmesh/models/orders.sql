@@ -5,7 +5,7 @@ MODEL (
   name shop.orders, -- the schema is part of the name
   kind INCREMENTAL_BY_TIME_RANGE (
     time_column ts,
-    batch_size 2, -- two days per batch
+    batch_size 31, -- a month of days per batch
   ),
   grain order_id,
   owner 'shop team',
