@@ -6,28 +6,37 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/modelfile"
 	"github.com/tidemark/tidemark/sqlcheck"
+	"github.com/tidemark/tidemark/sqlmesh/project"
 )
 
 func newApplyCmd() *cobra.Command {
 	var f clientFlags
 	var file string
 	cmd := &cobra.Command{
-		Use:   "apply -f models.yaml",
-		Short: "Register the models of a model file (unchanged definitions are no-ops; a change is a new version)",
+		Use:   "apply -f models.yaml|PROJECT_DIR",
+		Short: "Register the models of a model file or a SQLMesh project (unchanged definitions are no-ops; a change is a new version)",
 		Long: "apply registers every model of the file, upstream models first. A model without\n" +
 			"`version` gets one derived from its definition (d + 10 hex of its fingerprint), so\n" +
 			"re-applying an unchanged file registers nothing and any change registers a new version.\n" +
-			"An explicit version whose definition changed is refused: give the change a new version.",
+			"An explicit version whose definition changed is refused: give the change a new version.\n\n" +
+			"-f may also name a SQLMesh project (its directory, or one of its model files):\n" +
+			"models/**/*.sql (MODEL blocks), audits/**/*.sql (AUDIT blocks), the seeds' CSVs and\n" +
+			"config.yaml's model_defaults; each model's version is its content's fingerprint and its\n" +
+			"depends_on the project's models its query reads (README: From a SQLMesh project).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file == "" {
-				return &exitError{kind: usage, err: errors.New("-f is required: the model file to apply")}
+				return &exitError{kind: usage, err: errors.New("-f is required: the model file (or SQLMesh project) to apply")}
+			}
+			if isProject(file) {
+				return applyProject(cmd, f, file)
 			}
 			ms, err := modelfile.Load(file)
 			if err != nil {
@@ -36,54 +45,136 @@ func newApplyCmd() *cobra.Command {
 			if err := checkSQL(cmd.Context(), file, ms); err != nil {
 				return &exitError{kind: usage, err: err}
 			}
-			nc, err := connect(f.natsURL)
-			if err != nil {
-				return err
-			}
-			defer nc.Close()
-			type result struct {
-				Snapshot   string `json:"snapshot"`
-				Registered bool   `json:"registered"`
-				Seq        uint64 `json:"seq"`
-			}
-			var results []result
-			for _, m := range ms {
-				reg := m.Register
-				reg.Meta = commands.Meta{Actor: "cli:apply"}
-				r, err := send(cmd.Context(), nc, &reg)
-				if err != nil {
-					var ee *exitError
-					if errors.As(err, &ee) && ee.kind == failed && r.Code == commands.CodeConflict {
-						line := m.VersionLine
-						if line == 0 {
-							line = m.Line
-						}
-						return &exitError{kind: failed, err: fmt.Errorf("%s:%d: version: %s", file, line, r.Message)}
-					}
-					return err
+			regs := make([]applied, len(ms))
+			for i, m := range ms {
+				line := m.VersionLine
+				if line == 0 {
+					line = m.Line
 				}
-				results = append(results, result{Snapshot: reg.Model + "@" + reg.Version, Registered: r.Events > 0, Seq: r.Seq})
+				regs[i] = applied{reg: m.Register, at: fmt.Sprintf("%s:%d", file, line)}
 			}
-			out := cmd.OutOrStdout()
-			if f.output == "json" {
-				return json.NewEncoder(out).Encode(results)
-			}
-			changed := 0
-			for _, r := range results {
-				if r.Registered {
-					changed++
-					fmt.Fprintf(out, "registered %s (seq %d)\n", r.Snapshot, r.Seq)
-				} else {
-					fmt.Fprintf(out, "unchanged  %s\n", r.Snapshot)
-				}
-			}
-			fmt.Fprintf(out, "%d model(s), %d registered, %d unchanged\n", len(results), changed, len(results)-changed)
-			return nil
+			return register(cmd, f, regs)
 		},
 	}
 	f.register(cmd)
-	cmd.Flags().StringVarP(&file, "file", "f", "", "model file (YAML)")
+	cmd.Flags().StringVarP(&file, "file", "f", "", "model file (YAML), or a SQLMesh project: its directory or one of its model files (.sql)")
 	return cmd
+}
+
+// applied is a registration apply sends, with where its file defines it
+// (file:line, for a conflict's message).
+type applied struct {
+	reg commands.RegisterSnapshot
+	at  string
+}
+
+// register sends regs in order (upstream models first) and prints what
+// each did: registered, or unchanged. A version registered with another
+// definition stops it, naming the file's line.
+func register(cmd *cobra.Command, f clientFlags, regs []applied) error {
+	nc, err := connect(f.natsURL)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	type result struct {
+		Snapshot   string `json:"snapshot"`
+		Registered bool   `json:"registered"`
+		Seq        uint64 `json:"seq"`
+	}
+	var results []result
+	for _, a := range regs {
+		reg := a.reg
+		reg.Meta = commands.Meta{Actor: "cli:apply"}
+		r, err := send(cmd.Context(), nc, &reg)
+		if err != nil {
+			var ee *exitError
+			if errors.As(err, &ee) && ee.kind == failed && r.Code == commands.CodeConflict {
+				return &exitError{kind: failed, err: fmt.Errorf("%s: version: %s", a.at, r.Message)}
+			}
+			return err
+		}
+		results = append(results, result{Snapshot: reg.Model + "@" + reg.Version, Registered: r.Events > 0, Seq: r.Seq})
+	}
+	out := cmd.OutOrStdout()
+	if f.output == "json" {
+		return json.NewEncoder(out).Encode(results)
+	}
+	changed := 0
+	for _, r := range results {
+		if r.Registered {
+			changed++
+			fmt.Fprintf(out, "registered %s (seq %d)\n", r.Snapshot, r.Seq)
+		} else {
+			fmt.Fprintf(out, "unchanged  %s\n", r.Snapshot)
+		}
+	}
+	fmt.Fprintf(out, "%d model(s), %d registered, %d unchanged\n", len(results), changed, len(results)-changed)
+	return nil
+}
+
+// isProject reports whether path is a SQLMesh project to apply: a
+// directory, or a model file (.sql).
+func isProject(path string) bool {
+	if strings.EqualFold(filepath.Ext(path), ".sql") {
+		return true
+	}
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
+}
+
+// applyProject is apply of a SQLMesh project (package sqlmesh/project):
+// its notes (what tidemark does not read) on stderr, its models checked
+// by the server's SQL check here, then registered in dependency order.
+func applyProject(cmd *cobra.Command, f clientFlags, path string) error {
+	p, err := project.Load(cmd.Context(), path)
+	if err != nil {
+		return &exitError{kind: usage, err: err}
+	}
+	for _, n := range p.Notes {
+		fmt.Fprintf(cmd.ErrOrStderr(), "note: %s\n", n)
+	}
+	if err := checkProject(cmd.Context(), p); err != nil {
+		return &exitError{kind: usage, err: err}
+	}
+	regs := make([]applied, len(p.Models))
+	for i, m := range p.Models {
+		regs[i] = applied{reg: m.Register, at: fmt.Sprintf("%s:%d", m.File, m.Line)}
+	}
+	return register(cmd, f, regs)
+}
+
+// checkProject runs the server's SQL check on a project's models (the
+// upstream models are the project's), a refusal placed at its file's
+// line: the query's line for the SQL's, the MODEL block's otherwise.
+func checkProject(ctx context.Context, p *project.Project) error {
+	if !sqlcheck.Available() {
+		return nil
+	}
+	defs := map[string]sqlcheck.Model{}
+	for _, m := range p.Models {
+		defs[m.Register.Model] = checkModel(m.Register)
+	}
+	lookup := func(name string) (sqlcheck.Model, bool) { d, ok := defs[name]; return d, ok }
+	for _, m := range p.Models {
+		err := sqlcheck.Check(ctx, defs[m.Register.Model], lookup)
+		var e *sqlcheck.Error
+		if !errors.As(err, &e) {
+			if err != nil {
+				return fmt.Errorf("%s: checking %s: %w", m.File, m.Register.Model, err)
+			}
+			continue
+		}
+		line, prop := m.Line, e.Field
+		if e.Field == "sql" && e.Upstream == "" {
+			line, prop = m.QueryLine, "query"
+			if e.Line > 0 {
+				line += e.Line - 1
+			}
+		}
+		return &project.Error{File: m.File, Line: line, Property: prop, Msg: e.Error()}
+	}
+	return nil
 }
 
 // checkSQL runs the server's SQL check (sqlcheck) on a file's models
@@ -96,7 +187,7 @@ func checkSQL(ctx context.Context, file string, ms []modelfile.Model) error {
 	defs := map[string]sqlcheck.Model{}
 	for _, m := range ms {
 		r := m.Register
-		defs[r.Model] = sqlcheck.Model{Name: r.Model, SQL: r.SQL, TimeColumn: r.TimeColumn, DependsOn: r.DependsOn, Audits: r.Audits, Grain: r.Grain, Macros: r.Macros}
+		defs[r.Model] = checkModel(r)
 	}
 	lookup := func(name string) (sqlcheck.Model, bool) { d, ok := defs[name]; return d, ok }
 	for _, m := range ms {
@@ -119,6 +210,11 @@ func checkSQL(ctx context.Context, file string, ms []modelfile.Model) error {
 		return &modelfile.Error{File: file, Line: line, Path: fmt.Sprintf("models[%d].%s", m.Index, e.Field), Msg: e.Error()}
 	}
 	return nil
+}
+
+// checkModel is what sqlcheck checks of a registration.
+func checkModel(r commands.RegisterSnapshot) sqlcheck.Model {
+	return sqlcheck.Model{Name: r.Model, SQL: r.SQL, TimeColumn: r.TimeColumn, DependsOn: r.DependsOn, Audits: r.Audits, Grain: r.Grain, Macros: r.Macros}
 }
 
 // blockScalar reports whether line n of file holds a key whose value is a
