@@ -3,6 +3,7 @@ package decide
 import (
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/tidemark/tidemark/commands"
@@ -19,6 +20,9 @@ import (
 func buildPlan(st *projections.State, c *commands.BuildPlan) (Decision, error) {
 	if _, ok := st.Plans[c.Plan]; ok {
 		return Decision{}, commands.Errorf(commands.CodeConflict, "plan", "plan %q already exists", c.Plan)
+	}
+	if err := viewSchemaClash(st, c); err != nil {
+		return Decision{}, err
 	}
 	env := st.Env(c.Env)
 	chosen := map[string]*projections.Snapshot{}
@@ -176,4 +180,39 @@ func tableOf(st *projections.State, env *projections.Env, sn *projections.Snapsh
 			sn.Snapshot, sn.Table, bound, env.Name, want, wantWhy)
 	}
 	return want, nil
+}
+
+// viewSchemaClash refuses a plan whose views could be another
+// environment's. A schema-qualified model's view lives in schema
+// <schema>__<env> (models.ViewOf), an unqualified one's in <env>: that
+// is one-to-one while no environment's name has "__" or starts with '_'
+// (sushi.orders in prod and orders in an environment sushi__prod would
+// be one view). So a new environment's name may have neither (one named
+// so before schema-qualified models existed keeps working, but takes no
+// schema-qualified model), and a schema-qualified model is not planned
+// into an environment when its view schema is an existing environment's
+// name.
+func viewSchemaClash(st *projections.State, c *commands.BuildPlan) error {
+	composite := strings.Contains(c.Env, "__") || strings.HasPrefix(c.Env, "_")
+	if _, exists := st.Envs[c.Env]; !exists && composite {
+		return commands.Errorf(commands.CodeInvalid, "env", "env %q: a new environment's name may not contain \"__\" nor start with '_' (schema-qualified models' views live in schemas <schema>__<env>, which such a name could be)", c.Env)
+	}
+	names := make([]string, 0, len(c.Versions))
+	for m := range c.Versions {
+		names = append(names, m)
+	}
+	sort.Strings(names)
+	for _, m := range names {
+		schema, view := models.ViewOf(c.Env, m)
+		if !strings.Contains(m, ".") {
+			continue
+		}
+		if composite {
+			return commands.Errorf(commands.CodeInvalid, "versions."+m, "%s: environment %q takes no schema-qualified model: its name has \"__\" or starts with '_', so its view %s.%s could be another environment's", m, c.Env, schema, view)
+		}
+		if _, clash := st.Envs[schema]; clash {
+			return commands.Errorf(commands.CodeConflict, "versions."+m, "%s: its view in %s would be %s.%s, in the schema of environment %q", m, c.Env, schema, view, schema)
+		}
+	}
+	return nil
 }
