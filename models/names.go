@@ -131,11 +131,11 @@ const (
 
 // TableName is the warehouse table (in schema "tidemark") of a tidemark
 // table id (a snapshot's Table, e.g. "events@v1"): the model's name, "__",
-// and 12 hex digits of the id's SHA-256 (a schema-qualified model's '.'
-// replaced by "__": sushi.orders@v1 is sushi__orders__… in "tidemark";
-// the digest, of the id itself, keeps it apart from a model sushi__orders), the same for every snapshot that
+// and 12 hex digits of the id's SHA-256, the same for every snapshot that
 // shares the table (forward-only versions), and a plain SQL identifier
-// when the model's name is one. A name that would pass MaxIdentBytes (a
+// when the model's name is one. A schema-qualified model's '.' becomes
+// "__" (sushi.orders@v1 is sushi__orders__…; the digest, of the id
+// itself, keeps it apart from a model named sushi__orders). A name that would pass MaxIdentBytes (a
 // model name of more than 49 bytes) keeps the first bytes of the model's
 // name and 24 hex digits instead, so it is exactly MaxIdentBytes long (the
 // hex digits cannot contain the "__" a shorter form has in their place:
