@@ -384,6 +384,18 @@ func name(field, v string) error {
 	return nil
 }
 
+// modelName validates a model a command names: a name, or a
+// schema-qualified one (events.ValidModelName).
+func modelName(field, v string) error {
+	if v == "" {
+		return Errorf(CodeInvalid, field, "%s is required", field)
+	}
+	if !events.ValidModelName(v) {
+		return Errorf(CodeInvalid, field, "%s %q: use letters, digits, '_' and '-' (at most 128), or schema.model", field, v)
+	}
+	return nil
+}
+
 // warehouseName validates a name being defined that becomes a warehouse
 // identifier (an environment's schema): models.CheckWarehouseName.
 func warehouseName(field, v string) error {
@@ -410,7 +422,7 @@ func snapshotRef(m *Meta, model, v string) error {
 	if err := m.validate(); err != nil {
 		return err
 	}
-	if err := name("model", model); err != nil {
+	if err := modelName("model", model); err != nil {
 		return err
 	}
 	return version("version", v)
@@ -461,8 +473,11 @@ func (c *BuildPlan) Validate() error {
 		return Errorf(CodeLimit, "versions", "a plan may set at most %d models, got %d", MaxPlanModels, len(c.Versions))
 	}
 	for m, v := range c.Versions {
-		if err := name("versions", m); err != nil {
+		if err := modelName("versions", m); err != nil {
 			return err
+		}
+		if fe := models.CheckViewSchema("versions", c.Env, m); fe != nil {
+			return Errorf(CodeInvalid, "versions."+m, "%s", fe.Msg)
 		}
 		if err := version("versions."+m, v); err != nil {
 			return err

@@ -56,6 +56,22 @@ func TestValidate(t *testing.T) {
 		{"restate nothing", &Restate{Meta: meta, Env: "prod", Model: "events"}, "ranges", "at least one range"},
 		{"restate an empty range", &Restate{Meta: meta, Env: "prod", Model: "events", Ranges: []interval.Range{interval.R(t0, t0)}}, "ranges[0]", "end is not after start"},
 		{"restate with a control character", &Restate{Meta: meta, Env: "prod", Model: "events", Ranges: hour, Reason: "a\nb"}, "reason", "control character"},
+		// Schema-qualified model names: the dot is for models only, and
+		// the view's schema <schema>__<env> must fit 63 bytes.
+		{"register sushi.orders", &RegisterSnapshot{Meta: meta, Model: "sushi.orders", Version: "v1", Cron: "@hourly", Start: t0, DependsOn: []string{"raw.events"}}, "", ""},
+		{"register a reserved schema", &RegisterSnapshot{Meta: meta, Model: "tidemark.orders", Version: "v1", Cron: "@hourly", Start: t0}, "model", "reserved"},
+		{"register two dots", &RegisterSnapshot{Meta: meta, Model: "a.b.c", Version: "v1", Cron: "@hourly", Start: t0}, "model", "schema.model"},
+		{"plan sushi.orders", &BuildPlan{Meta: meta, Plan: "p1", Env: "prod", Versions: map[string]string{"sushi.orders": "v1"}}, "", ""},
+		{"plan a view schema of 63", &BuildPlan{Meta: meta, Plan: "p1", Env: strings.Repeat("e", 30), Versions: map[string]string{strings.Repeat("s", 31) + ".o": "v1"}}, "", ""},
+		{"plan a view schema of 64", &BuildPlan{Meta: meta, Plan: "p1", Env: strings.Repeat("e", 30), Versions: map[string]string{strings.Repeat("s", 32) + ".o": "v1"}}, "versions." + strings.Repeat("s", 32) + ".o", "its view's schema"},
+		{"plan into a dotted env", &BuildPlan{Meta: meta, Plan: "p1", Env: "a.b", Versions: map[string]string{"events": "v1"}}, "env", ""},
+		{"plan a dotted plan id", &BuildPlan{Meta: meta, Plan: "p.1", Env: "prod", Versions: map[string]string{"events": "v1"}}, "plan", ""},
+		{"complete sushi.orders", &CompleteIntervals{Meta: meta, Model: "sushi.orders", Version: "v1+p1", Ranges: hour}, "", ""},
+		{"complete a dotted version", &CompleteIntervals{Meta: meta, Model: "sushi.orders", Version: "v.1", Ranges: hour}, "version", ""},
+		{"restate sushi.orders", &Restate{Meta: meta, Env: "prod", Model: "sushi.orders", Ranges: hour}, "", ""},
+		{"restate a.b.c", &Restate{Meta: meta, Env: "prod", Model: "a.b.c", Ranges: hour}, "model", ""},
+		{"retire sushi.orders's table", &RetireTables{Meta: meta, Tables: []string{"sushi.orders@v1"}, GraceMS: MinRetireGrace.Milliseconds()}, "", ""},
+		{"retire a.b.c's table", &RetireTables{Meta: meta, Tables: []string{"a.b.c@v1"}, GraceMS: MinRetireGrace.Milliseconds()}, "tables[0]", ""},
 		{"restate without id", &Restate{Env: "prod", Model: "events", Ranges: hour}, "id", ""},
 	}
 	for _, c := range cases {

@@ -44,7 +44,7 @@ func (c *Restate) Validate() error {
 	if err := name("env", c.Env); err != nil {
 		return err
 	}
-	if err := name("model", c.Model); err != nil {
+	if err := modelName("model", c.Model); err != nil {
 		return err
 	}
 	if err := validateRanges(c.Ranges); err != nil {

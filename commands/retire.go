@@ -75,7 +75,7 @@ func (c *RetireTables) Validate() error {
 	for i, t := range c.Tables {
 		field := fmt.Sprintf("tables[%d]", i)
 		m, v, ok := events.ParseSnapshotID(t)
-		if !ok || !events.ValidName(m) || !events.ValidVersion(v) {
+		if !ok || !events.ValidModelName(m) || !events.ValidVersion(v) {
 			return Errorf(CodeInvalid, field, "table %q: want a tidemark table id, <model>@<version>", t)
 		}
 		if seen[t] {

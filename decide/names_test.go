@@ -6,6 +6,7 @@ import (
 
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/models"
+	"github.com/tidemark/tidemark/projections"
 )
 
 // Two table ids never share a warehouse table: a version whose table name
@@ -76,4 +77,43 @@ func TestEnvNameIsAWarehouseIdentifier(t *testing.T) {
 		}
 	}
 	w.must(&commands.BuildPlan{Plan: "p2", Env: strings.Repeat("e", 63), Versions: map[string]string{"events": "v2"}}, h(7))
+}
+
+// A schema-qualified model's view lives in schema <schema>__<env>: no two
+// (environment, model) pairs may get one view. A new environment's name
+// has no "__" and does not start with '_'; an environment named so
+// before (kept working) takes no schema-qualified model; and a
+// schema-qualified model's view schema may not be an existing
+// environment's. Derived versions of qualified models plan as any other.
+func TestQualifiedViewsNeverMeet(t *testing.T) {
+	w := newWorld(t)
+	w.hourly("sushi.events", "v1")
+	w.hourly("sushi.rollup", "v1", "sushi.events")
+	w.hourly("events", "v1")
+	w.deploy("prod", "deploy", map[string]string{"sushi.events": "v1", "sushi.rollup": "v1"}, h(6))
+	w.hourly("sushi.events", "v2")
+	p := w.plan("p2", "prod", map[string]string{"sushi.events": "v2"}, h(7))
+	if len(p.Candidates) != 2 || candidateOf(t, p, "sushi.rollup").Snapshot != "sushi.rollup@v1+p2" {
+		t.Fatalf("the plan of sushi.events@v2: %+v", p.Candidates)
+	}
+
+	for _, env := range []string{"sushi__prod", "_prod", "a__b"} {
+		ce := w.refused(&commands.BuildPlan{Plan: "n-" + strings.Trim(env, "_"), Env: env, Versions: map[string]string{"events": "v1"}}, h(7), commands.CodeInvalid)
+		if ce.Field != "env" || !strings.Contains(ce.Message, `may not contain "__" nor start with '_'`) {
+			t.Errorf("new env %q: %v (field %s)", env, ce, ce.Field)
+		}
+	}
+	// Environments named so before schema-qualified models existed.
+	w.st.Envs["sushi__dev"] = &projections.Env{Name: "sushi__dev", Incumbents: map[string]string{}}
+	w.st.Envs["old__env"] = &projections.Env{Name: "old__env", Incumbents: map[string]string{}}
+	w.must(&commands.BuildPlan{Plan: "legacy", Env: "old__env", Versions: map[string]string{"events": "v1"}}, h(7))
+	ce := w.refused(&commands.BuildPlan{Plan: "legacy-q", Env: "old__env", Versions: map[string]string{"sushi.events": "v1"}}, h(7), commands.CodeInvalid)
+	if ce.Field != "versions.sushi.events" || !strings.Contains(ce.Message, "takes no schema-qualified model") {
+		t.Errorf("a qualified model into old__env: %v (field %s)", ce, ce.Field)
+	}
+	ce = w.refused(&commands.BuildPlan{Plan: "dev-q", Env: "dev", Versions: map[string]string{"sushi.events": "v1"}}, h(7), commands.CodeConflict)
+	if ce.Field != "versions.sushi.events" || !strings.Contains(ce.Message, `sushi__dev.events, in the schema of environment "sushi__dev"`) {
+		t.Errorf("sushi.events into dev while env sushi__dev exists: %v (field %s)", ce, ce.Field)
+	}
+	w.must(&commands.BuildPlan{Plan: "stage-q", Env: "stage", Versions: map[string]string{"sushi.events": "v1"}}, h(7))
 }

@@ -28,6 +28,9 @@ func buildPlan(st *projections.State, c *commands.BuildPlan) (Decision, error) {
 			return Decision{Reply: commands.Reply{Accepted: true, Message: "nothing changed: " + c.Env + " serves the latest registered version of every model"}}, nil
 		}
 	}
+	if err := viewSchemaClash(st, c.Env, versions); err != nil {
+		return Decision{}, err
+	}
 	chosen := map[string]*projections.Snapshot{}
 	var set []string
 	for model, version := range versions {
@@ -210,4 +213,39 @@ func Changed(st *projections.State, env string) map[string]string {
 		out[model] = sn.Version
 	}
 	return out
+}
+
+// viewSchemaClash refuses a plan whose views could be another
+// environment's. A schema-qualified model's view lives in schema
+// <schema>__<env> (models.ViewOf), an unqualified one's in <env>: that
+// is one-to-one while no environment's name has "__" or starts with '_'
+// (sushi.orders in prod and orders in an environment sushi__prod would
+// be one view). So a new environment's name may have neither (one named
+// so before schema-qualified models existed keeps working, but takes no
+// schema-qualified model), and a schema-qualified model is not planned
+// into an environment when its view schema is an existing environment's
+// name.
+func viewSchemaClash(st *projections.State, env string, versions map[string]string) error {
+	composite := strings.Contains(env, "__") || strings.HasPrefix(env, "_")
+	if _, exists := st.Envs[env]; !exists && composite {
+		return commands.Errorf(commands.CodeInvalid, "env", "env %q: a new environment's name may not contain \"__\" nor start with '_' (schema-qualified models' views live in schemas <schema>__<env>, which such a name could be)", env)
+	}
+	names := make([]string, 0, len(versions))
+	for m := range versions {
+		names = append(names, m)
+	}
+	sort.Strings(names)
+	for _, m := range names {
+		schema, view := models.ViewOf(env, m)
+		if !strings.Contains(m, ".") {
+			continue
+		}
+		if composite {
+			return commands.Errorf(commands.CodeInvalid, "versions."+m, "%s: environment %q takes no schema-qualified model: its name has \"__\" or starts with '_', so its view %s.%s could be another environment's", m, env, schema, view)
+		}
+		if _, clash := st.Envs[schema]; clash {
+			return commands.Errorf(commands.CodeConflict, "versions."+m, "%s: its view in %s would be %s.%s, in the schema of environment %q", m, env, schema, view, schema)
+		}
+	}
+	return nil
 }

@@ -5,7 +5,8 @@
 // # Invariants
 //
 //   - Every event lives on exactly one JetStream subject, the subject of its
-//     aggregate: tidemark.evt.snap.<model>.<version> for a snapshot,
+//     aggregate: tidemark.evt.snap.<model>.<version> for a snapshot
+//     (SubjectToken: a schema-qualified model's '.' is written ':'),
 //     tidemark.evt.plan.<plan> for a plan, tidemark.evt.env.<env> for an
 //     environment. Payload.Subject gives it.
 //   - Field names (msgpack keys) are stable: they are the wire contract for

@@ -85,10 +85,18 @@ const (
 	SubjectAll = "tidemark.evt.>"
 )
 
-// SnapshotSubject is the aggregate subject of a snapshot.
+// SnapshotSubject is the aggregate subject of a snapshot:
+// tidemark.evt.snap.<model>.<version>, the model's name one subject token
+// (SubjectToken: a schema-qualified model's dot becomes ':').
 func SnapshotSubject(model, version string) string {
-	return SubjectPrefix + "snap." + model + "." + version
+	return SubjectPrefix + "snap." + SubjectToken(model) + "." + version
 }
+
+// SubjectToken is a model's name as one subject token: a schema-qualified
+// name's '.' (which would split the token) becomes ':', which no name
+// contains, so "sushi.orders" (token sushi:orders) never meets model
+// "sushi" with another token after it. Other names are unchanged.
+func SubjectToken(model string) string { return strings.ReplaceAll(model, ".", ":") }
 
 // PlanSubject is the aggregate subject of a plan.
 func PlanSubject(plan string) string { return SubjectPrefix + "plan." + plan }
@@ -104,6 +112,8 @@ func SnapshotID(model, version string) string { return model + "@" + version }
 // becomes a subject token): `^[A-Za-z0-9_][A-Za-z0-9_-]{0,127}$`, checked
 // byte by byte (the regexp cost every command 2 µs; TestValidName compares
 // both).
+//
+// A model's name may also be schema-qualified (ValidModelName).
 func ValidName(s string) bool {
 	if len(s) == 0 || len(s) > 128 || s[0] == '-' {
 		return false
@@ -115,6 +125,18 @@ func ValidName(s string) bool {
 		}
 	}
 	return true
+}
+
+// ValidModelName reports whether s can name a model: a name (ValidName),
+// or a schema-qualified one, "<schema>.<model>", with exactly one '.'
+// between two names (SQLMesh's schema.model). Versions, plans and
+// environments take no dot.
+func ValidModelName(s string) bool {
+	schema, model, qualified := strings.Cut(s, ".")
+	if !qualified {
+		return ValidName(s)
+	}
+	return ValidName(schema) && ValidName(model)
 }
 
 // ValidUserVersion reports whether a user may define a version named s: a

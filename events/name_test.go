@@ -33,3 +33,52 @@ func FuzzValidName(f *testing.F) {
 		}
 	})
 }
+
+// ValidModelName takes a name or one schema-qualified name; ValidName and
+// ValidVersion still take no dot.
+func TestValidModelName(t *testing.T) {
+	for s, want := range map[string]bool{
+		"orders": true, "sushi.orders": true, "a.b": true, "_a.b-c": true,
+		"a.b.c": false, ".a": false, "a.": false, ".": false, "": false, "a..b": false,
+		"-a.b": false, "a.-b": false, "a b.c": false, "a.b c": false, "a:b": false,
+		strings.Repeat("a", 128) + ".b": true, strings.Repeat("a", 129) + ".b": false,
+	} {
+		if got := ValidModelName(s); got != want {
+			t.Errorf("ValidModelName(%q) = %v, want %v", s, got, want)
+		}
+	}
+	if ValidName("a.b") || ValidVersion("a.b") || ValidVersion("v1+a.b") {
+		t.Error("a dot is for model names only")
+	}
+}
+
+// A schema-qualified model's subject keeps its name one token: sushi.orders
+// never shares a subject, nor a subject filter's token, with a model named
+// sushi, and a model without a dot keeps the subject it had.
+func TestQualifiedModelSubject(t *testing.T) {
+	if got := SnapshotSubject("events", "v1"); got != "tidemark.evt.snap.events.v1" {
+		t.Fatalf("an unqualified model's subject changed: %s", got)
+	}
+	q := SnapshotSubject("sushi.orders", "v1")
+	if q != "tidemark.evt.snap.sushi:orders.v1" {
+		t.Fatalf("SnapshotSubject(sushi.orders, v1) = %s", q)
+	}
+	if got := (IntervalsCompleted{Snapshot: "sushi.orders@v1+p1"}).Subject(); got != "tidemark.evt.snap.sushi:orders.v1+p1" {
+		t.Fatalf("a dotted snapshot id's subject: %s", got)
+	}
+	// Model "sushi"'s subjects are snap.sushi.<version>: three tokens after
+	// the prefix's, whatever the version (a version has no dot); none of
+	// them is q, and q is not under the filter of model sushi's subjects.
+	tokens := strings.Split(strings.TrimPrefix(q, SubjectPrefix), ".")
+	if len(tokens) != 3 || tokens[1] != "sushi:orders" {
+		t.Fatalf("%s splits into %q: the model's name must be one token", q, tokens)
+	}
+	for _, v := range []string{"orders", "v1", "orders+v1"} {
+		if s := SnapshotSubject("sushi", v); s == q || strings.HasPrefix(q, SnapshotSubject("sushi", "")) {
+			t.Fatalf("model sushi (version %s) meets sushi.orders: %s, %s", v, s, q)
+		}
+	}
+	if ValidName("sushi:orders") || ValidModelName("sushi:orders") {
+		t.Fatal("the encoded token must not be a name of its own")
+	}
+}

@@ -259,3 +259,26 @@ func TestParseGrain(t *testing.T) {
 		}
 	}
 }
+
+// A model file may name a schema-qualified model and depend on one; a name
+// with two dots, or a reserved schema, is refused naming the line.
+func TestParseQualifiedNames(t *testing.T) {
+	body := strings.NewReplacer("name: events", "name: raw.events", "depends_on: [events]", "depends_on: [raw.events]", "name: sessions", "name: sushi.sessions").Replace(good)
+	ms, err := Parse("models.yaml", []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) != 2 || ms[0].Register.Model != "raw.events" || ms[1].Register.Model != "sushi.sessions" || ms[1].Register.DependsOn[0] != "raw.events" {
+		t.Fatalf("parsed %+v", ms)
+	}
+	for name, want := range map[string]string{
+		"a.b.c":        `models.yaml:2: models[0].name: "a.b.c"`,
+		"tidemark.x":   `models.yaml:2: models[0].name: "tidemark.x": its schema "tidemark" is reserved`,
+		"Sushi.events": `models.yaml:2: models[0].name: "Sushi.events": its schema "Sushi": use lower-case letters only`,
+	} {
+		_, err := Parse("models.yaml", []byte(strings.Replace(body, "name: raw.events", "name: "+name, 1)))
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%s: got %v, want prefix %q", name, err, want)
+		}
+	}
+}

@@ -117,7 +117,7 @@ func named(field, format string, args ...any) *FieldError {
 // scenario files all call it). An empty Version is not checked: files
 // derive one, and a registration requires it itself.
 func (d Definition) Validate() error {
-	if err := CheckWarehouseName("model", d.Model); err != nil {
+	if err := CheckModelName("model", d.Model); err != nil {
 		err.Key = "name"
 		return err
 	}
@@ -216,7 +216,7 @@ func (d Definition) Validate() error {
 	}
 	for i, dep := range d.DependsOn {
 		field := fmt.Sprintf("depends_on[%d]", i)
-		if err := checkName(field, dep); err != nil {
+		if err := checkModelRef(field, dep); err != nil {
 			return err
 		}
 		if dep == d.Model {
@@ -297,12 +297,14 @@ func (d Definition) auditMacros() []string {
 	return []string{MacroThisModel, MacroStartTS, MacroEndTS}
 }
 
-func checkName(field, v string) *FieldError {
+// checkModelRef checks a model a definition names (depends_on): a model's
+// name, maybe schema-qualified (events.ValidModelName).
+func checkModelRef(field, v string) *FieldError {
 	if v == "" {
 		return named(field, "is required")
 	}
-	if !events.ValidName(v) {
-		return named(field, "%q: use letters, digits, '_' and '-' (at most 128)", v)
+	if !events.ValidModelName(v) {
+		return named(field, "%q: use letters, digits, '_' and '-' (at most 128), or schema.model", v)
 	}
 	return nil
 }

@@ -38,6 +38,52 @@ func CheckWarehouseName(field, v string) *FieldError {
 	return nil
 }
 
+// CheckModelName checks a model's name being defined: a warehouse name
+// (CheckWarehouseName), or a schema-qualified one, "<schema>.<model>"
+// (SQLMesh's names), with exactly one '.' and each part a warehouse name
+// (lower case, at most MaxIdentBytes bytes, not reserved: "tidemark.x"
+// and "x.pg_class" are refused). The schema is part of the name: the
+// model's view in environment env is <schema>__<env>.<model> (ViewOf),
+// which must fit too (CheckViewSchema, at plan).
+func CheckModelName(field, v string) *FieldError {
+	schema, model, qualified := strings.Cut(v, ".")
+	if !qualified {
+		return CheckWarehouseName(field, v)
+	}
+	if !events.ValidModelName(v) {
+		return named(field, "%q: a model's name is a name or schema.model, with one '.' between two names of lower-case letters, digits, '_' and '-'", v)
+	}
+	for _, part := range [...]struct{ what, v string }{{"schema", schema}, {"model", model}} {
+		if fe := CheckWarehouseName(part.what, part.v); fe != nil {
+			return named(field, "%q: its %s %s", v, part.what, fe.Detail)
+		}
+	}
+	return nil
+}
+
+// ViewOf is the schema and name of the view of model in environment env:
+// <env>.<model>, or <schema>__<env>.<model> for a schema-qualified model
+// "<schema>.<model>" (warehouse.ViewOf computes the same).
+func ViewOf(env, model string) (schema, view string) {
+	if s, m, ok := strings.Cut(model, "."); ok {
+		return s + "__" + env, m
+	}
+	return env, model
+}
+
+// CheckViewSchema checks that the schema of model's view in environment
+// env (ViewOf: <schema>__<env> for a schema-qualified model) is a whole
+// warehouse identifier: at most MaxIdentBytes bytes. Field names the
+// model's place in the command ("versions").
+func CheckViewSchema(field, env, model string) *FieldError {
+	schema, _ := ViewOf(env, model)
+	if len(schema) > MaxIdentBytes {
+		return named(field, "%q in environment %q: its view's schema %q is %d bytes: at most %d (a warehouse identifier; Postgres cuts longer ones): use a shorter schema or environment name",
+			model, env, schema, len(schema), MaxIdentBytes)
+	}
+	return nil
+}
+
 // reservedNames are the schemas (and, for a model, the names a query
 // would resolve to a catalog's relation) the warehouse engines or
 // tidemark itself own.
@@ -87,7 +133,9 @@ const (
 // table id (a snapshot's Table, e.g. "events@v1"): the model's name, "__",
 // and 12 hex digits of the id's SHA-256, the same for every snapshot that
 // shares the table (forward-only versions), and a plain SQL identifier
-// when the model's name is one. A name that would pass MaxIdentBytes (a
+// when the model's name is one. A schema-qualified model's '.' becomes
+// "__" (sushi.orders@v1 is sushi__orders__…; the digest, of the id
+// itself, keeps it apart from a model named sushi__orders). A name that would pass MaxIdentBytes (a
 // model name of more than 49 bytes) keeps the first bytes of the model's
 // name and 24 hex digits instead, so it is exactly MaxIdentBytes long (the
 // hex digits cannot contain the "__" a shorter form has in their place:
@@ -99,6 +147,7 @@ func TableName(tableID string) string {
 	if i := strings.IndexByte(tableID, '@'); i >= 0 {
 		model = tableID[:i]
 	}
+	model = strings.ReplaceAll(model, ".", "__")
 	sum := sha256.Sum256([]byte(tableID))
 	digest := hex.EncodeToString(sum[:])
 	if len(model)+2+tableDigest <= MaxIdentBytes {

@@ -122,6 +122,17 @@ steps:
   - deploy: {env: prod, versions: {events: v1}}
 `
 
+// A scenario's model may be schema-qualified; its steps name it as it is.
+func TestQualifiedModelFile(t *testing.T) {
+	f, err := Parse("q.yaml", []byte(strings.NewReplacer("name: events", "name: sushi.events", "{events: v1}", "{sushi.events: v1}").Replace(base)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.Models["sushi.events"]; !ok {
+		t.Fatalf("models %v", f.Order)
+	}
+}
+
 func TestInvalidFiles(t *testing.T) {
 	cases := []struct {
 		name, text, want string
@@ -143,6 +154,8 @@ func TestInvalidFiles(t *testing.T) {
 		{"two step keys", base + "  - {replay: {}, backfill: {plan: p1}}\n", "step 2: a step has exactly one of"},
 		{"unknown model in versions", base + "  - plan: {id: p1, env: prod, versions: {nope: v2}}\n", `step 2.plan.versions.nope: unknown model`},
 		{"bad range", base + "  - promote: {plan: deploy-1}\n", `unknown plan`},
+		{"model of two dots", strings.NewReplacer("name: events", "name: a.b.c", "{events: v1}", "{a.b.c: v1}").Replace(base), `models[0].name: "a.b.c": use letters, digits, '_' and '-', or schema.model`},
+		{"dotted env", strings.Replace(base, "env: prod", "env: pr.od", 1), `step 1.deploy.env: "pr.od"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

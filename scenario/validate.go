@@ -60,8 +60,8 @@ func (p *parser) parseFile(raw modelfile.Node) (*File, error) {
 		if err != nil {
 			return nil, err
 		}
-		if !events.ValidName(name) {
-			return nil, p.errf(path+".name", "%q: use letters, digits, '_' and '-'", name)
+		if !events.ValidModelName(name) {
+			return nil, p.errf(path+".name", "%q: use letters, digits, '_' and '-', or schema.model", name)
 		}
 		if _, dup := f.Models[name]; dup {
 			return nil, p.errf(path+".name", "model %q is defined twice", name)

@@ -148,3 +148,47 @@ func identAt(s string, i int) (string, int) {
 	}
 	return s[i:j], j
 }
+
+// Rewrite replaces the text of each reference in refs (Tables' answer for
+// sql: offsets into sql, in order) for which to gives a replacement, and
+// keeps the rest of sql byte for byte: comments, literals and references
+// to gives none for. A reference whose offsets do not fit sql, or overlap
+// an earlier one, is left as it is.
+func Rewrite(sql string, refs []TableRef, to func(TableRef) (string, bool)) string {
+	var b strings.Builder
+	at := 0
+	for _, r := range refs {
+		if r.Start < at || r.End < r.Start || r.End > len(sql) {
+			continue
+		}
+		s, ok := to(r)
+		if !ok {
+			continue
+		}
+		b.WriteString(sql[at:r.Start])
+		b.WriteString(s)
+		at = r.End
+	}
+	b.WriteString(sql[at:])
+	return b.String()
+}
+
+// QuoteModels is a Rewrite replacement for a project's schema-qualified
+// models: a reference schema.name (no catalog; DuckDB folds its case, so
+// Sushi.Orders and "sushi"."orders" are one) for which isModel("sushi.orders")
+// is true becomes the one quoted identifier "sushi.orders", the name
+// stored model SQL reads an upstream schema-qualified model by (the
+// warehouse binds it as a CTE of that name). Every other reference, and
+// one already written "sushi.orders", is kept.
+func QuoteModels(isModel func(name string) bool) func(TableRef) (string, bool) {
+	return func(r TableRef) (string, bool) {
+		if r.Catalog != "" || r.Schema == "" {
+			return "", false
+		}
+		name := strings.ToLower(r.Schema + "." + r.Name)
+		if !isModel(name) {
+			return "", false
+		}
+		return `"` + strings.ReplaceAll(name, `"`, `""`) + `"`, true
+	}
+}

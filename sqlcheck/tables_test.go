@@ -36,3 +36,47 @@ func TestTables(t *testing.T) {
 		t.Fatalf("a parse error: got %v, want an *Error with a line", err)
 	}
 }
+
+// Rewrite with QuoteModels turns a project's schema-qualified model
+// references into the one quoted identifier the stored SQL reads, and
+// leaves comments, literals, aliases, CTEs, other tables and references
+// already quoted whole as they were.
+func TestRewriteQualifiedModels(t *testing.T) {
+	if !Available() {
+		t.Skip("no DuckDB parser in this build")
+	}
+	sql := "-- reads sushi.orders\n" +
+		"WITH orders AS (SELECT * FROM sushi.orders WHERE ts >= @start_ts) /* sushi.orders */\n" +
+		"SELECT 'sushi.orders' AS s, o.id, \"sushi.orders\".id AS q\n" +
+		"FROM orders o JOIN \"sushi\" . \"items\" AS i ON i.id = o.id\n" +
+		"JOIN SUSHI.Waiters w ON true JOIN raw.events e ON true JOIN \"sushi.orders\" ON true\n" +
+		"JOIN db.sushi.orders d ON true JOIN sushi.unknown u ON true"
+	refs, err := Tables(context.Background(), sql, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	project := map[string]bool{"sushi.orders": true, "sushi.items": true, "sushi.waiters": true}
+	got := Rewrite(sql, refs, QuoteModels(func(n string) bool { return project[n] }))
+	want := "-- reads sushi.orders\n" +
+		"WITH orders AS (SELECT * FROM \"sushi.orders\" WHERE ts >= @start_ts) /* sushi.orders */\n" +
+		"SELECT 'sushi.orders' AS s, o.id, \"sushi.orders\".id AS q\n" +
+		"FROM orders o JOIN \"sushi.items\" AS i ON i.id = o.id\n" +
+		"JOIN \"sushi.waiters\" w ON true JOIN raw.events e ON true JOIN \"sushi.orders\" ON true\n" +
+		"JOIN db.sushi.orders d ON true JOIN sushi.unknown u ON true"
+	if got != want {
+		t.Fatalf("rewritten:\n%s\nwant:\n%s", got, want)
+	}
+	// The rewritten SQL reads the models as single identifiers: a
+	// second rewrite changes nothing.
+	again, err := Tables(context.Background(), got, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if twice := Rewrite(got, again, QuoteModels(func(n string) bool { return project[n] })); twice != got {
+		t.Fatalf("a second rewrite changed:\n%s", twice)
+	}
+	// Offsets that do not fit are left alone.
+	if s := Rewrite("SELECT 1", []TableRef{{Schema: "a", Name: "b", Start: 5, End: 50}}, func(TableRef) (string, bool) { return "x", true }); s != "SELECT 1" {
+		t.Fatalf("out of range: %q", s)
+	}
+}

@@ -433,6 +433,10 @@ func (w *walker) node(v map[string]any, scope []cte) bool {
 			name, schema, catalog := str(v, "table_name"), str(v, "schema_name"), str(v, "catalog_name")
 			if schema != "" || catalog != "" {
 				full := strings.Trim(catalog+"."+schema, ".") + "." + name
+				if catalog == "" && w.deps[full] {
+					w.refuse(v, "reads %s as a qualified table: a schema-qualified model is read as the one quoted identifier \"%s\"", full, full)
+					return false
+				}
 				w.refuse(v, "reads %s: a model reads its upstream models by their plain names, never a qualified table (another environment, tidemark's own tables, a catalog)", full)
 				return false
 			}

@@ -9,7 +9,9 @@ import (
 
 // Model is what the warehouse needs to know of one model's snapshot.
 type Model struct {
-	// Name is the model's name; an environment's view is <env>.<Name>.
+	// Name is the model's name; an environment's view is <env>.<Name>,
+	// or <schema>__<env>.<model> for a schema-qualified name
+	// "<schema>.<model>" (ViewOf).
 	Name string
 	// Table is the snapshot table in schema "tidemark" (e.g. "hourly__3f2a9c").
 	Table string
@@ -53,6 +55,28 @@ func qualified(schema, name string) string {
 	return quoteIdent(schema) + "." + quoteIdent(name)
 }
 
+// ViewOf is the schema and name of the view of model in environment env:
+// <env>.<model>, or <schema>__<env>.<model> for a schema-qualified model
+// "<schema>.<model>" (models.ViewOf computes the same; models checks that
+// the schema fits an identifier).
+func ViewOf(env, model string) (schema, view string) {
+	if s, m, ok := strings.Cut(model, "."); ok {
+		return s + "__" + env, m
+	}
+	return env, model
+}
+
+// upstreamName reports whether s can name an upstream model's CTE: a
+// plain identifier (plainIdent), or a schema-qualified model's name, two
+// plain identifiers joined by one '.', which model SQL writes as one
+// quoted identifier ("sushi.orders").
+func upstreamName(s string) bool {
+	if schema, model, ok := strings.Cut(s, "."); ok {
+		return plainIdent(schema) && plainIdent(model)
+	}
+	return plainIdent(s)
+}
+
 // plainIdent reports whether s is a lower-case SQL identifier that reads
 // the same quoted and unquoted in both engines.
 func plainIdent(s string) bool {
@@ -84,8 +108,8 @@ func render(m Model, start, end string) (string, error) {
 	}
 	names := make([]string, 0, len(m.Upstream))
 	for n := range m.Upstream {
-		if !plainIdent(n) {
-			return "", fmt.Errorf("model %q: upstream name %q is not a plain lower-case identifier (the CTE binding cannot cover it)", m.Name, n)
+		if !upstreamName(n) {
+			return "", fmt.Errorf("model %q: upstream name %q is not a plain lower-case identifier, nor two joined by one '.' (the CTE binding cannot cover it)", m.Name, n)
 		}
 		names = append(names, n)
 	}

@@ -37,8 +37,18 @@ func TestRender(t *testing.T) {
 			t.Errorf("render(%q) = %v, want an error with %q", c.sql, err, c.err)
 		}
 	}
-	if _, err := render(Model{Name: "m", SQL: "SELECT 1", Upstream: map[string]string{"sch.orders": "o"}}, "S", "E"); err == nil {
-		t.Error("a schema-qualified upstream name was accepted")
+	// A schema-qualified model is bound under its whole name, quoted: the
+	// SQL reads it as the one identifier "sushi.orders".
+	got, err = render(Model{Name: "m", SQL: `SELECT * FROM "sushi.orders"`, Upstream: map[string]string{"sushi.orders": "sushi__orders__1", "sushi": "sushi__2"}}, "S", "E")
+	want = "WITH \"sushi\" AS (SELECT * FROM \"tidemark\".\"sushi__2\"), \"sushi.orders\" AS (SELECT * FROM \"tidemark\".\"sushi__orders__1\")\n" +
+		"SELECT * FROM (SELECT * FROM \"sushi.orders\"\n) q"
+	if err != nil || got != want {
+		t.Fatalf("render of a qualified upstream:\n%s (%v)\nwant:\n%s", got, err, want)
+	}
+	for _, n := range []string{"Sch.orders", "a.b.c", "a. b", ".a", "a.", `a".b`} {
+		if _, err := render(Model{Name: "m", SQL: "SELECT 1", Upstream: map[string]string{n: "o"}}, "S", "E"); err == nil {
+			t.Errorf("the upstream name %q was accepted", n)
+		}
 	}
 }
 

@@ -78,7 +78,7 @@ func (w *Warehouse) VerifyChecks(ctx context.Context, env string, checks []Check
 			// The recompute keeps the rows a write of Query keeps (its outer
 			// filter), then those in Rows; the view's rows in Rows.
 			with = fmt.Sprintf("WITH r AS (SELECT * FROM (%s) q WHERE q.%s >= $1 AND q.%s < $2 AND q.%s >= $3 AND q.%s < $4), v AS (SELECT * FROM %s WHERE %s >= $3 AND %s < $4)",
-				q, tc, tc, tc, tc, qualified(env, m.Name), tc, tc)
+				q, tc, tc, tc, tc, qualified(ViewOf(env, m.Name)), tc, tc)
 			withs[q] = with
 		}
 		count := with + " SELECT (SELECT count(*) FROM (SELECT * FROM v EXCEPT ALL SELECT * FROM r) a), (SELECT count(*) FROM (SELECT * FROM r EXCEPT ALL SELECT * FROM v) b)"

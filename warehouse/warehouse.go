@@ -543,13 +543,19 @@ func retry(ctx context.Context, f func() error, retryable func(error) bool) erro
 	return fmt.Errorf("%d attempts: %w", writeAttempts, err)
 }
 
+// maxIdent is the longest identifier Postgres keeps whole
+// (models.MaxIdentBytes; a plan refuses a longer view schema first).
+const maxIdent = 63
+
 // testHookPromote, when set, runs inside a promotion's transaction after
 // each view swap; an error fails the promotion (a failpoint for tests).
 var testHookPromote func(model string) error
 
 // Promote points env's view of every model in views (model name →
-// snapshot table) at that table, all in one transaction; the schema env is
-// created if needed. Promotions to one environment are serialized.
+// snapshot table) at that table, all in one transaction; the view's
+// schema (ViewOf: env, or <schema>__<env> for a schema-qualified model
+// "<schema>.<model>") is created if needed. Promotions to one environment
+// are serialized.
 func (w *Warehouse) Promote(ctx context.Context, env string, views map[string]string) error {
 	if env == "" || env == Schema {
 		return fmt.Errorf("warehouse: promote: invalid environment %q", env)
@@ -581,7 +587,18 @@ func (w *Warehouse) Promote(ctx context.Context, env string, views map[string]st
 		if _, err := tx.ExecContext(ctx, "CREATE SCHEMA IF NOT EXISTS "+quoteIdent(env)); err != nil {
 			return err
 		}
+		created := map[string]bool{env: true}
 		for _, m := range models {
+			schema, view := ViewOf(env, m)
+			if schema == Schema || schema == MetaSchema || len(schema) > maxIdent {
+				return fmt.Errorf("model %q: its view's schema %q is not one an environment may use (tidemark's own, or more than %d bytes)", m, schema, maxIdent)
+			}
+			if !created[schema] {
+				if _, err := tx.ExecContext(ctx, "CREATE SCHEMA IF NOT EXISTS "+quoteIdent(schema)); err != nil {
+					return err
+				}
+				created[schema] = true
+			}
 			var n int
 			err := tx.QueryRowContext(ctx, "SELECT count(*) FROM information_schema.tables WHERE table_schema = $1 AND table_name = $2", Schema, views[m]).Scan(&n)
 			if err != nil {
@@ -591,7 +608,7 @@ func (w *Warehouse) Promote(ctx context.Context, env string, views map[string]st
 				return fmt.Errorf("model %q: snapshot table %s.%s does not exist", m, Schema, views[m])
 			}
 			sel := "SELECT * FROM " + qualified(Schema, views[m])
-			if err := w.b.swapView(ctx, tx, env, m, sel); err != nil {
+			if err := w.b.swapView(ctx, tx, schema, view, sel); err != nil {
 				return fmt.Errorf("model %q: %w", m, err)
 			}
 			if testHookPromote != nil {

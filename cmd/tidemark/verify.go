@@ -57,7 +57,8 @@ func newVerifyCmd() *cobra.Command {
 					if d.OnlyInView+d.OnlyInRecompute > 0 {
 						state = "DIFFERS"
 					}
-					fmt.Fprintf(out, "%s.%s: %s (%d rows only in the view, %d only in the recompute%s)\n", env, name, state, d.OnlyInView, d.OnlyInRecompute, writersNote(d))
+					schema, view := warehouse.ViewOf(env, name) // sushi.orders: sushi__prod.orders
+					fmt.Fprintf(out, "%s.%s: %s (%d rows only in the view, %d only in the recompute%s)\n", schema, view, state, d.OnlyInView, d.OnlyInRecompute, writersNote(d))
 					for _, s := range d.Samples {
 						fmt.Fprintf(out, "  only in the %s: %v\n", s.Side, s.Values)
 					}

@@ -144,8 +144,9 @@ func (w *world) synced() {
 		missing := ""
 		for model, table := range want {
 			readers, err := w.wh.ViewsReading(w.t.Context(), table)
-			if err != nil || !slices.Contains(readers, "prod."+model) {
-				missing = fmt.Sprintf("prod.%s does not read %s yet (%v, %v)", model, table, readers, err)
+			schema, view := warehouse.ViewOf("prod", model)
+			if err != nil || !slices.Contains(readers, schema+"."+view) {
+				missing = fmt.Sprintf("%s.%s does not read %s yet (%v, %v)", schema, view, table, readers, err)
 				break
 			}
 		}

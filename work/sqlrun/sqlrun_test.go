@@ -119,10 +119,17 @@ func (w *world) deploy(plan string, versions map[string]string) {
 // table with want rows.
 func (w *world) count(view string, want int64) {
 	w.t.Helper()
+	w.countAt("prod."+view, want)
+}
+
+// countAt waits (bounded) until the relation rel (schema.view) has want
+// rows.
+func (w *world) countAt(rel string, want int64) {
+	w.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	var got any
 	for time.Now().Before(deadline) {
-		_, rows, err := w.wh.Query(w.t.Context(), "SELECT count(*) FROM prod."+view)
+		_, rows, err := w.wh.Query(w.t.Context(), "SELECT count(*) FROM "+rel)
 		if err == nil && len(rows) == 1 {
 			got = rows[0][0]
 			if n, ok := got.(int64); ok && n == want {
@@ -131,7 +138,7 @@ func (w *world) count(view string, want int64) {
 		}
 		time.Sleep(20 * time.Millisecond) // the Syncer swaps after the projection applies the decision
 	}
-	w.t.Fatalf("prod.%s: %v rows, want %d", view, got, want)
+	w.t.Fatalf("%s: %v rows, want %d", rel, got, want)
 }
 
 func (w *world) verify() {
