@@ -306,18 +306,7 @@ func cause(err error) error {
 // validate is models.Definition.Validate on the registration, its errors
 // placed in the files.
 func validate(e *entry) error {
-	r := e.m.Register
-	d := models.Definition{Model: r.Model, Cron: r.Cron, Unit: r.IntervalUnit, Start: r.Start, Lookback: r.Lookback,
-		Kind: r.SnapshotKind, AllowPartials: r.AllowPartials, DependsOn: r.DependsOn, SQL: r.SQL, TimeColumn: r.TimeColumn,
-		BatchSize: r.BatchSize, BatchConcurrency: r.BatchConcurrency, Audits: r.Audits, Grain: r.Grain, Seed: r.Seed, Macros: r.Macros}
-	// A model's name is schema.model: each part was checked as a
-	// warehouse name; Validate checks the name as one, with its dot.
-	d.Model = strings.ReplaceAll(d.Model, ".", "__")
-	d.DependsOn = nil
-	for _, dep := range r.DependsOn {
-		d.DependsOn = append(d.DependsOn, strings.ReplaceAll(dep, ".", "__"))
-	}
-	err := d.Validate()
+	err := e.m.Register.Definition().Validate()
 	if err == nil {
 		return nil
 	}
