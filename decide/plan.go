@@ -109,8 +109,9 @@ func buildPlan(st *projections.State, c *commands.BuildPlan) (Decision, error) {
 		end := BackfillEnd(sn.Schedule, cand.IncumbentFrontier, at)
 		if !onIncumbent && start.Before(end) {
 			// Whole intervals: the rest of a partial interval is computed
-			// from the interval's start.
-			cand.Backfill = sn.Schedule.Work(st.Table(table).Missing(interval.R(start, end)))
+			// from the interval's start; a whole kind's, the whole object
+			// from its start (projections.State.WorkOf).
+			cand.Backfill = st.WorkOf(sn, st.Table(table).Missing(interval.R(start, end)))
 			if cand.Backfill == nil {
 				cand.Backfill = []interval.Range{}
 			}
