@@ -237,3 +237,26 @@ func TestGoldenWholeKinds(t *testing.T) {
 		golden(t, "view_and_seed_work", w.must(&commands.AdvanceScheduler{Env: "prod", Generation: 1}, day(1)))
 	})
 }
+
+// The allowance counts the ticks since the candidate was computed: two
+// ticks behind exceed a bound of 1 (trailing_gap_exceeds_bound, advances
+// 2); a tick of the incumbent during catch-up exhausts it.
+func TestFullAdvancesAreTicks(t *testing.T) {
+	w := fullRace(t, 1)
+	w.tick("prod", h(12))
+	pd := w.decided("p1", h(12).Add(7*time.Minute))
+	if pd.Outcome != events.Rejected || pd.Codes[0] != "trailing_gap_exceeds_bound" || pd.Models["report"].Advances != 2 {
+		t.Fatalf("two ticks behind: %s %v advances %d", pd.Outcome, pd.Codes, pd.Models["report"].Advances)
+	}
+	wantSet(t, "missing", pd.Models["report"].Missing, hrs(10, 12))
+
+	w = fullRace(t, 0, 1)
+	_, req := requestCatchUp(t, w, at1107)
+	w.tick("prod", h(12))
+	runCatchUp(t, w, req, h(12).Add(5*time.Minute))
+	pd = w.decided("p1", h(12).Add(5*time.Minute))
+	if pd.Outcome != events.Rejected || len(pd.Codes) != 1 || pd.Codes[0] != "catch_up_exhausted" {
+		t.Fatalf("a tick during catch-up: %s %v", pd.Outcome, pd.Codes)
+	}
+	wantSet(t, "missing after catch-up", pd.Models["report"].Missing, hrs(11, 12))
+}
