@@ -260,3 +260,17 @@ func TestFullAdvancesAreTicks(t *testing.T) {
 	}
 	wantSet(t, "missing after catch-up", pd.Models["report"].Missing, hrs(11, 12))
 }
+
+// A whole kind is computed whole: a completion that is not one range from
+// its start is refused (invalid on ranges) and appends nothing.
+func TestWholeKindCompletionFromStart(t *testing.T) {
+	w := deployed(t, h(6), model{name: "events"}, report)
+	for _, r := range [][]interval.Range{{hrs(6, 7)}, {hrs(0, 2), hrs(3, 7)}} {
+		e := w.refused(&commands.CompleteIntervals{Model: "report", Version: "v1", Ranges: r, RunKind: events.RunManual}, h(7), commands.CodeInvalid)
+		if e.Field != "ranges" {
+			t.Fatalf("field %q", e.Field)
+		}
+	}
+	w.complete("report@v1", h(7), events.RunManual, hrs(0, 7))
+	wantSet(t, "coverage", w.st.Table("report@v1"), hrs(0, 7))
+}
