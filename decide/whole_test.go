@@ -274,3 +274,16 @@ func TestWholeKindCompletionFromStart(t *testing.T) {
 	w.complete("report@v1", h(7), events.RunManual, hrs(0, 7))
 	wantSet(t, "coverage", w.st.Table("report@v1"), hrs(0, 7))
 }
+
+// A forward-only version would write its incumbent's object; a whole
+// kind's is replaced whole (or is a view): refused, invalid on the
+// version, nothing appended.
+func TestForwardOnlyOverWholeKindRefused(t *testing.T) {
+	w := deployed(t, h(6), model{name: "events"}, report)
+	fo := model{name: "report", version: "v2", kind: events.ForwardOnly, deps: []string{"events"}}
+	w.register(fo.command())
+	e := w.refused(&commands.BuildPlan{Plan: "p1", Env: "prod", Versions: map[string]string{"report": "v2"}}, h(7), commands.CodeInvalid)
+	if e.Field != "versions.report" {
+		t.Fatalf("field %q", e.Field)
+	}
+}
