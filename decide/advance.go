@@ -25,6 +25,11 @@ import (
 // Work is whole intervals of the unit; the part that is open repair debt is
 // listed in Repairs, computed first. Candidates are never scheduled, only
 // incumbents.
+//
+// A whole kind (full, view, seed; docs/kinds.md) has no lookback: when
+// anything of its window is missing, its work is the whole object, from
+// its start to the readiness frontier (projections.State.WorkOf), and is
+// all repair work when it closes open debt (one computation closes it).
 func Due(st *projections.State, env string, t time.Time) []events.SchedulerAdvanced {
 	e := st.Env(env)
 	var out []events.SchedulerAdvanced
@@ -40,10 +45,10 @@ func Due(st *projections.State, env string, t time.Time) []events.SchedulerAdvan
 			continue
 		}
 		work := st.Table(sn.Table).Missing(window)
-		if last, ok := e.LastTick[model]; sn.Lookback > 0 && tick.Equal(t) && (!ok || last.Before(tick)) {
+		if last, ok := e.LastTick[model]; sn.Lookback > 0 && !sn.Kind.Whole() && tick.Equal(t) && (!ok || last.Before(tick)) {
 			work = work.AddSet(lookback(sched, tick, window, sn.Lookback))
 		}
-		work = sched.Work(work)
+		work = st.WorkOf(sn, work)
 		if work.Empty() {
 			continue
 		}
@@ -56,9 +61,9 @@ func Due(st *projections.State, env string, t time.Time) []events.SchedulerAdvan
 			}
 		}
 		repairs = sched.Work(repairs)
-		if sched.Work(work.SubtractSet(repairs)).OverlapsSet(repairs) {
-			// The debt and the new work share an interval (a partial one):
-			// it is all one run.
+		if !repairs.Empty() && (sn.Kind.Whole() || sched.Work(work.SubtractSet(repairs)).OverlapsSet(repairs)) {
+			// The debt and the new work share an interval (a partial one),
+			// or the object is computed whole: it is all one run.
 			repairs = work
 		}
 		out = append(out, events.SchedulerAdvanced{

@@ -96,6 +96,9 @@ func complete(st *projections.State, c *commands.CompleteIntervals) (Decision, e
 	if err != nil {
 		return Decision{}, err
 	}
+	if err := wholeRange(sn, set); err != nil {
+		return Decision{}, err
+	}
 	kind, err := checkWork(st, c.Work, c.RunKind, sn, c.Ranges)
 	if err != nil {
 		return Decision{}, err
@@ -135,6 +138,22 @@ func complete(st *projections.State, c *commands.CompleteIntervals) (Decision, e
 		}
 	}
 	return Decision{Events: payloads, Expect: events.ExpectSubjects(st.SubjectSeq, subjects...)}, nil
+}
+
+// wholeRange refuses a completion of a whole kind (full, view, seed;
+// docs/kinds.md) that is not one range from the version's start: such a
+// version is computed whole, never in part, so a completion says it was
+// computed as of the range's end.
+func wholeRange(sn *projections.Snapshot, set interval.Set) error {
+	if !sn.Kind.Whole() || set.Empty() {
+		return nil
+	}
+	start := sn.Schedule.Unit().Floor(sn.Start)
+	if len(set) != 1 || !set[0].Start.Equal(start) {
+		return commands.Errorf(commands.CodeInvalid, "ranges", "%s is a %s version, computed whole: a completion is one range from its start %s, not %s",
+			sn.Snapshot, sn.Kind, start.Format(time.RFC3339), strings.Join(set.Strings(), ", "))
+	}
+	return nil
 }
 
 // declaredOutcome is an outcome with the definition of the audit it is of.

@@ -119,8 +119,9 @@ func buildPlan(st *projections.State, c *commands.BuildPlan) (Decision, error) {
 		end := BackfillEnd(sn.Schedule, cand.IncumbentFrontier, at)
 		if !onIncumbent && start.Before(end) {
 			// Whole intervals: the rest of a partial interval is computed
-			// from the interval's start.
-			cand.Backfill = sn.Schedule.Work(st.Table(table).Missing(interval.R(start, end)))
+			// from the interval's start; a whole kind's, the whole object
+			// from its start (projections.State.WorkOf).
+			cand.Backfill = st.WorkOf(sn, st.Table(table).Missing(interval.R(start, end)))
 			if cand.Backfill == nil {
 				cand.Backfill = []interval.Range{}
 			}
@@ -162,7 +163,8 @@ func BackfillEnd(sched interval.Schedule, captured, at time.Time) time.Time {
 
 // tableOf is the table a candidate writes: an incremental version its own;
 // a forward-only version its incumbent's in the plan's env (never another
-// registered version's), or its own with no incumbent. A forward-only
+// registered version's), or its own with no incumbent; never a whole
+// kind's (full, view, seed), which is refused. A forward-only
 // version is bound to one table by the first plan that names it; another
 // plan that would move it elsewhere is refused.
 func tableOf(st *projections.State, env *projections.Env, sn *projections.Snapshot, plan string) (string, error) {
@@ -171,6 +173,13 @@ func tableOf(st *projections.State, env *projections.Env, sn *projections.Snapsh
 	}
 	want, wantWhy := sn.Snapshot, "no incumbent there: a new table of its own"
 	if inc, ok := st.Snapshots[env.Incumbents[sn.Model]]; ok {
+		if inc.Kind.Whole() {
+			// Its object is replaced whole (or is a view): rows computed
+			// interval by interval have no place in it (docs/kinds.md).
+			return "", commands.Errorf(commands.CodeInvalid, "versions."+sn.Model,
+				"forward-only %s would write the object of its incumbent %s in env %s, a %s version computed whole: register an incremental (or %s) version instead",
+				sn.Snapshot, inc.Snapshot, env.Name, inc.Kind, inc.Kind)
+		}
 		want, wantWhy = inc.Table, "its incumbent "+inc.Snapshot+"'s"
 	}
 	if want == sn.Table {

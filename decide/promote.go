@@ -57,7 +57,9 @@ func decided(st *projections.State, ev events.PromotionDecided) Decision {
 }
 
 // Outstanding returns the catch-up work of req that is not computed yet:
-// per model, what its table still misses of Ranges and Recompute.
+// per model, what its table still misses of Ranges and Recompute; for a
+// whole kind, anything missing is the whole object's work again (it is
+// never computed in part: projections.State.WorkOf).
 func Outstanding(st *projections.State, req events.CatchUpRequested) []events.CatchUpWork {
 	var out []events.CatchUpWork
 	for _, w := range req.Work {
@@ -65,6 +67,9 @@ func Outstanding(st *projections.State, req events.CatchUpRequested) []events.Ca
 		var left interval.Set
 		for _, r := range todo {
 			left = left.AddSet(st.Table(w.Table).Missing(r))
+		}
+		if sn, ok := st.Snapshots[w.Snapshot]; ok && sn.Kind.Whole() && !left.Empty() {
+			left = st.WorkOf(sn, todo)
 		}
 		if !left.Empty() {
 			w.Ranges, w.Recompute = left, nil

@@ -35,6 +35,11 @@ import (
 //     A forward_only incumbent is restated like any other: its intervals
 //     are recomputed with its own logic (a restatement is the way to
 //     rewrite history on purpose).
+//   - A whole kind (full, view, seed; docs/kinds.md) is recomputed whole:
+//     its work spans from its start to the end of its affected work or
+//     its frontier, whichever is later (projections.State.WorkOf); it
+//     invalidates only the affected part its table covered, and that
+//     part flows down as for any model.
 //
 // The events (the request, then one IntervalsInvalidated per table with a
 // covered part) are one atomic batch under the whole view's sequence: a

@@ -427,11 +427,13 @@ type model struct {
 	partials      bool
 	start         time.Time
 	deps          []string
+	// sql and seed are a whole kind's query and a seed's CSV content.
+	sql, seed string
 }
 
 func (m model) command() commands.RegisterSnapshot {
 	r := commands.RegisterSnapshot{Model: m.name, Version: m.version, Cron: m.cron, IntervalUnit: m.unit,
-		SnapshotKind: m.kind, Lookback: m.lookback, AllowPartials: m.partials, Start: m.start, DependsOn: m.deps}
+		SnapshotKind: m.kind, Lookback: m.lookback, AllowPartials: m.partials, Start: m.start, DependsOn: m.deps, SQL: m.sql, Seed: m.seed}
 	if r.Version == "" {
 		r.Version = "v1"
 	}

@@ -321,7 +321,8 @@ type Candidate struct {
 	IncumbentUnit          interval.Unit `msgpack:"incumbent_unit" json:"incumbent_unit"`
 	IncumbentAllowPartials bool          `msgpack:"incumbent_allow_partials" json:"incumbent_allow_partials"`
 	// Backfill is the set fixed at build: what the candidate's table missed up
-	// to the captured frontier.
+	// to the captured frontier (a whole kind's: the whole object from its
+	// start; docs/kinds.md).
 	Backfill []interval.Range `msgpack:"backfill" json:"backfill"`
 }
 
@@ -371,7 +372,8 @@ type SchedulerAdvanced struct {
 	Tick     time.Time `msgpack:"tick" json:"tick"`
 	// Frontier is the readiness frontier the tick produced.
 	Frontier time.Time `msgpack:"frontier" json:"frontier"`
-	// Ranges is the work the tick scheduled (missing ready intervals).
+	// Ranges is the work the tick scheduled (missing ready intervals; a
+	// whole kind's: the whole object from its start, docs/kinds.md).
 	Ranges []interval.Range `msgpack:"ranges" json:"ranges"`
 	// Repairs is the part of Ranges that is open repair debt: a worker
 	// computes it first.
@@ -445,7 +447,8 @@ type PromotionDecided struct {
 	Repairs []RepairWork `msgpack:"repairs,omitempty" json:"repairs,omitempty"`
 }
 
-// RepairWork is the work that closes one candidate's repair debt.
+// RepairWork is the work that closes one candidate's repair debt (a whole
+// kind's: the whole object from its start; docs/kinds.md).
 type RepairWork struct {
 	Model    string           `msgpack:"model" json:"model"`
 	Snapshot string           `msgpack:"snapshot" json:"snapshot"`
@@ -459,7 +462,8 @@ type CatchUpWork struct {
 	Model    string `msgpack:"model" json:"model"`
 	Snapshot string `msgpack:"snapshot" json:"snapshot"`
 	Table    string `msgpack:"table" json:"table"`
-	// Ranges is the candidate's missing suffix to backfill.
+	// Ranges is the candidate's missing suffix to backfill (a whole kind's:
+	// the whole object from its start; docs/kinds.md).
 	Ranges []interval.Range `msgpack:"ranges" json:"ranges"`
 	// Recompute is complete coverage overlapping an upstream candidate's
 	// suffix: it is invalidated with the request and computed again after

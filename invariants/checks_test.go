@@ -127,7 +127,7 @@ func (s *sim) checkPlan(p events.PlanBuilt, pre preState) {
 		onIncumbent := c.Incumbent != "" && s.st.Snapshots[c.Incumbent].Table == c.Table
 		var want interval.Set
 		if !onIncumbent && start.Before(end) {
-			want = sn.Schedule.Work(s.st.Table(c.Table).Missing(interval.R(start, end)))
+			want = wholeWork(s.st, sn, s.st.Table(c.Table).Missing(interval.R(start, end)))
 		}
 		if !backfill.Equal(want) {
 			s.fail("3", "plan %s: backfill set of %s is %v, want %v (start %s, end %s)", p.Plan, c.Snapshot, backfill, want, ts(start), ts(end))
@@ -252,10 +252,14 @@ func (s *sim) checkRunWork(pre *projections.State, env string, from, until time.
 			for _, r := range newly {
 				want = want.AddSet(table.Missing(r))
 			}
-			first := u.Floor(newly.Start())
-			want = want.AddSet(interval.NewSet(interval.R(u.Add(first, -sn.Lookback), first)).Clip(window))
+			if sn.Lookback > 0 && !sn.Kind.Whole() {
+				first := u.Floor(newly.Start())
+				want = want.AddSet(interval.NewSet(interval.R(u.Add(first, -sn.Lookback), first)).Clip(window))
+			}
 		}
-		want = sched.Work(want)
+		// A whole kind's work over the run: from its start to the latest
+		// end any of its ticks' work reached (each tick's is whole).
+		want = wholeWork(pre, sn, want)
 		if got := scheduled[model]; !got.Equal(want) {
 			s.fail("11", "the scheduler's run over (%s, %s] (%d ticks fired) scheduled %v for %s; its newly ready intervals, their lookback and what was missing make %v",
 				ts(from), ts(until), fired, got, id, want)

@@ -20,7 +20,9 @@ import (
 
 // TestInvariants generates random deployment histories (1–4 models with
 // mixed crons and units, lookback, forward-only and allow_partials models,
-// dependency chains; plans under every policy, backfills, scheduler ticks,
+// whole kinds (full, view, seed: their work is one range from the start,
+// docs/kinds.md; a worker dying half-way completes such a step whole or
+// not at all), dependency chains; plans under every policy, backfills, scheduler ticks,
 // some at a stale generation, a worker that is sometimes paused or dies
 // half-way, manual completions and invalidations, promotions with catch-up
 // and retries, rollbacks, duplicates, finalizations, and engine replicas
@@ -127,6 +129,9 @@ func drawModels(t *rapid.T) []modelDef {
 		def.Lookback = pick(t, fmt.Sprintf("m%d-lookback", i), 4)
 		if chance(t, fmt.Sprintf("m%d-kind", i), 25) {
 			def.Kind = events.ForwardOnly
+		} else if chance(t, fmt.Sprintf("m%d-whole", i), 20) {
+			def.Kind = wholeKinds[pick(t, fmt.Sprintf("m%d-whole-kind", i), len(wholeKinds))]
+			def.Lookback = 0 // computed whole: nothing to look back over
 		}
 		for j := 0; j < i; j++ {
 			if chance(t, fmt.Sprintf("m%d-dep-m%d", i, j), 50) {
@@ -272,9 +277,12 @@ func (s *sim) drawVersion(env string, def modelDef) (string, bool) {
 	switch pick(s.t, label, 6) {
 	case 0:
 		if chance(s.t, label+"-kind", 25) {
-			if def.Kind == events.ForwardOnly {
+			switch {
+			case def.Kind == events.ForwardOnly || def.Kind.Whole():
 				def.Kind = events.Incremental
-			} else {
+			case chance(s.t, label+"-kind-whole", 30):
+				def.Kind = wholeKinds[pick(s.t, label+"-whole-kind", len(wholeKinds))]
+			default:
 				def.Kind = events.ForwardOnly
 			}
 		}
@@ -284,6 +292,9 @@ func (s *sim) drawVersion(env string, def modelDef) (string, bool) {
 		}
 		if chance(s.t, label+"-relookback", 25) {
 			def.Lookback = pick(s.t, label+"-lookback", 4)
+		}
+		if def.Kind.Whole() {
+			def.Lookback = 0
 		}
 		if chance(s.t, label+"-restart", 20) {
 			def.Start = startFor(def.Sched, pick(s.t, label+"-start", 51))

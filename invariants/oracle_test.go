@@ -255,13 +255,13 @@ func evaluate(st *projections.State, plan events.PlanBuilt) oracleOutcome {
 			if !e.eligible {
 				continue
 			}
-			out.work[c.Model] = st.Snapshots[c.Snapshot].Schedule.Work(e.suffix)
+			out.work[c.Model] = wholeWork(st, st.Snapshots[c.Snapshot], e.suffix)
 			for _, d := range descendantsOf(plan, c) {
 				if keepsProduction(st, d) {
 					continue
 				}
 				if ov := overlapOf(st, d, e.suffix); !ov.Empty() {
-					out.recompute[d.Model] = out.recompute[d.Model].AddSet(ov)
+					out.recompute[d.Model] = out.recompute[d.Model].AddSet(wholeWork(st, st.Snapshots[d.Snapshot], ov))
 				}
 			}
 		}
@@ -301,8 +301,18 @@ func retry(st *projections.State, plan events.PlanBuilt, req events.CatchUpReque
 			e.add(policy.CodeMissingIntervals)
 		}
 		if len(cw.Ranges) > 0 {
+			// Judged against the caught-up suffix: a whole kind's work is
+			// the whole object, its suffix what the request found missing.
+			caught := interval.NewSet(cw.Ranges...)
+			if sn := st.Snapshots[c.Snapshot]; sn != nil && sn.Kind.Whole() {
+				for _, f := range req.Findings {
+					if f.Code == policy.CodeCatchUpRequested && f.Snapshot == c.Snapshot {
+						caught = interval.NewSet(f.Ranges...)
+					}
+				}
+			}
 			for _, d := range descendantsOf(plan, c) {
-				if keepsProduction(st, d) && !overlapOf(st, d, interval.NewSet(cw.Ranges...)).Empty() {
+				if keepsProduction(st, d) && !overlapOf(st, d, caught).Empty() {
 					e.add(policy.CodeForwardOnlyOverlapKept)
 				}
 			}
@@ -392,6 +402,23 @@ func (s *sim) checkPromote(cmd *commands.Promote, want oracleOutcome, payloads [
 	}
 }
 
+// wholeWork is the work that computes set for sn, as docs/kinds.md states
+// it: whole intervals of its unit; for a whole kind (full, view, seed),
+// one range from its start (floored to its unit) to the end of that, or
+// to its table's frontier when later. Written from the doc, apart from
+// projections.State.WorkOf.
+func wholeWork(st *projections.State, sn *projections.Snapshot, set interval.Set) interval.Set {
+	w := sn.Schedule.Work(set)
+	if w.Empty() || (sn.Kind != events.Full && sn.Kind != events.View && sn.Kind != events.Seed) {
+		return w
+	}
+	end := w.Frontier()
+	if f := st.Table(sn.Table).Frontier(); f.After(end) {
+		end = f
+	}
+	return interval.NewSet(interval.R(sn.Schedule.Unit().Floor(sn.Start), end))
+}
+
 // expectedWork is what a tick of env at t must schedule per incumbent
 // model: every missing ready interval and, when t is one of the model's
 // own ticks (it fires now) and makes intervals ready, its lookback: the N
@@ -413,14 +440,14 @@ func expectedWork(st *projections.State, env string, t time.Time) map[string]int
 		}
 		w := interval.R(start, rf)
 		work := st.Table(sn.Table).Missing(w)
-		if sn.Lookback > 0 && tick.Equal(t) {
+		if sn.Lookback > 0 && !sn.Kind.Whole() && tick.Equal(t) {
 			if prev := sched.ReadyFrontier(tick.Add(-time.Nanosecond)); !prev.IsZero() && prev.Before(rf) {
 				u := sched.Unit()
 				first := u.Floor(prev)
 				work = work.AddSet(interval.NewSet(interval.R(u.Add(first, -sn.Lookback), first)).Clip(w))
 			}
 		}
-		if work = sched.Work(work); !work.Empty() {
+		if work = wholeWork(st, sn, work); !work.Empty() {
 			out[model] = work
 		}
 	}

@@ -119,7 +119,21 @@ func (s *sim) restate(env, model string, r interval.Range) error {
 		if u := sn.Schedule.Unit(); !sn.AllowPartials && !ended.Empty() {
 			ended = ended.Clip(interval.R(ended.Start(), u.Floor(clock)))
 		}
-		if !rs.SubtractSet(a).Empty() || !ended.SubtractSet(rs).Empty() {
+		allowed := a
+		if sn.Kind.Whole() && !rs.Empty() {
+			// Computed whole (docs/kinds.md): one range from its start to
+			// the later of its affected work's end and its frontier.
+			start := sn.Schedule.Unit().Floor(sn.Start)
+			if len(rs) != 1 || !rs[0].Start.Equal(start) {
+				s.fail("R", "restate %s: whole-kind %s computes %v, not one range from its start %s", model, w.Model, rs, start.Format(time.RFC3339))
+			}
+			end := a.Frontier()
+			if f := cov[sn.Table].Frontier(); f.After(end) {
+				end = f
+			}
+			allowed = interval.NewSet(interval.R(start, end))
+		}
+		if !rs.SubtractSet(allowed).Empty() || !ended.SubtractSet(rs).Empty() {
 			s.fail("R", "restate %s: %s computes %v; want all of the covered %v that has ended and nothing outside the affected %v", model, w.Model, rs, covered, a)
 		}
 		if u := sn.Schedule.Unit(); !sn.AllowPartials {

@@ -324,11 +324,22 @@ func (s *sim) execOn(view *projections.State, cmd commands.Command) (commands.Re
 	return d.Reply, group, nil
 }
 
+// wholeSQL and wholeSeed are what a whole kind's registration needs (a
+// query for full and view, CSV content for a seed); the simulated worker
+// reads neither.
+var (
+	wholeSQL  = map[events.Kind]string{events.Full: "SELECT 1 AS n", events.View: "SELECT 1 AS n"}
+	wholeSeed = map[events.Kind]string{events.Seed: "id\n1\n"}
+	// wholeKinds are the kinds computed whole (docs/kinds.md).
+	wholeKinds = []events.Kind{events.Full, events.View, events.Seed}
+)
+
 // register registers a user version of a model.
 func (s *sim) register(def modelDef, version string) error {
 	_, _, err := s.exec(&commands.RegisterSnapshot{
 		Model: def.Name, Version: version, Cron: def.Sched.Cron, IntervalUnit: def.Sched.Unit, Start: def.Start,
 		Lookback: def.Lookback, SnapshotKind: def.Kind, AllowPartials: def.Sched.Partials, DependsOn: def.Deps,
+		SQL: wholeSQL[def.Kind], Seed: wholeSeed[def.Kind],
 	})
 	if err == nil && strings.Contains(version, "+") {
 		s.fail("4", "the user version %s@%s, which contains '+', was registered", def.Name, version)
@@ -574,7 +585,9 @@ func (s *sim) runItem(it work.Item, pieces int) {
 			s.fail("3", "work item %s names unknown snapshot %s", it.ID, st.Snapshot)
 		}
 		ranges := interval.Set(st.Ranges)
-		if pieces > 0 {
+		if pieces > 0 && sn.Kind.Whole() {
+			pieces-- // one batch, one transaction: all of it or nothing
+		} else if pieces > 0 {
 			split := ranges.Split(sn.Schedule.Unit())
 			if len(split) > pieces {
 				split = split[:pieces]
@@ -669,6 +682,13 @@ func (s *sim) count(cmd commands.Command, group []events.Record) {
 			}
 			if len(p.Repairs) > 0 {
 				stats["decision with repairs"]++
+			}
+			for _, f := range p.Models {
+				if sn := s.st.Snapshots[f.Snapshot]; sn != nil && sn.Kind.Whole() {
+					for _, c := range f.Codes {
+						stats["whole-kind code "+c]++
+					}
+				}
 			}
 		case events.CatchUpRequested:
 			stats["catch-up requested"]++

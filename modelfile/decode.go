@@ -8,7 +8,7 @@ import (
 
 // DecodeModel reads the model fields m gives (cron, interval_unit,
 // lookback, kind, allow_partials, start, depends_on, sql, time_column,
-// batch_size, batch_concurrency, audits, grain) over base: a version's
+// batch_size, batch_concurrency, audits, grain, seed, macros) over base: a version's
 // overrides of its model's definition. A base without a cron is a model's
 // own definition, so cron and start are required. It checks how each field
 // is written; whether the definition holds is models.Definition.Validate.
@@ -64,6 +64,16 @@ func DecodeModel(m *Map, base models.Definition) (models.Definition, error) {
 	}
 	if m.Has("time_column") {
 		if d.TimeColumn, err = m.Str("time_column", false); err != nil {
+			return d, err
+		}
+	}
+	if m.Has("seed") {
+		if d.Seed, err = m.Str("seed", false); err != nil {
+			return d, err
+		}
+	}
+	if m.Has("macros") {
+		if d.Macros, err = m.Str("macros", false); err != nil {
 			return d, err
 		}
 	}

@@ -2,7 +2,9 @@ package modelfile
 
 import (
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -52,6 +54,11 @@ type modelDoc struct {
 	Audits []any `yaml:"audits"`
 	// Grain: `grain: [id, ts]`, or one column `grain: id`.
 	Grain grainDoc `yaml:"grain"`
+	// Macros: "" (tidemark's @start_ts, @end_ts) or "sqlmesh".
+	Macros string `yaml:"macros"`
+	// SeedFile is a seed's CSV file, relative to the model file and within
+	// its folder; read into the definition's seed content.
+	SeedFile string `yaml:"seed_file"`
 }
 
 // grainDoc is a grain as a file writes it: a list of columns, or one
@@ -197,12 +204,23 @@ func Parse(path string, b []byte) ([]Model, error) {
 			}
 			audits = a
 		}
+		var seed string
+		if m.SeedFile != "" {
+			if seed, err = readSeed(path, m.SeedFile); err != nil {
+				return nil, at("seed_file", "%v", err)
+			}
+		}
 		def := models.Definition{Model: m.Name, Version: m.Version, Cron: m.Cron, Unit: unit, Start: start.UTC(),
 			Lookback: lookback, Kind: events.Kind(m.Kind), AllowPartials: m.AllowPartials, DependsOn: m.DependsOn,
-			SQL: m.SQL, TimeColumn: m.TimeColumn, BatchSize: batchSize, BatchConcurrency: batchConc, Audits: audits, Grain: m.Grain}
+			SQL: m.SQL, TimeColumn: m.TimeColumn, BatchSize: batchSize, BatchConcurrency: batchConc, Audits: audits, Grain: m.Grain,
+			Seed: seed, Macros: m.Macros}
 		if err := def.Validate(); err != nil {
 			fe := err.(*models.FieldError)
-			return nil, at(fe.Key, "%s", fe.Detail)
+			key := fe.Key
+			if key == "seed" {
+				key = "seed_file" // a model file gives a seed's content by its file
+			}
+			return nil, at(key, "%s", fe.Detail)
 		}
 		kind := def.Kind
 		if kind == "" {
@@ -211,7 +229,8 @@ func Parse(path string, b []byte) ([]Model, error) {
 		sched, _ := interval.NewSchedule(m.Cron, unit, m.AllowPartials) // valid: Validate built it
 		reg := commands.RegisterSnapshot{Model: m.Name, Version: m.Version, Cron: m.Cron, IntervalUnit: unit, Start: start.UTC(),
 			Lookback: lookback, SnapshotKind: kind, AllowPartials: m.AllowPartials, DependsOn: m.DependsOn,
-			SQL: m.SQL, TimeColumn: m.TimeColumn, BatchSize: batchSize, BatchConcurrency: batchConc, Audits: audits, Grain: m.Grain}
+			SQL: m.SQL, TimeColumn: m.TimeColumn, BatchSize: batchSize, BatchConcurrency: batchConc, Audits: audits, Grain: m.Grain,
+			Seed: seed, Macros: m.Macros}
 		mod := Model{Register: reg, Line: line(fmt.Sprintf("$.models[%d]", i)), Index: i,
 			SQLLine: line(fmt.Sprintf("$.models[%d].sql", i)), TimeColumnLine: line(fmt.Sprintf("$.models[%d].time_column", i))}
 		if m.Version == "" {
@@ -244,6 +263,34 @@ func contentVersion(r commands.RegisterSnapshot, sched interval.Schedule) string
 	return models.ContentVersion(events.SnapshotRegistered{Model: r.Model, Cron: sched.Cron(), Unit: sched.Unit(), Start: r.Start,
 		Lookback: r.Lookback, Kind: kind, AllowPartials: r.AllowPartials, DependsOn: r.DependsOn, SQL: r.SQL, TimeColumn: r.TimeColumn,
 		BatchSize: r.BatchSize, BatchConcurrency: r.BatchConcurrency, Audits: r.Audits, Grain: r.Grain, Seed: r.Seed, Macros: r.Macros})
+}
+
+// readSeed reads a seed's CSV file, rel, relative to the folder of the
+// model file at path: it must stay within that folder (no absolute path,
+// no "..", no symbolic link out of it: os.Root) and hold at most
+// models.MaxSeed bytes.
+func readSeed(path, rel string) (string, error) {
+	if !filepath.IsLocal(rel) {
+		return "", fmt.Errorf("%q: want a path relative to the model file, within its folder", rel)
+	}
+	root, err := os.OpenRoot(filepath.Dir(path))
+	if err != nil {
+		return "", fmt.Errorf("%q: %v", rel, err)
+	}
+	defer root.Close()
+	f, err := root.Open(rel)
+	if err != nil {
+		return "", fmt.Errorf("%q: %v", rel, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, models.MaxSeed+1))
+	if err != nil {
+		return "", fmt.Errorf("%q: %v", rel, err)
+	}
+	if len(b) > models.MaxSeed {
+		return "", fmt.Errorf("%q is more than %d bytes: a seed holds at most that", rel, models.MaxSeed)
+	}
+	return string(b), nil
 }
 
 func lineOf(n ast.Node) int {

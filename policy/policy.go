@@ -196,6 +196,11 @@ func Retry(st *projections.State, plan events.PlanBuilt, req events.CatchUpReque
 	}
 	work := map[string]events.CatchUpWork{}
 	for _, w := range req.Work {
+		if sn, ok := st.Snapshots[w.Snapshot]; ok && sn.Kind.Whole() && len(w.Ranges) > 0 {
+			// A whole kind's work is the whole object: its caught-up
+			// suffix is what the request found missing.
+			w.Ranges = requestedSuffix(req, w)
+		}
 		work[w.Model] = w
 	}
 	vs := map[string]*verdict{}
@@ -214,6 +219,17 @@ func Retry(st *projections.State, plan events.PlanBuilt, req events.CatchUpReque
 		}
 	}
 	return finish(st, plan, vs)
+}
+
+// requestedSuffix is the suffix req found missing for w's candidate (its
+// catch_up_requested finding), or w's ranges when it has none.
+func requestedSuffix(req events.CatchUpRequested, w events.CatchUpWork) []interval.Range {
+	for _, fd := range req.Findings {
+		if fd.Code == CodeCatchUpRequested && fd.Snapshot == w.Snapshot {
+			return fd.Ranges
+		}
+	}
+	return w.Ranges
 }
 
 // Conflicting reports whether d rejects the plan as a whole
@@ -503,7 +519,9 @@ func catchUp(st *projections.State, plan events.PlanBuilt, vs map[string]*verdic
 				continue
 			}
 			if overlap := st.Table(d.Table).Clip(inUnit(child, suffix)); !overlap.Empty() {
-				recompute[d.Model] = recompute[d.Model].AddSet(overlap)
+				// A whole kind is invalidated and recomputed whole
+				// (projections.State.WorkOf).
+				recompute[d.Model] = recompute[d.Model].AddSet(st.WorkOf(child, overlap))
 			}
 		}
 	}
@@ -515,7 +533,7 @@ func catchUp(st *projections.State, plan events.PlanBuilt, vs map[string]*verdic
 		if v.eligible {
 			w.Ranges, w.Advances = v.f.Missing, v.f.Advances
 			if sn, ok := st.Snapshots[c.Snapshot]; ok {
-				w.Ranges = sn.Schedule.Work(v.f.Missing)
+				w.Ranges = st.WorkOf(sn, v.f.Missing)
 			}
 			findings = append(findings, events.Finding{Code: CodeCatchUpRequested, Model: c.Model, Snapshot: c.Snapshot, Related: c.Incumbent,
 				Ranges: v.f.Missing, Advances: v.f.Advances,
@@ -654,7 +672,7 @@ func finish(st *projections.State, plan events.PlanBuilt, vs map[string]*verdict
 		if d.Outcome == events.Accepted && len(f.Missing) > 0 {
 			w := events.RepairWork{Model: c.Model, Snapshot: c.Snapshot, Table: c.Table, Ranges: f.Missing}
 			if sn, ok := st.Snapshots[c.Snapshot]; ok {
-				w.Ranges = sn.Schedule.Work(f.Missing)
+				w.Ranges = st.WorkOf(sn, f.Missing)
 			}
 			d.Repairs = append(d.Repairs, w)
 		}

@@ -53,7 +53,9 @@ func Restatement(st *State, env, model string, ranges []interval.Range, at time.
 		if ready := sn.Schedule.Ready(sn.Start, at); !ready.Empty() {
 			todo = todo.AddSet(intersect(a, interval.NewSet(ready)))
 		}
-		todo = clipToStart(sn, sn.Schedule.Work(todo))
+		// A whole kind is recomputed whole, from its start (WorkOf); what
+		// it invalidates stays the affected part its table covered.
+		todo = clipToStart(sn, st.WorkOf(sn, todo))
 		// Only intervals that have ended can be computed: one of a unit
 		// coarser than the table's coverage (a forward-only version over
 		// its predecessor's finer intervals) still running at the clock is

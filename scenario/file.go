@@ -1,7 +1,13 @@
 // Package scenario loads, validates and runs scenario files: deployment
 // histories played on a simulated clock against a real embedded JetStream
 // engine with the built-in worker, with expectations checked after steps.
-// The file format is specified in SCENARIOS.md.
+// The file format is specified in SCENARIOS.md. Beyond it, a model (or a
+// version's overrides) may take the whole kinds `kind: full | view | seed`
+// (docs/kinds.md), with `sql` for full and view, `seed` (the CSV content,
+// inline; optional in a scenario file: DefaultSeed) for a seed, and
+// `macros: sqlmesh`. Without a warehouse the built-in worker records
+// whatever ranges it is given, so a scenario shows a whole kind's work
+// (from its start) in its `scheduled` expectations.
 // Importers: cmd/tidemark (scenario run, demo); the web and replay tests.
 package scenario
 

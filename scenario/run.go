@@ -274,11 +274,12 @@ func (r *runner) run(ctx context.Context, items []work.Item, kind events.RunKind
 func (r *runner) register(ctx context.Context, vs map[string]Version) error {
 	for _, model := range slices.Sorted(maps.Keys(vs)) {
 		v := vs[model]
-		m := v.Model
+		m := withDefaults(v.Model)
 		if _, err := r.do(ctx, &commands.RegisterSnapshot{
 			Model: model, Version: v.Name, Cron: m.Cron, IntervalUnit: m.Unit, Start: m.Start,
 			Lookback: m.Lookback, SnapshotKind: m.Kind, AllowPartials: m.AllowPartials, DependsOn: m.DependsOn,
 			SQL: m.SQL, TimeColumn: m.TimeColumn, BatchSize: m.BatchSize, BatchConcurrency: m.BatchConcurrency, Audits: m.Audits, Grain: m.Grain,
+			Seed: m.Seed, Macros: m.Macros,
 		}); err != nil {
 			return err
 		}

@@ -12,7 +12,7 @@ import (
 	"github.com/tidemark/tidemark/models"
 )
 
-var modelKeys = []string{"name", "cron", "interval_unit", "lookback", "kind", "allow_partials", "start", "depends_on", "sql", "time_column", "batch_size", "batch_concurrency", "audits", "grain"}
+var modelKeys = []string{"name", "cron", "interval_unit", "lookback", "kind", "allow_partials", "start", "depends_on", "sql", "time_column", "batch_size", "batch_concurrency", "audits", "grain", "seed", "macros"}
 
 var stepKinds = []string{"deploy", "plan", "backfill", "run_scheduler", "complete", "invalidate", "promote", "replay"}
 
@@ -103,9 +103,25 @@ func (p *parser) parseFile(raw modelfile.Node) (*File, error) {
 	return f, nil
 }
 
-// checkModel validates a model's definition (models.Definition.Validate).
+// DefaultSeed is the CSV content of a seed (kind: seed) whose scenario
+// file gives none: `seed:` is optional in a scenario file, since the
+// built-in worker only records the ranges it is given and reads no CSV.
+// A run with a warehouse loads the content like any seed's.
+const DefaultSeed = "id\n1\n"
+
+// withDefaults is d as a scenario registers it: a seed without content
+// gets DefaultSeed.
+func withDefaults(d models.Definition) models.Definition {
+	if d.Kind == events.Seed && d.Seed == "" {
+		d.Seed = DefaultSeed
+	}
+	return d
+}
+
+// checkModel validates a model's definition (models.Definition.Validate),
+// with the scenario's defaults (withDefaults).
 func (p *parser) checkModel(path string, m models.Definition) error {
-	if err := m.Validate(); err != nil {
+	if err := withDefaults(m).Validate(); err != nil {
 		fe := err.(*models.FieldError)
 		return p.errf(path+"."+fe.Key, "%s", fe.Detail)
 	}

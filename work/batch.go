@@ -51,8 +51,8 @@ type Part struct {
 
 // Split cuts a described item (its steps' SQL filled, when they have
 // SQL) into its batches, in order: each step's ranges by its SQL's
-// batch_size and unit (Batches; a step without SQL, or without a
-// batch_size: each range one batch). tables[i] is what step i writes and
+// batch_size and unit (Batches; a step without SQL, without a
+// batch_size, or of a whole kind (SQL.Batch): each range one batch). tables[i] is what step i writes and
 // reads (nil: each step writes the table of its snapshot and reads
 // none). An item of one step and one batch is still cut (a Part with
 // Batch "0/0"), so every published message is a batch.
@@ -62,7 +62,7 @@ func Split(item Item, tables []Tables) []Part {
 		var unit interval.Unit
 		size := 0
 		if st.SQL != nil && st.SQL.Unit.Valid() {
-			unit, size = st.SQL.Unit, st.SQL.BatchSize
+			unit, size = st.SQL.Unit, st.SQL.Batch() // a whole kind: one batch
 		}
 		batches[i] = interval.Batches(unit, size, st.Ranges)
 	}

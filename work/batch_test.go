@@ -69,3 +69,23 @@ func join(lines []string) string {
 	}
 	return out
 }
+
+// A whole kind's step (full, view, seed) is one batch per range whatever
+// its SQL's batch size says (validation keeps it 0; docs/kinds.md), and a
+// child reading it needs the whole of it.
+func TestSplitWholeKindOneBatch(t *testing.T) {
+	h := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Hour) }
+	for _, k := range []events.Kind{events.Full, events.View, events.Seed} {
+		item := Item{ID: events.WorkID(3, events.RunScheduled), RunKind: events.RunScheduled, EventSeq: 3, Steps: []Step{
+			{Snapshot: "report@v1", Ranges: []interval.Range{interval.R(h(0), h(11))}, SQL: &SQL{Unit: interval.Hour, BatchSize: 2, Kind: k}},
+			{Snapshot: "child@v1", Ranges: []interval.Range{interval.R(h(10), h(11))}, SQL: &SQL{Unit: interval.Hour}},
+		}}
+		parts := Split(item, []Tables{{Writes: "report"}, {Writes: "child", Reads: []string{"report"}}})
+		if len(parts) != 2 || parts[0].Item.Steps[0].Ranges[0] != interval.R(h(0), h(11)) {
+			t.Fatalf("%s: %d parts, first %v", k, len(parts), parts[0].Item.Steps[0].Ranges)
+		}
+		if need := parts[1].Needs["report@v1"]; !need.Equal(interval.NewSet(interval.R(h(0), h(11)))) {
+			t.Fatalf("%s: the child needs %v", k, need)
+		}
+	}
+}

@@ -55,6 +55,11 @@ type SQL struct {
 	// (1 on DuckDB, 4 on Postgres).
 	BatchSize        int `msgpack:"batch_size,omitempty" json:"batch_size,omitempty"`
 	BatchConcurrency int `msgpack:"batch_concurrency,omitempty" json:"batch_concurrency,omitempty"`
+	// Kind is the snapshot's kind when it is a whole kind; omitted for the
+	// interval kinds (incremental, forward_only). A whole kind
+	// (events.Kind.Whole: full, view, seed) is computed whole, each range
+	// in one batch, whatever BatchSize says (Batch; docs/kinds.md).
+	Kind events.Kind `msgpack:"kind,omitempty" json:"kind,omitempty"`
 	// Audits are the snapshot's audits (events.SnapshotRegistered.Audits):
 	// a worker that computes the step in the warehouse runs each over
 	// every batch it commits, that batch's rows of Table, and reports
@@ -71,6 +76,16 @@ type SQL struct {
 	// what it reads (an upstream snapshot that was never planned); a
 	// worker reports the step's ranges failed with it instead of computing.
 	Error string `msgpack:"error,omitempty" json:"error,omitempty"`
+}
+
+// Batch is how many intervals of Unit one batch of the step spans: 0 (each
+// range one batch) for a whole kind, which is never computed in part,
+// else BatchSize.
+func (s *SQL) Batch() int {
+	if s.Kind.Whole() {
+		return 0
+	}
+	return s.BatchSize
 }
 
 // SQLOf gives the SQL of a snapshot's steps (nil: the model has none),

@@ -45,6 +45,9 @@ func StepSQL(proj *live.Projection) work.SQLOf {
 				sn := st.Snapshots[snapshot]
 				out = &work.SQL{Query: m.SQL, TimeColumn: m.TimeColumn, Table: m.Table, Upstream: m.Upstream, Unit: sn.Unit, Macros: m.Macros,
 					BatchSize: sn.BatchSize, BatchConcurrency: sn.BatchConcurrency, Audits: slices.Clone(sn.Audits)}
+				if sn.Kind.Whole() {
+					out.Kind = sn.Kind
+				}
 				if len(out.Upstream) == 0 {
 					out.Upstream = nil
 				}
