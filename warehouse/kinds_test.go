@@ -239,3 +239,54 @@ func TestSeedSandbox(t *testing.T) {
 		t.Fatalf("content naming files was read as %+v", got)
 	}
 }
+
+// TestWholeAuditsVerifyDiff: audits, verify and diff of a full model
+// read its whole table (it has no time column).
+func TestWholeAuditsVerifyDiff(t *testing.T) {
+	eachBackend(t, func(t *testing.T, w *Warehouse) {
+		ctx := t.Context()
+		m := totals("totals__1")
+		r := Range{day(0), day(3)}
+		write(t, w, m, r)
+		res := w.Audit(ctx, m, []Audit{
+			{Kind: AuditNotNull, Columns: []string{"user_id"}},
+			{Kind: AuditUniqueValues, Columns: []string{"user_id"}},
+			{Name: "thirteen", Kind: AuditNumberOfRows, Threshold: 13},
+			{Name: "fourteen", Kind: AuditNumberOfRows, Threshold: 14},
+			{Name: "bounded", Kind: AuditCustom, SQL: "SELECT * FROM @this_model WHERE views > (SELECT count(*) FROM raw.page_views WHERE ts < @end_ts)"},
+			{Name: "busy", Kind: AuditCustom, SQL: "SELECT * FROM @this_model WHERE views > 40"},
+		}, r.Start, r.End)
+		want := []struct {
+			passed bool
+			count  int64
+		}{{true, 0}, {true, 0}, {true, 13}, {false, 13}, {true, 0}, {false, 13}}
+		for i, x := range res {
+			if x.Error != "" || x.Passed != want[i].passed || x.Count != want[i].count {
+				t.Errorf("audit %s = %+v, want passed %v, count %d", x.Name, x, want[i].passed, want[i].count)
+			}
+		}
+
+		if err := w.Promote(ctx, "prod", map[string]string{"totals": m.Table}); err != nil {
+			t.Fatal(err)
+		}
+		if d, err := w.Verify(ctx, "prod", m, []Range{r}); err != nil || !d.Empty() {
+			t.Fatalf("Verify of an untouched full model = %+v, %v", d, err)
+		}
+		inc := totals("totals__2")
+		write(t, w, inc, r)
+		same, err := w.DiffTables(ctx, DiffSide{Table: m.Table}, DiffSide{Table: inc.Table}, nil, []string{"user_id"})
+		if err != nil || !same.Empty() || same.CandidateRows != 13 || same.IncumbentRows != 13 {
+			t.Fatalf("DiffTables of two equal full tables = %+v, %v", same, err)
+		}
+
+		mustExec(t, w, "UPDATE tidemark.totals__1 SET views = views + 1 WHERE user_id = 0")
+		d, err := w.Verify(ctx, "prod", m, []Range{r})
+		if err != nil || d.OnlyInView != 1 || d.OnlyInRecompute != 1 {
+			t.Fatalf("Verify of a tampered full model = %+v, %v; want one row on each side", d, err)
+		}
+		diff, err := w.DiffTables(ctx, DiffSide{Table: m.Table}, DiffSide{Table: inc.Table}, nil, []string{"user_id"})
+		if err != nil || diff.OnlyInCandidate != 1 || diff.OnlyInIncumbent != 1 || diff.Changed != 1 || diff.ChangedColumns["views"] != 1 || len(diff.Samples) != 1 {
+			t.Fatalf("DiffTables of a tampered full table = %+v, %v; want one changed row", diff, err)
+		}
+	})
+}
