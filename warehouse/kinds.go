@@ -273,7 +273,7 @@ func (w *Warehouse) ensureSeedTable(ctx context.Context, m Model) error {
 }
 
 // seedCreate is the CREATE TABLE IF NOT EXISTS of a seed's table.
-func (w *Warehouse) seedCreate(table string, cols []seedColumn) (string, error) {
+func (w *Warehouse) seedCreate(table string, cols []SeedColumn) (string, error) {
 	defs := make([]string, len(cols))
 	for i, c := range cols {
 		t, ok := seedTypeOf(c.Type)
@@ -350,15 +350,28 @@ func (w *Warehouse) writeSeed(ctx context.Context, m Model, start, end time.Time
 	})
 }
 
-// seedColumn is one column of a seed: its name (the CSV's header) and the
-// type DuckDB's CSV reader detected (one of seedTypes).
-type seedColumn struct{ Name, Type string }
+// SeedColumn is one column of a seed: its name (the CSV's header) and the
+// type DuckDB's CSV reader detected in its values: BOOLEAN, BIGINT,
+// DOUBLE, TIME, DATE, TIMESTAMP or VARCHAR (DuckDB's names).
+type SeedColumn struct{ Name, Type string }
+
+// SeedColumns reads a seed's content as a seed's load does (DuckDB's CSV
+// reader in a sandbox that reads only that content, within timeout; 0: a
+// minute) and returns its columns: those of its table. An error says why
+// the content cannot be read as CSV; ErrNoCgo in a build without cgo.
+func SeedColumns(ctx context.Context, content string, timeout time.Duration) ([]SeedColumn, error) {
+	s, err := readSeed(ctx, content, timeout)
+	if err != nil {
+		return nil, fmt.Errorf("warehouse: %w", err)
+	}
+	return s.cols, nil
+}
 
 // seedData is a seed's content as DuckDB's CSV reader reads it: its columns,
 // and its rows with every value as text (nil: NULL), to be cast back into
 // the column's type where they are inserted.
 type seedData struct {
-	cols []seedColumn
+	cols []SeedColumn
 	rows [][]any
 }
 

@@ -18,7 +18,9 @@ func totals(table string) Model {
 func TestFullReplacedWhole(t *testing.T) {
 	eachBackend(t, func(t *testing.T, w *Warehouse) {
 		m := totals("totals__1")
-		sum := func() int64 { return scalar(t, w, `SELECT CAST(coalesce(sum(views), 0) AS BIGINT) FROM tidemark.totals__1`) }
+		sum := func() int64 {
+			return scalar(t, w, `SELECT CAST(coalesce(sum(views), 0) AS BIGINT) FROM tidemark.totals__1`)
+		}
 		before := func(i int) int64 {
 			return scalar(t, w, "SELECT count(*) FROM raw.page_views WHERE ts < CAST($1 AS TIMESTAMP)", day(i))
 		}
@@ -237,6 +239,12 @@ func TestSeedSandbox(t *testing.T) {
 	}
 	if len(got.cols) != 1 || got.cols[0].Name != other || len(got.rows) != 1 || got.rows[0][0] != "/etc/passwd" {
 		t.Fatalf("content naming files was read as %+v", got)
+	}
+	// The dialect is CSV's, not sniffed: a row longer than the header is
+	// refused (a sniffer takes it for the header, skipping the rows
+	// before it).
+	if got, err := readSeed(t.Context(), "a,b\n1,2\n3,4,5,6\n", 0); err == nil || strings.Contains(err.Error(), "tidemark-seed-") {
+		t.Fatalf("a ragged seed was read as %+v (%v): want an error naming no file", got, err)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // seedSandboxTimeout bounds a seed's reading when the caller gives no
@@ -49,7 +50,8 @@ func readSeed(ctx context.Context, content string, timeout time.Duration) (seedD
 		if ctx.Err() != nil {
 			return seedData{}, fmt.Errorf("seed: reading the CSV took longer than %s: %w", timeout, err)
 		}
-		return seedData{}, fmt.Errorf("seed: reading the CSV: %w", err)
+		// The file is tidemark's: the message names the content.
+		return seedData{}, fmt.Errorf("seed: reading the CSV: %s", strings.ReplaceAll(err.Error(), path, "(the seed's content)"))
 	}
 	return s, nil
 }
@@ -86,9 +88,11 @@ func openSeedSandbox(ctx context.Context, path string) (*sql.DB, error) {
 // sqlString is s as an SQL string literal.
 func sqlString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
-// seedRead is the read_csv call over the file $1: a header row, types
-// detected among seedTypes.
-var seedRead = "read_csv(CAST($1 AS VARCHAR), header = true, auto_type_candidates = ['" + strings.Join(seedTypes, "', '") + "'])"
+// seedRead is the read_csv call over the file $1: RFC 4180 CSV (a header
+// row first, ',' between values, '"' quoting, every row as long as the
+// header: the dialect is not sniffed), types detected among seedTypes.
+var seedRead = "read_csv(CAST($1 AS VARCHAR), header = true, skip = 0, delim = ',', quote = '\"', escape = '\"', strict_mode = true, null_padding = false, " +
+	"auto_type_candidates = ['" + strings.Join(seedTypes, "', '") + "'])"
 
 // scanSeed reads the seed file at path in db (the sandbox): its columns
 // and types, then its rows with each value cast to text.
@@ -99,7 +103,7 @@ func scanSeed(ctx context.Context, db *sql.DB, path string) (seedData, error) {
 		return s, err
 	}
 	for rs.Next() {
-		var c seedColumn
+		var c SeedColumn
 		if err := rs.Scan(&c.Name, &c.Type); err != nil {
 			rs.Close()
 			return s, err
@@ -112,6 +116,11 @@ func scanSeed(ctx context.Context, db *sql.DB, path string) (seedData, error) {
 	}
 	if len(s.cols) == 0 {
 		return s, errors.New("no column")
+	}
+	for _, c := range s.cols {
+		if strings.ContainsRune(c.Name, 0) || !utf8.ValidString(c.Name) {
+			return s, fmt.Errorf("column name %q is not valid UTF-8 text", c.Name)
+		}
 	}
 	sel := make([]string, len(s.cols))
 	for i, c := range s.cols {

@@ -70,6 +70,9 @@ func (w *Warehouse) VerifyChecks(ctx context.Context, env string, checks []Check
 	withs := map[string]string{} // rendered query → its WITH clause
 	for _, c := range checks {
 		m := c.Model
+		if m.Kind == KindSeed {
+			return Diff{}, fmt.Errorf("%w: model %q is a seed: it has no query to recompute", ErrKind, m.Name)
+		}
 		q, err := render(m, paramStart, paramEnd)
 		if err != nil {
 			return Diff{}, fmt.Errorf("warehouse: %w", err)
