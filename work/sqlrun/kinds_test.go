@@ -5,6 +5,8 @@ import (
 
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/work"
 	"github.com/tidemark/tidemark/work/sqlrun"
 )
 
@@ -52,13 +54,34 @@ func checkWholeKinds(w *world) {
 // writes nothing new.
 func TestWholeKindsThroughRunner(t *testing.T) {
 	eachBackend(t, func(t *testing.T, w *world) {
-		w.deploy("p1", wholeKinds(w))
+		r := w.do(&commands.BuildPlan{Plan: "p1", Env: "prod", Versions: wholeKinds(w)})
+		item := work.Backfill(*r.Plan)
+		// A whole-kind step's ranges, however cut, are one computation
+		// over their span.
+		spans := map[string]interval.Range{}
+		for i, st := range item.Steps {
+			if st.Model == "pv" || len(st.Ranges) != 1 {
+				continue
+			}
+			rg := st.Ranges[0]
+			spans[st.Snapshot] = rg
+			mid := rg.Start.Add(rg.End.Sub(rg.Start) / 2)
+			item.Steps[i].Ranges = []interval.Range{interval.R(rg.Start, mid), interval.R(mid, rg.End)}
+		}
+		if len(spans) != 4 {
+			t.Fatalf("whole-kind steps: %v", spans)
+		}
+		if err := w.run.Run(t.Context(), item, w.now); err != nil {
+			t.Fatal(err)
+		}
+		if d := w.do(&commands.Promote{Plan: "p1"}).Decision; d == nil || d.Outcome != events.Accepted {
+			t.Fatalf("promote: %+v", d)
+		}
 		checkWholeKinds(w)
-		// Every whole-kind step was one computation: one writer record.
-		for _, table := range []string{"totals@v1", "per_user@v1", "users@v1", "named@v1"} {
-			recs, err := w.wh.Writers(t.Context(), sqlrun.TableName(table))
-			if err != nil || len(recs) != 1 {
-				t.Fatalf("writers of %s: %+v, %v; want one computation", table, recs, err)
+		for id, span := range spans {
+			recs, err := w.wh.Writers(t.Context(), sqlrun.TableName(id))
+			if err != nil || len(recs) != 1 || !recs[0].Query.Start.Equal(span.Start) || !recs[0].Query.End.Equal(span.End) {
+				t.Fatalf("writers of %s: %+v, %v; want one computation over %s", id, recs, err, span)
 			}
 		}
 	})
