@@ -96,7 +96,8 @@ func checkSQL(ctx context.Context, file string, ms []modelfile.Model) error {
 	defs := map[string]sqlcheck.Model{}
 	for _, m := range ms {
 		r := m.Register
-		defs[r.Model] = sqlcheck.Model{Name: r.Model, SQL: r.SQL, TimeColumn: r.TimeColumn, DependsOn: r.DependsOn, Audits: r.Audits, Grain: r.Grain}
+		defs[r.Model] = sqlcheck.Model{Name: r.Model, SQL: r.SQL, TimeColumn: r.TimeColumn, DependsOn: r.DependsOn, Audits: r.Audits, Grain: r.Grain,
+			Kind: string(r.SnapshotKind), Seed: r.Seed}
 	}
 	lookup := func(name string) (sqlcheck.Model, bool) { d, ok := defs[name]; return d, ok }
 	for _, m := range ms {
