@@ -84,6 +84,14 @@ func TestWholeKindsThroughRunner(t *testing.T) {
 				t.Fatalf("writers of %s: %+v, %v; want one computation over %s", id, recs, err, span)
 			}
 		}
+		// Verify recomputes a full model whole, with its writer's query.
+		if _, err := w.wh.DB().ExecContext(t.Context(), `UPDATE tidemark."`+sqlrun.TableName("totals@v1")+`" SET views = views + 1 WHERE user_id = 3`); err != nil {
+			t.Fatal(err)
+		}
+		diffs, err := sqlrun.VerifyEnv(t.Context(), w.wh, w.e.Projection(), "prod", "totals")
+		if d := diffs["totals"]; err != nil || d.OnlyInView != 1 || d.OnlyInRecompute != 1 || d.Writers["totals@v1"] != 1 || d.Unrecorded != 0 {
+			t.Fatalf("VerifyEnv of a tampered full model: %+v, %v", diffs, err)
+		}
 	})
 }
 
