@@ -92,6 +92,15 @@ func TestWholeKindsThroughRunner(t *testing.T) {
 		if d := diffs["totals"]; err != nil || d.OnlyInView != 1 || d.OnlyInRecompute != 1 || d.Writers["totals@v1"] != 1 || d.Unrecorded != 0 {
 			t.Fatalf("VerifyEnv of a tampered full model: %+v, %v", diffs, err)
 		}
+		// Without its writer record: one check of the whole table with
+		// the incumbent's query over its coverage's span.
+		if _, err := w.wh.DB().ExecContext(t.Context(), `DELETE FROM tidemark_meta.intervals WHERE table_name = $1`, sqlrun.TableName("totals@v1")); err != nil {
+			t.Fatal(err)
+		}
+		diffs, err = sqlrun.VerifyEnv(t.Context(), w.wh, w.e.Projection(), "prod", "totals")
+		if d := diffs["totals"]; err != nil || d.OnlyInView != 1 || d.OnlyInRecompute != 1 || d.Unrecorded != 1 {
+			t.Fatalf("VerifyEnv of a tampered full model without its record: %+v, %v", diffs, err)
+		}
 	})
 }
 
