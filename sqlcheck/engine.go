@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/projections"
 )
 
@@ -28,7 +29,7 @@ func ForEngine(read func(func(*projections.State))) func(context.Context, comman
 	sem := make(chan struct{}, MaxConcurrent)
 	return func(ctx context.Context, cmd commands.Command) error {
 		c, ok := cmd.(*commands.RegisterSnapshot)
-		if !ok || c.SQL == "" {
+		if !ok || c.SQL == "" && c.SnapshotKind != events.Seed {
 			return nil
 		}
 		select {
@@ -41,7 +42,8 @@ func ForEngine(read func(func(*projections.State))) func(context.Context, comman
 		read(func(st *projections.State) { defs = latest(st, c.DependsOn) })
 		ctx, cancel := context.WithTimeout(ctx, Timeout)
 		defer cancel()
-		m := Model{Name: c.Model, SQL: c.SQL, TimeColumn: c.TimeColumn, DependsOn: c.DependsOn, Audits: c.Audits, Grain: c.Grain, Macros: c.Macros}
+		m := Model{Name: c.Model, SQL: c.SQL, TimeColumn: c.TimeColumn, DependsOn: c.DependsOn, Audits: c.Audits, Grain: c.Grain,
+			Kind: string(c.SnapshotKind), Seed: c.Seed, Macros: c.Macros}
 		err := Check(ctx, m, func(name string) (Model, bool) { d, ok := defs[name]; return d, ok })
 		var e *Error
 		switch {
@@ -70,7 +72,7 @@ func latest(st *projections.State, deps []string) map[string]Model {
 		if sn == nil {
 			continue
 		}
-		out[name] = Model{Name: name, SQL: sn.SQL, TimeColumn: sn.TimeColumn, DependsOn: sn.DependsOn, Macros: sn.Macros}
+		out[name] = Model{Name: name, SQL: sn.SQL, TimeColumn: sn.TimeColumn, DependsOn: sn.DependsOn, Kind: string(sn.Kind), Seed: sn.Seed, Macros: sn.Macros}
 		queue = append(queue, sn.DependsOn...)
 	}
 	return out

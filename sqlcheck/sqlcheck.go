@@ -79,6 +79,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/models"
 	"github.com/tidemark/tidemark/warehouse"
 	"slices"
@@ -90,6 +91,14 @@ type Model struct {
 	Name       string
 	SQL        string
 	TimeColumn string
+	// Kind is the version's kind (events.Kind's values; "" is
+	// incremental). A kind computed whole (full, view, seed) has no time
+	// column to check; a seed has no SQL: its Seed content is checked
+	// as the warehouse reads it (warehouse.SeedColumns), and a model
+	// reading it sees the columns found there.
+	Kind string
+	// Seed is a seed's CSV content.
+	Seed string
 	// DependsOn are the models the SQL may read, by name.
 	DependsOn []string
 	// Audits are the version's audits (checked against the SQL's
@@ -179,6 +188,18 @@ func checkChars(sql string) *Error {
 // definitions of the models it depends on, and of theirs in turn. A refusal
 // is an *Error; any other error is the check failing (a cancelled ctx).
 func Check(ctx context.Context, m Model, upstream Lookup) error {
+	if events.Kind(m.Kind) == events.Seed {
+		if _, err := warehouse.SeedColumns(ctx, m.Seed, 0); err != nil {
+			if errors.Is(err, warehouse.ErrNoCgo) {
+				return &Error{Field: "seed", Msg: ErrNoParser.Error(), Err: err}
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return &Error{Field: "seed", Msg: err.Error(), Err: err}
+		}
+		return nil
+	}
 	if m.SQL == "" {
 		return nil
 	}
@@ -195,6 +216,9 @@ func Check(ctx context.Context, m Model, upstream Lookup) error {
 	}
 	defer sb.close()
 	for _, u := range ups {
+		if events.Kind(u.Kind) == events.Seed {
+			continue // no SQL
+		}
 		if err := structure(ctx, sb, u); err != nil {
 			return upstreamErr(u.Name, err)
 		}
@@ -209,7 +233,7 @@ func Check(ctx context.Context, m Model, upstream Lookup) error {
 	// order, so every upstream's columns are known before they are read.
 	cols := map[string][]column{}
 	for _, u := range ups {
-		c, err := bind(ctx, u, cols)
+		c, err := upstreamColumns(ctx, u, cols)
 		if err != nil {
 			return upstreamErr(u.Name, err)
 		}
@@ -219,13 +243,35 @@ func Check(ctx context.Context, m Model, upstream Lookup) error {
 	if err != nil {
 		return err
 	}
-	if err := timeColumn(m, c); err != nil {
-		return err
+	if !events.Kind(m.Kind).Whole() {
+		if err := timeColumn(m, c); err != nil {
+			return err
+		}
 	}
 	if err := grain(m, c); err != nil {
 		return err
 	}
 	return checkAudits(ctx, sb, m, c)
+}
+
+// upstreamColumns are an upstream model's columns: its query's (bind), or
+// a seed's, as the warehouse reads its content.
+func upstreamColumns(ctx context.Context, u Model, cols map[string][]column) ([]column, error) {
+	if events.Kind(u.Kind) != events.Seed {
+		return bind(ctx, u, cols)
+	}
+	sc, err := warehouse.SeedColumns(ctx, u.Seed, 0)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &Error{Field: "sql", Msg: fmt.Sprintf("its seed cannot be read: %v", err), Err: err}
+	}
+	out := make([]column, len(sc))
+	for i, c := range sc {
+		out[i] = column{Name: c.Name, Type: c.Type}
+	}
+	return out, nil
 }
 
 // bind describes m in a fresh sandbox holding, as empty tables, only its
@@ -281,8 +327,8 @@ func closure(m Model, lookup Lookup) ([]Model, error) {
 			if !ok {
 				return &Error{Field: "sql", Msg: fmt.Sprintf("depends on %s, which is not registered: register it first (apply registers a file's upstream models first)", d)}
 			}
-			if u.SQL == "" {
-				return &Error{Field: "sql", Msg: fmt.Sprintf("depends on %s, whose latest version has no SQL: an SQL model reads only SQL models' tables", d)}
+			if u.SQL == "" && events.Kind(u.Kind) != events.Seed {
+				return &Error{Field: "sql", Msg: fmt.Sprintf("depends on %s, whose latest version has no SQL: an SQL model reads only SQL models' and seeds' tables", d)}
 			}
 			u.Name = d
 			state[d] = 1
@@ -381,9 +427,6 @@ func parseErr(sql string, r warehouse.Rendered, err error) error {
 // timestamp type. A model without one is of a whole kind (full, view:
 // models.Definition requires a time column of every other SQL model).
 func timeColumn(m Model, cols []column) error {
-	if m.TimeColumn == "" {
-		return nil
-	}
 	var names []string
 	for _, c := range cols {
 		if c.Name == m.TimeColumn {

@@ -93,7 +93,8 @@ type AuditResult struct {
 }
 
 // Audit runs each audit over the rows of m's snapshot table in [start,
-// end) (an interval or batch just written) and returns their results in
+// end) (an interval or batch just written; a model computed whole: every
+// row of its object, start and end the computation's bounds) and returns their results in
 // order. Each audit is one statement built from its kind (a custom
 // audit's SQL, its macros substituted) run as QueryLimited runs a query:
 // in a read-only transaction of its own, in the sandbox, within m's
@@ -226,14 +227,20 @@ func (w *Warehouse) audit(ctx context.Context, m Model, a Audit, start, end time
 // auditQuery is the statement that runs a: the violations (sel) with the
 // count of them beside each (its last column; number_of_rows: the count
 // alone), at most AuditSampleRows rows, over the CTE ThisModel (m's
-// table in [$1, $2)). args are its parameters after the bounds ($3 on).
+// table in [$1, $2); a model computed whole: all of its object). args
+// are its parameters after the bounds ($3 on).
 func auditQuery(m Model, a Audit) (q string, args []any, err error) {
-	if m.Table == "" || m.TimeColumn == "" {
+	if m.Table == "" || m.TimeColumn == "" && !m.Whole() {
 		return "", nil, fmt.Errorf("model %q: Table and TimeColumn are required", m.Name)
 	}
-	tc := quoteIdent(m.TimeColumn)
-	this := fmt.Sprintf("WITH %s AS (SELECT * FROM %s WHERE %s >= %s AND %s < %s)\n",
-		ThisModel, qualified(Schema, m.Table), tc, paramStart, tc, paramEnd)
+	var this string
+	if m.Whole() {
+		this = fmt.Sprintf("WITH %s AS (SELECT * FROM %s WHERE %s)\n", ThisModel, qualified(Schema, m.Table), boundsUsed)
+	} else {
+		tc := quoteIdent(m.TimeColumn)
+		this = fmt.Sprintf("WITH %s AS (SELECT * FROM %s WHERE %s >= %s AND %s < %s)\n",
+			ThisModel, qualified(Schema, m.Table), tc, paramStart, tc, paramEnd)
+	}
 	param := func(v string) string {
 		args = append(args, v)
 		return "$" + strconv.Itoa(len(args)+2)

@@ -40,6 +40,12 @@ type backend interface {
 	// taken last: two writes of disjoint ranges may both trim one older
 	// record).
 	writeRange(ctx context.Context, db *sql.DB, rw rangeWrite) (int64, error)
+	// lockWhole, in c's transaction, takes the turn of a computation of a
+	// whole model's object (table) among the writers of other processes
+	// (nothing where one process owns the data; Postgres: an advisory
+	// lock of its name, which readers do not wait for), until the
+	// transaction ends.
+	lockWhole(ctx context.Context, c *sql.Conn, table string) error
 	// tableComment is the comment of the snapshot table ("" when it has
 	// none).
 	tableComment(ctx context.Context, db querier, table string) (string, error)

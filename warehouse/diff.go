@@ -180,8 +180,12 @@ func (w *Warehouse) diffTables(ctx context.Context, cand, inc DiffSide, ranges [
 			}
 		}
 	}
+	if cand.TimeColumn == "" || inc.TimeColumn == "" {
+		// A side computed whole: the whole tables, in one bucket.
+		return d, w.diffChunk(ctx, &d, cand, inc, nil, true)
+	}
 	for chunk := range slices.Chunk(ranges, maxDiffRanges) {
-		if err := w.diffChunk(ctx, &d, cand, inc, chunk); err != nil {
+		if err := w.diffChunk(ctx, &d, cand, inc, chunk, false); err != nil {
 			return d, err
 		}
 	}
@@ -212,12 +216,13 @@ func (w *Warehouse) tableColumns(ctx context.Context, table string) ([]string, e
 	return cols, nil
 }
 
-// diffChunk adds the diff over ranges (at most maxDiffRanges) to d.
-func (w *Warehouse) diffChunk(ctx context.Context, d *TableDiff, cand, inc DiffSide, ranges []Range) error {
-	if len(ranges) == 0 {
+// diffChunk adds the diff over ranges (at most maxDiffRanges; whole: all
+// rows, in one bucket) to d.
+func (w *Warehouse) diffChunk(ctx context.Context, d *TableDiff, cand, inc DiffSide, ranges []Range, whole bool) error {
+	if len(ranges) == 0 && !whole {
 		return nil
 	}
-	with, args, join := diffWith(d, w.b, cand, inc, ranges)
+	with, args, join := diffWith(d, w.b, cand, inc, ranges, whole)
 	count := func(expr string) string { return "CAST(coalesce(" + expr + ", 0) AS BIGINT)" }
 	sel := []string{
 		"(SELECT " + count("sum(n)") + " FROM ca)",
@@ -280,9 +285,14 @@ func (w *Warehouse) diffChunk(ctx context.Context, d *TableDiff, cand, inc DiffS
 	// The samples: the first changed keys of the earliest hours that
 	// differ (a second pass over those hours only), or, when they hold
 	// fewer than asked, of all the ranges.
-	samples, err := w.diffSamples(ctx, d, cand, inc, clipRanges(ranges, r[counts], r[counts+1]), need)
-	if err == nil && int64(len(samples)) < min(int64(need), changed) {
-		samples, err = w.diffSamples(ctx, d, cand, inc, ranges, need)
+	var samples []ChangedRow
+	if whole {
+		samples, err = w.diffSamples(ctx, d, cand, inc, nil, true, need)
+	} else {
+		samples, err = w.diffSamples(ctx, d, cand, inc, clipRanges(ranges, r[counts], r[counts+1]), false, need)
+		if err == nil && int64(len(samples)) < min(int64(need), changed) {
+			samples, err = w.diffSamples(ctx, d, cand, inc, ranges, false, need)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("samples: %w", err)
@@ -317,12 +327,13 @@ func clipRanges(ranges []Range, first, last any) []Range {
 	return out
 }
 
-// diffSamples reads at most n changed pairs over ranges, in key order.
-func (w *Warehouse) diffSamples(ctx context.Context, d *TableDiff, cand, inc DiffSide, ranges []Range, n int) ([]ChangedRow, error) {
-	if len(ranges) == 0 {
+// diffSamples reads at most n changed pairs over ranges (whole: all
+// rows), in key order.
+func (w *Warehouse) diffSamples(ctx context.Context, d *TableDiff, cand, inc DiffSide, ranges []Range, whole bool, n int) ([]ChangedRow, error) {
+	if len(ranges) == 0 && !whole {
 		return nil, nil
 	}
-	with, args, join := diffWith(d, w.b, cand, inc, ranges)
+	with, args, join := diffWith(d, w.b, cand, inc, ranges, whole)
 	var pick, order []string
 	for _, k := range d.Grain {
 		pick = append(pick, "oc."+quoteIdent(k))
@@ -355,8 +366,10 @@ func (w *Warehouse) diffSamples(ctx context.Context, d *TableDiff, cand, inc Dif
 // each side's rows in the ranges with their hour and hash (c, i), the
 // hours' summaries (ca, ia), the hours that differ (db), the rows there
 // counted per side (g), the rows only in each side (oc, oi); and, with a
-// grain, the join of oc and oi on it (" FROM oc JOIN oi ON …").
-func diffWith(d *TableDiff, b backend, cand, inc DiffSide, ranges []Range) (with string, args []any, join string) {
+// grain, the join of oc and oi on it (" FROM oc JOIN oi ON …"). whole:
+// every row of each side, all in bucket 0 (a side without a time
+// column).
+func diffWith(d *TableDiff, b backend, cand, inc DiffSide, ranges []Range, whole bool) (with string, args []any, join string) {
 	var conds []string
 	for _, r := range ranges {
 		n := len(args)
@@ -364,6 +377,7 @@ func diffWith(d *TableDiff, b backend, cand, inc DiffSide, ranges []Range) (with
 		conds = append(conds, fmt.Sprintf("(%%[1]s >= CAST($%d AS TIMESTAMP) AND %%[1]s < CAST($%d AS TIMESTAMP))", n+1, n+2))
 	}
 	inRanges := "(" + strings.Join(conds, " OR ") + ")"
+
 	quoted := make([]string, len(d.Columns))
 	for i, c := range d.Columns {
 		quoted[i] = quoteIdent(c)
@@ -371,8 +385,12 @@ func diffWith(d *TableDiff, b backend, cand, inc DiffSide, ranges []Range) (with
 	cols := strings.Join(quoted, ", ")
 	side := func(s DiffSide) string {
 		tc := quoteIdent(s.TimeColumn)
+		bucket, where := b.hourBucket(tc), fmt.Sprintf(inRanges, tc)
+		if whole {
+			bucket, where = "CAST(0 AS BIGINT)", "TRUE"
+		}
 		return fmt.Sprintf("SELECT %s, %s AS tidemark_bucket, %s AS tidemark_hash FROM %s WHERE %s",
-			cols, b.hourBucket(tc), b.rowHash(quoted), qualified(Schema, s.Table), fmt.Sprintf(inRanges, tc))
+			cols, bucket, b.rowHash(quoted), qualified(Schema, s.Table), where)
 	}
 	with = fmt.Sprintf(`WITH c AS NOT MATERIALIZED (%s), i AS NOT MATERIALIZED (%s),
 ca AS (SELECT tidemark_bucket, count(*) AS n, sum(tidemark_hash) AS h FROM c GROUP BY tidemark_bucket),

@@ -64,6 +64,25 @@
 //     refused. A model in SQLMesh's vocabulary (Model.Macros) has each of
 //     SQLMesh's macros rendered as an expression of those two parameters
 //     (SQLMeshMacro). Identifiers (schemas, tables, columns) are quoted.
+//     The one
+//     statement that cannot take a parameter, a view model's CREATE VIEW
+//     (a view holds none), has its bounds written as TIMESTAMP constants
+//     that tidemark formats from the computation's own times (tsLiteral),
+//     never from client text.
+//   - Kinds computed whole (Model.Kind: KindFull, KindView, KindSeed; no
+//     time column) are written by WriteInterval as one computation of
+//     [start, end) in one transaction that replaces the object whole and
+//     its one writer record: full deletes every row and inserts the
+//     query's; view is CREATE OR REPLACE VIEW tidemark.<table> over the
+//     query (owned by the sandbox on Postgres, so it reads with the
+//     sandbox's privileges), no row written; seed loads the table from
+//     Model.Seed, read by DuckDB's CSV reader (RFC 4180, types detected)
+//     in a fresh in-memory DuckDB whose only allowed path is a private
+//     temporary file holding the content (external access then off, the
+//     configuration locked), its values inserted as parameters. A
+//     computation whose end is not after the one this snapshot recorded
+//     (a seed: whose content this snapshot loaded) writes nothing and
+//     succeeds. Audits, Verify and DiffTables read such an object whole.
 //   - A snapshot reads the upstream snapshot tables it was built against,
 //     never an environment's views: each upstream model name is bound by a
 //     CTE prefix (WITH orders AS (SELECT * FROM tidemark."orders__x") ...).
@@ -96,7 +115,8 @@
 //   - One process owns a DuckDB file. A second opener (another process, or a
 //     second Open in this process) gets ErrLocked naming the file.
 //   - DropTable refuses a snapshot table that any view reads (DuckDB would
-//     let the drop succeed and break the view).
+//     let the drop succeed and break the view), a view model's view
+//     included; it drops a view model's object as a view.
 //
 // A build without cgo has no DuckDB: Open of a DuckDB path returns
 // ErrNoCgo, and Postgres works as usual.

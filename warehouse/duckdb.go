@@ -183,6 +183,10 @@ func (d duckBackend) writeRange(ctx context.Context, db *sql.DB, rw rangeWrite) 
 	return rows, err
 }
 
+// lockWhole: one process owns a DuckDB file, and its writes of a table
+// already take turns (lockInterval).
+func (duckBackend) lockWhole(context.Context, *sql.Conn, string) error { return nil }
+
 func (duckBackend) tableComment(ctx context.Context, db querier, table string) (string, error) {
 	return queryComment(ctx, db, "SELECT comment FROM duckdb_tables() WHERE schema_name = $1 AND table_name = $2", Schema, table)
 }
@@ -199,7 +203,8 @@ func (duckBackend) swapView(ctx context.Context, x execer, schema, name, sel str
 func (duckBackend) metaIndexes(context.Context, execer) error { return nil }
 
 // viewsReading: DuckDB records no dependencies; a view reads the table
-// when its text names it.
+// when its text names it (but for the table itself: a view model's view,
+// whose text names it as it is created).
 func (duckBackend) viewsReading(ctx context.Context, db querier, table string) ([]string, error) {
 	rs, err := db.QueryContext(ctx, "SELECT schema_name, view_name, sql FROM duckdb_views() WHERE NOT internal ORDER BY 1, 2")
 	if err != nil {
@@ -212,7 +217,7 @@ func (duckBackend) viewsReading(ctx context.Context, db querier, table string) (
 		if err := rs.Scan(&schema, &view, &text); err != nil {
 			return nil, err
 		}
-		if mentions(text, table) {
+		if mentions(text, table) && !(schema == Schema && view == table) {
 			out = append(out, schema+"."+view)
 		}
 	}

@@ -45,9 +45,13 @@ type Written struct {
 }
 
 // Fingerprint identifies what a model computes: a digest of its rendered
-// query (its SQL and the upstream tables it reads). Two models with the
-// same fingerprint compute the same rows from the same tables.
+// query (its SQL and the upstream tables it reads; a seed: its content).
+// Two models with the same fingerprint compute the same rows from the
+// same tables.
 func Fingerprint(m Model) (string, error) {
+	if m.Kind == KindSeed {
+		return seedFingerprint(m), nil
+	}
 	q, err := render(m, paramStart, paramEnd)
 	if err != nil {
 		return "", fmt.Errorf("warehouse: %w", err)

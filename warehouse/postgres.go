@@ -351,6 +351,16 @@ func decodeWritten(m *pgtype.Map, res *pgconn.Result) ([]Written, error) {
 	return out, nil
 }
 
+// lockWhole: an advisory lock of the object's name, held to the
+// transaction's end: a second computation of it, in any process, waits
+// for the first's transaction, then finds its record; readers do not
+// wait. (LOCK TABLE of a view would lock the tables it reads too, with
+// the privileges of its owner, the sandbox.)
+func (pgBackend) lockWhole(ctx context.Context, c *sql.Conn, table string) error {
+	_, err := c.ExecContext(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", "tidemark.whole:"+table)
+	return err
+}
+
 func (pgBackend) tableComment(ctx context.Context, db querier, table string) (string, error) {
 	return queryComment(ctx, db, "SELECT obj_description(to_regclass($1), 'pg_class')", qualified(Schema, table))
 }

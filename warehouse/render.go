@@ -35,6 +35,13 @@ type Model struct {
 	// Timeout bounds one computation of the model (an interval's write, its
 	// table's creation, a verification); 0 means Options.ModelTimeout.
 	Timeout time.Duration
+	// Kind is how the model is computed: KindInterval ("", interval by
+	// interval, by TimeColumn), or one of the kinds computed whole
+	// (KindFull, KindView, KindSeed), which have no TimeColumn.
+	Kind string
+	// Seed is a KindSeed model's CSV content (a header row, then its
+	// rows); such a model has no SQL.
+	Seed string
 }
 
 // Range is a half-open interval of time [Start, End).

@@ -45,6 +45,8 @@ const verifySamples = 5
 // Model.Name whose time falls in Rows, against Model's query computed over
 // Query (its @start_ts and @end_ts) and filtered to Rows. Rows is usually
 // Query; it is smaller where a later write replaced part of Query's rows.
+// A model computed whole (Model.Whole) is checked whole: every row of the
+// view against its query computed over Query (Rows is not used).
 type Check struct {
 	Model Model
 	Query Range
@@ -68,12 +70,24 @@ func (w *Warehouse) VerifyChecks(ctx context.Context, env string, checks []Check
 	withs := map[string]string{} // rendered query → its WITH clause
 	for _, c := range checks {
 		m := c.Model
+		if m.Kind == KindSeed {
+			return Diff{}, fmt.Errorf("%w: model %q is a seed: it has no query to recompute", ErrKind, m.Name)
+		}
 		q, err := render(m, paramStart, paramEnd)
 		if err != nil {
 			return Diff{}, fmt.Errorf("warehouse: %w", err)
 		}
+		args := []any{c.Query.Start.UTC(), c.Query.End.UTC(), c.Rows.Start.UTC(), c.Rows.End.UTC()}
 		with, ok := withs[q]
-		if !ok {
+		if m.Whole() {
+			// The whole recompute against the whole view: the bounds are
+			// the computation's (Query), Rows does not apply.
+			args = args[:2]
+			if !ok {
+				with = fmt.Sprintf("WITH r AS (SELECT * FROM (%s) q WHERE %s), v AS (SELECT * FROM %s)", q, boundsUsed, qualified(env, m.Name))
+				withs[q] = with
+			}
+		} else if !ok {
 			tc := quoteIdent(m.TimeColumn)
 			// The recompute keeps the rows a write of Query keeps (its outer
 			// filter), then those in Rows; the view's rows in Rows.
@@ -82,7 +96,6 @@ func (w *Warehouse) VerifyChecks(ctx context.Context, env string, checks []Check
 			withs[q] = with
 		}
 		count := with + " SELECT (SELECT count(*) FROM (SELECT * FROM v EXCEPT ALL SELECT * FROM r) a), (SELECT count(*) FROM (SELECT * FROM r EXCEPT ALL SELECT * FROM v) b)"
-		args := []any{c.Query.Start.UTC(), c.Query.End.UTC(), c.Rows.Start.UTC(), c.Rows.End.UTC()}
 		_, counts, err := w.queryAll(ctx, m, count, args...)
 		if err == nil && (len(counts) != 1 || len(counts[0]) != 2) {
 			err = fmt.Errorf("counting the differences gave %v", counts)

@@ -199,6 +199,27 @@ func (w *Warehouse) EnsureTable(ctx context.Context, m Model) error {
 	if done {
 		return nil
 	}
+	if err := checkKind(m); err != nil {
+		return err
+	}
+	if m.Kind == KindView || m.Kind == KindSeed {
+		if err := w.ensureSchema(ctx); err != nil {
+			return err
+		}
+		var err error
+		if m.Kind == KindView {
+			err = w.ensureView(ctx, m)
+		} else {
+			err = w.ensureSeedTable(ctx, m)
+		}
+		if err != nil {
+			return fmt.Errorf("warehouse: create %s model %s: %w", m.Kind, m.Table, err)
+		}
+		w.mu.Lock()
+		w.tables[m.Table] = &tableState{}
+		w.mu.Unlock()
+		return nil
+	}
 	start, end, args := w.b.ddlBounds()
 	q, err := render(m, start, end)
 	if err != nil {
@@ -207,7 +228,10 @@ func (w *Warehouse) EnsureTable(ctx context.Context, m Model) error {
 	if err := w.ensureSchema(ctx); err != nil {
 		return err
 	}
-	create := fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s AS SELECT * FROM (%s) q LIMIT 0", qualified(Schema, m.Table), q)
+	// The condition names both bounds, whatever the SQL uses of them: a
+	// bound parameter no expression uses fails (DuckDB). It is true (the
+	// two bounds are alike: both values, or both NULL).
+	create := fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s AS SELECT * FROM (%s) q WHERE (%s IS NULL) = (%s IS NULL) LIMIT 0", qualified(Schema, m.Table), q, start, end)
 	var st tableState
 	err = w.bounded(ctx, m, func(ctx context.Context, timeout time.Duration) error {
 		return retry(ctx, func() error {
@@ -385,6 +409,9 @@ func (w *Warehouse) WriteInterval(ctx context.Context, m Model, start, end time.
 	start, end = start.UTC(), end.UTC()
 	if !start.Before(end) {
 		return 0, fmt.Errorf("warehouse: write %s: empty interval [%s, %s)", m.Table, start, end)
+	}
+	if m.Whole() {
+		return w.writeWhole(ctx, m, start, end)
 	}
 	if m.Table == "" || m.TimeColumn == "" {
 		return 0, fmt.Errorf("warehouse: write model %q: Table and TimeColumn are required", m.Name)
@@ -649,11 +676,16 @@ type Stats struct {
 	MaxTime time.Time // zero when the table is empty
 }
 
-// Stats counts the rows of the snapshot table and finds its latest time.
+// Stats counts the rows of the snapshot table and finds its latest time
+// (none without a timeColumn: a model computed whole).
 func (w *Warehouse) Stats(ctx context.Context, table, timeColumn string) (Stats, error) {
 	var st Stats
 	var max sql.NullTime
-	q := fmt.Sprintf("SELECT count(*), max(%s) FROM %s", quoteIdent(timeColumn), qualified(Schema, table))
+	latest := "CAST(NULL AS TIMESTAMP)"
+	if timeColumn != "" {
+		latest = "max(" + quoteIdent(timeColumn) + ")"
+	}
+	q := fmt.Sprintf("SELECT count(*), %s FROM %s", latest, qualified(Schema, table))
 	if err := w.db.QueryRowContext(ctx, q).Scan(&st.Rows, &max); err != nil {
 		return Stats{}, fmt.Errorf("warehouse: stats %s: %w", table, err)
 	}
@@ -678,7 +710,13 @@ func (w *Warehouse) DropTable(ctx context.Context, table string) error {
 	if len(views) > 0 {
 		return fmt.Errorf("%w: %s is read by %s", ErrInUse, table, strings.Join(views, ", "))
 	}
-	if _, err := w.db.ExecContext(ctx, "DROP TABLE IF EXISTS "+qualified(Schema, table)); err != nil {
+	drop := "DROP TABLE IF EXISTS "
+	if view, err := w.isView(ctx, table); err != nil {
+		return fmt.Errorf("warehouse: drop %s: %w", table, err)
+	} else if view {
+		drop = "DROP VIEW IF EXISTS " // a view model's
+	}
+	if _, err := w.db.ExecContext(ctx, drop+qualified(Schema, table)); err != nil {
 		return fmt.Errorf("warehouse: drop %s: %w", table, err)
 	}
 	if err := w.forgetTable(ctx, table); err != nil {

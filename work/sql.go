@@ -29,6 +29,12 @@ import (
 // and commit before reporting the range with complete_work. Then run each
 // of Audits over the range's rows of Table (warehouse.Warehouse.Audit)
 // and report their outcomes in that complete_work.
+//
+// A model computed whole (Kind full, view or seed) has no TimeColumn: its
+// step's range [start, end) is computed as one batch that recomputes all
+// of it (full: replace every row of Table by the query's over [start,
+// end); view: CREATE OR REPLACE VIEW Table over the query; seed: load
+// Table from Seed), and its audits read the whole object.
 type SQL struct {
 	// Query is one SELECT over sources and upstream model names; it names
 	// the interval's bounds @start_ts and @end_ts (UTC TIMESTAMPs).
@@ -72,6 +78,9 @@ type SQL struct {
 	// each computed from the batch's bounds
 	// (warehouse.SubstituteMacrosIn).
 	Macros string `msgpack:"macros,omitempty" json:"macros,omitempty"`
+	// Seed is a seed model's CSV content (Kind "seed", which has no
+	// Query); omitted otherwise.
+	Seed string `msgpack:"seed,omitempty" json:"seed,omitempty"`
 	// Error is set when the model has SQL but the engine could not resolve
 	// what it reads (an upstream snapshot that was never planned); a
 	// worker reports the step's ranges failed with it instead of computing.

@@ -214,7 +214,8 @@ func checkSQL(ctx context.Context, file string, ms []modelfile.Model) error {
 
 // checkModel is what sqlcheck checks of a registration.
 func checkModel(r commands.RegisterSnapshot) sqlcheck.Model {
-	return sqlcheck.Model{Name: r.Model, SQL: r.SQL, TimeColumn: r.TimeColumn, DependsOn: r.DependsOn, Audits: r.Audits, Grain: r.Grain, Macros: r.Macros}
+	return sqlcheck.Model{Name: r.Model, SQL: r.SQL, TimeColumn: r.TimeColumn, DependsOn: r.DependsOn, Audits: r.Audits, Grain: r.Grain, Macros: r.Macros,
+		Kind: string(r.SnapshotKind), Seed: r.Seed}
 }
 
 // blockScalar reports whether line n of file holds a key whose value is a

@@ -33,7 +33,7 @@ func newPlanCmd() *cobra.Command {
 Without --set the plan sets every changed model: each model whose latest
 registered version (by apply or register, derived versions aside) ENV does
 not serve yet. With --set, exactly the versions given.`,
-		Args:  cobra.NoArgs,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			versions := map[string]string{}
 			for _, s := range set {

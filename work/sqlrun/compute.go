@@ -44,10 +44,8 @@ func StepSQL(proj *live.Projection) work.SQLOf {
 			case ok:
 				sn := st.Snapshots[snapshot]
 				out = &work.SQL{Query: m.SQL, TimeColumn: m.TimeColumn, Table: m.Table, Upstream: m.Upstream, Unit: sn.Unit, Macros: m.Macros,
-					BatchSize: sn.BatchSize, BatchConcurrency: sn.BatchConcurrency, Audits: slices.Clone(sn.Audits)}
-				if sn.Kind.Whole() {
-					out.Kind = sn.Kind
-				}
+					BatchSize: sn.BatchSize, BatchConcurrency: sn.BatchConcurrency, Audits: slices.Clone(sn.Audits),
+					Kind: events.Kind(m.Kind), Seed: m.Seed}
 				if len(out.Upstream) == 0 {
 					out.Upstream = nil
 				}
@@ -91,7 +89,11 @@ func (c *Computer) Compute(ctx context.Context, b work.Batch) (work.Result, erro
 	if err != nil {
 		return work.Result{}, err
 	}
-	rows, err := writeStep(ctx, c.WH, c.Log, b.Item.Key(), st.Snapshot, m, s.Unit, Batching{Size: s.BatchSize, Concurrency: s.BatchConcurrency}, []interval.Range{b.Range}, nil)
+	batching := Batching{Size: s.BatchSize, Concurrency: s.BatchConcurrency}
+	if m.Whole() {
+		batching = Batching{} // the range is one batch
+	}
+	rows, err := writeStep(ctx, c.WH, c.Log, b.Item.Key(), st.Snapshot, m, s.Unit, batching, []interval.Range{b.Range}, nil)
 	if err != nil {
 		return work.Result{Rows: rows}, err
 	}
@@ -212,13 +214,24 @@ func modelOfStep(st work.Step) (warehouse.Model, error) {
 	bad := func(field, format string, args ...any) error {
 		return fmt.Errorf("%w: %s: steps[].sql.%s: %s", ErrBadStep, st.Snapshot, field, fmt.Sprintf(format, args...))
 	}
+	whole := s.Kind != warehouse.KindInterval
 	switch {
 	case s.Error != "":
 		return warehouse.Model{}, bad("error", "%s", s.Error)
-	case s.Query == "":
+	case whole && s.Kind != warehouse.KindFull && s.Kind != warehouse.KindView && s.Kind != warehouse.KindSeed:
+		return warehouse.Model{}, bad("kind", "%q is not a kind computed whole (full, view, seed)", s.Kind)
+	case s.Kind == warehouse.KindSeed && s.Seed == "":
+		return warehouse.Model{}, bad("seed", "required for kind seed")
+	case s.Kind == warehouse.KindSeed && s.Query != "":
+		return warehouse.Model{}, bad("query", "a seed has none")
+	case s.Kind != warehouse.KindSeed && s.Seed != "":
+		return warehouse.Model{}, bad("seed", "only for kind seed")
+	case s.Query == "" && s.Kind != warehouse.KindSeed:
 		return warehouse.Model{}, bad("query", "required")
-	case s.TimeColumn == "":
+	case s.TimeColumn == "" && !whole:
 		return warehouse.Model{}, bad("time_column", "required")
+	case s.TimeColumn != "" && whole:
+		return warehouse.Model{}, bad("time_column", "a %s model has none", s.Kind)
 	case s.Table == "":
 		return warehouse.Model{}, bad("table", "required")
 	case !s.Unit.Valid():
@@ -229,5 +242,6 @@ func modelOfStep(st work.Step) (warehouse.Model, error) {
 			return warehouse.Model{}, bad("upstream", "%q: %q: want a model name and its table", model, table)
 		}
 	}
-	return warehouse.Model{Name: st.Model, Table: s.Table, SQL: s.Query, TimeColumn: s.TimeColumn, Upstream: s.Upstream, Snapshot: st.Snapshot, Macros: s.Macros}, nil
+	return warehouse.Model{Name: st.Model, Table: s.Table, SQL: s.Query, TimeColumn: s.TimeColumn, Upstream: s.Upstream, Snapshot: st.Snapshot,
+		Macros: s.Macros, Kind: string(s.Kind), Seed: s.Seed}, nil
 }

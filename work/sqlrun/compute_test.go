@@ -108,6 +108,12 @@ func TestComputerRefusesBadSteps(t *testing.T) {
 		{"unit", func(s *work.SQL) { s.Unit = "fortnight" }},
 		{"upstream", func(s *work.SQL) { s.Upstream = map[string]string{"raw": ""} }},
 		{"error", func(s *work.SQL) { s.Error = "sqlrun: pv@v1: no planned upstream snapshot for [raw]" }},
+		{"kind", func(s *work.SQL) { s.Kind, s.TimeColumn = "snapshot", "" }},
+		{"time_column", func(s *work.SQL) { s.Kind = "full" }},
+		{"seed", func(s *work.SQL) { s.Seed = "a\n1\n" }},
+		{"seed", func(s *work.SQL) { s.Kind, s.TimeColumn, s.Query = "seed", "", "" }},
+		{"query", func(s *work.SQL) { s.Kind, s.TimeColumn, s.Seed = "seed", "", "a\n1\n" }},
+		{"query", func(s *work.SQL) { s.Kind, s.TimeColumn, s.Query = "view", "", "" }},
 	} {
 		s := good
 		tt.edit(&s)

@@ -10,13 +10,15 @@ import (
 )
 
 // Rows reports what wh holds of snapshot: its table's rows and the newest
-// row's time (ok false for a snapshot with no SQL, or a table not written
-// yet). For the dashboard (web.Server.Rows).
+// row's time (zero for a model computed whole; ok false for a snapshot
+// with no SQL, a view model, or a table not written yet). For the
+// dashboard (web.Server.Rows).
 func Rows(ctx context.Context, wh *warehouse.Warehouse, proj *live.Projection, snapshot string) (rows int64, newest time.Time, ok bool) {
 	var m warehouse.Model
 	var err error
 	proj.Read(func(st *projections.State) { m, ok, err = ModelOf(st, snapshot) })
-	if err != nil || !ok {
+	if err != nil || !ok || m.Kind == warehouse.KindView {
+		// A view model writes no rows (counting them would run its query).
 		return 0, time.Time{}, false
 	}
 	s, err := wh.Stats(ctx, m.Table, m.TimeColumn)

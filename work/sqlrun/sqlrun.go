@@ -51,22 +51,24 @@ import (
 func TableName(tableID string) string { return models.TableName(tableID) }
 
 // ModelOf is what the warehouse needs to compute snapshot id: its SQL,
-// time column, table and upstream tables. ok is false for a snapshot with
-// no SQL (its work is recorded done, as before); err names an upstream
-// model the snapshot was never planned against.
+// time column, table and upstream tables, and its kind when it is
+// computed whole (a seed's content). ok is false for a snapshot with no
+// SQL that is no seed (its work is recorded done, as before); err names
+// an upstream model the snapshot was never planned against.
 func ModelOf(st *projections.State, id string) (m warehouse.Model, ok bool, err error) {
 	sn, found := st.Snapshots[id]
 	if !found {
 		return m, false, fmt.Errorf("sqlrun: unknown snapshot %s", id)
 	}
-	if sn.SQL == "" {
+	if sn.SQL == "" && sn.Kind != events.Seed {
 		return m, false, nil
 	}
 	upstream, missing := st.UpstreamOf(id)
 	if len(missing) > 0 {
 		return m, false, fmt.Errorf("sqlrun: %s: no planned upstream snapshot for %v", id, missing)
 	}
-	m = warehouse.Model{Name: sn.Model, Table: TableName(sn.Table), SQL: sn.SQL, TimeColumn: sn.TimeColumn, Upstream: map[string]string{}, Snapshot: id, Macros: sn.Macros}
+	m = warehouse.Model{Name: sn.Model, Table: TableName(sn.Table), SQL: sn.SQL, TimeColumn: sn.TimeColumn, Upstream: map[string]string{}, Snapshot: id,
+		Macros: sn.Macros, Kind: WarehouseKind(sn.Kind), Seed: sn.Seed}
 	for model, up := range upstream {
 		usn, found := st.Snapshots[up]
 		if !found {
@@ -75,6 +77,16 @@ func ModelOf(st *projections.State, id string) (m warehouse.Model, ok bool, err 
 		m.Upstream[model] = TableName(usn.Table)
 	}
 	return m, true, nil
+}
+
+// WarehouseKind is the warehouse's kind (warehouse.Model.Kind) of a
+// snapshot's kind: the kind's name for one computed whole, else
+// warehouse.KindInterval.
+func WarehouseKind(k events.Kind) string {
+	if k.Whole() {
+		return string(k)
+	}
+	return warehouse.KindInterval
 }
 
 // Intervals splits ranges into the unit intervals they hold, in order; a
@@ -243,10 +255,19 @@ func (r *Runner) Run(ctx context.Context, item work.Item, at time.Time) error {
 		// (its index among the step's batches) for its record's id.
 		names := map[time.Time]string{}
 		var left []interval.Range
-		for n, b := range interval.Batches(unit, batching.Size, st.Ranges) {
-			if todo.Overlaps(b) {
-				left = append(left, b)
-				names[b.Start] = work.BatchName(i, n)
+		recorded := func(b interval.Range) []interval.Range { return []interval.Range{b} }
+		if m.Whole() {
+			// Computed whole: the step's span, [start, e), is one batch
+			// that recomputes all of it, recorded with the step's ranges.
+			b := Span(st.Ranges)
+			left, names[b.Start] = []interval.Range{b}, work.BatchName(i, 0)
+			recorded = func(interval.Range) []interval.Range { return st.Ranges }
+		} else {
+			for n, b := range interval.Batches(unit, batching.Size, st.Ranges) {
+				if todo.Overlaps(b) {
+					left = append(left, b)
+					names[b.Start] = work.BatchName(i, n)
+				}
 			}
 		}
 		one := batching
@@ -257,7 +278,7 @@ func (r *Runner) Run(ctx context.Context, item work.Item, at time.Time) error {
 				return err // the audits were cut short: the batch is computed again
 			}
 			logAudits(r.Log, st.Snapshot, b, res.Audits)
-			return r.record(ctx, item, i, names[b.Start], b, res, at)
+			return r.record(ctx, item, i, names[b.Start], recorded(b), res, at)
 		})
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -298,12 +319,13 @@ func (r *Runner) Run(ctx context.Context, item work.Item, at time.Time) error {
 	return nil
 }
 
-// record records batch b of step i of item, named name, done with what
+// record records a batch of step i of item, named name, over ranges (the
+// batch's range; a model computed whole: the step's), done with what
 // computing it gave, at the Clock's reading when set.
-func (r *Runner) record(ctx context.Context, item work.Item, i int, name string, b interval.Range, res work.Result, at time.Time) error {
+func (r *Runner) record(ctx context.Context, item work.Item, i int, name string, ranges []interval.Range, res work.Result, at time.Time) error {
 	one := item
 	st := item.Steps[i]
-	st.Ranges = []interval.Range{b}
+	st.Ranges = ranges
 	one.Steps, one.Batch = []work.Step{st}, name
 	if r.Clock != nil {
 		if now := r.Clock(); now.After(at) {
@@ -314,6 +336,23 @@ func (r *Runner) record(ctx context.Context, item work.Item, i int, name string,
 		return br.RecordBatch(ctx, one, res, at)
 	}
 	return r.Done.Run(ctx, one, at)
+}
+
+// Span is the range from the earliest start of ranges to their latest
+// end: a model computed whole computes its step's ranges as this one
+// batch (its coverage is [start, e) after each computation, so the
+// ranges are normally that one range already).
+func Span(ranges []interval.Range) interval.Range {
+	s := ranges[0]
+	for _, r := range ranges[1:] {
+		if r.Start.Before(s.Start) {
+			s.Start = r.Start
+		}
+		if r.End.After(s.End) {
+			s.End = r.End
+		}
+	}
+	return s
 }
 
 // readsAny is the first upstream table of m in bad, or "".

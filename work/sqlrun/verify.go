@@ -3,6 +3,7 @@ package sqlrun
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/tidemark/tidemark/events/interval"
@@ -13,7 +14,9 @@ import (
 
 // VerifyEnv recomputes every SQL model env serves (or only model, when
 // set) over each interval its table covers, and compares the rows with the
-// env's view (warehouse.VerifyChecks: EXCEPT ALL both ways). It returns a
+// env's view (warehouse.VerifyChecks: EXCEPT ALL both ways); a model
+// computed whole is recomputed whole (wholeCheck), and a seed, which has
+// no query, is left out. It returns a
 // Diff per model; an empty Diff everywhere means the rows tidemark promoted
 // are exactly what the models compute.
 //
@@ -56,8 +59,8 @@ func VerifyEnv(ctx context.Context, wh *warehouse.Warehouse, proj *live.Projecti
 				err = merr
 				return
 			}
-			if !ok {
-				continue
+			if !ok || m.Kind == warehouse.KindSeed {
+				continue // a seed has no query to recompute
 			}
 			sn := st.Snapshots[id]
 			j := job{inc: m, unit: sn.Unit, cov: st.Coverage[sn.Table], writers: map[string]warehouse.Model{}, gone: map[string]bool{}}
@@ -94,7 +97,14 @@ func VerifyEnv(ctx context.Context, wh *warehouse.Warehouse, proj *live.Projecti
 		if err != nil {
 			return out, err
 		}
-		checks, writers, unrecorded, unverifiable, err := checksOf(j.inc, j.unit, j.cov, j.writers, j.gone, recs)
+		var checks []warehouse.Check
+		var writers map[string]int
+		var unrecorded, unverifiable int
+		if j.inc.Whole() {
+			checks, writers, unrecorded, unverifiable, err = wholeCheck(j.inc, j.cov, j.writers, j.gone, recs)
+		} else {
+			checks, writers, unrecorded, unverifiable, err = checksOf(j.inc, j.unit, j.cov, j.writers, j.gone, recs)
+		}
 		if err != nil {
 			return out, err
 		}
@@ -106,6 +116,38 @@ func VerifyEnv(ctx context.Context, wh *warehouse.Warehouse, proj *live.Projecti
 		out[j.inc.Name] = d
 	}
 	return out, nil
+}
+
+// wholeCheck is the one check of a model computed whole: its whole view
+// against the query of the snapshot whose computation it holds (its
+// writer record, which a whole computation keeps one of), over that
+// computation's bounds; without a usable record, against the incumbent's
+// query over the span of its coverage (unrecorded 1); nothing when it
+// covers nothing.
+func wholeCheck(inc warehouse.Model, cov interval.Set, writers map[string]warehouse.Model, gone map[string]bool, recs []warehouse.Written) (checks []warehouse.Check, perWriter map[string]int, unrecorded, unverifiable int, err error) {
+	for _, rec := range slices.Backward(recs) {
+		m, ok := writers[rec.Snapshot]
+		if !ok {
+			continue
+		}
+		fp, err := warehouse.Fingerprint(m)
+		if err != nil {
+			return nil, nil, 0, 0, err
+		}
+		if fp != rec.Fingerprint {
+			continue
+		}
+		if gone[rec.Snapshot] {
+			return nil, nil, 0, 1, nil
+		}
+		return []warehouse.Check{{Model: m, Query: rec.Query, Rows: rec.Query}}, map[string]int{rec.Snapshot: 1}, 0, 0, nil
+	}
+	if cov.Empty() {
+		return nil, nil, 0, 0, nil
+	}
+	span := Span(cov.Ranges())
+	rg := warehouse.Range{Start: span.Start, End: span.End}
+	return []warehouse.Check{{Model: inc, Query: rg, Rows: rg}}, nil, 1, 0, nil
 }
 
 // checksOf turns a table's coverage and writer records into checks: each
