@@ -84,7 +84,7 @@ func (w *Warehouse) VerifyChecks(ctx context.Context, env string, checks []Check
 			// the computation's (Query), Rows does not apply.
 			args = args[:2]
 			if !ok {
-				with = fmt.Sprintf("WITH r AS (SELECT * FROM (%s) q WHERE %s), v AS (SELECT * FROM %s)", q, boundsUsed, qualified(env, m.Name))
+				with = fmt.Sprintf("WITH r AS (SELECT * FROM (%s) q WHERE %s), v AS (SELECT * FROM %s)", q, boundsUsed, qualified(ViewOf(env, m.Name)))
 				withs[q] = with
 			}
 		} else if !ok {
