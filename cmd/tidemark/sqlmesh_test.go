@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -49,30 +50,33 @@ func editFile(t *testing.T, dir, file, old, new string) {
 
 // viewRows queries model's view in env prod (its columns as text, in
 // order), as CSV records without the header.
-func viewRows(t *testing.T, nats, model string, cols, order []string) [][]string {
-	t.Helper()
+func viewRows(nats, model string, cols, order []string) ([][]string, error) {
 	schema, name, _ := strings.Cut(model, ".")
 	sel := make([]string, len(cols))
 	for i, c := range cols {
 		sel[i] = "CAST(" + c + " AS VARCHAR) AS " + c
 	}
 	q := fmt.Sprintf("SELECT %s FROM %s__prod.%s ORDER BY %s", strings.Join(sel, ", "), schema, name, strings.Join(order, ", "))
-	out, stderr, code := runCLI(t, "query", q, "--nats-url", nats, "-o", "csv")
-	if code != 0 {
-		t.Fatalf("query %s: exit %d %s %s", q, code, out, stderr)
+	root := newRootCmd()
+	var out, errb bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	root.SetArgs([]string{"query", q, "--nats-url", nats, "-o", "csv"})
+	if err := root.Execute(); err != nil {
+		return nil, fmt.Errorf("query %s: %v %s", q, err, errb.String())
 	}
-	recs, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	recs, err := csv.NewReader(&out).ReadAll()
 	if err != nil || len(recs) == 0 {
-		t.Fatalf("query %s: %v %q", q, err, out)
+		return nil, fmt.Errorf("query %s: %v %q", q, err, out.String())
 	}
-	return recs[1:]
+	return recs[1:], nil
 }
 
-// checkRows compares model's rows in prod with want (JSON values: numbers
-// and strings), in order.
+// checkRows waits until model's rows in prod are want (JSON values:
+// numbers and strings), in order: the views follow a promotion by the
+// syncer, a moment after it is accepted.
 func checkRows(t *testing.T, nats, model string, cols, order []string, want [][]any) {
 	t.Helper()
-	got := viewRows(t, nats, model, cols, order)
 	w := make([][]string, len(want))
 	for i, r := range want {
 		w[i] = make([]string, len(r))
@@ -80,8 +84,17 @@ func checkRows(t *testing.T, nats, model string, cols, order []string, want [][]
 			w[i][j] = fmt.Sprint(v)
 		}
 	}
-	if fmt.Sprint(got) != fmt.Sprint(w) {
-		t.Errorf("%s in prod:\n got %v\nwant %v", model, got, w)
+	var got [][]string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var err error
+		if got, err = viewRows(nats, model, cols, order); err == nil && fmt.Sprint(got) == fmt.Sprint(w) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s in prod (%v):\n got %v\nwant %v", model, err, got, w)
+		}
+		time.Sleep(50 * time.Millisecond) // re-querying until the views are swapped, bounded by the deadline
 	}
 }
 
