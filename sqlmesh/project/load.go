@@ -1,6 +1,7 @@
 package project
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -59,8 +61,9 @@ func (l *loader) note(file string, line int, prop, format string, args ...any) {
 // config.yml; without a models/ directory every .sql outside audits/ is a
 // model) or one model file (alone: no config, no audits/ and no other
 // model, so its start is its own and it reads only a seed). Dialect must
-// be duckdb; Jinja and Python models are refused. Every problem of every file is reported, joined;
-// each is an *Error.
+// be duckdb; Jinja and Python models are refused. Every problem of every
+// file is reported, joined; each is an *Error. Notes come in file and
+// line order.
 func Load(ctx context.Context, path string) (*Project, error) {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -83,6 +86,9 @@ func Load(ctx context.Context, path string) (*Project, error) {
 	if len(l.errs) > 0 {
 		return nil, errors.Join(l.errs...)
 	}
+	slices.SortStableFunc(l.p.Notes, func(a, b Note) int { // as a reader meets them
+		return cmp.Or(strings.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line))
+	})
 	return l.p, nil
 }
 

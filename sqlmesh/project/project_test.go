@@ -161,9 +161,9 @@ func TestLoadFixture(t *testing.T) {
 	wantNotes := []string{
 		"config.yaml:4: gateways: ignored: tidemark reads only model_defaults (start, cron, dialect, interval_unit, owner)",
 		"config.yaml:9: default_gateway: ignored: tidemark reads only model_defaults (start, cron, dialect, interval_unit, owner)",
-		"models/orders.sql:20: tags: not read by tidemark: no part of the version",
 		"models/orders.sql:11: owner: kept, but no part of the version (changing it alone registers nothing new)",
 		"models/orders.sql:12: description: kept, but no part of the version (changing it alone registers nothing new)",
+		"models/orders.sql:20: tags: not read by tidemark: no part of the version",
 		"models/raw_orders.sql:8: columns: kept, but no part of the version (changing it alone registers nothing new)",
 	}
 	if !reflect.DeepEqual(notes, wantNotes) {
