@@ -12,29 +12,36 @@ import (
 	"time"
 )
 
-// TestWarehouseForReal: serve with the built-in worker computes SQL models
-// into its DuckDB warehouse; after the promotion, query shows prod's rows
-// and verify finds none differing; a bad query and an unknown env fail.
-func TestWarehouseForReal(t *testing.T) {
-	s := startServe(t, "--builtin-worker")
+// deployPageViews applies page_views (60 rows an hour, from two days
+// ago) and its daily rollup, named in schema (schema "": unqualified;
+// "sushi": sushi.page_views, its rollup reading "sushi.page_views"), to
+// the serve s, plans them into prod as plan and waits for the promotion.
+// It returns the models' start.
+func deployPageViews(t *testing.T, s *server, schema, plan string) time.Time {
+	t.Helper()
+	prefix, from := "", "page_views"
+	if schema != "" {
+		prefix = schema + "."
+		from = `"` + prefix + `page_views"`
+	}
 	start := time.Now().UTC().Truncate(24 * time.Hour).Add(-48 * time.Hour)
 	models := filepath.Join(t.TempDir(), "models.yaml")
 	body := `models:
-  - name: page_views
+  - name: ` + prefix + `page_views
     cron: "@hourly"
     start: ` + start.Format(time.RFC3339) + `
     time_column: ts
     sql: |
       SELECT h.h + to_minutes(CAST(r.range AS BIGINT)) AS ts, CAST(r.range % 5 AS BIGINT) AS user_id
       FROM range(0, 60) r, range(@start_ts, @end_ts, INTERVAL 1 HOUR) h(h)
-  - name: rollup
+  - name: ` + prefix + `rollup
     cron: "@daily"
     start: ` + start.Format(time.RFC3339) + `
-    depends_on: [page_views]
+    depends_on: [` + prefix + `page_views]
     time_column: day
     sql: |
       SELECT date_trunc('day', ts) AS day, user_id, count(*) AS views
-      FROM page_views WHERE ts >= @start_ts AND ts < @end_ts GROUP BY 1, 2
+      FROM ` + from + ` WHERE ts >= @start_ts AND ts < @end_ts GROUP BY 1, 2
 `
 	if err := os.WriteFile(models, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
@@ -46,17 +53,29 @@ func TestWarehouseForReal(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &applied); code != 0 || err != nil || len(applied) != 2 {
 		t.Fatalf("apply: exit %d %v %s %s", code, err, out, stderr)
 	}
-	args := []string{"plan", "--env", "prod", "--id", "d1", "--nats-url", s.nats}
+	args := []string{"plan", "--env", "prod", "--id", plan, "--nats-url", s.nats}
 	for _, a := range applied {
+		if !strings.HasPrefix(a.Snapshot, prefix) {
+			t.Fatalf("applied %s", a.Snapshot)
+		}
 		args = append(args, "--set", strings.Replace(a.Snapshot, "@", "=", 1))
 	}
 	if out, stderr, code := runCLI(t, args...); code != 0 {
 		t.Fatalf("plan: exit %d %s %s", code, out, stderr)
 	}
 	eventually(t, "the backfill is computed and the promotion accepted", time.Minute, func() bool {
-		out, _, code := runCLI(t, "promote", "d1", "--nats-url", s.nats)
+		out, _, code := runCLI(t, "promote", plan, "--nats-url", s.nats)
 		return code == 0 && strings.Contains(out, "ACCEPTED")
 	})
+	return start
+}
+
+// TestWarehouseForReal: serve with the built-in worker computes SQL models
+// into its DuckDB warehouse; after the promotion, query shows prod's rows
+// and verify finds none differing; a bad query and an unknown env fail.
+func TestWarehouseForReal(t *testing.T) {
+	s := startServe(t, "--builtin-worker")
+	start := deployPageViews(t, s, "", "d1")
 	// 60 page views an hour since the start (two days and the hours of
 	// today); the rollup has the two whole days × 5 users.
 	hours := int(time.Now().UTC().Truncate(time.Hour).Sub(start) / time.Hour)
@@ -82,7 +101,7 @@ func TestWarehouseForReal(t *testing.T) {
 		page, _ := io.ReadAll(resp.Body)
 		return strings.Contains(string(page), `<td class="rows">`+strconv.Itoa(60*hours)+`</td>`)
 	})
-	out, stderr, code = runCLI(t, "verify", "--env", "prod", "--nats-url", s.nats)
+	out, stderr, code := runCLI(t, "verify", "--env", "prod", "--nats-url", s.nats)
 	if code != 0 || !strings.Contains(out, "prod.page_views: ok") || !strings.Contains(out, "prod.rollup: ok") {
 		t.Fatalf("verify: exit %d %s %s", code, out, stderr)
 	}
