@@ -40,22 +40,8 @@ func load(t *testing.T, path string) *Project {
 // copyFixture copies the fixture project into a temporary directory.
 func copyFixture(t *testing.T) string {
 	t.Helper()
-	dst := t.TempDir()
-	err := filepath.WalkDir(fixture, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(fixture, p)
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
-	})
-	if err != nil {
+	dst := filepath.Join(t.TempDir(), "project")
+	if err := os.CopyFS(dst, os.DirFS(fixture)); err != nil {
 		t.Fatal(err)
 	}
 	return dst
