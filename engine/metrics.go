@@ -54,5 +54,5 @@ func (m *metrics) command(kind string, r commands.Reply) {
 }
 
 // Registry is the engine's metrics registry (served on /metrics, where
-// web adds the gauges it reads off the live projection).
+// web adds the series it reads off the live projection).
 func (e *Engine) Registry() *prometheus.Registry { return e.metrics.reg }
