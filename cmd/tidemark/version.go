@@ -47,28 +47,33 @@ func readBuild(bi *debug.BuildInfo, ok bool) build {
 	return b
 }
 
+// shownRevision is the revision, marked " (modified)" when the build had
+// uncommitted changes ("" when unknown).
+func (b build) shownRevision() string {
+	if b.revision != "" && b.modified {
+		return b.revision + " (modified)"
+	}
+	return b.revision
+}
+
 // webBuild is this build as /metrics shows it (tidemark_build_info).
 func webBuild() web.Build {
 	b := readBuild(debug.ReadBuildInfo())
-	return web.Build{Version: b.version, Revision: b.revision, GoVersion: b.goVersion}
+	return web.Build{Version: b.version, Revision: b.shownRevision(), GoVersion: b.goVersion}
 }
 
 // formatVersion is versionInfo for the build info bi (ok false: none).
 func formatVersion(bi *debug.BuildInfo, ok bool) string {
 	bd := readBuild(bi, ok)
-	version, revision, at, modified, goVersion := bd.version, bd.revision, bd.at, bd.modified, bd.goVersion
 	var b strings.Builder
-	fmt.Fprintf(&b, "tidemark %s\n", version)
-	if revision != "" {
-		if modified {
-			revision += " (modified)"
-		}
-		fmt.Fprintf(&b, "revision: %s\n", revision)
+	fmt.Fprintf(&b, "tidemark %s\n", bd.version)
+	if r := bd.shownRevision(); r != "" {
+		fmt.Fprintf(&b, "revision: %s\n", r)
 	}
-	if at != "" {
-		fmt.Fprintf(&b, "built from a commit of: %s\n", at)
+	if bd.at != "" {
+		fmt.Fprintf(&b, "built from a commit of: %s\n", bd.at)
 	}
-	fmt.Fprintf(&b, "go: %s\n", goVersion)
+	fmt.Fprintf(&b, "go: %s\n", bd.goVersion)
 	fmt.Fprintf(&b, "event policy version: %d\n", policy.Version)
 	return b.String()
 }
