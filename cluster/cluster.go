@@ -78,6 +78,7 @@ type Config struct {
 // Member is an engine taking part in the election of the writer.
 type Member struct {
 	e           Writer
+	node        string
 	lease       *lease.Lease
 	log         *slog.Logger
 	writesGrace time.Duration
@@ -111,7 +112,7 @@ func Join(ctx context.Context, e Writer, cfg Config) (*Member, error) {
 	if cfg.WritesGrace <= 0 {
 		cfg.WritesGrace = DefaultWritesGrace
 	}
-	m := &Member{e: e, log: cfg.Logger.With("subsystem", "cluster"), changed: make(chan struct{}), writesGrace: cfg.WritesGrace,
+	m := &Member{e: e, node: cfg.Node, log: cfg.Logger.With("subsystem", "cluster"), changed: make(chan struct{}), writesGrace: cfg.WritesGrace,
 		lease: lease.New(lease.Config{KV: kv, Node: cfg.Node, TTL: cfg.LeaseTTL, Logger: cfg.Logger.With("subsystem", "lease")})}
 	rctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
@@ -130,6 +131,9 @@ func (m *Member) Leave(ctx context.Context) {
 	m.cancel()
 	m.wg.Wait()
 }
+
+// Node is this member's name in the writer lease (Config.Node).
+func (m *Member) Node() string { return m.node }
 
 // Engine is the member's engine.
 func (m *Member) Engine() Writer { return m.e }

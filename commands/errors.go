@@ -45,6 +45,10 @@ const (
 	CodeInternal Code = "internal"
 )
 
+// Codes are the rejection codes.
+var Codes = []Code{CodeInvalid, CodeMalformed, CodeTooLarge, CodeLimit, CodeNotFound, CodeConflict, CodeIdempotencyConflict,
+	CodeStaleGeneration, CodeRateLimited, CodeUnavailable, CodeInternal}
+
 // String returns the code as written on the wire.
 func (c Code) String() string { return string(c) }
 

@@ -18,7 +18,7 @@ func newMetrics() *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		commands: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "tidemark_commands_total", Help: "Commands handled, by kind and outcome (accepted, duplicate, or the rejection code).",
+			Name: "tidemark_commands_total", Help: "Commands this engine handled, by kind and outcome (accepted, duplicate, or the rejection code; every kind and outcome listed, 0 until it occurs).",
 		}, []string{"kind", "outcome"}),
 		appendS: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "tidemark_append_seconds", Help: "Latency of conditional appends to the event stream (one publish or one atomic batch).",
@@ -29,6 +29,14 @@ func newMetrics() *metrics {
 		Name: "tidemark_group_commit_commands", Help: "Commands appended together in one group-commit batch.",
 		Buckets: []float64{2, 4, 8, 16, 32, 64, 100},
 	})
+	// Every kind with every outcome, from the start (0 until it occurs).
+	for _, kind := range commands.Kinds {
+		m.commands.WithLabelValues(kind, "accepted")
+		m.commands.WithLabelValues(kind, "duplicate")
+		for _, code := range commands.Codes {
+			m.commands.WithLabelValues(kind, string(code))
+		}
+	}
 	m.reg.MustRegister(m.commands, m.appendS, m.groups,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -46,5 +54,5 @@ func (m *metrics) command(kind string, r commands.Reply) {
 }
 
 // Registry is the engine's metrics registry (served on /metrics, where
-// web adds the gauges it reads off the live projection).
+// web adds the series it reads off the live projection).
 func (e *Engine) Registry() *prometheus.Registry { return e.metrics.reg }

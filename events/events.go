@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -199,6 +200,9 @@ const (
 	RunManual  RunKind = "manual"
 )
 
+// RunKinds are the defined run kinds.
+var RunKinds = []RunKind{RunBackfill, RunScheduled, RunCatchUp, RunRepair, RunRestate, RunManual}
+
 // PlanRunID is the run id of a plan's work of kind k (backfill, catch_up,
 // repair): "<kind>:<plan>".
 func PlanRunID(k RunKind, plan string) string { return string(k) + ":" + plan }
@@ -219,13 +223,7 @@ func PlanOfRunID(id string) (k RunKind, plan string, ok bool) {
 }
 
 // Valid reports whether k is a defined run kind.
-func (k RunKind) Valid() bool {
-	switch k {
-	case RunBackfill, RunScheduled, RunCatchUp, RunRepair, RunRestate, RunManual:
-		return true
-	}
-	return false
-}
+func (k RunKind) Valid() bool { return slices.Contains(RunKinds, k) }
 
 // SnapshotRegistered records a model version's definition.
 type SnapshotRegistered struct {

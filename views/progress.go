@@ -13,13 +13,22 @@ import (
 )
 
 // Freshness is how far behind one env's incumbent is: the time from the
-// end of its newest covered interval (its frontier) to at.
+// end of its newest covered interval (its frontier) to at, and how far
+// its frontier is behind its readiness frontier.
 type Freshness struct {
 	Env, Model, Snapshot string
 	// Frontier is zero when the incumbent covers nothing yet.
 	Frontier time.Time
-	// Age is at − Frontier (0 when nothing is covered: see Frontier).
+	// Age is at − Frontier, or at − the incumbent's start (floored to its
+	// unit) while it covers nothing; 0 when that is not before at.
 	Age time.Duration
+	// Ready is the incumbent's readiness frontier at at: the end of what
+	// its schedule has made ready (interval.Schedule.ReadyFrontier; zero
+	// before its first tick).
+	Ready time.Time
+	// Late is how far the incumbent's frontier (its start, floored to its
+	// unit, while it covers nothing) is behind Ready: 0 when it is not.
+	Late time.Duration
 }
 
 // Fresh lists every env's incumbents with their freshness at at, by env
@@ -29,8 +38,19 @@ func Fresh(st *projections.State, at time.Time) []Freshness {
 	for name, env := range st.Envs {
 		for model, id := range env.Incumbents {
 			f := Freshness{Env: name, Model: model, Snapshot: id, Frontier: st.Frontier(id)}
-			if !f.Frontier.IsZero() && at.After(f.Frontier) {
-				f.Age = at.Sub(f.Frontier)
+			from := f.Frontier
+			sn, ok := st.Snapshots[id]
+			if ok {
+				f.Ready = sn.Schedule.ReadyFrontier(at)
+				if from.IsZero() {
+					from = sn.Schedule.Unit().Floor(sn.Start)
+				}
+			}
+			if !from.IsZero() && at.After(from) {
+				f.Age = at.Sub(from)
+			}
+			if !f.Ready.IsZero() && f.Ready.After(from) {
+				f.Late = f.Ready.Sub(from)
 			}
 			out = append(out, f)
 		}

@@ -44,8 +44,13 @@ func TestFreshAndInFlight(t *testing.T) {
 		events.PlanBuilt{Plan: "p3", Env: "dev", Candidates: []events.Candidate{cand("v3")}},
 	)
 	fresh := Fresh(st, h(6))
-	if len(fresh) != 1 || fresh[0].Env != "prod" || fresh[0].Snapshot != "events@v1" || !fresh[0].Frontier.Equal(h(4)) || fresh[0].Age != 2*time.Hour {
+	if len(fresh) != 1 || fresh[0].Env != "prod" || fresh[0].Snapshot != "events@v1" || !fresh[0].Frontier.Equal(h(4)) || fresh[0].Age != 2*time.Hour ||
+		!fresh[0].Ready.Equal(h(6)) || fresh[0].Late != 2*time.Hour {
 		t.Fatalf("fresh: %+v", fresh)
+	}
+	// Ahead of its readiness frontier: not late.
+	if fresh := Fresh(st, h(4).Add(30*time.Minute)); fresh[0].Late != 0 || fresh[0].Age != 30*time.Minute || !fresh[0].Ready.Equal(h(4)) {
+		t.Fatalf("on time: %+v", fresh)
 	}
 	fl := InFlight(st)
 	if len(fl) != 2 || fl[0].Plan != "p2" || fl[0].Total != 4*time.Hour || fl[0].Done != time.Hour || fl[0].Fraction() != 0.25 {
@@ -148,5 +153,25 @@ func TestPlanWorkProgress(t *testing.T) {
 	st3 := foldAt(t, append(slices.Clone(evs[:3]), done(built, "rollup@v1", 5, hrs(0, 5)))...)
 	if ms := PlanWork(st3, st3.Plans["p1"]); len(ms) != 2 || ms[1].BatchesDone != 1 || ms[1].RowsPerSecond != 0 || ms[1].ETAMS == nil || *ms[1].ETAMS != 0 {
 		t.Fatalf("done at once: %+v", ms)
+	}
+}
+
+// An incumbent that covers nothing is measured from its start, floored to
+// its unit: everything its schedule made ready since is late.
+func TestFreshCoveringNothing(t *testing.T) {
+	st := fold(t,
+		events.SnapshotRegistered{Snapshot: "events@v1", Model: "events", Version: "v1", Cron: "0 * * * *", Unit: interval.Hour, Start: t0.Add(20 * time.Minute),
+			Kind: events.Incremental, Table: "events@v1"},
+		events.PlanBuilt{Plan: "p1", Env: "prod", Candidates: []events.Candidate{{Model: "events", Snapshot: "events@v1", Table: "events@v1"}}},
+		events.PromotionDecided{Plan: "p1", Env: "prod", Outcome: events.Accepted, Generation: 1, Models: map[string]events.ModelFinding{"events": {Snapshot: "events@v1"}}},
+	)
+	fresh := Fresh(st, h(3).Add(10*time.Minute))
+	if len(fresh) != 1 || !fresh[0].Frontier.IsZero() || !fresh[0].Ready.Equal(h(3)) || fresh[0].Late != 3*time.Hour ||
+		fresh[0].Age != 3*time.Hour+10*time.Minute {
+		t.Fatalf("fresh: %+v", fresh)
+	}
+	// Before its first interval is ready, it is not late.
+	if fresh := Fresh(st, t0.Add(30*time.Minute)); fresh[0].Late != 0 || !fresh[0].Ready.Equal(t0) {
+		t.Fatalf("before its first interval: %+v", fresh)
 	}
 }

@@ -47,6 +47,11 @@ type Server struct {
 	Log *eventlog.Reader
 	// Registry is served on /metrics.
 	Registry prometheus.Gatherer
+	// Build, when its Version is set, is shown as tidemark_build_info.
+	Build Build
+	// Writer, when set, reports this member's name in the writer lease
+	// and whether it is the writer now (tidemark_writer).
+	Writer func() (member string, writing bool)
 	// Clock is the engine's clock (the pages' now). Default time.Now.
 	Clock  func() time.Time
 	Logger *slog.Logger
@@ -63,7 +68,7 @@ type Server struct {
 	// (ok false: none recorded). Shown and cached with the rows.
 	Written func(ctx context.Context, snapshot string) (end, at time.Time, ok bool)
 	// Workers, when set, lists the live workers (their heartbeats): the
-	// dashboard's Workers panel and the tidemark_worker* gauges.
+	// dashboard's Workers panel and the tidemark_worker* series.
 	Workers func() []Worker
 	// WorkersEvery is how often a live page is refreshed for the Workers
 	// panel while no event arrives (default 2s).

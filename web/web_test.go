@@ -71,8 +71,8 @@ func TestDashboardMetricsHealth(t *testing.T) {
 		}
 	}
 	code, metrics := get(t, srv.URL+"/metrics")
-	for _, want := range []string{`tidemark_decisions{code="trailing_gap_accepted"} 1`, `tidemark_decision_outcomes{outcome="accepted"} 2`,
-		"tidemark_repair_debts_open 0", `tidemark_worker_runs{run_kind="scheduled"}`, `tidemark_model_freshness_seconds{env="prod",model="events"} 0`, "tidemark_projection_lag_events 0", "tidemark_append_seconds_bucket"} {
+	for _, want := range []string{`tidemark_decisions_total{code="trailing_gap_accepted"} 1`, `tidemark_decision_outcomes_total{outcome="accepted"} 2`,
+		"tidemark_repair_debts_open 0", `tidemark_worker_runs_total{run_kind="scheduled"}`, `tidemark_model_freshness_seconds{env="prod",model="events"} 0`, "tidemark_projection_lag_events 0", "tidemark_append_seconds_bucket"} {
 		if code != 200 || !strings.Contains(metrics, want) {
 			t.Fatalf("metrics lack %q:\n%s", want, metrics)
 		}
@@ -82,6 +82,26 @@ func TestDashboardMetricsHealth(t *testing.T) {
 	}
 	if code, _ := get(t, srv.URL+"/healthz"); code != 200 {
 		t.Fatalf("healthz: %d", code)
+	}
+}
+
+// Lateness is how far an incumbent's frontier is behind its readiness
+// frontier now: events@v2 covers up to 07:00 while the hourly schedule
+// made up to 11:00 ready at 11:30 (4 h late, 4.5 h since its frontier);
+// a model that is not behind shows 0.
+func TestModelLatenessMetric(t *testing.T) {
+	_, behind := served(t, "incumbent-without-coverage.yaml")
+	_, late := get(t, behind.URL+"/metrics")
+	_, ahead := served(t, "stale-scheduler-after-promotion.yaml")
+	_, onTime := get(t, ahead.URL+"/metrics")
+	for _, c := range []struct{ metrics, want string }{
+		{late, `tidemark_model_lateness_seconds{env="prod",model="events"} 14400`},
+		{late, `tidemark_model_freshness_seconds{env="prod",model="events"} 16200`},
+		{onTime, `tidemark_model_lateness_seconds{env="prod",model="events"} 0`},
+	} {
+		if !strings.Contains(c.metrics, c.want+"\n") {
+			t.Fatalf("metrics lack %q:\n%s", c.want, c.metrics)
+		}
 	}
 }
 
@@ -265,8 +285,8 @@ func TestWorkersPanelAndMetrics(t *testing.T) {
 	}
 	_, metrics := get(t, srv.URL+"/metrics")
 	for _, want := range []string{"tidemark_workers_live 2\n", `tidemark_worker_last_seen_seconds{kind="sql",user="worker",worker="w1"} 1.5`,
-		`tidemark_worker_items{kind="sql",outcome="done",user="worker",worker="w1"} 4`, `tidemark_worker_items{kind="sql",outcome="failed",user="worker",worker="w1"} 1`,
-		`tidemark_worker_in_flight{kind="sql",user="worker",worker="w1"} 2`, `tidemark_worker_items{kind="builtin",outcome="done",user="",worker="builtin-h-1"} 7`} {
+		`tidemark_worker_items_total{kind="sql",outcome="done",user="worker",worker="w1"} 4`, `tidemark_worker_items_total{kind="sql",outcome="failed",user="worker",worker="w1"} 1`,
+		`tidemark_worker_in_flight{kind="sql",user="worker",worker="w1"} 2`, `tidemark_worker_items_total{kind="builtin",outcome="done",user="",worker="builtin-h-1"} 7`} {
 		if !strings.Contains(metrics, want) {
 			t.Fatalf("metrics lack %q:\n%s", want, metrics)
 		}

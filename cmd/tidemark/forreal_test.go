@@ -160,7 +160,7 @@ func TestRunItForReal(t *testing.T) {
 	metrics, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	for _, want := range []string{`tidemark_commands_total{kind="promote",outcome="accepted"} 1`, `tidemark_commands_total{kind="complete_work",outcome="accepted"}`,
-		`tidemark_worker_runs{run_kind="backfill"}`, `tidemark_decisions{code="no_gaps"} 1`} {
+		`tidemark_worker_runs_total{run_kind="backfill"}`, `tidemark_decisions_total{code="no_gaps"} 1`} {
 		if !strings.Contains(string(metrics), want) {
 			t.Fatalf("metrics lack %q:\n%s", want, metrics)
 		}

@@ -242,7 +242,8 @@ func newServeCmd() *cobra.Command {
 			dashboard := ""
 			if httpAddr != "" {
 				ws := &web.Server{Proj: eng.Projection(), Log: eng.Reader(), Registry: eng.Registry(), Clock: eng.Now, Logger: log.With("subsystem", "http"),
-					Workers: func() []web.Worker { return webWorkers(roster.Live(), time.Now()) }}
+					Workers: func() []web.Worker { return webWorkers(roster.Live(), time.Now()) }, Build: webBuild(),
+					Writer: func() (string, bool) { on, _ := member.Writing(); return member.Node(), on }}
 				if wh != nil {
 					ws.Rows = func(ctx context.Context, snapshot string) (int64, time.Time, bool) {
 						return sqlrun.Rows(ctx, wh, eng.Projection(), snapshot)

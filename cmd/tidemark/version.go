@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/tidemark/tidemark/policy"
+	"github.com/tidemark/tidemark/web"
 )
 
 // versionInfo describes this build: tidemark --version and tidemark version.
@@ -15,40 +16,64 @@ func versionInfo() string {
 	return formatVersion(debug.ReadBuildInfo())
 }
 
+// build is what the Go toolchain recorded of this build.
+type build struct {
+	version, revision, at, goVersion string
+	modified                         bool
+}
+
+// readBuild reads the build info bi (ok false: none).
+func readBuild(bi *debug.BuildInfo, ok bool) build {
+	b := build{version: "(devel)", goVersion: runtime.Version()}
+	if !ok {
+		return b
+	}
+	if bi.Main.Version != "" {
+		b.version = bi.Main.Version
+	}
+	if bi.GoVersion != "" {
+		b.goVersion = bi.GoVersion
+	}
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			b.revision = s.Value
+		case "vcs.time":
+			b.at = s.Value
+		case "vcs.modified":
+			b.modified = s.Value == "true"
+		}
+	}
+	return b
+}
+
+// shownRevision is the revision, marked " (modified)" when the build had
+// uncommitted changes ("" when unknown).
+func (b build) shownRevision() string {
+	if b.revision != "" && b.modified {
+		return b.revision + " (modified)"
+	}
+	return b.revision
+}
+
+// webBuild is this build as /metrics shows it (tidemark_build_info).
+func webBuild() web.Build {
+	b := readBuild(debug.ReadBuildInfo())
+	return web.Build{Version: b.version, Revision: b.shownRevision(), GoVersion: b.goVersion}
+}
+
 // formatVersion is versionInfo for the build info bi (ok false: none).
 func formatVersion(bi *debug.BuildInfo, ok bool) string {
-	version, revision, at, modified := "(devel)", "", "", false
-	goVersion := runtime.Version()
-	if ok {
-		if bi.Main.Version != "" {
-			version = bi.Main.Version
-		}
-		if bi.GoVersion != "" {
-			goVersion = bi.GoVersion
-		}
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				revision = s.Value
-			case "vcs.time":
-				at = s.Value
-			case "vcs.modified":
-				modified = s.Value == "true"
-			}
-		}
-	}
+	bd := readBuild(bi, ok)
 	var b strings.Builder
-	fmt.Fprintf(&b, "tidemark %s\n", version)
-	if revision != "" {
-		if modified {
-			revision += " (modified)"
-		}
-		fmt.Fprintf(&b, "revision: %s\n", revision)
+	fmt.Fprintf(&b, "tidemark %s\n", bd.version)
+	if r := bd.shownRevision(); r != "" {
+		fmt.Fprintf(&b, "revision: %s\n", r)
 	}
-	if at != "" {
-		fmt.Fprintf(&b, "built from a commit of: %s\n", at)
+	if bd.at != "" {
+		fmt.Fprintf(&b, "built from a commit of: %s\n", bd.at)
 	}
-	fmt.Fprintf(&b, "go: %s\n", goVersion)
+	fmt.Fprintf(&b, "go: %s\n", bd.goVersion)
 	fmt.Fprintf(&b, "event policy version: %d\n", policy.Version)
 	return b.String()
 }
