@@ -40,15 +40,22 @@ func TestFullReplacedWhole(t *testing.T) {
 		if got, want := sum(), before(3); got != want {
 			t.Fatalf("after [0, 3): %d views, want %d", got, want)
 		}
-		// A stale computation (an older end) and a redelivered one (the
-		// same end) write nothing and succeed.
-		for _, r := range []Range{{day(0), day(2)}, {day(0), day(3)}} {
-			if n := write(t, w, m, r); n != 0 {
-				t.Fatalf("computation ending %s inserted %d rows, want none (not newer than the table's)", r.End, n)
-			}
-			if got, want := sum(), before(3); got != want {
-				t.Fatalf("after a stale computation: %d views, want %d", got, want)
-			}
+		// A stale computation (an older end) writes nothing and succeeds.
+		if n := write(t, w, m, Range{day(0), day(2)}); n != 0 {
+			t.Fatalf("computation ending day 2 inserted %d rows, want none (older than the table's)", n)
+		}
+		if got, want := sum(), before(3); got != want {
+			t.Fatalf("after a stale computation: %d views, want %d", got, want)
+		}
+		// A computation as of the same end recomputes the object: that is
+		// a restatement's or a catch-up's recompute (the upstream's rows
+		// changed), which must not keep the old rows.
+		mustExec(t, w, "INSERT INTO raw.page_views SELECT * FROM raw.page_views WHERE ts < CAST($1 AS TIMESTAMP) LIMIT 5", day(1))
+		if n := write(t, w, m, Range{day(0), day(3)}); n != 13 {
+			t.Fatalf("a recomputation as of the same end inserted %d rows, want 13", n)
+		}
+		if got, want := sum(), before(3); got != want {
+			t.Fatalf("after a recomputation as of the same end: %d views, want %d (the source's rows now)", got, want)
 		}
 		recs, err := w.Writers(t.Context(), m.Table)
 		if err != nil {
