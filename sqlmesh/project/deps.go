@@ -20,7 +20,8 @@ func tablesOf(ctx context.Context, sql string) ([]sqlcheck.TableRef, error) {
 
 // dependencies infers a model's depends_on from the tables its query
 // reads (each must be a model of the project), rewrites each reference to
-// a model to the quoted identifier "schema.model", and checks an explicit
+// a model to the quoted identifier "schema.model" (aliased by the name it
+// was written with when it has no alias: TableRef.ReplacedBy), and checks an explicit
 // depends_on against them.
 func (l *loader) dependencies(e *entry, byName map[string]*entry) error {
 	f, r := e.src, &e.m.Register
@@ -58,7 +59,7 @@ func (l *loader) dependencies(e *entry, byName map[string]*entry) error {
 		if name == r.Model {
 			return &Error{File: f.File, Line: line, Property: "query", Msg: fmt.Sprintf("reads %s, the model itself: a model reads only other models", ref.Qualified())}
 		}
-		sql = sql[:ref.Start] + `"` + name + `"` + sql[ref.End:]
+		sql = sql[:ref.Start] + ref.ReplacedBy(name) + sql[ref.End:]
 		seen[name] = true
 		e.refLine[name] = line // the last assignment is the first reference
 	}

@@ -107,7 +107,7 @@ func TestLoadFixture(t *testing.T) {
 		DependsOn: []string{"shop.raw_orders"}, TimeColumn: "ts", BatchSize: 31,
 		SQL: "-- SQLMesh's @start_ts and @end_ts: the day's first and last instants.\n" +
 			"SELECT\n  order_id,\n  customer_id,\n  amount,\n  status,\n  ts\n" +
-			"FROM \"shop.raw_orders\"\nWHERE ts BETWEEN @start_ts AND @end_ts",
+			"FROM \"shop.raw_orders\" AS \"raw_orders\"\nWHERE ts BETWEEN @start_ts AND @end_ts",
 		Audits: []models.Audit{
 			{Name: "not_null", Kind: models.AuditNotNull, Columns: []string{"order_id", "customer_id", "ts"}},
 			{Name: "unique_values", Kind: models.AuditUniqueValues, Columns: []string{"order_id"}},
@@ -125,7 +125,7 @@ func TestLoadFixture(t *testing.T) {
 	}, {
 		Model: "shop.daily_revenue", Cron: "@daily", Start: day, SnapshotKind: events.Full,
 		DependsOn: []string{"shop.orders"},
-		SQL: "WITH kept AS (\n  SELECT * FROM \"shop.orders\" WHERE status <> 'refunded' -- a CTE is no model\n)\n" +
+		SQL: "WITH kept AS (\n  SELECT * FROM \"shop.orders\" AS \"orders\" WHERE status <> 'refunded' -- a CTE is no model\n)\n" +
 			"SELECT\n  CAST(ts AS DATE) AS order_date,\n  count(*) AS orders,\n  sum(amount) AS revenue\nFROM kept\nGROUP BY 1",
 		Audits: []models.Audit{
 			{Name: "number_of_rows", Kind: models.AuditNumberOfRows, Threshold: 1},
@@ -449,5 +449,34 @@ func TestModelDefaults(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no note %q in %v", want, p.Notes)
+	}
+}
+
+// TestReferenceKeepsItsName: a reference rewritten to the stored form
+// "schema.model" keeps the name the query's columns qualify it by (SQL
+// names an unaliased table by its own name: orders.amount of FROM
+// shop.orders, or of FROM orders), so the stored SQL binds as written.
+func TestReferenceKeepsItsName(t *testing.T) {
+	needParser(t)
+	for _, from := range []string{"shop.orders", "orders", "Shop.Orders", "shop.orders AS orders", "shop.orders orders", "shop.orders AS x"} {
+		dir := copyFixture(t)
+		q := "orders"
+		if strings.HasSuffix(from, " x") {
+			q = "x"
+		}
+		edit(t, dir, "models/customer_totals.sql", "SELECT\n  o.customer_id,\n  count(*) AS orders,\n  sum(o.amount) AS spent\nFROM shop.orders AS o\nWHERE o.status = 'paid'\nGROUP BY o.customer_id",
+			"SELECT\n  "+q+".customer_id,\n  count(*) AS orders,\n  sum("+q+".amount) AS spent\nFROM "+from+"\nWHERE "+q+".status = 'paid'\nGROUP BY "+q+".customer_id")
+		p := load(t, dir)
+		defs := map[string]sqlcheck.Model{}
+		for _, m := range p.Models {
+			r := m.Register
+			defs[r.Model] = sqlcheck.Model{Name: r.Model, SQL: r.SQL, TimeColumn: r.TimeColumn, DependsOn: r.DependsOn, Audits: r.Audits, Grain: r.Grain, Macros: r.Macros,
+				Kind: string(r.SnapshotKind), Seed: r.Seed}
+		}
+		m := defs["reporting.customer_totals"]
+		err := sqlcheck.Check(context.Background(), m, func(n string) (sqlcheck.Model, bool) { d, ok := defs[n]; return d, ok })
+		if err != nil {
+			t.Errorf("FROM %s: the stored SQL does not bind: %v\n%s", from, err, m.SQL)
+		}
 	}
 }
