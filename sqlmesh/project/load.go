@@ -94,7 +94,14 @@ func (l *loader) walk(root string) {
 		hasModels = true
 	}
 	var configs, audits, models []string
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	from := root
+	if st, err := os.Lstat(root); err == nil && st.Mode()&fs.ModeSymlink != 0 {
+		// The project reached by a link to its directory: WalkDir does
+		// not follow a link, but it reads a directory named with a
+		// trailing separator.
+		from = root + string(filepath.Separator)
+	}
+	err := filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			l.fail(&Error{File: p, Msg: err.Error()})
 			return nil
@@ -106,6 +113,12 @@ func (l *loader) walk(root string) {
 				return filepath.SkipDir
 			}
 			return nil
+		}
+		if d.Type()&fs.ModeSymlink != 0 && !strings.HasPrefix(d.Name(), ".") {
+			if st, err := os.Stat(p); err == nil && st.IsDir() {
+				l.note(p, 0, "", "not read: a symbolic link to a directory is not followed (its files are outside the project)")
+				return nil
+			}
 		}
 		top, _, nested := strings.Cut(rel, "/")
 		ext := strings.ToLower(filepath.Ext(p))

@@ -480,3 +480,40 @@ func TestReferenceKeepsItsName(t *testing.T) {
 		}
 	}
 }
+
+// TestSymlinks: a project reached by a symbolic link to its directory is
+// read as the directory; a symbolic link to a directory inside it is not
+// followed, and a note says so (never skipped silently).
+func TestSymlinks(t *testing.T) {
+	needParser(t)
+	dir := copyFixture(t)
+	want := versions(load(t, dir))
+	link := filepath.Join(t.TempDir(), "project")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Skip(err)
+	}
+	if got := versions(load(t, link)); !reflect.DeepEqual(got, want) {
+		t.Fatalf("through a link: %v, want %v", got, want)
+	}
+	// models/more -> a directory outside the project.
+	outside := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "extra.sql"), []byte("MODEL (name shop.extra, kind FULL);\nSELECT 1 AS x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(dir, "models", "more")); err != nil {
+		t.Fatal(err)
+	}
+	p := load(t, dir)
+	if got := versions(p); !reflect.DeepEqual(got, want) {
+		t.Fatalf("with a linked directory: %v, want %v", got, want)
+	}
+	noted := false
+	for _, n := range p.Notes {
+		if strings.HasSuffix(n.File, filepath.Join("models", "more")) && strings.Contains(n.Msg, "symbolic link") {
+			noted = true
+		}
+	}
+	if !noted {
+		t.Errorf("no note about models/more: %+v", p.Notes)
+	}
+}
