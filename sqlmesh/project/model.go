@@ -82,6 +82,7 @@ func (l *loader) build() {
 	for _, n := range models.TopoSort(deps) {
 		e := byName[n]
 		e.m.Register.Version = modelfile.ContentVersion(e.m.Register)
+		e.m.at = e
 		l.p.Models = append(l.p.Models, e.m)
 	}
 }
@@ -317,19 +318,41 @@ func validate(e *entry) error {
 	return e.place(fe)
 }
 
-// sqlPos finds "line L, column C" in a message about a query.
-var sqlPos = regexp.MustCompile(`line (\d+), column (\d+)`)
+// sqlPos finds "line L, column C" or "(at line L)" in a message about a
+// query.
+var sqlPos = regexp.MustCompile(`\bline (\d+), column (\d+)|\(at line (\d+)\)`)
 
-// inQuery maps a position "line L, column C" of a message about a query
-// that starts on file line first: the file's line, and the message saying
-// only the column.
+// inQuery maps a position "line L, column C" (or "(at line L)") of a
+// message about a query that starts on file line first: the file's line,
+// and the message saying only the column.
 func inQuery(msg string, first int) (int, string) {
 	m := sqlPos.FindStringSubmatchIndex(msg)
 	if m == nil || first == 0 {
 		return first, msg
 	}
+	if m[2] < 0 { // "(at line L)": no column to keep
+		n, _ := strconv.Atoi(msg[m[6]:m[7]])
+		return first + n - 1, strings.TrimRight(msg[:m[0]], " ") + msg[m[1]:]
+	}
 	n, _ := strconv.Atoi(msg[m[2]:m[3]])
 	return first + n - 1, msg[:m[0]] + "column " + msg[m[4]:m[5]] + msg[m[1]:]
+}
+
+// Place is a refusal of the model's registration placed in the project's
+// files as Load places its own: field is the registration's field at
+// fault (a models.FieldError's key or a sqlcheck.Error's Field: "sql",
+// "time_column", "seed", "audits[2].sql", "audits[0].columns[1]", …) and
+// msg the refusal, which may give "line L, column C" of the SQL at fault
+// (the model's query, or a custom audit's): the place is then that line
+// of the file (the query's, or the AUDIT's), else the property's line
+// (an audit's call, a kind setting, the MODEL block).
+func (m Model) Place(field, msg string) *Error {
+	if m.at == nil {
+		return &Error{File: m.File, Line: m.Line, Property: field, Msg: msg}
+	}
+	var e *Error
+	errors.As(m.at.place(&models.FieldError{Field: field, Key: field, Msg: msg, Detail: msg}), &e)
+	return e
 }
 
 // place is a FieldError of Validate at its place in the files.

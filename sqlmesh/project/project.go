@@ -65,6 +65,8 @@ type Model struct {
 	Columns            []sqlmesh.Column
 	// SeedFile is the CSV of a SEED model (its path resolved).
 	SeedFile string
+
+	at *entry // where its properties are (Place)
 }
 
 // Note is something a project says that tidemark does not read.
