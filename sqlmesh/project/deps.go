@@ -49,8 +49,13 @@ func (l *loader) dependencies(e *entry, byName map[string]*entry) error {
 	}
 	sql := e.sql
 	seen := map[string]bool{}
-	for i := len(refs) - 1; i >= 0; i-- {
-		ref := refs[i]
+	names := make([]string, len(refs))
+	// An unaliased reference keeps its name as an alias (ReplacedBy),
+	// unless that name is another model's too somewhere in the query
+	// (a.orders JOIN b.orders USING (id)): two tables of one alias would
+	// be refused, and the query cannot call either by it anyway.
+	implicit := map[string]map[string]bool{}
+	for i, ref := range refs {
 		line := lineIn(e.sql, ref.Start, f.QueryLine)
 		name, err := resolve(ref, f.Schema, byName)
 		if err != nil {
@@ -59,9 +64,24 @@ func (l *loader) dependencies(e *entry, byName map[string]*entry) error {
 		if name == r.Model {
 			return &Error{File: f.File, Line: line, Property: "query", Msg: fmt.Sprintf("reads %s, the model itself: a model reads only other models", ref.Qualified())}
 		}
-		sql = sql[:ref.Start] + ref.ReplacedBy(name) + sql[ref.End:]
+		names[i] = name
+		if ref.Alias == "" {
+			short := strings.ToLower(ref.Name)
+			if implicit[short] == nil {
+				implicit[short] = map[string]bool{}
+			}
+			implicit[short][name] = true
+		}
+	}
+	for i := len(refs) - 1; i >= 0; i-- {
+		ref, name := refs[i], names[i]
+		repl := ref.ReplacedBy(name)
+		if ref.Alias == "" && len(implicit[strings.ToLower(ref.Name)]) > 1 {
+			repl = `"` + name + `"`
+		}
+		sql = sql[:ref.Start] + repl + sql[ref.End:]
 		seen[name] = true
-		e.refLine[name] = line // the last assignment is the first reference
+		e.refLine[name] = lineIn(e.sql, ref.Start, f.QueryLine) // the last assignment is the first reference
 	}
 	deps := make([]string, 0, len(seen))
 	for n := range seen {

@@ -517,3 +517,28 @@ func TestSymlinks(t *testing.T) {
 		t.Errorf("no note about models/more: %+v", p.Notes)
 	}
 }
+
+// TestReferenceSameName: two models of one name in different schemas,
+// both unaliased, are not both aliased by that name (the engine refuses
+// a duplicate alias): the query joining them USING a column still binds.
+func TestReferenceSameName(t *testing.T) {
+	needParser(t)
+	dir := copyFixture(t)
+	if err := os.WriteFile(filepath.Join(dir, "models", "other_orders.sql"), []byte("MODEL (name other.orders, kind FULL);\nSELECT 1 AS customer_id\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	edit(t, dir, "models/customer_totals.sql", "FROM shop.orders AS o", "FROM other.orders JOIN shop.orders AS o USING (customer_id) JOIN shop.orders USING (customer_id)")
+	edit(t, dir, "models/customer_totals.sql", "SELECT\n  o.customer_id", "SELECT\n  customer_id")
+	edit(t, dir, "models/customer_totals.sql", "GROUP BY o.customer_id", "GROUP BY customer_id")
+	p := load(t, dir)
+	defs := map[string]sqlcheck.Model{}
+	for _, m := range p.Models {
+		r := m.Register
+		defs[r.Model] = sqlcheck.Model{Name: r.Model, SQL: r.SQL, TimeColumn: r.TimeColumn, DependsOn: r.DependsOn, Audits: r.Audits, Grain: r.Grain, Macros: r.Macros,
+			Kind: string(r.SnapshotKind), Seed: r.Seed}
+	}
+	m := defs["reporting.customer_totals"]
+	if err := sqlcheck.Check(context.Background(), m, func(n string) (sqlcheck.Model, bool) { d, ok := defs[n]; return d, ok }); err != nil {
+		t.Errorf("the stored SQL does not bind: %v\n%s", err, m.SQL)
+	}
+}
