@@ -46,6 +46,13 @@ func (l *loader) build() {
 	var entries []*entry
 	byName := map[string]*entry{}
 	for _, f := range l.files {
+		if off, err := disabled(f); err != nil {
+			l.fail(err)
+			continue
+		} else if off != nil {
+			l.note(f.File, off.Line, off.Name, "false: not registered (SQLMesh does not load a disabled model; a model reading it reads no model of the project)")
+			continue
+		}
 		e, err := l.model(f)
 		if err != nil {
 			l.fail(err)
@@ -85,6 +92,25 @@ func (l *loader) build() {
 		e.m.at = e
 		l.p.Models = append(l.p.Models, e.m)
 	}
+}
+
+// disabled is the model's enabled property when it is false (SQLMesh
+// loads no disabled model), nil when it is true or not set; an error when
+// it is no boolean.
+func disabled(f *sqlmesh.Model) (*sqlmesh.Property, error) {
+	for i, u := range f.Unknown {
+		if !strings.EqualFold(u.Name, "enabled") {
+			continue
+		}
+		b, err := strconv.ParseBool(strings.Trim(u.Raw, `'"`))
+		if err != nil {
+			return nil, &Error{File: f.File, Line: u.Line, Property: "enabled", Msg: fmt.Sprintf("expected true or false, got '%s'", u.Raw)}
+		}
+		if !b {
+			return &f.Unknown[i], nil
+		}
+	}
+	return nil, nil
 }
 
 // model maps one model file's MODEL block to a registration (without its
@@ -158,6 +184,7 @@ func (l *loader) model(f *sqlmesh.Model) (*entry, error) {
 				return e, fail(u.Line, "interval_unit", "%v", err)
 			}
 			r.IntervalUnit, e.origins["interval_unit"] = unit, origin{f.File, u.Line, "interval_unit"}
+		case "enabled": // true: disabled reads it
 		case "allow_partials":
 			b, err := strconv.ParseBool(strings.Trim(u.Raw, `'"`))
 			if err != nil {

@@ -19,7 +19,9 @@
 // tidemark does not read (unknown properties, owner, description,
 // columns, config keys other than model_defaults' start, cron, dialect,
 // interval_unit and owner) never enters a version and is reported in
-// Project.Notes; it reads only the files of the project and never writes.
+// Project.Notes; a model whose enabled is false is not loaded (as SQLMesh
+// loads none), a note saying so; it reads only the files of the project
+// and never writes.
 //
 // Importers: cmd/tidemark (apply -f DIR).
 package project

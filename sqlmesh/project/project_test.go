@@ -542,3 +542,35 @@ func TestReferenceSameName(t *testing.T) {
 		t.Errorf("the stored SQL does not bind: %v\n%s", err, m.SQL)
 	}
 }
+
+// TestDisabledModel: a model with enabled false is not loaded (SQLMesh
+// does not load it): no registration, a note; a model reading it reads
+// no model of the project. A value not a boolean is refused at its line.
+func TestDisabledModel(t *testing.T) {
+	needParser(t)
+	dir := copyFixture(t)
+	if err := os.WriteFile(filepath.Join(dir, "models", "off.sql"), []byte("MODEL (\n  name shop.off,\n  kind FULL,\n  enabled false\n);\nSELECT 1 AS x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := load(t, dir)
+	if _, ok := versions(p)["shop.off"]; ok {
+		t.Fatal("a disabled model is registered")
+	}
+	noted := false
+	for _, n := range p.Notes {
+		if strings.HasSuffix(n.File, "off.sql") && n.Line == 4 && n.Property == "enabled" {
+			noted = true
+		}
+	}
+	if !noted {
+		t.Errorf("no note at off.sql:4 enabled: %v", p.Notes)
+	}
+	edit(t, dir, "models/off.sql", "enabled false", "enabled 'maybe'")
+	if _, err := Load(context.Background(), dir); err == nil || !strings.Contains(err.Error(), "off.sql:4: enabled: ") {
+		t.Errorf("enabled 'maybe': got %v", err)
+	}
+	edit(t, dir, "models/off.sql", "enabled 'maybe'", "enabled true")
+	if _, ok := versions(load(t, dir))["shop.off"]; !ok {
+		t.Error("an enabled model is not registered")
+	}
+}
