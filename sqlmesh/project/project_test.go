@@ -574,3 +574,27 @@ func TestDisabledModel(t *testing.T) {
 		t.Error("an enabled model is not registered")
 	}
 }
+
+// TestAuditArgumentsEquals: an audit's arguments written name = value
+// (SQLMesh reads them as name := value, and projects write them so:
+// not_null(columns=[id])) are read as with :=.
+func TestAuditArgumentsEquals(t *testing.T) {
+	needParser(t)
+	audits := func(dir string) []models.Audit {
+		for _, m := range load(t, dir).Models {
+			if m.Register.Model == "shop.orders" {
+				return m.Register.Audits
+			}
+		}
+		t.Fatal("no shop.orders")
+		return nil
+	}
+	want := audits(copyFixture(t))
+	dir := copyFixture(t)
+	edit(t, dir, "models/orders.sql", "not_null(columns := [order_id, customer_id, ts])", "not_null(columns=[order_id, customer_id, ts])")
+	edit(t, dir, "models/orders.sql", "accepted_values(column := status, is_in := ['new', 'paid', 'refunded'])", "accepted_values(column = status, is_in = ['new', 'paid', 'refunded'])")
+	edit(t, dir, "models/orders.sql", "assert_max_amount(max_amount := 1000)", "assert_max_amount(max_amount=1000)")
+	if got := audits(dir); !reflect.DeepEqual(got, want) {
+		t.Errorf("with '=': %+v\nwant %+v", got, want)
+	}
+}
