@@ -2,6 +2,7 @@ package warehouse
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -240,11 +241,11 @@ func TestSeedSandbox(t *testing.T) {
 	}
 	// A seed's content is data: content naming another file reads
 	// nothing of it, and leaves no file behind.
-	got, err := readSeed(t.Context(), other+"\n/etc/passwd\n", 0)
+	got, err := readSeed(t.Context(), "path\n"+other+"\n/etc/passwd\n", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got.cols) != 1 || got.cols[0].Name != other || len(got.rows) != 1 || got.rows[0][0] != "/etc/passwd" {
+	if len(got.cols) != 1 || got.cols[0].Name != "path" || len(got.rows) != 2 || got.rows[0][0] != other || got.rows[1][0] != "/etc/passwd" {
 		t.Fatalf("content naming files was read as %+v", got)
 	}
 	// The dialect is CSV's, not sniffed: a row longer than the header is
@@ -304,4 +305,28 @@ func TestWholeAuditsVerifyDiff(t *testing.T) {
 			t.Fatalf("DiffTables of a tampered full table = %+v, %v; want one changed row", diff, err)
 		}
 	})
+}
+
+// TestSeedColumnNames: a seed's column names are identifiers both engines
+// keep whole: one longer than 63 bytes (Postgres would cut it, and two
+// such names could become one) is refused, naming it, as are more columns
+// than a Postgres table holds.
+func TestSeedColumnNames(t *testing.T) {
+	long := strings.Repeat("x", 64)
+	if _, err := SeedColumns(t.Context(), "a,"+long+"\n1,2\n", 0); errors.Is(err, ErrNoCgo) {
+		t.Skip(err)
+	} else if err == nil || !strings.Contains(err.Error(), long) || !strings.Contains(err.Error(), "63") {
+		t.Fatalf("a 64-byte column name: %v", err)
+	}
+	if _, err := SeedColumns(t.Context(), "a,"+long[:63]+"\n1,2\n", 0); err != nil {
+		t.Fatalf("a 63-byte column name: %v", err)
+	}
+	header := make([]string, 1601)
+	row := make([]string, len(header))
+	for i := range header {
+		header[i], row[i] = fmt.Sprintf("c%d", i), "1"
+	}
+	if _, err := SeedColumns(t.Context(), strings.Join(header, ",")+"\n"+strings.Join(row, ",")+"\n", 0); err == nil || !strings.Contains(err.Error(), "1601 columns") {
+		t.Fatalf("1601 columns: %v", err)
+	}
 }

@@ -117,9 +117,15 @@ func scanSeed(ctx context.Context, db *sql.DB, path string) (seedData, error) {
 	if len(s.cols) == 0 {
 		return s, errors.New("no column")
 	}
+	if len(s.cols) > maxSeedColumns {
+		return s, fmt.Errorf("%d columns: a seed has at most %d (a Postgres table's columns)", len(s.cols), maxSeedColumns)
+	}
 	for _, c := range s.cols {
 		if strings.ContainsRune(c.Name, 0) || !utf8.ValidString(c.Name) {
 			return s, fmt.Errorf("column name %q is not valid UTF-8 text", c.Name)
+		}
+		if len(c.Name) > maxIdent {
+			return s, fmt.Errorf("column name %q is %d bytes: at most %d (a warehouse identifier; Postgres cuts longer ones)", c.Name, len(c.Name), maxIdent)
 		}
 	}
 	sel := make([]string, len(s.cols))
@@ -150,6 +156,10 @@ func scanSeed(ctx context.Context, db *sql.DB, path string) (seedData, error) {
 	}
 	return s, rs.Err()
 }
+
+// maxSeedColumns bounds a seed's columns: a Postgres table has at most
+// 1600.
+const maxSeedColumns = 1600
 
 // seedTypeOf is the warehouse type of a seed column's detected type,
 // written the same in DuckDB and Postgres (VARCHAR is TEXT, DOUBLE is
