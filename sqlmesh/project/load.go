@@ -191,6 +191,11 @@ func (l *loader) config(path string) {
 		l.fail(err)
 		return
 	}
+	b, err = unjinja(path, b)
+	if err != nil {
+		l.fail(err)
+		return
+	}
 	top, defaults, err := modelfile.ReadSQLMeshConfig(path, b)
 	if err != nil {
 		var e *modelfile.Error
@@ -217,6 +222,10 @@ func (l *loader) config(path string) {
 			l.fail(&Error{File: path, Line: e.Line, Property: prop, Msg: "expected a value, not a list or mapping"})
 			continue
 		}
+		if strings.Contains(e.Value, jinjaMark) {
+			l.fail(&Error{File: path, Line: e.Line, Property: prop, Msg: "Jinja ({{ … }}) is not supported in a value tidemark reads: write the value itself"})
+			continue
+		}
 		at := origin{file: path, line: e.Line, prop: prop}
 		switch e.Key {
 		case "start":
@@ -239,6 +248,45 @@ func (l *loader) config(path string) {
 		}
 		l.defaults[e.Key] = setting{value: e.Value, at: at}
 	}
+}
+
+// jinjaMark stands for a Jinja expression of config.yaml in what the YAML
+// reader reads (unjinja).
+const jinjaMark = "__tidemark_jinja__"
+
+// unjinja prepares config.yaml for the YAML reader: SQLMesh renders the
+// file with Jinja first, so a config commonly holds {{ env_var(…) }} in
+// keys tidemark does not read (a gateway's credentials). Each {{ … }} on
+// one line becomes jinjaMark (a value of model_defaults tidemark reads
+// holding it is refused), each {# … #} blanks; a Jinja statement ({% %})
+// or an expression spanning lines, which could change the YAML's shape,
+// is refused at its line. Lines keep their numbers.
+func unjinja(path string, b []byte) ([]byte, error) {
+	lines := strings.Split(string(b), "\n")
+	for i, line := range lines {
+		if strings.Contains(line, "{%") {
+			return nil, &Error{File: path, Line: i + 1, Msg: "Jinja statements ({% … %}) are not supported in config.yaml: tidemark reads it without templating"}
+		}
+		for _, d := range [...]struct{ open, close, with string }{{"{#", "#}", ""}, {"{{", "}}", jinjaMark}} {
+			for n := 0; n < 1000; n++ {
+				j := strings.Index(line, d.open)
+				if j < 0 {
+					break
+				}
+				k := strings.Index(line[j+2:], d.close)
+				if k < 0 {
+					return nil, &Error{File: path, Line: i + 1, Msg: fmt.Sprintf("a Jinja %s … %s spanning lines is not supported in config.yaml", d.open, d.close)}
+				}
+				with := d.with
+				if with == "" {
+					with = strings.Repeat(" ", k+4)
+				}
+				line = line[:j] + with + line[j+2+k+2:]
+			}
+		}
+		lines[i] = line
+	}
+	return []byte(strings.Join(lines, "\n")), nil
 }
 
 // duckdb says whether a dialect is DuckDB's (SQLMesh writes it duckdb,

@@ -598,3 +598,29 @@ func TestAuditArgumentsEquals(t *testing.T) {
 		t.Errorf("with '=': %+v\nwant %+v", got, want)
 	}
 }
+
+// TestConfigJinja: SQLMesh renders config.yaml with Jinja before reading
+// it, so a project's config commonly holds {{ env_var(…) }} in keys
+// tidemark does not read (a gateway's credentials): it loads; a Jinja
+// expression in a model_defaults value tidemark reads, or a Jinja
+// statement, is refused at its line.
+func TestConfigJinja(t *testing.T) {
+	needParser(t)
+	dir := copyFixture(t)
+	want := versions(load(t, dir))
+	edit(t, dir, "config.yaml", "database: shop.db", "database: {{ env_var('DB_PATH', 'shop.db') }}\n      password: \"{{ env_var('PW') }}\" {# a comment #}")
+	if got := versions(load(t, dir)); !reflect.DeepEqual(got, want) {
+		t.Fatalf("with Jinja in a gateway: %v, want %v", got, want)
+	}
+	for _, c := range []struct{ old, new, want string }{
+		{"start: 2024-01-01", "start: {{ env_var('START') }}", "config.yaml:13: model_defaults.start: "},
+		{"gateways:", "{% if true %}\ngateways:", "config.yaml:4: "},
+	} {
+		d := copyFixture(t)
+		edit(t, d, "config.yaml", c.old, c.new)
+		_, err := Load(context.Background(), d)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "Jinja") {
+			t.Errorf("%s: got %v, want %q and Jinja", c.new, err, c.want)
+		}
+	}
+}
