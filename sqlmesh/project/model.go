@@ -214,7 +214,7 @@ func (l *loader) model(f *sqlmesh.Model) (*entry, error) {
 			return e, err
 		}
 	} else {
-		e.sql = strings.TrimRight(strings.TrimRight(f.Query, " \t\r\n;"), " \t\r\n")
+		e.sql = sqlmesh.TrimQuery(f.File, f.Query)
 		r.SQL = e.sql
 	}
 

@@ -624,3 +624,26 @@ func TestConfigJinja(t *testing.T) {
 		}
 	}
 }
+
+// TestQueryEndsWithComment: a query's final ';' followed by a comment
+// (SQLMesh reads the file's statements; the comment is none) is dropped
+// like a final ';' alone, in a model's query and in an audit's: the
+// stored SQL passes the check.
+func TestQueryEndsWithComment(t *testing.T) {
+	needParser(t)
+	dir := copyFixture(t)
+	edit(t, dir, "models/daily_revenue.sql", "GROUP BY 1", "GROUP BY 1; -- one row per day\n/* the end */")
+	edit(t, dir, "audits/amounts.sql", "WHERE @column <= 0;", "WHERE @column <= 0; -- the first audit\n\n-- the second:")
+	p := load(t, dir)
+	defs := map[string]sqlcheck.Model{}
+	for _, m := range p.Models {
+		r := m.Register
+		defs[r.Model] = sqlcheck.Model{Name: r.Model, SQL: r.SQL, TimeColumn: r.TimeColumn, DependsOn: r.DependsOn, Audits: r.Audits, Grain: r.Grain, Macros: r.Macros,
+			Kind: string(r.SnapshotKind), Seed: r.Seed}
+	}
+	for _, n := range []string{"shop.daily_revenue", "shop.orders"} {
+		if err := sqlcheck.Check(context.Background(), defs[n], func(n string) (sqlcheck.Model, bool) { d, ok := defs[n]; return d, ok }); err != nil {
+			t.Errorf("%s: %v\n%s", n, err, defs[n].SQL)
+		}
+	}
+}
