@@ -353,7 +353,8 @@ func (w *Warehouse) writeSeed(ctx context.Context, m Model, start, end time.Time
 	})
 }
 
-// SeedColumn is one column of a seed: its name (the CSV's header) and the
+// SeedColumn is one column of a seed: its name (the CSV's header, in lower
+// case) and the
 // type DuckDB's CSV reader detected in its values: BOOLEAN, BIGINT,
 // DOUBLE, TIME, DATE, TIMESTAMP or VARCHAR (DuckDB's names).
 type SeedColumn struct{ Name, Type string }

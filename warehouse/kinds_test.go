@@ -330,3 +330,19 @@ func TestSeedColumnNames(t *testing.T) {
 		t.Fatalf("1601 columns: %v", err)
 	}
 }
+
+// TestSeedMixedCaseHeader: a seed's header names its columns as an
+// unquoted identifier would (lower case, as SQLMesh normalizes DuckDB's),
+// so a model reading them unquoted, as written in the CSV, computes on
+// both engines (Postgres folds an unquoted OrderID to orderid).
+func TestSeedMixedCaseHeader(t *testing.T) {
+	eachBackend(t, func(t *testing.T, w *Warehouse) {
+		s := Model{Name: "people", Table: "people__1", Kind: KindSeed, Snapshot: "people@v1", Seed: "OrderID,Name\n1,x\n2,y\n"}
+		write(t, w, s, Range{day(0), day(1)})
+		m := Model{Name: "ids", Table: "ids__1", Kind: KindFull, Snapshot: "ids@v1", Upstream: map[string]string{"people": "people__1"},
+			SQL: "SELECT OrderID AS id, Name FROM people"}
+		if n, err := w.WriteInterval(t.Context(), m, day(0), day(1)); err != nil || n != 2 {
+			t.Fatalf("a model reading the seed's OrderID: %d rows, %v", n, err)
+		}
+	})
+}

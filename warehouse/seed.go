@@ -95,7 +95,8 @@ var seedRead = "read_csv(CAST($1 AS VARCHAR), header = true, skip = 0, delim = '
 	"auto_type_candidates = ['" + strings.Join(seedTypes, "', '") + "'])"
 
 // scanSeed reads the seed file at path in db (the sandbox): its columns
-// and types, then its rows with each value cast to text.
+// (named in lower case) and types, then its rows with each value cast to
+// text.
 func scanSeed(ctx context.Context, db *sql.DB, path string) (seedData, error) {
 	var s seedData
 	rs, err := db.QueryContext(ctx, "SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM "+seedRead+")", path)
@@ -154,7 +155,23 @@ func scanSeed(ctx context.Context, db *sql.DB, path string) (seedData, error) {
 		}
 		s.rows = append(s.rows, row)
 	}
-	return s, rs.Err()
+	if err := rs.Err(); err != nil {
+		return s, err
+	}
+	// The header names the columns as unquoted identifiers do: in lower
+	// case (SQLMesh normalizes a DuckDB seed's names so), so a query
+	// naming them unquoted reads them in Postgres too, which folds
+	// unquoted names to lower case.
+	seen := map[string]string{}
+	for i, c := range s.cols {
+		name := strings.ToLower(c.Name)
+		if first, dup := seen[name]; dup {
+			return s, fmt.Errorf("columns %q and %q are one name in lower case, as a seed's columns are named", first, c.Name)
+		}
+		seen[name] = c.Name
+		s.cols[i].Name = name
+	}
+	return s, nil
 }
 
 // maxSeedColumns bounds a seed's columns: a Postgres table has at most
