@@ -258,6 +258,10 @@ func (l *loader) kind(e *entry, fail func(int, string, string, ...any) error) er
 	case sqlmesh.KindSeed:
 		r.SnapshotKind = events.Seed
 		read["path"] = true
+		if v, ok := k.Settings["csv_settings"]; ok {
+			// They change what the file's rows are: never read otherwise.
+			return fail(v.Line, "kind", "SEED: csv_settings are not supported: tidemark reads a seed as RFC 4180 CSV (a header row, ',' between values, '\"' quoting); write the file so")
+		}
 	default:
 		return fail(k.Line, "kind", "%s is not supported: tidemark maps INCREMENTAL_BY_TIME_RANGE, FULL, VIEW and SEED", k.Name)
 	}

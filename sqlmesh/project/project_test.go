@@ -647,3 +647,16 @@ func TestQueryEndsWithComment(t *testing.T) {
 		}
 	}
 }
+
+// TestSeedCSVSettings: a SEED's csv_settings change how its file reads
+// (another delimiter, quote): tidemark reads RFC 4180 CSV only, so they
+// are refused at their line rather than noted and read otherwise.
+func TestSeedCSVSettings(t *testing.T) {
+	needParser(t)
+	dir := copyFixture(t)
+	edit(t, dir, "models/raw_orders.sql", "path '../seeds/raw_orders.csv',", "path '../seeds/raw_orders.csv',\n    csv_settings (delimiter = ';'),")
+	_, err := Load(context.Background(), dir)
+	if err == nil || !strings.Contains(err.Error(), "raw_orders.sql:6: kind: ") || !strings.Contains(err.Error(), "csv_settings") {
+		t.Errorf("got %v", err)
+	}
+}
