@@ -184,6 +184,8 @@ func (l *loader) model(f *sqlmesh.Model) (*entry, error) {
 				return e, fail(u.Line, "interval_unit", "%v", err)
 			}
 			r.IntervalUnit, e.origins["interval_unit"] = unit, origin{f.File, u.Line, "interval_unit"}
+		case "end":
+			return e, fail(u.Line, "end", "a model's end is not supported: tidemark computes a model's intervals up to now (SQLMesh computes none after its end)")
 		case "enabled": // true: disabled reads it
 		case "allow_partials":
 			b, err := strconv.ParseBool(strings.Trim(u.Raw, `'"`))

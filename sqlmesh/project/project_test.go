@@ -660,3 +660,16 @@ func TestSeedCSVSettings(t *testing.T) {
 		t.Errorf("got %v", err)
 	}
 }
+
+// TestModelEnd: SQLMesh computes no interval after a model's end; tidemark
+// computes a model up to now, so an end is refused at its line rather than
+// noted and passed over (the rows after it would be computed).
+func TestModelEnd(t *testing.T) {
+	needParser(t)
+	dir := copyFixture(t)
+	edit(t, dir, "models/daily_revenue.sql", "kind FULL,", "kind FULL,\n  end '2024-02-01',")
+	_, err := Load(context.Background(), dir)
+	if err == nil || !strings.Contains(err.Error(), "daily_revenue.sql:5: end: ") {
+		t.Errorf("got %v", err)
+	}
+}
