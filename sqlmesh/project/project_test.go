@@ -673,3 +673,19 @@ func TestModelEnd(t *testing.T) {
 		t.Errorf("got %v", err)
 	}
 }
+
+// TestDependsOnSubset: SQLMesh's depends_on adds to the models inferred
+// from the query, so one naming some of them (as a project may, to be
+// explicit) is accepted; one naming a model the query does not read is
+// refused (TestLoadErrors).
+func TestDependsOnSubset(t *testing.T) {
+	needParser(t)
+	dir := copyFixture(t)
+	edit(t, dir, "models/daily_revenue.sql", "FROM kept", "FROM kept WHERE EXISTS (SELECT 1 FROM shop.raw_orders)")
+	edit(t, dir, "models/daily_revenue.sql", "kind FULL,", "kind FULL,\n  depends_on [shop.orders],")
+	for _, m := range load(t, dir).Models {
+		if m.Register.Model == "shop.daily_revenue" && !reflect.DeepEqual(m.Register.DependsOn, []string{"shop.orders", "shop.raw_orders"}) {
+			t.Errorf("depends_on %v", m.Register.DependsOn)
+		}
+	}
+}
