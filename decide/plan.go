@@ -201,6 +201,9 @@ func tableOf(st *projections.State, env *projections.Env, sn *projections.Snapsh
 // version a user registered (no '+'; latest by stream sequence) when env
 // serves neither it nor a version derived from it, models env does not
 // serve included. Derived versions are the engine's, never chosen.
+// Latest is by registration: a definition reverted to an earlier one
+// registers nothing (its version exists), so that earlier version is not
+// chosen; a plan sets it explicitly (versions).
 func Changed(st *projections.State, env string) map[string]string {
 	latest := map[string]*projections.Snapshot{}
 	for _, sn := range st.Snapshots {

@@ -287,3 +287,27 @@ func TestForwardOnlyOverWholeKindRefused(t *testing.T) {
 		t.Fatalf("field %q", e.Field)
 	}
 }
+
+// A restated range of a whole kind's upstream before the whole kind's own
+// start still recomputes it whole (docs/kinds.md: a restated range of one
+// of its upstream models recomputes it whole): its query reads its
+// upstream's table whole, those rows included. It invalidates nothing (it
+// covered nothing of the range).
+func TestRestateUpstreamBeforeWholeKindStart(t *testing.T) {
+	late := report
+	late.start = h(5)
+	w := deployed(t, h(6), model{name: "events"}, late)
+	w.run("prod", h(6), h(10))
+	dec := w.must(&commands.Restate{Env: "prod", Model: "events", Ranges: []interval.Range{hrs(3, 4)}}, h(10).Add(5*time.Minute))
+	req := dec.Reply.Restatement
+	if req == nil || len(req.Work) != 2 || req.Work[1].Model != "report" {
+		t.Fatalf("restatement %+v", req)
+	}
+	wantSet(t, "report restate work", req.Work[1].Ranges, hrs(5, 10))
+	if len(req.Work[1].Invalidated) != 0 {
+		t.Fatalf("report invalidated %v, want nothing", req.Work[1].Invalidated)
+	}
+	// The work completes like any restatement's.
+	w.complete("report@v1", h(10).Add(10*time.Minute), events.RunRestate, hrs(5, 10))
+	wantSet(t, "report coverage", w.st.Table("report@v1"), hrs(5, 10))
+}

@@ -44,7 +44,12 @@ func Restatement(st *State, env, model string, ranges []interval.Range, at time.
 		if m == model {
 			req.Ranges = a
 		}
-		if a.Empty() {
+		// A whole kind reads its upstream's tables whole: a restated
+		// range of an upstream model recomputes it even where the range
+		// lies outside its own window (before its start), invalidating
+		// nothing there (docs/kinds.md).
+		wholeUp := sn.Kind.Whole() && m != model && !from.Empty()
+		if a.Empty() && !wholeUp {
 			continue
 		}
 		cov := st.Table(sn.Table)
@@ -52,6 +57,9 @@ func Restatement(st *State, env, model string, ranges []interval.Range, at time.
 		todo := covered
 		if ready := sn.Schedule.Ready(sn.Start, at); !ready.Empty() {
 			todo = todo.AddSet(intersect(a, interval.NewSet(ready)))
+		}
+		if wholeUp && todo.Empty() {
+			todo = cov // computed so far: recomputed whole up to its frontier
 		}
 		// A whole kind is recomputed whole, from its start (WorkOf); what
 		// it invalidates stays the affected part its table covered.

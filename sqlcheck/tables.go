@@ -12,10 +12,26 @@ import (
 // the reference does not qualify the name. Start and End are the byte
 // offsets of the reference's text in the model's SQL (sushi.orders,
 // "sushi"."orders": the qualified name, never its alias), so a caller can
-// replace it.
+// replace it. Alias is the alias the query gives it (FROM sushi.orders AS
+// o, or FROM sushi.orders o), "" when none: the query then names the
+// table by Name (orders.amount), which a replacement must keep (ReplacedBy).
 type TableRef struct {
 	Catalog, Schema, Name string
+	Alias                 string
 	Start, End            int
+}
+
+// ReplacedBy is the text replacing r's by name, the one quoted identifier
+// "name", keeping the name the query calls r by: when r has no alias and
+// is not already that identifier, "name" AS "<r's name>" (lower case: a
+// bare name both engines fold), so that a column qualified by it
+// (orders.amount of FROM sushi.orders) still binds.
+func (r TableRef) ReplacedBy(name string) string {
+	q := `"` + strings.ReplaceAll(name, `"`, `""`) + `"`
+	if r.Alias != "" || r.Catalog == "" && r.Schema == "" && strings.EqualFold(r.Name, name) {
+		return q
+	}
+	return q + ` AS "` + strings.ReplaceAll(strings.ToLower(r.Name), `"`, `""`) + `"`
 }
 
 // Qualified is the reference as schema.name (catalog.schema.name), or its
@@ -189,6 +205,6 @@ func QuoteModels(isModel func(name string) bool) func(TableRef) (string, bool) {
 		if !isModel(name) {
 			return "", false
 		}
-		return `"` + strings.ReplaceAll(name, `"`, `""`) + `"`, true
+		return r.ReplacedBy(name), true
 	}
 }

@@ -58,7 +58,7 @@ func TestRewriteQualifiedModels(t *testing.T) {
 	project := map[string]bool{"sushi.orders": true, "sushi.items": true, "sushi.waiters": true}
 	got := Rewrite(sql, refs, QuoteModels(func(n string) bool { return project[n] }))
 	want := "-- reads sushi.orders\n" +
-		"WITH orders AS (SELECT * FROM \"sushi.orders\" WHERE ts >= @start_ts) /* sushi.orders */\n" +
+		"WITH orders AS (SELECT * FROM \"sushi.orders\" AS \"orders\" WHERE ts >= @start_ts) /* sushi.orders */\n" +
 		"SELECT 'sushi.orders' AS s, o.id, \"sushi.orders\".id AS q\n" +
 		"FROM orders o JOIN \"sushi.items\" AS i ON i.id = o.id\n" +
 		"JOIN \"sushi.waiters\" w ON true JOIN raw.events e ON true JOIN \"sushi.orders\" ON true\n" +

@@ -393,7 +393,7 @@ func (w *walker) node(v map[string]any, scope []cte) bool {
 		if _, isRef := v["sample"]; isRef && typ == "BASE_TABLE" {
 			name, schema, catalog := str(v, "table_name"), str(v, "schema_name"), str(v, "catalog_name")
 			if schema != "" || catalog != "" || inScope(scope, name) == nil {
-				*w.collect = append(*w.collect, TableRef{Catalog: catalog, Schema: schema, Name: name, Start: location(v)})
+				*w.collect = append(*w.collect, TableRef{Catalog: catalog, Schema: schema, Name: name, Alias: str(v, "alias"), Start: location(v)})
 			}
 		}
 		return true

@@ -307,7 +307,8 @@ func nameList(src []byte, pr property, fail failFunc) ([]string, error) {
 	return nil, fail(t.line, "expected a name or a list, got %s", describeTerm(src, t))
 }
 
-// parseAudits reads a list of audit names or calls name(arg := value, …).
+// parseAudits reads a list of audit names or calls name(arg := value, …)
+// (or arg = value, which SQLMesh reads alike).
 func parseAudits(src []byte, pr property, fail failFunc) ([]AuditCall, error) {
 	if len(pr.terms) != 1 || (pr.terms[0].kind != termParen && pr.terms[0].kind != termBrack) {
 		return nil, fail(pr.line, "expected a list (…) of audits, got '%s'", raw(src, pr.terms))
@@ -323,6 +324,13 @@ func parseAudits(src []byte, pr property, fail failFunc) ([]AuditCall, error) {
 		case len(it.terms) == 2 && it.terms[1].kind == termParen:
 			a.Args = map[string]Value{}
 			for _, arg := range it.terms[1].items {
+				if !arg.assign {
+					// SQLMesh reads name = value as name := value.
+					if ts := arg.terms; len(ts) >= 3 && ts[0].kind == termName && len(ts[0].parts) == 1 && !ts[0].quoted &&
+						ts[1].kind == termOther && ts[1].text == "=" {
+						arg.assign, arg.key, arg.keyLine, arg.terms = true, strings.ToLower(ts[0].text), ts[0].line, ts[2:]
+					}
+				}
 				if !arg.assign {
 					return nil, fail(arg.line, "audit %s: expected an argument name := value, got '%s'", a.Name, string(src[arg.off:max(arg.end, arg.off)]))
 				}

@@ -52,6 +52,33 @@ func SubstituteParams(file, query string, args map[string]string) (out string, l
 	return b.String(), left, nil
 }
 
+// TrimQuery is a query as a file writes it without what ends it: its
+// final ';' (several: each), even when comments follow it (they are kept:
+// they end at the line break the warehouse's wrapper adds), and the
+// blanks at its end. It reads the query with this package's tokenizer,
+// so a ';' inside a literal or a comment is not the end; a query the
+// tokenizer cannot read (an unterminated literal) is only trimmed of
+// blanks and ';' at its end, for the SQL check to place the problem.
+func TrimQuery(file, query string) string {
+	plain := strings.TrimRight(strings.TrimRight(query, " \t\r\n\f\v;"), " \t\r\n\f\v")
+	lx := newLexer(file, []byte(query), 0, 1, 1)
+	var toks []token
+	for n := 0; n <= len(query); n++ {
+		t, err := lx.next()
+		if err != nil {
+			return plain
+		}
+		if t.kind == tEOF {
+			break
+		}
+		toks = append(toks, t)
+	}
+	for i := len(toks) - 1; i >= 0 && toks[i].kind == tSemi; i-- {
+		query = query[:toks[i].off] + query[toks[i].end:]
+	}
+	return strings.TrimRight(query, " \t\r\n\f\v")
+}
+
 // SQL is the value as SQL text, for an audit's query: a name as written
 // (double-quoted when it is not a plain dotted name), a string quoted with
 // its quotes doubled, a number or boolean as written, a list or any other

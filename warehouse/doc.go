@@ -80,9 +80,10 @@
 //     in a fresh in-memory DuckDB whose only allowed path is a private
 //     temporary file holding the content (external access then off, the
 //     configuration locked), its values inserted as parameters. A
-//     computation whose end is not after the one this snapshot recorded
+//     computation whose end is before the one this snapshot recorded
 //     (a seed: whose content this snapshot loaded) writes nothing and
-//     succeeds. Audits, Verify and DiffTables read such an object whole.
+//     succeeds; one as of the same end recomputes (a restatement's or a
+//     catch-up's recompute: the upstream's rows changed). Audits, Verify and DiffTables read such an object whole.
 //   - A snapshot reads the upstream snapshot tables it was built against,
 //     never an environment's views: each upstream model name is bound by a
 //     CTE prefix (WITH orders AS (SELECT * FROM tidemark."orders__x") ...).

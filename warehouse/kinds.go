@@ -102,7 +102,7 @@ func (w *Warehouse) writeWhole(ctx context.Context, m Model, start, end time.Tim
 // wholeTx runs one whole computation of m's object as one transaction,
 // within m's timeout: the table's turn among the writers of other
 // processes (lockWhole), then, unless this snapshot's record already
-// holds a computation at least as new (stale: nothing is written, and
+// holds a computation stale makes it skip (nothing is written, and
 // the computation succeeds), fn in the sandbox's bounds, then the one
 // writer record of the object (every older one replaced).
 func (w *Warehouse) wholeTx(ctx context.Context, m Model, start, end time.Time, fp string, stale func(old Written) bool,
@@ -143,16 +143,19 @@ func (w *Warehouse) wholeTx(ctx context.Context, m Model, start, end time.Time, 
 	return rows, err
 }
 
-// notNewer: a computation ending at end is stale against old when old,
-// this snapshot's record, already computed as of end or later.
-func notNewer(end time.Time) func(Written) bool {
-	return func(old Written) bool { return !old.Query.End.Before(end) }
+// olderThan: a computation ending at end is stale against old when old,
+// this snapshot's record, was computed as of a later end (an object is
+// never recomputed as of an earlier tick). A computation as of the same
+// end runs again: it is a restatement's or a catch-up's recompute (its
+// upstream's rows changed), or a redelivery, which recomputes the same.
+func olderThan(end time.Time) func(Written) bool {
+	return func(old Written) bool { return old.Query.End.After(end) }
 }
 
 // writeFull replaces the rows of a full model's table by its query over
 // [start, end), in one transaction: DELETE every row, INSERT … SELECT in
-// the sandbox. A computation not newer than the one this snapshot last
-// recorded writes nothing.
+// the sandbox. A computation older than the one this snapshot last
+// recorded (an earlier end) writes nothing.
 func (w *Warehouse) writeFull(ctx context.Context, m Model, start, end time.Time) (int64, error) {
 	q, err := render(m, paramStart, paramEnd)
 	if err != nil {
@@ -160,7 +163,7 @@ func (w *Warehouse) writeFull(ctx context.Context, m Model, start, end time.Time
 	}
 	table := qualified(Schema, m.Table)
 	ins := fmt.Sprintf("INSERT INTO %s SELECT * FROM (%s) q WHERE %s", table, q, boundsUsed)
-	return w.wholeTx(ctx, m, start, end, fingerprintOf(q), notNewer(end), func(ctx context.Context, c *sql.Conn, timeout time.Duration) (int64, error) {
+	return w.wholeTx(ctx, m, start, end, fingerprintOf(q), olderThan(end), func(ctx context.Context, c *sql.Conn, timeout time.Duration) (int64, error) {
 		if _, err := c.ExecContext(ctx, "DELETE FROM "+table); err != nil {
 			return 0, err
 		}
@@ -184,7 +187,7 @@ func viewQuery(m Model, start, end time.Time) (string, error) {
 
 // writeView (re)creates a view model's view over its query computed as
 // of [start, end) (CREATE OR REPLACE VIEW, in the sandbox), unless this
-// snapshot recorded a computation at least as new. No row is written.
+// snapshot recorded a newer computation (a later end). No row is written.
 // The sandbox owns the view (Postgres): it reads its upstream with the
 // sandbox's privileges, never tidemark's; tidemark's user, a member of
 // the sandbox role, reads and drops it.
@@ -198,7 +201,7 @@ func (w *Warehouse) writeView(ctx context.Context, m Model, start, end time.Time
 		return err
 	}
 	create := "CREATE OR REPLACE VIEW " + qualified(Schema, m.Table) + " AS " + q
-	_, err = w.wholeTx(ctx, m, start, end, fingerprintOf(fq), notNewer(end), func(ctx context.Context, c *sql.Conn, timeout time.Duration) (int64, error) {
+	_, err = w.wholeTx(ctx, m, start, end, fingerprintOf(fq), olderThan(end), func(ctx context.Context, c *sql.Conn, timeout time.Duration) (int64, error) {
 		if err := w.b.sandbox(ctx, c, timeout); err != nil {
 			return 0, err
 		}
@@ -350,7 +353,8 @@ func (w *Warehouse) writeSeed(ctx context.Context, m Model, start, end time.Time
 	})
 }
 
-// SeedColumn is one column of a seed: its name (the CSV's header) and the
+// SeedColumn is one column of a seed: its name (the CSV's header, in lower
+// case) and the
 // type DuckDB's CSV reader detected in its values: BOOLEAN, BIGINT,
 // DOUBLE, TIME, DATE, TIMESTAMP or VARCHAR (DuckDB's names).
 type SeedColumn struct{ Name, Type string }

@@ -2,6 +2,7 @@ package warehouse
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -40,15 +41,22 @@ func TestFullReplacedWhole(t *testing.T) {
 		if got, want := sum(), before(3); got != want {
 			t.Fatalf("after [0, 3): %d views, want %d", got, want)
 		}
-		// A stale computation (an older end) and a redelivered one (the
-		// same end) write nothing and succeed.
-		for _, r := range []Range{{day(0), day(2)}, {day(0), day(3)}} {
-			if n := write(t, w, m, r); n != 0 {
-				t.Fatalf("computation ending %s inserted %d rows, want none (not newer than the table's)", r.End, n)
-			}
-			if got, want := sum(), before(3); got != want {
-				t.Fatalf("after a stale computation: %d views, want %d", got, want)
-			}
+		// A stale computation (an older end) writes nothing and succeeds.
+		if n := write(t, w, m, Range{day(0), day(2)}); n != 0 {
+			t.Fatalf("computation ending day 2 inserted %d rows, want none (older than the table's)", n)
+		}
+		if got, want := sum(), before(3); got != want {
+			t.Fatalf("after a stale computation: %d views, want %d", got, want)
+		}
+		// A computation as of the same end recomputes the object: that is
+		// a restatement's or a catch-up's recompute (the upstream's rows
+		// changed), which must not keep the old rows.
+		mustExec(t, w, "INSERT INTO raw.page_views SELECT * FROM raw.page_views WHERE ts < CAST($1 AS TIMESTAMP) LIMIT 5", day(1))
+		if n := write(t, w, m, Range{day(0), day(3)}); n != 13 {
+			t.Fatalf("a recomputation as of the same end inserted %d rows, want 13", n)
+		}
+		if got, want := sum(), before(3); got != want {
+			t.Fatalf("after a recomputation as of the same end: %d views, want %d (the source's rows now)", got, want)
 		}
 		recs, err := w.Writers(t.Context(), m.Table)
 		if err != nil {
@@ -233,11 +241,11 @@ func TestSeedSandbox(t *testing.T) {
 	}
 	// A seed's content is data: content naming another file reads
 	// nothing of it, and leaves no file behind.
-	got, err := readSeed(t.Context(), other+"\n/etc/passwd\n", 0)
+	got, err := readSeed(t.Context(), "path\n"+other+"\n/etc/passwd\n", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got.cols) != 1 || got.cols[0].Name != other || len(got.rows) != 1 || got.rows[0][0] != "/etc/passwd" {
+	if len(got.cols) != 1 || got.cols[0].Name != "path" || len(got.rows) != 2 || got.rows[0][0] != other || got.rows[1][0] != "/etc/passwd" {
 		t.Fatalf("content naming files was read as %+v", got)
 	}
 	// The dialect is CSV's, not sniffed: a row longer than the header is
@@ -295,6 +303,46 @@ func TestWholeAuditsVerifyDiff(t *testing.T) {
 		diff, err := w.DiffTables(ctx, DiffSide{Table: m.Table}, DiffSide{Table: inc.Table}, nil, []string{"user_id"})
 		if err != nil || diff.OnlyInCandidate != 1 || diff.OnlyInIncumbent != 1 || diff.Changed != 1 || diff.ChangedColumns["views"] != 1 || len(diff.Samples) != 1 {
 			t.Fatalf("DiffTables of a tampered full table = %+v, %v; want one changed row", diff, err)
+		}
+	})
+}
+
+// TestSeedColumnNames: a seed's column names are identifiers both engines
+// keep whole: one longer than 63 bytes (Postgres would cut it, and two
+// such names could become one) is refused, naming it, as are more columns
+// than a Postgres table holds.
+func TestSeedColumnNames(t *testing.T) {
+	long := strings.Repeat("x", 64)
+	if _, err := SeedColumns(t.Context(), "a,"+long+"\n1,2\n", 0); errors.Is(err, ErrNoCgo) {
+		t.Skip(err)
+	} else if err == nil || !strings.Contains(err.Error(), long) || !strings.Contains(err.Error(), "63") {
+		t.Fatalf("a 64-byte column name: %v", err)
+	}
+	if _, err := SeedColumns(t.Context(), "a,"+long[:63]+"\n1,2\n", 0); err != nil {
+		t.Fatalf("a 63-byte column name: %v", err)
+	}
+	header := make([]string, 1601)
+	row := make([]string, len(header))
+	for i := range header {
+		header[i], row[i] = fmt.Sprintf("c%d", i), "1"
+	}
+	if _, err := SeedColumns(t.Context(), strings.Join(header, ",")+"\n"+strings.Join(row, ",")+"\n", 0); err == nil || !strings.Contains(err.Error(), "1601 columns") {
+		t.Fatalf("1601 columns: %v", err)
+	}
+}
+
+// TestSeedMixedCaseHeader: a seed's header names its columns as an
+// unquoted identifier would (lower case, as SQLMesh normalizes DuckDB's),
+// so a model reading them unquoted, as written in the CSV, computes on
+// both engines (Postgres folds an unquoted OrderID to orderid).
+func TestSeedMixedCaseHeader(t *testing.T) {
+	eachBackend(t, func(t *testing.T, w *Warehouse) {
+		s := Model{Name: "people", Table: "people__1", Kind: KindSeed, Snapshot: "people@v1", Seed: "OrderID,Name\n1,x\n2,y\n"}
+		write(t, w, s, Range{day(0), day(1)})
+		m := Model{Name: "ids", Table: "ids__1", Kind: KindFull, Snapshot: "ids@v1", Upstream: map[string]string{"people": "people__1"},
+			SQL: "SELECT OrderID AS id, Name FROM people"}
+		if n, err := w.WriteInterval(t.Context(), m, day(0), day(1)); err != nil || n != 2 {
+			t.Fatalf("a model reading the seed's OrderID: %d rows, %v", n, err)
 		}
 	})
 }

@@ -95,7 +95,8 @@ var seedRead = "read_csv(CAST($1 AS VARCHAR), header = true, skip = 0, delim = '
 	"auto_type_candidates = ['" + strings.Join(seedTypes, "', '") + "'])"
 
 // scanSeed reads the seed file at path in db (the sandbox): its columns
-// and types, then its rows with each value cast to text.
+// (named in lower case) and types, then its rows with each value cast to
+// text.
 func scanSeed(ctx context.Context, db *sql.DB, path string) (seedData, error) {
 	var s seedData
 	rs, err := db.QueryContext(ctx, "SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM "+seedRead+")", path)
@@ -117,9 +118,15 @@ func scanSeed(ctx context.Context, db *sql.DB, path string) (seedData, error) {
 	if len(s.cols) == 0 {
 		return s, errors.New("no column")
 	}
+	if len(s.cols) > maxSeedColumns {
+		return s, fmt.Errorf("%d columns: a seed has at most %d (a Postgres table's columns)", len(s.cols), maxSeedColumns)
+	}
 	for _, c := range s.cols {
 		if strings.ContainsRune(c.Name, 0) || !utf8.ValidString(c.Name) {
 			return s, fmt.Errorf("column name %q is not valid UTF-8 text", c.Name)
+		}
+		if len(c.Name) > maxIdent {
+			return s, fmt.Errorf("column name %q is %d bytes: at most %d (a warehouse identifier; Postgres cuts longer ones)", c.Name, len(c.Name), maxIdent)
 		}
 	}
 	sel := make([]string, len(s.cols))
@@ -148,8 +155,28 @@ func scanSeed(ctx context.Context, db *sql.DB, path string) (seedData, error) {
 		}
 		s.rows = append(s.rows, row)
 	}
-	return s, rs.Err()
+	if err := rs.Err(); err != nil {
+		return s, err
+	}
+	// The header names the columns as unquoted identifiers do: in lower
+	// case (SQLMesh normalizes a DuckDB seed's names so), so a query
+	// naming them unquoted reads them in Postgres too, which folds
+	// unquoted names to lower case.
+	seen := map[string]string{}
+	for i, c := range s.cols {
+		name := strings.ToLower(c.Name)
+		if first, dup := seen[name]; dup {
+			return s, fmt.Errorf("columns %q and %q are one name in lower case, as a seed's columns are named", first, c.Name)
+		}
+		seen[name] = c.Name
+		s.cols[i].Name = name
+	}
+	return s, nil
 }
+
+// maxSeedColumns bounds a seed's columns: a Postgres table has at most
+// 1600.
+const maxSeedColumns = 1600
 
 // seedTypeOf is the warehouse type of a seed column's detected type,
 // written the same in DuckDB and Postgres (VARCHAR is TEXT, DOUBLE is

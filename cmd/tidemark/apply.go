@@ -145,8 +145,10 @@ func applyProject(cmd *cobra.Command, f clientFlags, path string) error {
 }
 
 // checkProject runs the server's SQL check on a project's models (the
-// upstream models are the project's), a refusal placed at its file's
-// line: the query's line for the SQL's, the MODEL block's otherwise.
+// upstream models are the project's), a refusal placed in the project's
+// files (project.Model.Place: the query's line for the SQL's, an audit's
+// call or its AUDIT's query line for an audit's, the MODEL block's
+// otherwise).
 func checkProject(ctx context.Context, p *project.Project) error {
 	if !sqlcheck.Available() {
 		return nil
@@ -165,14 +167,10 @@ func checkProject(ctx context.Context, p *project.Project) error {
 			}
 			continue
 		}
-		line, prop := m.Line, e.Field
-		if e.Field == "sql" && e.Upstream == "" {
-			line, prop = m.QueryLine, "query"
-			if e.Line > 0 {
-				line += e.Line - 1
-			}
+		if e.Upstream == "" {
+			return m.Place(e.Field, e.Error())
 		}
-		return &project.Error{File: m.File, Line: line, Property: prop, Msg: e.Error()}
+		return &project.Error{File: m.File, Line: m.Line, Property: e.Field, Msg: e.Error()}
 	}
 	return nil
 }

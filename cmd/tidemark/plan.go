@@ -32,7 +32,12 @@ func newPlanCmd() *cobra.Command {
 
 Without --set the plan sets every changed model: each model whose latest
 registered version (by apply or register, derived versions aside) ENV does
-not serve yet. With --set, exactly the versions given.`,
+not serve yet. With --set, exactly the versions given.
+
+A file reverted to an earlier definition applies as "unchanged" (that
+version is registered already), so it is not its model's latest version
+and a plan without --set does not choose it: set it with --set
+MODEL=VERSION (apply printed the version).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			versions := map[string]string{}

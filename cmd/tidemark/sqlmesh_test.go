@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tidemark/tidemark/sqlcheck"
+	"github.com/tidemark/tidemark/sqlmesh/project"
 )
 
 // sqlmeshFixture is the SQLMesh project written for the tests.
@@ -179,5 +182,32 @@ func TestSQLMeshProjectForReal(t *testing.T) {
 	out, stderr, code = runCLI(t, "apply", "-f", dir, "--nats-url", s.nats)
 	if code != 2 || !strings.Contains(stderr, "orders.sql:31") || !strings.Contains(stderr, "@my_macro") {
 		t.Fatalf("apply of an unknown macro: exit %d, want 2 naming orders.sql:31 and @my_macro\n%s\n%s", code, out, stderr)
+	}
+}
+
+// TestCheckProjectPlacesAudits: apply's local SQL check places an audit's
+// refusal where the audit is: a built-in's at its call in the model file,
+// a custom one's SQL at its line in the audit file, each naming the
+// property audits.
+func TestCheckProjectPlacesAudits(t *testing.T) {
+	if !sqlcheck.Available() {
+		t.Skip("no DuckDB parser in this build")
+	}
+	for _, c := range []struct{ file, old, new, want string }{
+		{"models/orders.sql", "not_null(columns := [order_id, customer_id, ts])", "not_null(columns := [order_id, customr_id, ts])",
+			filepath.Join("models", "orders.sql") + ":14: audits: "},
+		{"audits/amounts.sql", "WHERE amount > @max_amount", "WHERE amout > @max_amount",
+			filepath.Join("audits", "amounts.sql") + ":16: audits: "},
+	} {
+		dir := copyProject(t)
+		editFile(t, dir, c.file, c.old, c.new)
+		p, err := project.Load(t.Context(), dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = checkProject(t.Context(), p)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want %q", c.file, err, c.want)
+		}
 	}
 }

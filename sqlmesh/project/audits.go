@@ -129,7 +129,7 @@ func (l *loader) auditsOf(e *entry) error {
 				}
 			}
 			a = models.Audit{Name: strings.ToLower(def.Name), Kind: models.AuditCustom,
-				SQL: strings.TrimRight(strings.TrimRight(sql, " \t\r\n;"), " \t\r\n")}
+				SQL: sqlmesh.TrimQuery(def.File, sql)}
 			nonBlocking = nonBlocking || !def.Blocking
 			if v, ok := c.Args["blocking"]; ok {
 				nonBlocking = v.Text == "false"

@@ -100,7 +100,14 @@ func (l *loader) walk(root string) {
 		hasModels = true
 	}
 	var configs, audits, models []string
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	from := root
+	if st, err := os.Lstat(root); err == nil && st.Mode()&fs.ModeSymlink != 0 {
+		// The project reached by a link to its directory: WalkDir does
+		// not follow a link, but it reads a directory named with a
+		// trailing separator.
+		from = root + string(filepath.Separator)
+	}
+	err := filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			l.fail(&Error{File: p, Msg: err.Error()})
 			return nil
@@ -112,6 +119,12 @@ func (l *loader) walk(root string) {
 				return filepath.SkipDir
 			}
 			return nil
+		}
+		if d.Type()&fs.ModeSymlink != 0 && !strings.HasPrefix(d.Name(), ".") {
+			if st, err := os.Stat(p); err == nil && st.IsDir() {
+				l.note(p, 0, "", "not read: a symbolic link to a directory is not followed (its files are outside the project)")
+				return nil
+			}
 		}
 		top, _, nested := strings.Cut(rel, "/")
 		ext := strings.ToLower(filepath.Ext(p))
@@ -184,6 +197,11 @@ func (l *loader) config(path string) {
 		l.fail(err)
 		return
 	}
+	b, err = unjinja(path, b)
+	if err != nil {
+		l.fail(err)
+		return
+	}
 	top, defaults, err := modelfile.ReadSQLMeshConfig(path, b)
 	if err != nil {
 		var e *modelfile.Error
@@ -210,6 +228,10 @@ func (l *loader) config(path string) {
 			l.fail(&Error{File: path, Line: e.Line, Property: prop, Msg: "expected a value, not a list or mapping"})
 			continue
 		}
+		if strings.Contains(e.Value, jinjaMark) {
+			l.fail(&Error{File: path, Line: e.Line, Property: prop, Msg: "Jinja ({{ … }}) is not supported in a value tidemark reads: write the value itself"})
+			continue
+		}
 		at := origin{file: path, line: e.Line, prop: prop}
 		switch e.Key {
 		case "start":
@@ -232,6 +254,45 @@ func (l *loader) config(path string) {
 		}
 		l.defaults[e.Key] = setting{value: e.Value, at: at}
 	}
+}
+
+// jinjaMark stands for a Jinja expression of config.yaml in what the YAML
+// reader reads (unjinja).
+const jinjaMark = "__tidemark_jinja__"
+
+// unjinja prepares config.yaml for the YAML reader: SQLMesh renders the
+// file with Jinja first, so a config commonly holds {{ env_var(…) }} in
+// keys tidemark does not read (a gateway's credentials). Each {{ … }} on
+// one line becomes jinjaMark (a value of model_defaults tidemark reads
+// holding it is refused), each {# … #} blanks; a Jinja statement ({% %})
+// or an expression spanning lines, which could change the YAML's shape,
+// is refused at its line. Lines keep their numbers.
+func unjinja(path string, b []byte) ([]byte, error) {
+	lines := strings.Split(string(b), "\n")
+	for i, line := range lines {
+		if strings.Contains(line, "{%") {
+			return nil, &Error{File: path, Line: i + 1, Msg: "Jinja statements ({% … %}) are not supported in config.yaml: tidemark reads it without templating"}
+		}
+		for _, d := range [...]struct{ open, close, with string }{{"{#", "#}", ""}, {"{{", "}}", jinjaMark}} {
+			for n := 0; n < 1000; n++ {
+				j := strings.Index(line, d.open)
+				if j < 0 {
+					break
+				}
+				k := strings.Index(line[j+2:], d.close)
+				if k < 0 {
+					return nil, &Error{File: path, Line: i + 1, Msg: fmt.Sprintf("a Jinja %s … %s spanning lines is not supported in config.yaml", d.open, d.close)}
+				}
+				with := d.with
+				if with == "" {
+					with = strings.Repeat(" ", k+4)
+				}
+				line = line[:j] + with + line[j+2+k+2:]
+			}
+		}
+		lines[i] = line
+	}
+	return []byte(strings.Join(lines, "\n")), nil
 }
 
 // duckdb says whether a dialect is DuckDB's (SQLMesh writes it duckdb,

@@ -46,6 +46,13 @@ func (l *loader) build() {
 	var entries []*entry
 	byName := map[string]*entry{}
 	for _, f := range l.files {
+		if off, err := disabled(f); err != nil {
+			l.fail(err)
+			continue
+		} else if off != nil {
+			l.note(f.File, off.Line, off.Name, "false: not registered (SQLMesh does not load a disabled model; a model reading it reads no model of the project)")
+			continue
+		}
 		e, err := l.model(f)
 		if err != nil {
 			l.fail(err)
@@ -82,8 +89,28 @@ func (l *loader) build() {
 	for _, n := range models.TopoSort(deps) {
 		e := byName[n]
 		e.m.Register.Version = modelfile.ContentVersion(e.m.Register)
+		e.m.at = e
 		l.p.Models = append(l.p.Models, e.m)
 	}
+}
+
+// disabled is the model's enabled property when it is false (SQLMesh
+// loads no disabled model), nil when it is true or not set; an error when
+// it is no boolean.
+func disabled(f *sqlmesh.Model) (*sqlmesh.Property, error) {
+	for i, u := range f.Unknown {
+		if !strings.EqualFold(u.Name, "enabled") {
+			continue
+		}
+		b, err := strconv.ParseBool(strings.Trim(u.Raw, `'"`))
+		if err != nil {
+			return nil, &Error{File: f.File, Line: u.Line, Property: "enabled", Msg: fmt.Sprintf("expected true or false, got '%s'", u.Raw)}
+		}
+		if !b {
+			return &f.Unknown[i], nil
+		}
+	}
+	return nil, nil
 }
 
 // model maps one model file's MODEL block to a registration (without its
@@ -157,6 +184,9 @@ func (l *loader) model(f *sqlmesh.Model) (*entry, error) {
 				return e, fail(u.Line, "interval_unit", "%v", err)
 			}
 			r.IntervalUnit, e.origins["interval_unit"] = unit, origin{f.File, u.Line, "interval_unit"}
+		case "end":
+			return e, fail(u.Line, "end", "a model's end is not supported: tidemark computes a model's intervals up to now (SQLMesh computes none after its end)")
+		case "enabled": // true: disabled reads it
 		case "allow_partials":
 			b, err := strconv.ParseBool(strings.Trim(u.Raw, `'"`))
 			if err != nil {
@@ -186,7 +216,7 @@ func (l *loader) model(f *sqlmesh.Model) (*entry, error) {
 			return e, err
 		}
 	} else {
-		e.sql = strings.TrimRight(strings.TrimRight(f.Query, " \t\r\n;"), " \t\r\n")
+		e.sql = sqlmesh.TrimQuery(f.File, f.Query)
 		r.SQL = e.sql
 	}
 
@@ -230,6 +260,10 @@ func (l *loader) kind(e *entry, fail func(int, string, string, ...any) error) er
 	case sqlmesh.KindSeed:
 		r.SnapshotKind = events.Seed
 		read["path"] = true
+		if v, ok := k.Settings["csv_settings"]; ok {
+			// They change what the file's rows are: never read otherwise.
+			return fail(v.Line, "kind", "SEED: csv_settings are not supported: tidemark reads a seed as RFC 4180 CSV (a header row, ',' between values, '\"' quoting); write the file so")
+		}
 	default:
 		return fail(k.Line, "kind", "%s is not supported: tidemark maps INCREMENTAL_BY_TIME_RANGE, FULL, VIEW and SEED", k.Name)
 	}
@@ -317,19 +351,41 @@ func validate(e *entry) error {
 	return e.place(fe)
 }
 
-// sqlPos finds "line L, column C" in a message about a query.
-var sqlPos = regexp.MustCompile(`line (\d+), column (\d+)`)
+// sqlPos finds "line L, column C" or "(at line L)" in a message about a
+// query.
+var sqlPos = regexp.MustCompile(`\bline (\d+), column (\d+)|\(at line (\d+)\)`)
 
-// inQuery maps a position "line L, column C" of a message about a query
-// that starts on file line first: the file's line, and the message saying
-// only the column.
+// inQuery maps a position "line L, column C" (or "(at line L)") of a
+// message about a query that starts on file line first: the file's line,
+// and the message saying only the column.
 func inQuery(msg string, first int) (int, string) {
 	m := sqlPos.FindStringSubmatchIndex(msg)
 	if m == nil || first == 0 {
 		return first, msg
 	}
+	if m[2] < 0 { // "(at line L)": no column to keep
+		n, _ := strconv.Atoi(msg[m[6]:m[7]])
+		return first + n - 1, strings.TrimRight(msg[:m[0]], " ") + msg[m[1]:]
+	}
 	n, _ := strconv.Atoi(msg[m[2]:m[3]])
 	return first + n - 1, msg[:m[0]] + "column " + msg[m[4]:m[5]] + msg[m[1]:]
+}
+
+// Place is a refusal of the model's registration placed in the project's
+// files as Load places its own: field is the registration's field at
+// fault (a models.FieldError's key or a sqlcheck.Error's Field: "sql",
+// "time_column", "seed", "audits[2].sql", "audits[0].columns[1]", …) and
+// msg the refusal, which may give "line L, column C" of the SQL at fault
+// (the model's query, or a custom audit's): the place is then that line
+// of the file (the query's, or the AUDIT's), else the property's line
+// (an audit's call, a kind setting, the MODEL block).
+func (m Model) Place(field, msg string) *Error {
+	if m.at == nil {
+		return &Error{File: m.File, Line: m.Line, Property: field, Msg: msg}
+	}
+	var e *Error
+	errors.As(m.at.place(&models.FieldError{Field: field, Key: field, Msg: msg, Detail: msg}), &e)
+	return e
 }
 
 // place is a FieldError of Validate at its place in the files.

@@ -19,7 +19,9 @@
 // tidemark does not read (unknown properties, owner, description,
 // columns, config keys other than model_defaults' start, cron, dialect,
 // interval_unit and owner) never enters a version and is reported in
-// Project.Notes; it reads only the files of the project and never writes.
+// Project.Notes; a model whose enabled is false is not loaded (as SQLMesh
+// loads none), a note saying so; it reads only the files of the project
+// and never writes.
 //
 // Importers: cmd/tidemark (apply -f DIR).
 package project
@@ -65,6 +67,8 @@ type Model struct {
 	Columns            []sqlmesh.Column
 	// SeedFile is the CSV of a SEED model (its path resolved).
 	SeedFile string
+
+	at *entry // where its properties are (Place)
 }
 
 // Note is something a project says that tidemark does not read.

@@ -93,7 +93,7 @@ func TestLoadFixture(t *testing.T) {
 		DependsOn: []string{"shop.raw_orders"}, TimeColumn: "ts", BatchSize: 31,
 		SQL: "-- SQLMesh's @start_ts and @end_ts: the day's first and last instants.\n" +
 			"SELECT\n  order_id,\n  customer_id,\n  amount,\n  status,\n  ts\n" +
-			"FROM \"shop.raw_orders\"\nWHERE ts BETWEEN @start_ts AND @end_ts",
+			"FROM \"shop.raw_orders\" AS \"raw_orders\"\nWHERE ts BETWEEN @start_ts AND @end_ts",
 		Audits: []models.Audit{
 			{Name: "not_null", Kind: models.AuditNotNull, Columns: []string{"order_id", "customer_id", "ts"}},
 			{Name: "unique_values", Kind: models.AuditUniqueValues, Columns: []string{"order_id"}},
@@ -111,7 +111,7 @@ func TestLoadFixture(t *testing.T) {
 	}, {
 		Model: "shop.daily_revenue", Cron: "@daily", Start: day, SnapshotKind: events.Full,
 		DependsOn: []string{"shop.orders"},
-		SQL: "WITH kept AS (\n  SELECT * FROM \"shop.orders\" WHERE status <> 'refunded' -- a CTE is no model\n)\n" +
+		SQL: "WITH kept AS (\n  SELECT * FROM \"shop.orders\" AS \"orders\" WHERE status <> 'refunded' -- a CTE is no model\n)\n" +
 			"SELECT\n  CAST(ts AS DATE) AS order_date,\n  count(*) AS orders,\n  sum(amount) AS revenue\nFROM kept\nGROUP BY 1",
 		Audits: []models.Audit{
 			{Name: "number_of_rows", Kind: models.AuditNumberOfRows, Threshold: 1},
@@ -435,5 +435,243 @@ func TestModelDefaults(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no note %q in %v", want, p.Notes)
+	}
+}
+
+// TestReferenceKeepsItsName: a reference rewritten to the stored form
+// "schema.model" keeps the name the query's columns qualify it by (SQL
+// names an unaliased table by its own name: orders.amount of FROM
+// shop.orders, or of FROM orders), so the stored SQL binds as written.
+func TestReferenceKeepsItsName(t *testing.T) {
+	needParser(t)
+	for _, from := range []string{"shop.orders", "orders", "Shop.Orders", "shop.orders AS orders", "shop.orders orders", "shop.orders AS x"} {
+		dir := copyFixture(t)
+		q := "orders"
+		if strings.HasSuffix(from, " x") {
+			q = "x"
+		}
+		edit(t, dir, "models/customer_totals.sql", "SELECT\n  o.customer_id,\n  count(*) AS orders,\n  sum(o.amount) AS spent\nFROM shop.orders AS o\nWHERE o.status = 'paid'\nGROUP BY o.customer_id",
+			"SELECT\n  "+q+".customer_id,\n  count(*) AS orders,\n  sum("+q+".amount) AS spent\nFROM "+from+"\nWHERE "+q+".status = 'paid'\nGROUP BY "+q+".customer_id")
+		p := load(t, dir)
+		defs := map[string]sqlcheck.Model{}
+		for _, m := range p.Models {
+			r := m.Register
+			defs[r.Model] = sqlcheck.Model{Name: r.Model, SQL: r.SQL, TimeColumn: r.TimeColumn, DependsOn: r.DependsOn, Audits: r.Audits, Grain: r.Grain, Macros: r.Macros,
+				Kind: string(r.SnapshotKind), Seed: r.Seed}
+		}
+		m := defs["reporting.customer_totals"]
+		err := sqlcheck.Check(context.Background(), m, func(n string) (sqlcheck.Model, bool) { d, ok := defs[n]; return d, ok })
+		if err != nil {
+			t.Errorf("FROM %s: the stored SQL does not bind: %v\n%s", from, err, m.SQL)
+		}
+	}
+}
+
+// TestSymlinks: a project reached by a symbolic link to its directory is
+// read as the directory; a symbolic link to a directory inside it is not
+// followed, and a note says so (never skipped silently).
+func TestSymlinks(t *testing.T) {
+	needParser(t)
+	dir := copyFixture(t)
+	want := versions(load(t, dir))
+	link := filepath.Join(t.TempDir(), "project")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Skip(err)
+	}
+	if got := versions(load(t, link)); !reflect.DeepEqual(got, want) {
+		t.Fatalf("through a link: %v, want %v", got, want)
+	}
+	// models/more -> a directory outside the project.
+	outside := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "extra.sql"), []byte("MODEL (name shop.extra, kind FULL);\nSELECT 1 AS x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(dir, "models", "more")); err != nil {
+		t.Fatal(err)
+	}
+	p := load(t, dir)
+	if got := versions(p); !reflect.DeepEqual(got, want) {
+		t.Fatalf("with a linked directory: %v, want %v", got, want)
+	}
+	noted := false
+	for _, n := range p.Notes {
+		if strings.HasSuffix(n.File, filepath.Join("models", "more")) && strings.Contains(n.Msg, "symbolic link") {
+			noted = true
+		}
+	}
+	if !noted {
+		t.Errorf("no note about models/more: %+v", p.Notes)
+	}
+}
+
+// TestReferenceSameName: two models of one name in different schemas,
+// both unaliased, are not both aliased by that name (the engine refuses
+// a duplicate alias): the query joining them USING a column still binds.
+func TestReferenceSameName(t *testing.T) {
+	needParser(t)
+	dir := copyFixture(t)
+	if err := os.WriteFile(filepath.Join(dir, "models", "other_orders.sql"), []byte("MODEL (name other.orders, kind FULL);\nSELECT 1 AS customer_id\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	edit(t, dir, "models/customer_totals.sql", "FROM shop.orders AS o", "FROM other.orders JOIN shop.orders AS o USING (customer_id) JOIN shop.orders USING (customer_id)")
+	edit(t, dir, "models/customer_totals.sql", "SELECT\n  o.customer_id", "SELECT\n  customer_id")
+	edit(t, dir, "models/customer_totals.sql", "GROUP BY o.customer_id", "GROUP BY customer_id")
+	p := load(t, dir)
+	defs := map[string]sqlcheck.Model{}
+	for _, m := range p.Models {
+		r := m.Register
+		defs[r.Model] = sqlcheck.Model{Name: r.Model, SQL: r.SQL, TimeColumn: r.TimeColumn, DependsOn: r.DependsOn, Audits: r.Audits, Grain: r.Grain, Macros: r.Macros,
+			Kind: string(r.SnapshotKind), Seed: r.Seed}
+	}
+	m := defs["reporting.customer_totals"]
+	if err := sqlcheck.Check(context.Background(), m, func(n string) (sqlcheck.Model, bool) { d, ok := defs[n]; return d, ok }); err != nil {
+		t.Errorf("the stored SQL does not bind: %v\n%s", err, m.SQL)
+	}
+}
+
+// TestDisabledModel: a model with enabled false is not loaded (SQLMesh
+// does not load it): no registration, a note; a model reading it reads
+// no model of the project. A value not a boolean is refused at its line.
+func TestDisabledModel(t *testing.T) {
+	needParser(t)
+	dir := copyFixture(t)
+	if err := os.WriteFile(filepath.Join(dir, "models", "off.sql"), []byte("MODEL (\n  name shop.off,\n  kind FULL,\n  enabled false\n);\nSELECT 1 AS x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := load(t, dir)
+	if _, ok := versions(p)["shop.off"]; ok {
+		t.Fatal("a disabled model is registered")
+	}
+	noted := false
+	for _, n := range p.Notes {
+		if strings.HasSuffix(n.File, "off.sql") && n.Line == 4 && n.Property == "enabled" {
+			noted = true
+		}
+	}
+	if !noted {
+		t.Errorf("no note at off.sql:4 enabled: %v", p.Notes)
+	}
+	edit(t, dir, "models/off.sql", "enabled false", "enabled 'maybe'")
+	if _, err := Load(context.Background(), dir); err == nil || !strings.Contains(err.Error(), "off.sql:4: enabled: ") {
+		t.Errorf("enabled 'maybe': got %v", err)
+	}
+	edit(t, dir, "models/off.sql", "enabled 'maybe'", "enabled true")
+	if _, ok := versions(load(t, dir))["shop.off"]; !ok {
+		t.Error("an enabled model is not registered")
+	}
+}
+
+// TestAuditArgumentsEquals: an audit's arguments written name = value
+// (SQLMesh reads them as name := value, and projects write them so:
+// not_null(columns=[id])) are read as with :=.
+func TestAuditArgumentsEquals(t *testing.T) {
+	needParser(t)
+	audits := func(dir string) []models.Audit {
+		for _, m := range load(t, dir).Models {
+			if m.Register.Model == "shop.orders" {
+				return m.Register.Audits
+			}
+		}
+		t.Fatal("no shop.orders")
+		return nil
+	}
+	want := audits(copyFixture(t))
+	dir := copyFixture(t)
+	edit(t, dir, "models/orders.sql", "not_null(columns := [order_id, customer_id, ts])", "not_null(columns=[order_id, customer_id, ts])")
+	edit(t, dir, "models/orders.sql", "accepted_values(column := status, is_in := ['new', 'paid', 'refunded'])", "accepted_values(column = status, is_in = ['new', 'paid', 'refunded'])")
+	edit(t, dir, "models/orders.sql", "assert_max_amount(max_amount := 1000)", "assert_max_amount(max_amount=1000)")
+	if got := audits(dir); !reflect.DeepEqual(got, want) {
+		t.Errorf("with '=': %+v\nwant %+v", got, want)
+	}
+}
+
+// TestConfigJinja: SQLMesh renders config.yaml with Jinja before reading
+// it, so a project's config commonly holds {{ env_var(…) }} in keys
+// tidemark does not read (a gateway's credentials): it loads; a Jinja
+// expression in a model_defaults value tidemark reads, or a Jinja
+// statement, is refused at its line.
+func TestConfigJinja(t *testing.T) {
+	needParser(t)
+	dir := copyFixture(t)
+	want := versions(load(t, dir))
+	edit(t, dir, "config.yaml", "database: shop.db", "database: {{ env_var('DB_PATH', 'shop.db') }}\n      password: \"{{ env_var('PW') }}\" {# a comment #}")
+	if got := versions(load(t, dir)); !reflect.DeepEqual(got, want) {
+		t.Fatalf("with Jinja in a gateway: %v, want %v", got, want)
+	}
+	for _, c := range []struct{ old, new, want string }{
+		{"start: 2024-01-01", "start: {{ env_var('START') }}", "config.yaml:13: model_defaults.start: "},
+		{"gateways:", "{% if true %}\ngateways:", "config.yaml:4: "},
+	} {
+		d := copyFixture(t)
+		edit(t, d, "config.yaml", c.old, c.new)
+		_, err := Load(context.Background(), d)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "Jinja") {
+			t.Errorf("%s: got %v, want %q and Jinja", c.new, err, c.want)
+		}
+	}
+}
+
+// TestQueryEndsWithComment: a query's final ';' followed by a comment
+// (SQLMesh reads the file's statements; the comment is none) is dropped
+// like a final ';' alone, in a model's query and in an audit's: the
+// stored SQL passes the check.
+func TestQueryEndsWithComment(t *testing.T) {
+	needParser(t)
+	dir := copyFixture(t)
+	edit(t, dir, "models/daily_revenue.sql", "GROUP BY 1", "GROUP BY 1; -- one row per day\n/* the end */")
+	edit(t, dir, "audits/amounts.sql", "WHERE @column <= 0;", "WHERE @column <= 0; -- the first audit\n\n-- the second:")
+	p := load(t, dir)
+	defs := map[string]sqlcheck.Model{}
+	for _, m := range p.Models {
+		r := m.Register
+		defs[r.Model] = sqlcheck.Model{Name: r.Model, SQL: r.SQL, TimeColumn: r.TimeColumn, DependsOn: r.DependsOn, Audits: r.Audits, Grain: r.Grain, Macros: r.Macros,
+			Kind: string(r.SnapshotKind), Seed: r.Seed}
+	}
+	for _, n := range []string{"shop.daily_revenue", "shop.orders"} {
+		if err := sqlcheck.Check(context.Background(), defs[n], func(n string) (sqlcheck.Model, bool) { d, ok := defs[n]; return d, ok }); err != nil {
+			t.Errorf("%s: %v\n%s", n, err, defs[n].SQL)
+		}
+	}
+}
+
+// TestSeedCSVSettings: a SEED's csv_settings change how its file reads
+// (another delimiter, quote): tidemark reads RFC 4180 CSV only, so they
+// are refused at their line rather than noted and read otherwise.
+func TestSeedCSVSettings(t *testing.T) {
+	needParser(t)
+	dir := copyFixture(t)
+	edit(t, dir, "models/raw_orders.sql", "path '../seeds/raw_orders.csv',", "path '../seeds/raw_orders.csv',\n    csv_settings (delimiter = ';'),")
+	_, err := Load(context.Background(), dir)
+	if err == nil || !strings.Contains(err.Error(), "raw_orders.sql:6: kind: ") || !strings.Contains(err.Error(), "csv_settings") {
+		t.Errorf("got %v", err)
+	}
+}
+
+// TestModelEnd: SQLMesh computes no interval after a model's end; tidemark
+// computes a model up to now, so an end is refused at its line rather than
+// noted and passed over (the rows after it would be computed).
+func TestModelEnd(t *testing.T) {
+	needParser(t)
+	dir := copyFixture(t)
+	edit(t, dir, "models/daily_revenue.sql", "kind FULL,", "kind FULL,\n  end '2024-02-01',")
+	_, err := Load(context.Background(), dir)
+	if err == nil || !strings.Contains(err.Error(), "daily_revenue.sql:5: end: ") {
+		t.Errorf("got %v", err)
+	}
+}
+
+// TestDependsOnSubset: SQLMesh's depends_on adds to the models inferred
+// from the query, so one naming some of them (as a project may, to be
+// explicit) is accepted; one naming a model the query does not read is
+// refused (TestLoadErrors).
+func TestDependsOnSubset(t *testing.T) {
+	needParser(t)
+	dir := copyFixture(t)
+	edit(t, dir, "models/daily_revenue.sql", "FROM kept", "FROM kept WHERE EXISTS (SELECT 1 FROM shop.raw_orders)")
+	edit(t, dir, "models/daily_revenue.sql", "kind FULL,", "kind FULL,\n  depends_on [shop.orders],")
+	for _, m := range load(t, dir).Models {
+		if m.Register.Model == "shop.daily_revenue" && !reflect.DeepEqual(m.Register.DependsOn, []string{"shop.orders", "shop.raw_orders"}) {
+			t.Errorf("depends_on %v", m.Register.DependsOn)
+		}
 	}
 }
