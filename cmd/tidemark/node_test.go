@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tidemark/tidemark/eventlog"
+)
+
+// nodeTools returns the paths of node and npm, or skips the test when
+// either is missing (fails under TIDEMARK_REQUIRE_NODE, which .ci/run
+// sets).
+func nodeTools(t *testing.T) (node, npm string) {
+	t.Helper()
+	node, errNode := exec.LookPath("node")
+	npm, errNpm := exec.LookPath("npm")
+	if errNode == nil && errNpm == nil {
+		return node, npm
+	}
+	if os.Getenv("TIDEMARK_REQUIRE_NODE") != "" {
+		t.Fatal("node or npm not found and TIDEMARK_REQUIRE_NODE is set")
+	}
+	t.Skip("no node/npm: install Debian's nodejs and npm packages to run the Node client's tests")
+	return "", ""
+}
+
+// runIn runs a command in dir within d and fails the test with its output
+// when it fails.
+func runIn(t *testing.T, dir string, d time.Duration, env []string, name string, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %v in %s: %v\n%s", filepath.Base(name), args, dir, err, out)
+	}
+}
+
+// TestNodeClient runs the Node client's tests (clients/node, node's test
+// runner) against a real serve, then checks that the events the client
+// read, group messages expanded, are the stream's as eventlog reads it:
+// the same addresses (seq, index), subjects, ids and types.
+func TestNodeClient(t *testing.T) {
+	node, npm := nodeTools(t)
+	dir, err := filepath.Abs(filepath.Join("..", "..", "clients", "node"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules")); os.IsNotExist(err) {
+		runIn(t, dir, 5*time.Minute, nil, npm, "ci", "--no-audit", "--no-fund")
+	}
+	runIn(t, dir, 2*time.Minute, nil, npm, "run", "--silent", "typecheck")
+
+	s := startServe(t)
+	out := filepath.Join(t.TempDir(), "events.jsonl")
+	runIn(t, dir, 3*time.Minute, []string{"TIDEMARK_NATS_URL=" + s.nats, "TIDEMARK_NODE_EVENTS_OUT=" + out}, node, "--test", "test/")
+
+	type address struct {
+		Seq          uint64
+		Index, Count int
+		Subject      string
+		ID, Type     string
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatalf("the node tests wrote no events: %v", err)
+	}
+	defer f.Close()
+	var got []address
+	groups := 0
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var a address
+		if err := json.Unmarshal(sc.Bytes(), &a); err != nil {
+			t.Fatalf("%q: %v", sc.Text(), err)
+		}
+		if a.Count > 1 {
+			groups++
+		}
+		got = append(got, a)
+	}
+	if groups == 0 {
+		t.Fatal("the node client read no group message of more than one event")
+	}
+
+	nc, err := nats.Connect(s.nats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd, err := eventlog.OpenReader(t.Context(), js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := rd.Read(t.Context(), eventlog.ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []address
+	for _, r := range recs {
+		if r.Err != nil {
+			t.Fatalf("(%d, %d): %v", r.Seq, r.Index, r.Err)
+		}
+		if r.Seq > got[len(got)-1].Seq {
+			break // appended after the node test read the stream
+		}
+		want = append(want, address{r.Seq, r.Index, r.Count, r.Subject, r.Event.ID, string(r.Event.Payload.EventType())})
+	}
+	if len(got) != len(want) {
+		t.Fatalf("node read %d events, eventlog %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("event %d: node read %+v, eventlog %+v", i, got[i], want[i])
+		}
+	}
+}
