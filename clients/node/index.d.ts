@@ -338,6 +338,10 @@ export interface EventsOptions {
   subjects?: string[];
   /** Ends the iteration. */
   signal?: AbortSignal;
+  /** Read by direct gets instead of an ordered consumer (what docs/auth.conf grants the auditor role). */
+  direct?: boolean;
+  /** With direct and follow: how often to look for new events, in milliseconds; default 250. */
+  pollMs?: number;
 }
 
 export declare class Client {

@@ -326,6 +326,19 @@ export function subjectMatches(filter, subject) {
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** abortableSleep waits ms, or less when signal aborts. */
+function abortableSleep(ms, signal) {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      resolve(undefined);
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener("abort", done, { once: true });
+  });
+}
+
 /**
  * A tidemark client over one NATS connection.
  */
@@ -337,7 +350,22 @@ export class Client {
    * @param {import("./index.js").ConnectOptions} [opts]
    */
   static async connect(opts = {}) {
-    const { servers = "nats://127.0.0.1:4222", user, pass, token, name = "tidemark-node", ...rest } = opts;
+    const { name = "tidemark-node", ...rest } = opts;
+    let { servers = "nats://127.0.0.1:4222", user, pass, token } = opts;
+    // Credentials in a URL (nats://user:password@host:port), as tidemark's
+    // CLI takes them: the connection's user, and the user commands are sent as.
+    servers = (Array.isArray(servers) ? servers : [servers]).map((u) => {
+      const m = /^([a-z]+:\/\/)([^@/]*)@(.*)$/i.exec(u);
+      if (!m) return u;
+      const [who, secret] = m[2].split(":");
+      user ??= decodeURIComponent(who);
+      if (secret !== undefined) pass ??= decodeURIComponent(secret);
+      return m[1] + m[3];
+    });
+    delete rest.servers;
+    delete rest.user;
+    delete rest.pass;
+    delete rest.token;
     const nc = await natsConnect({
       servers,
       user,
@@ -462,11 +490,19 @@ export class Client {
    * event's own subject, its envelope and data, or `error` when it could
    * not be decoded (skip it, and report it). With `follow` false it stops
    * at the stream's last sequence when it started; otherwise it waits for
-   * new events until the loop breaks or `signal` aborts.
+   * new events until the loop breaks or `signal` aborts. It reads with an
+   * ordered consumer, or, with `direct`, by direct gets (message by
+   * message; new ones found by polling the stream's state every `pollMs`),
+   * which is what docs/auth.conf grants the auditor role.
    * @param {number} [fromSeq] @param {import("./index.js").EventsOptions} [opts]
    */
   async *events(fromSeq = 1, opts = {}) {
-    const { follow = true, subjects, signal } = opts;
+    const { follow = true, subjects, signal, direct = false, pollMs = 250 } = opts;
+    const keep = (rec) => !subjects || subjects.some((f) => subjectMatches(f, rec.subject));
+    if (direct) {
+      yield* this.#direct(Math.max(1, fromSeq), follow, keep, signal, pollMs);
+      return;
+    }
     const js = this.nc.jetstream();
     let last = Infinity;
     if (!follow) {
@@ -486,8 +522,7 @@ export class Client {
       if (signal?.aborted) return;
       for await (const m of msgs) {
         for (const rec of expandMessage(m.seq, m.subject, m.data)) {
-          if (subjects && !subjects.some((f) => subjectMatches(f, rec.subject))) continue;
-          yield rec;
+          if (keep(rec)) yield rec;
         }
         if (m.seq >= last) break;
       }
@@ -495,6 +530,39 @@ export class Client {
       signal?.removeEventListener("abort", onAbort);
       msgs.stop();
       await consumer.delete().catch(() => {});
+    }
+  }
+
+  /** #direct reads the stream from seq by direct gets. */
+  async *#direct(seq, follow, keep, signal, pollMs) {
+    const jsm = await this.nc.jetstreamManager();
+    const lastSeq = async () => (await jsm.streams.info(STREAM)).state.last_seq;
+    let last = await lastSeq();
+    const end = follow ? Infinity : last;
+    while (!signal?.aborted) {
+      if (seq > last) {
+        if (!follow) return;
+        await abortableSleep(pollMs, signal);
+        if (signal?.aborted) return;
+        last = await lastSeq();
+        continue;
+      }
+      let m;
+      try {
+        // The first message at or after seq: deleted sequences are skipped.
+        m = await jsm.direct.getMessage(STREAM, { seq, next_by_subj: "tidemark.evt.>" });
+      } catch (err) {
+        if (err && typeof err === "object" && String(err.code) === "404") {
+          seq = last + 1; // none left up to the last sequence seen
+          continue;
+        }
+        throw err;
+      }
+      for (const rec of expandMessage(m.seq, m.subject, m.data)) {
+        if (keep(rec)) yield rec;
+      }
+      seq = m.seq + 1;
+      if (m.seq >= end) return;
     }
   }
 

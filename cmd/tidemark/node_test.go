@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,9 +63,12 @@ func TestNodeClient(t *testing.T) {
 	}
 	runIn(t, dir, 2*time.Minute, nil, npm, "run", "--silent", "typecheck")
 
-	s := startServe(t)
+	// Under docs/auth.conf: the tests act as admin, and as the service and
+	// auditor roles.
+	s := startServe(t, "--auth", "../../docs/auth.conf", "--user", "admin", "--password", "admin-change-me")
+	admin := strings.Replace(s.nats, "nats://", "nats://admin:admin-change-me@", 1)
 	out := filepath.Join(t.TempDir(), "events.jsonl")
-	runIn(t, dir, 3*time.Minute, []string{"TIDEMARK_NATS_URL=" + s.nats, "TIDEMARK_NODE_EVENTS_OUT=" + out}, node, "--test", "test/")
+	runIn(t, dir, 3*time.Minute, []string{"TIDEMARK_NATS_URL=" + admin, "TIDEMARK_AUTH_CONF=1", "TIDEMARK_NODE_EVENTS_OUT=" + out}, node, "--test", "test/")
 
 	type address struct {
 		Seq          uint64
@@ -94,7 +98,7 @@ func TestNodeClient(t *testing.T) {
 		t.Fatal("the node client read no group message of more than one event")
 	}
 
-	nc, err := nats.Connect(s.nats)
+	nc, err := nats.Connect(admin)
 	if err != nil {
 		t.Fatal(err)
 	}

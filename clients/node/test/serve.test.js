@@ -32,7 +32,7 @@ function* hours(text) {
   for (let t = s; t < e; t += HOUR) yield [new Date(t), new Date(t + HOUR)];
 }
 
-test("refusals are TidemarkErrors naming the code and field; nothing is appended", { skip }, async () => {
+test("refusals are TidemarkErrors naming the code and field; nothing is appended", { skip, timeout: 60_000 }, async () => {
   const before = (await c.status()).seq ?? 0;
   await assert.rejects(c.registerSnapshot({ model: "orders", version: "v+1", cron: "@hourly", start }), (e) => e instanceof TidemarkError && e.code === "invalid" && e.field === "version");
   await assert.rejects(c.registerSnapshot({ model: "orders", version: "v1", cron: "@hourly", start }, { id: "$tick:x" }), (e) => e instanceof TidemarkError && e.code === "invalid" && e.field === "id");
@@ -41,7 +41,7 @@ test("refusals are TidemarkErrors naming the code and field; nothing is appended
   assert.equal((await c.status()).seq ?? 0, before);
 });
 
-test("register, plan, complete, promote: accepted; the same id is applied once", { skip }, async () => {
+test("register, plan, complete, promote: accepted; the same id is applied once", { skip, timeout: 60_000 }, async () => {
   const reg = { model: "orders", version: "v1", cron: "@hourly", start };
   const first = await c.registerSnapshot(reg, { id: "node-register-orders-v1" });
   assert.equal(first.events, 1);
@@ -76,7 +76,7 @@ test("register, plan, complete, promote: accepted; the same id is applied once",
   assert.deepEqual(evs[0].data.start, start);
 });
 
-test("events expand group messages: every event at its own address, in order", { skip }, async () => {
+test("events expand group messages: every event at its own address, in order", { skip, timeout: 60_000 }, async () => {
   // Concurrent completions of many models are stored as group messages:
   // rounds of them until one holds more than one event.
   const models = 32;
@@ -113,13 +113,62 @@ test("events expand group messages: every event at its own address, in order", {
   }
 });
 
-test("events follows the stream until the loop breaks", { skip }, async () => {
-  const from = c.seen + 1;
-  const it = c.events(from);
+/** drain reads it up to the last event of the message at seq. */
+async function drain(it, seq) {
+  for (;;) {
+    const { value } = await it.next();
+    assert.ok(value.seq <= seq, `read ${value.seq}, past ${seq}`);
+    if (value.seq === seq && (value.count === 0 || value.index === value.count - 1)) return;
+  }
+}
+
+test("events follows the stream until the loop breaks", { skip, timeout: 60_000 }, async () => {
+  // Read up to the last event first: the iteration then waits for new ones.
+  const it = c.events(c.seen);
+  await drain(it, c.seen);
   const next = it.next();
   const reg = await c.registerSnapshot({ model: "late", version: "v1", cron: "@hourly", start });
   const { value } = await next;
   assert.equal(value.seq, reg.seq);
   assert.equal(value.type, "SnapshotRegistered");
   await it.return();
+});
+
+// Under docs/auth.conf (TIDEMARK_AUTH_CONF=1): a service sends commands as
+// the service role, a projection reads the stream as the auditor role, by
+// direct gets (the auditor may create no consumer).
+const roles = url && process.env.TIDEMARK_AUTH_CONF ? false : "serve does not run with docs/auth.conf";
+const as = (role) => Client.connect({ servers: url.replace(/^nats:\/\/[^@]*@/, `nats://${role}:${role}-change-me@`) });
+
+test("the service role sends commands; the auditor role reads every event by direct gets", { skip: skip || roles, timeout: 60_000 }, async () => {
+  const svc = await as("service");
+  const aud = await as("auditor");
+  try {
+    const reg = await svc.registerSnapshot({ model: "svc", version: "v1", cron: "@hourly", start });
+    assert.equal(reg.events, 1);
+    assert.equal((await svc.status()).accepted, true);
+
+    const viaConsumer = await read(1);
+    const viaDirect = [];
+    for await (const r of aud.events(1, { follow: false, direct: true })) viaDirect.push(r);
+    const addr = (r) => `${r.seq}:${r.index}/${r.count} ${r.subject} ${r.id} ${r.type}`;
+    assert.deepEqual(viaDirect.map(addr), viaConsumer.map(addr));
+    assert.ok(viaDirect.some((r) => r.count > 1));
+
+    // Following by direct gets: the next event is found by polling.
+    const ac = new AbortController();
+    const it = aud.events(reg.seq, { direct: true, pollMs: 20, signal: ac.signal });
+    await drain(it, reg.seq);
+    const next = it.next();
+    const later = await svc.registerSnapshot({ model: "svc", version: "v2", cron: "@hourly", start });
+    const { value } = await next;
+    assert.equal(value.seq, later.seq);
+    assert.equal(value.data.snapshot, "svc@v2");
+    const stopped = it.next();
+    ac.abort();
+    assert.deepEqual(await stopped, { value: undefined, done: true });
+  } finally {
+    await svc.close();
+    await aud.close();
+  }
 });
