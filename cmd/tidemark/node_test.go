@@ -68,7 +68,7 @@ func TestNodeClient(t *testing.T) {
 	s := startServe(t, "--auth", "../../docs/auth.conf", "--user", "admin", "--password", "admin-change-me")
 	admin := strings.Replace(s.nats, "nats://", "nats://admin:admin-change-me@", 1)
 	out := filepath.Join(t.TempDir(), "events.jsonl")
-	runIn(t, dir, 3*time.Minute, []string{"TIDEMARK_NATS_URL=" + admin, "TIDEMARK_AUTH_CONF=1", "TIDEMARK_NODE_EVENTS_OUT=" + out}, node, "--test", "test/")
+	runIn(t, dir, 3*time.Minute, []string{"TIDEMARK_NATS_URL=" + admin, "TIDEMARK_AUTH_CONF=1", "TIDEMARK_NODE_EVENTS_OUT=" + out}, node, "--test", "test/unit.test.js", "test/serve.test.js")
 
 	type address struct {
 		Seq          uint64
