@@ -403,7 +403,8 @@ export class Client {
   async command(kind, body = {}, opts = {}) {
     const query = QUERIES.has(kind);
     const msg = wireBody(body);
-    if (!query && !msg.id) msg.id = opts.id || newId();
+    if (opts.id) msg.id = opts.id;
+    else if (!query && !msg.id) msg.id = newId();
     if (this.actor && msg.actor === undefined) msg.actor = this.actor;
     if (!query && this.seen > (msg.after_seq ?? 0)) msg.after_seq = this.seen;
     const data = new TextEncoder().encode(JSON.stringify(msg));
@@ -415,13 +416,11 @@ export class Client {
     const noServiceWait = query ? 0 : (opts.noServiceWaitMs ?? this.noServiceWaitMs);
     let attempt = 0;
     let waited = 0;
-    let last;
     for (;;) {
       let resp;
       try {
         resp = await this.nc.request(subject, data, { timeout, headers: h });
       } catch (err) {
-        last = err;
         const code = err && typeof err === "object" ? err.code : undefined;
         if (code === ErrorCode.NoResponders && waited < noServiceWait) {
           // No member serves the kind now (a writer being elected): ask again.

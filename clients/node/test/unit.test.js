@@ -124,3 +124,14 @@ test("retries run out: unavailable; a refusal is a TidemarkError with its code a
   await assert.rejects(c.promote({ plan: "p1" }), (e) => e instanceof TidemarkError && e.code === "invalid" && e.field === "plan" && e.reply.message === "bad");
   assert.equal(nc.sent[0].subject, "tidemark.cmd.promote");
 });
+
+test("while no service answers, a command is asked again with the same id; a query is not", async () => {
+  const nc = fakeConn([natsError(ErrorCode.NoResponders), natsError(ErrorCode.NoResponders), { accepted: true, events: 1 }, natsError(ErrorCode.NoResponders)]);
+  const c = new Client(nc, { noServiceWaitMs: 1000 });
+  await c.buildPlan({ id: "from-body", plan: "p1", env: "prod", versions: { m: "v1" } });
+  assert.equal(nc.sent.length, 3);
+  assert.ok(nc.sent.every((s) => s.body.id === "from-body" && s.subject === "tidemark.cmd.build_plan"));
+  await assert.rejects(c.status(), (e) => e instanceof TidemarkError && e.code === "unavailable");
+  assert.equal(nc.sent.length, 4);
+  assert.equal(nc.sent[3].body.id, undefined);
+});
