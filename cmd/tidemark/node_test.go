@@ -10,10 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-	"github.com/tidemark/tidemark/eventlog"
 )
 
 // nodeTools returns the paths of node and npm, or skips the test when
@@ -98,23 +94,7 @@ func TestNodeClient(t *testing.T) {
 		t.Fatal("the node client read no group message of more than one event")
 	}
 
-	nc, err := nats.Connect(admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rd, err := eventlog.OpenReader(t.Context(), js)
-	if err != nil {
-		t.Fatal(err)
-	}
-	recs, err := rd.Read(t.Context(), eventlog.ReadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs := readEvents(t, admin)
 	var want []address
 	for _, r := range recs {
 		if r.Err != nil {
