@@ -19,6 +19,7 @@ import (
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/natsnode"
+	"github.com/tidemark/tidemark/notify"
 	"github.com/tidemark/tidemark/projections"
 	"github.com/tidemark/tidemark/scheduler"
 	"github.com/tidemark/tidemark/sqlcheck"
@@ -44,6 +45,7 @@ func newServeCmd() *cobra.Command {
 		authFile, user, password, tlsCert, tlsKey     string
 		routes                                        []string
 		janitorEvery, janitorGrace, retain            time.Duration
+		notifier                                      notify.Notifier
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -119,7 +121,11 @@ func newServeCmd() *cobra.Command {
 			if workConcurrency < 1 || workMaxAttempts < 1 || whOpts.ModelTimeout <= 0 {
 				workErr = fmt.Errorf("--work-concurrency %d, --work-max-attempts %d, --model-timeout %s: each at least 1", workConcurrency, workMaxAttempts, whOpts.ModelTimeout)
 			}
-			if err := errors.Join(ncfg.Validate(), cfg.Validate(), janitorErr, workErr, serveLayout(builtinWorker, warehouseDSN)); err != nil {
+			var notifyErr error
+			if notifier.URL != "" {
+				notifyErr = notifier.Validate()
+			}
+			if err := errors.Join(ncfg.Validate(), cfg.Validate(), janitorErr, workErr, notifyErr, serveLayout(builtinWorker, warehouseDSN)); err != nil {
 				return &exitError{kind: usage, err: err}
 			}
 			if noSync {
@@ -221,6 +227,16 @@ func newServeCmd() *cobra.Command {
 				eng.Close(context.WithoutCancel(ctx))
 				return &exitError{kind: usage, err: err}
 			}
+			// Notifications (--notify-url): decisions, work given up and
+			// lateness changes, read from the stream after a cursor of
+			// their own, fixed before any command is accepted.
+			if notifier.URL != "" {
+				notifier.Log, notifier.View, notifier.Now = eng, eng.Projection().Read, eng.Now
+				if err := notifier.Prepare(ctx); err != nil {
+					eng.Close(context.WithoutCancel(ctx))
+					return &exitError{kind: usage, err: err}
+				}
+			}
 			// One writer among the engines sharing the stream: this one
 			// forwards commands that write while another holds the lease.
 			member, err := cluster.Join(ctx, eng, cluster.Config{Logger: log})
@@ -276,6 +292,7 @@ func newServeCmd() *cobra.Command {
 					}
 				}()
 			}
+			notifier.Dashboard = dashboard
 			sched := &scheduler.Scheduler{Engine: eng}
 			// The catch-up driver records each strict retry once the
 			// request's work is done (by the publisher's sink).
@@ -285,9 +302,10 @@ func newServeCmd() *cobra.Command {
 			// It keeps every table an incumbent used for --retain after its
 			// demotion, so a rollback within it finds its tables.
 			janitor := &scheduler.Janitor{Engine: eng, Every: janitorEvery, Grace: janitorGrace, Retain: retain}
-			// The loops that issue commands on their own, and the one work
-			// publisher, run on the writer only (a cluster's other nodes
-			// start them when their engine takes the writer lease).
+			// The loops that issue commands on their own, the one work
+			// publisher and the one notifier run on the writer only (a
+			// cluster's other nodes start them when their engine takes the
+			// writer lease): one sender of notifications per cluster.
 			schedCtx, stopSched := context.WithCancel(context.WithoutCancel(ctx))
 			var wg sync.WaitGroup
 			wg.Add(1)
@@ -313,6 +331,11 @@ func newServeCmd() *cobra.Command {
 							if err := syncer.Run(ctx); err != nil && ctx.Err() == nil {
 								log.Error("views syncer stopped", "err", err)
 							}
+						}
+					},
+					func(ctx context.Context) {
+						if notifier.URL != "" {
+							_ = notifier.Run(ctx)
 						}
 					},
 					func(ctx context.Context) {
@@ -394,6 +417,9 @@ func newServeCmd() *cobra.Command {
 	f.DurationVar(&janitorGrace, "janitor-grace", 24*time.Hour, "retire a table only when its last use ended more than this long ago (at least 1h)")
 	f.DurationVar(&retain, "retain", commands.DefaultRetain, "keep a table an environment's incumbent wrote or read at least this long after a promotion or rollback demoted it, so that a rollback within it always finds its tables (at least 1h; default 7 days, SQLMesh's)")
 	f.StringVar(&httpAddr, "http", "127.0.0.1:8090", "dashboard, /metrics, /healthz and /readyz address (empty: no HTTP)")
+	f.StringVar(&notifier.URL, "notify-url", "", "POST a JSON document to this URL for each promotion, rollback and restatement, each work item given up, and each model becoming late or on time again (docs/notifications.md); sent by the writer, each with an Idempotency-Key")
+	f.IntVar(&notifier.Attempts, "notify-attempts", notify.DefaultAttempts, "attempts at a notification before the notifier logs an error and pauses (a minute) before trying it again; none is dropped")
+	f.DurationVar(&notifier.Backoff, "notify-backoff", notify.DefaultBackoff, "wait after a notification's first failed attempt, doubling with each, at most 30s")
 	return cmd
 }
 
@@ -426,7 +452,7 @@ func whileWriting(ctx context.Context, eng *cluster.Member, log *slog.Logger, lo
 		if err := eng.AwaitWriting(ctx); err != nil {
 			return
 		}
-		log.Info("this engine is the writer: starting the scheduler, the catch-up driver, the janitor and the work publisher")
+		log.Info("this engine is the writer: starting the scheduler, the catch-up driver, the janitor, the work publisher and the notifier")
 		lctx, stop := context.WithCancel(ctx)
 		var wg sync.WaitGroup
 		for _, loop := range loops {

@@ -1,0 +1,258 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tidemark/tidemark/notify"
+)
+
+// posted is one POST the endpoint received and what it answered.
+type posted struct {
+	header string // Idempotency-Key
+	notice notify.Notice
+	status int
+}
+
+// endpoint is a notification receiver: it records every POST and answers
+// what status says (200 when nil).
+type endpoint struct {
+	srv    *httptest.Server
+	mu     sync.Mutex
+	posts  []posted
+	status func(n int, nt notify.Notice) int // n counts the POSTs, from 1
+	hang   func(r *http.Request) bool        // hold the request until it is cancelled
+}
+
+func newEndpoint(t *testing.T) *endpoint {
+	t.Helper()
+	e := &endpoint{}
+	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var nt notify.Notice
+		if err := json.Unmarshal(b, &nt); err != nil || r.Method != http.MethodPost || r.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("endpoint: %s %s %q: %v", r.Method, r.Header.Get("Content-Type"), b, err)
+		}
+		e.mu.Lock()
+		code := http.StatusOK
+		if e.status != nil {
+			code = e.status(len(e.posts)+1, nt)
+		}
+		hang := e.hang
+		if hang != nil && hang(r) {
+			code = 0 // never answered
+		}
+		e.posts = append(e.posts, posted{header: r.Header.Get("Idempotency-Key"), notice: nt, status: code})
+		e.mu.Unlock()
+		if code == 0 {
+			<-r.Context().Done()
+			return
+		}
+		w.WriteHeader(code)
+	}))
+	t.Cleanup(e.srv.Close)
+	return e
+}
+
+// acked is the notices acknowledged (2xx) of kind, in order.
+func (e *endpoint) acked(kind string) []posted {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []posted
+	for _, p := range e.posts {
+		if p.notice.Kind == kind && p.status >= 200 && p.status < 300 {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// tries is every POST of key.
+func (e *endpoint) tries(key string) []posted {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []posted
+	for _, p := range e.posts {
+		if p.header == key {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// twiceAcked is a key acknowledged more than once, or "".
+func (e *endpoint) twiceAcked() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	seen := map[string]bool{}
+	for _, p := range e.posts {
+		if p.status >= 200 && p.status < 300 {
+			if seen[p.header] {
+				return p.header
+			}
+			seen[p.header] = true
+		}
+	}
+	return ""
+}
+
+// TestNotifyPromotion: `serve --notify-url` POSTs one document for a
+// promotion decision, sent again with the same Idempotency-Key while the
+// endpoint answers 500 (twice) until it is acknowledged; a restart of
+// serve on the same store sends nothing acknowledged again, and goes on
+// with what comes next.
+func TestNotifyPromotion(t *testing.T) {
+	ep := newEndpoint(t)
+	ep.status = func(n int, nt notify.Notice) int {
+		if nt.Kind == notify.KindPromotion && n <= 2 {
+			return http.StatusInternalServerError
+		}
+		return http.StatusOK
+	}
+	flags := []string{"--builtin-worker", "--warehouse", "none", "--notify-url", ep.srv.URL, "--notify-backoff", "50ms"}
+	s := startServe(t, flags...)
+	start := time.Now().UTC().Truncate(time.Hour).Add(-3 * time.Hour)
+	models := modelFile(t, start, "    version: v1\n")
+	if out, stderr, code := runCLI(t, "apply", "-f", models, "--nats-url", s.nats); code != 0 {
+		t.Fatalf("apply: exit %d %s %s", code, out, stderr)
+	}
+	version := "v1"
+	if out, stderr, code := runCLI(t, "plan", "--env", "prod", "--set", "events="+version, "--id", "d1", "--wait", "1m", "--nats-url", s.nats); code != 0 {
+		t.Fatalf("plan: exit %d %s %s", code, out, stderr)
+	}
+	if out, stderr, code := runCLI(t, "promote", "d1", "--nats-url", s.nats); code != 0 || !strings.Contains(out, "d1: ACCEPTED") {
+		t.Fatalf("promote: exit %d %s %s", code, out, stderr)
+	}
+	eventually(t, "the decision is acknowledged", time.Minute, func() bool { return len(ep.acked(notify.KindPromotion)) > 0 })
+	got := ep.acked(notify.KindPromotion)
+	if len(got) != 1 {
+		t.Fatalf("%d promotion notices acknowledged, want 1: %+v", len(got), got)
+	}
+	nt := got[0].notice
+	key := "tidemark-" + strconv.FormatUint(nt.Seq, 10)
+	if got[0].header != key || nt.Key != key || nt.Env != "prod" || nt.Plan != "d1" || nt.Outcome != "accepted" ||
+		len(nt.Codes) == 0 || nt.Codes[0] != "no_gaps" || nt.Time.IsZero() || !strings.Contains(nt.Message, "plan d1 for prod: ACCEPTED") ||
+		nt.Link != s.http+"/decisions/"+strconv.FormatUint(nt.Seq, 10) {
+		t.Fatalf("the decision's notice: key %q %+v", got[0].header, nt)
+	}
+	tries := ep.tries(key)
+	if len(tries) != 3 || tries[0].status != 500 || tries[1].status != 500 || tries[2].status != 200 {
+		t.Fatalf("want the decision sent 3 times (500, 500, 200) with key %s, got %+v", key, tries)
+	}
+
+	// A restart sends nothing acknowledged again: the next decision's
+	// notice is the next thing the endpoint sees of decisions.
+	s.stop()
+	s = startServe(t, append([]string{"--data-dir", s.dataDir}, flags...)...)
+	if out, stderr, code := runCLI(t, "plan", "--env", "dev", "--set", "events="+version, "--id", "d2", "--wait", "1m", "--nats-url", s.nats); code != 0 {
+		t.Fatalf("plan d2: exit %d %s %s", code, out, stderr)
+	}
+	if out, stderr, code := runCLI(t, "promote", "d2", "--nats-url", s.nats); code != 0 || !strings.Contains(out, "d2: ACCEPTED") {
+		t.Fatalf("promote d2: exit %d %s %s", code, out, stderr)
+	}
+	eventually(t, "the second decision is acknowledged", time.Minute, func() bool { return len(ep.acked(notify.KindPromotion)) > 1 })
+	got = ep.acked(notify.KindPromotion)
+	if len(got) != 2 || got[1].notice.Plan != "d2" || got[1].notice.Seq <= nt.Seq {
+		t.Fatalf("after the restart: %+v", got)
+	}
+	if len(ep.tries(key)) != 3 {
+		t.Fatalf("the first decision was sent again after the restart: %+v", ep.tries(key))
+	}
+	if k := ep.twiceAcked(); k != "" {
+		t.Fatalf("%s acknowledged twice", k)
+	}
+}
+
+// TestNotifyFailedWork: a work item its worker gives up on is one POST
+// (kind work_failed, with the model, the run and the error's text); its
+// attempt that was tried again is none.
+func TestNotifyFailedWork(t *testing.T) {
+	ep := newEndpoint(t)
+	s := startServe(t, "--notify-url", ep.srv.URL, "--notify-backoff", "50ms")
+	startWorker(t, s.nats, "echo broken >&2; exit 3")
+	start := time.Now().UTC().Truncate(time.Hour).Add(-time.Hour)
+	models := modelFile(t, start, "    version: v1\n")
+	if out, stderr, code := runCLI(t, "apply", "-f", models, "--nats-url", s.nats); code != 0 {
+		t.Fatalf("apply: exit %d %s %s", code, out, stderr)
+	}
+	if out, stderr, code := runCLI(t, "plan", "--env", "prod", "--set", "events=v1", "--id", "d1", "--nats-url", s.nats); code != 0 {
+		t.Fatalf("plan: exit %d %s %s", code, out, stderr)
+	}
+	eventually(t, "the failed work is acknowledged", time.Minute, func() bool { return len(ep.acked(notify.KindWorkFailed)) > 0 })
+	// The decision after it is notified after it: any other notice of the
+	// failure would have come first.
+	if out, stderr, code := runCLI(t, "promote", "d1", "--nats-url", s.nats); code != 1 || !strings.Contains(out, "d1: REJECTED") {
+		t.Fatalf("promote: exit %d %s %s", code, out, stderr)
+	}
+	eventually(t, "the rejection is acknowledged", time.Minute, func() bool { return len(ep.acked(notify.KindPromotion)) > 0 })
+	got := ep.acked(notify.KindWorkFailed)
+	if len(got) != 1 {
+		t.Fatalf("%d work_failed notices, want 1: %+v", len(got), got)
+	}
+	nt := got[0].notice
+	if nt.Model != "events" || nt.Snapshot != "events@v1" || nt.RunKind != "backfill" || nt.RunID != "backfill:d1" || nt.Plan != "d1" ||
+		nt.Attempt != 2 || !strings.Contains(nt.Error, "exit status 3") || !strings.Contains(nt.Message, "events@v1 backfill work given up after 2 attempt(s)") ||
+		nt.Link != s.http+"/plans/d1" || got[0].header != nt.Key {
+		t.Fatalf("the failure's notice: %+v", nt)
+	}
+	if rej := ep.acked(notify.KindPromotion)[0].notice; rej.Outcome != "rejected" || rej.Seq <= nt.Seq {
+		t.Fatalf("the rejection's notice: %+v", rej)
+	}
+}
+
+// TestNotifyHungEndpoint: an endpoint that never answers holds the
+// notifier, not the engine: plan and promote answer meanwhile.
+func TestNotifyHungEndpoint(t *testing.T) {
+	ep := newEndpoint(t)
+	entered := make(chan struct{}, 1)
+	ep.hang = func(*http.Request) bool {
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		return true
+	}
+	s := startServe(t, "--builtin-worker", "--warehouse", "none", "--notify-url", ep.srv.URL)
+	start := time.Now().UTC().Truncate(time.Hour).Add(-3 * time.Hour)
+	models := modelFile(t, start, "    version: v1\n")
+	run := func(args ...string) (string, string, int) {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		return runCLIWithin(ctx, append(args, "--nats-url", s.nats)...)
+	}
+	if out, stderr, code := run("apply", "-f", models); code != 0 {
+		t.Fatalf("apply: exit %d %s %s", code, out, stderr)
+	}
+	if out, stderr, code := run("plan", "--env", "prod", "--set", "events=v1", "--id", "d1", "--wait", "1m"); code != 0 {
+		t.Fatalf("plan: exit %d %s %s", code, out, stderr)
+	}
+	if out, stderr, code := run("promote", "d1"); code != 0 || !strings.Contains(out, "d1: ACCEPTED") {
+		t.Fatalf("promote: exit %d %s %s", code, out, stderr)
+	}
+	select {
+	case <-entered:
+	case <-time.After(time.Minute):
+		t.Fatal("the decision was not POSTed within a minute")
+	}
+	// The endpoint holds the decision's POST: the command path answers.
+	for _, env := range []string{"dev", "qa"} {
+		id := "p-" + env
+		if out, stderr, code := run("plan", "--env", env, "--set", "events=v1", "--id", id, "--wait", "1m"); code != 0 {
+			t.Fatalf("plan %s while the endpoint hangs: exit %d %s %s", id, code, out, stderr)
+		}
+		if out, stderr, code := run("promote", id); code != 0 || !strings.Contains(out, id+": ACCEPTED") {
+			t.Fatalf("promote %s while the endpoint hangs: exit %d %s %s", id, code, out, stderr)
+		}
+	}
+	if len(ep.acked(notify.KindPromotion)) != 0 {
+		t.Fatal("a notice was acknowledged by an endpoint that never answers")
+	}
+}
