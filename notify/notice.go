@@ -101,7 +101,7 @@ func Of(rec events.Record, dashboard string) *Notice {
 		n.Message = fmt.Sprintf("plan %s for %s: %s [%s]", p.Plan, p.Env, strings.ToUpper(string(p.Outcome)), strings.Join(n.Codes, ", "))
 		if p.Outcome != events.Accepted {
 			for _, f := range p.Findings {
-				if f.Message != "" && f.Code != "" && !strings.HasSuffix(f.Code, "no_gaps") {
+				if f.Message != "" {
 					n.Message += "; " + f.Message
 				}
 			}

@@ -121,6 +121,9 @@ func (n *Notifier) Validate() error {
 	if n.Backoff <= 0 {
 		errs = append(errs, fmt.Errorf("--notify-backoff %s: more than 0", n.Backoff))
 	}
+	if n.LateEvery <= 0 {
+		errs = append(errs, fmt.Errorf("--notify-late-every %s: more than 0", n.LateEvery))
+	}
 	return errors.Join(errs...)
 }
 

@@ -256,3 +256,76 @@ func TestNotifyHungEndpoint(t *testing.T) {
 		t.Fatal("a notice was acknowledged by an endpoint that never answers")
 	}
 }
+
+// TestNotifyLateness: a model whose last three hours are restated while
+// no worker runs is late: one POST of kind restatement, then one of kind
+// late with its frontier and readiness frontier; a restart of serve does
+// not send it again; once a worker recomputes them, one POST of kind
+// on_time.
+func TestNotifyLateness(t *testing.T) {
+	ep := newEndpoint(t)
+	flags := []string{"--notify-url", ep.srv.URL, "--notify-backoff", "50ms", "--notify-late-every", "50ms"}
+	s := startServe(t, flags...)
+	start := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
+	stopWorker := startWorkerStop(t, s.nats, "true")
+	models := modelFile(t, start, "    version: v1\n")
+	if out, stderr, code := runCLI(t, "apply", "-f", models, "--nats-url", s.nats); code != 0 {
+		t.Fatalf("apply: exit %d %s %s", code, out, stderr)
+	}
+	if out, stderr, code := runCLI(t, "plan", "--env", "prod", "--set", "events=v1", "--id", "d1", "--wait", "1m", "--nats-url", s.nats); code != 0 {
+		t.Fatalf("plan: exit %d %s %s", code, out, stderr)
+	}
+	if out, stderr, code := runCLI(t, "promote", "d1", "--nats-url", s.nats); code != 0 || !strings.Contains(out, "d1: ACCEPTED") {
+		t.Fatalf("promote: exit %d %s %s", code, out, stderr)
+	}
+	stopWorker()
+	if len(ep.acked(notify.KindLate)) != 0 {
+		t.Fatalf("late before the restatement: %+v", ep.acked(notify.KindLate))
+	}
+	restated := start.Add(2*time.Hour).Format(time.RFC3339) + "/" + start.Add(5*time.Hour).Format(time.RFC3339)
+	if out, stderr, code := runCLI(t, "restate", "--env", "prod", "--model", "events", "--range", restated, "--reason", "late raw rows", "--nats-url", s.nats); code != 0 {
+		t.Fatalf("restate: exit %d %s %s", code, out, stderr)
+	}
+	eventually(t, "the model is said late", time.Minute, func() bool { return len(ep.acked(notify.KindLate)) > 0 })
+	late := ep.acked(notify.KindLate)[0].notice
+	if late.Env != "prod" || late.Model != "events" || late.Snapshot != "events@v1" || late.Frontier == nil || !late.Frontier.Equal(start.Add(2*time.Hour)) ||
+		late.ReadyFrontier == nil || late.ReadyFrontier.Before(start.Add(5*time.Hour)) || !strings.Contains(late.Message, "events in prod (events@v1) is late") {
+		t.Fatalf("the late notice: %+v", late)
+	}
+	if got := ep.acked(notify.KindRestatement); len(got) != 1 || got[0].notice.Env != "prod" || got[0].notice.Model != "events" || !strings.Contains(got[0].notice.Message, "late raw rows") {
+		t.Fatalf("the restatement's notice: %+v", got)
+	}
+
+	// A restart keeps what it said: the model is late still, and not said
+	// so again; a worker recomputes it, and it is on time.
+	s.stop()
+	s = startServe(t, append([]string{"--data-dir", s.dataDir}, flags...)...)
+	startWorker(t, s.nats, "true")
+	eventually(t, "the model is said on time", time.Minute, func() bool { return len(ep.acked(notify.KindOnTime)) > 0 })
+	if got := ep.acked(notify.KindLate); len(got) != 1 {
+		t.Fatalf("%d late notices, want 1: %+v", len(got), got)
+	}
+	on := ep.acked(notify.KindOnTime)
+	if len(on) != 1 || on[0].notice.Model != "events" || on[0].notice.Frontier == nil || !on[0].notice.Frontier.After(start.Add(4*time.Hour)) {
+		t.Fatalf("the on_time notice: %+v", on)
+	}
+	if k := ep.twiceAcked(); k != "" {
+		t.Fatalf("%s acknowledged twice", k)
+	}
+}
+
+// startWorkerStop is startWorker, stopped by the function it returns (or
+// when the test ends).
+func startWorkerStop(t *testing.T, natsURL, command string) func() {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	root := newRootCmd()
+	root.SetOut(io.Discard)
+	root.SetErr(io.Discard)
+	root.SetArgs([]string{"worker", "--nats-url", natsURL, "--exec", command, "--concurrency", "2", "--max-attempts", "2", "--log-format", "json"})
+	done := make(chan struct{})
+	go func() { defer close(done); _ = root.ExecuteContext(ctx) }()
+	stop := func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return stop
+}

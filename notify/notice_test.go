@@ -1,0 +1,128 @@
+package notify
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/projections"
+)
+
+var t0 = time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+
+func hr(i int) time.Time { return t0.Add(time.Duration(i) * time.Hour) }
+
+// fold is a state folded from payloads, each at hr(0).
+func fold(t *testing.T, ps ...events.Payload) *projections.State {
+	t.Helper()
+	st, ids := projections.New(), events.NewIDSource()
+	for i, p := range ps {
+		if err := projections.Apply(st, uint64(i+1), events.New(ids, hr(0), p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return st
+}
+
+// prod is env prod serving events@v1 and its downstream agg@v1 (hourly,
+// from t0), each covering [t0, hr(cover)); events' last run failed
+// (final) when failed is set.
+func prod(t *testing.T, cover int, failed bool) *projections.State {
+	reg := func(model string, deps ...string) events.SnapshotRegistered {
+		return events.SnapshotRegistered{Snapshot: model + "@v1", Model: model, Version: "v1", Cron: "0 * * * *", Unit: interval.Hour,
+			Start: t0, Kind: events.Incremental, Table: model + "@v1", DependsOn: deps}
+	}
+	ps := []events.Payload{reg("events"), reg("agg", "events"),
+		events.PlanBuilt{Plan: "p1", Env: "prod", Candidates: []events.Candidate{{Model: "events", Snapshot: "events@v1", Table: "events@v1"}, {Model: "agg", Snapshot: "agg@v1", Table: "agg@v1"}}},
+		events.PromotionDecided{Plan: "p1", Env: "prod", Outcome: events.Accepted, Generation: 1,
+			Models: map[string]events.ModelFinding{"events": {Snapshot: "events@v1"}, "agg": {Snapshot: "agg@v1"}}},
+		events.IntervalsCompleted{Snapshot: "events@v1", Table: "events@v1", Ranges: []interval.Range{interval.R(t0, hr(cover))}},
+		events.IntervalsCompleted{Snapshot: "agg@v1", Table: "agg@v1", Ranges: []interval.Range{interval.R(t0, hr(cover))}},
+	}
+	if failed {
+		ps = append(ps, events.RunFailed{Snapshot: "events@v1", Ranges: []interval.Range{interval.R(hr(cover), hr(cover+1))}, RunKind: events.RunScheduled,
+			Error: "exit status 3", Attempt: 3, Final: true})
+	}
+	return fold(t, ps...)
+}
+
+// TestLate: an incumbent is late when what it computed ends more than one
+// interval of its unit before what is ready at the clock: one interval
+// behind is not late; a downstream model says its upstream is late, an
+// incumbent whose work was given up says the failure.
+func TestLate(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		cover    int
+		now      time.Time
+		failed   bool
+		late     bool
+		reasonEv string
+		reasonAg string
+	}{
+		{name: "up to date", cover: 10, now: hr(10).Add(30 * time.Minute)},
+		{name: "one interval behind", cover: 10, now: hr(11).Add(59 * time.Minute)},
+		{name: "two intervals behind", cover: 10, now: hr(12), late: true, reasonAg: "upstream late: events"},
+		{name: "given up", cover: 10, now: hr(13), failed: true, late: true, reasonEv: "its work was given up: exit status 3", reasonAg: "upstream late: events"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ls := Late(prod(t, c.cover, c.failed), c.now)
+			if len(ls) != 2 || ls[0].Model != "events" || ls[1].Model != "agg" {
+				t.Fatalf("want events then agg, got %+v", ls)
+			}
+			for i, want := range []string{c.reasonEv, c.reasonAg} {
+				l := ls[i]
+				if l.Late != c.late || l.Reason != want || !l.Frontier.Equal(hr(c.cover)) || l.Env != "prod" || l.Snapshot != l.Model+"@v1" {
+					t.Errorf("%s: %+v, want late %v reason %q", l.Model, l, c.late, want)
+				}
+			}
+		})
+	}
+	// Covering nothing, the frontier is the start.
+	st := fold(t, events.SnapshotRegistered{Snapshot: "e@v1", Model: "e", Version: "v1", Cron: "0 * * * *", Unit: interval.Hour, Start: hr(1), Kind: events.Incremental, Table: "e@v1"},
+		events.PlanBuilt{Plan: "p1", Env: "dev", Candidates: []events.Candidate{{Model: "e", Snapshot: "e@v1", Table: "e@v1"}}},
+		events.PromotionDecided{Plan: "p1", Env: "dev", Outcome: events.Accepted, Generation: 1, Models: map[string]events.ModelFinding{"e": {Snapshot: "e@v1"}}})
+	if ls := Late(st, hr(4)); len(ls) != 1 || !ls[0].Late || !ls[0].Frontier.Equal(hr(1)) || !ls[0].Ready.Equal(hr(4)) {
+		t.Fatalf("empty: %+v", ls)
+	}
+}
+
+// TestOf: decisions and work given up make notices with stable keys (an
+// event in a group message keyed by its index too); a failure tried again
+// and other events make none.
+func TestOf(t *testing.T) {
+	ids := events.NewIDSource()
+	rec := func(seq uint64, index, count int, p events.Payload) events.Record {
+		return events.Record{Seq: seq, Index: index, Count: count, Event: events.New(ids, hr(2), p)}
+	}
+	failed := events.RunFailed{Snapshot: "sushi.orders@v1", RunKind: events.RunBackfill, RunID: "backfill:p1", Error: "exit status 3", Attempt: 2, Final: true}
+	n := Of(rec(9, 1, 3, failed), "http://dash/")
+	if n == nil || n.Key != "tidemark-9-1" || n.Seq != 9 || n.Index != 1 || n.Kind != KindWorkFailed || n.Model != "sushi.orders" || n.Plan != "p1" ||
+		n.Link != "http://dash/plans/p1" || !n.Time.Equal(hr(2)) {
+		t.Fatalf("failed work: %+v", n)
+	}
+	failed.Final = false
+	if n := Of(rec(10, 0, 0, failed), ""); n != nil {
+		t.Fatalf("a failure tried again made a notice: %+v", n)
+	}
+	n = Of(rec(11, 0, 0, events.PromotionDecided{Plan: "p2", Env: "prod", Outcome: events.Rejected, Codes: []string{"historical_gap"},
+		Findings: []events.Finding{{Code: "historical_gap", Message: "events@v2 misses 01:00/02:00"}}}), "")
+	if n == nil || n.Key != "tidemark-11" || n.Outcome != "rejected" || n.Link != "" || !strings.Contains(n.Message, "REJECTED [historical_gap]; events@v2 misses 01:00/02:00") {
+		t.Fatalf("rejection: %+v", n)
+	}
+	b, _ := json.Marshal(n)
+	for _, field := range []string{`"kind":"promotion_decided"`, `"key":"tidemark-11"`, `"seq":11`, `"time":`, `"env":"prod"`, `"plan":"p2"`, `"outcome":"rejected"`, `"codes":["historical_gap"]`, `"message":`} {
+		if !strings.Contains(string(b), field) {
+			t.Errorf("the document lacks %s: %s", field, b)
+		}
+	}
+	if n := Of(rec(12, 0, 0, events.EnvironmentRolledBack{Env: "prod", ToGeneration: 1, Generation: 3}), ""); n == nil || n.Kind != KindRollback || n.Env != "prod" {
+		t.Fatalf("rollback: %+v", n)
+	}
+	if n := Of(rec(13, 0, 0, events.IntervalsCompleted{Snapshot: "e@v1"}), ""); n != nil {
+		t.Fatalf("a completion made a notice: %+v", n)
+	}
+}
