@@ -19,6 +19,7 @@ import (
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/notify"
 	"github.com/tidemark/tidemark/warehouse"
 	"github.com/tidemark/tidemark/work"
 	"github.com/tidemark/tidemark/work/sqlrun"
@@ -92,6 +93,8 @@ var documented = map[string]any{
 	"DiffReply":  sqlrun.DiffReply{},
 	"ModelDiff":  sqlrun.ModelDiff{},
 	"ChangedRow": warehouse.ChangedRow{},
+	// JSON only: what serve --notify-url POSTs.
+	"Notice": notify.Notice{},
 }
 
 var (
@@ -308,5 +311,31 @@ func TestWireDocCommandExample(t *testing.T) {
 	}
 	if ev.Causation != c.ID || ev.Digest != commands.Digest(c) {
 		t.Fatalf("the example event (causation %s, digest %s) is not the command's (%s, %s)", ev.Causation, ev.Digest, c.ID, commands.Digest(c))
+	}
+}
+
+// TestNotificationExample: the document's notification example is a
+// Notice, with no key the code does not write.
+func TestNotificationExample(t *testing.T) {
+	_, lines := docTables(t)
+	var b strings.Builder
+	section, in := false, false
+	for _, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "## "):
+			section = strings.HasPrefix(l, "## Notifications")
+		case section && l == "```json":
+			in = true
+		case in && l == "```":
+			in, section = false, false
+		case in:
+			b.WriteString(l + "\n")
+		}
+	}
+	dec := json.NewDecoder(strings.NewReader(b.String()))
+	dec.DisallowUnknownFields()
+	var n notify.Notice
+	if err := dec.Decode(&n); err != nil || n.Kind == "" || n.Key == "" || n.Seq == 0 {
+		t.Fatalf("the notification example %q: %+v %v", b.String(), n, err)
 	}
 }
