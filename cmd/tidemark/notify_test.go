@@ -329,3 +329,23 @@ func startWorkerStop(t *testing.T, natsURL, command string) func() {
 	t.Cleanup(stop)
 	return stop
 }
+
+// TestNotifyFlags: a --notify-url that is not an http(s) URL, or a
+// --notify-attempts below 1, is a usage error naming the flag (exit 2),
+// before anything starts.
+func TestNotifyFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--notify-url", "hooks.example.com/x"}, `--notify-url "hooks.example.com/x": want an http:// or https:// URL`},
+		{[]string{"--notify-url", "ftp://example.com/x"}, `--notify-url "ftp://example.com/x"`},
+		{[]string{"--notify-url", "http://127.0.0.1:1/x", "--notify-attempts", "0"}, "--notify-attempts 0: at least 1"},
+		{[]string{"--notify-url", "http://127.0.0.1:1/x", "--notify-late-every", "0s"}, "--notify-late-every 0s: more than 0"},
+	} {
+		args := append([]string{"serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:-1", "--http", ""}, c.args...)
+		if _, stderr, code := runCLI(t, args...); code != 2 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d %s, want 2 and %q", c.args, code, stderr, c.want)
+		}
+	}
+}
