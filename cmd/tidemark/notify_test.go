@@ -344,7 +344,11 @@ func TestNotifyFlags(t *testing.T) {
 		{[]string{"--notify-url", "http://127.0.0.1:1/x", "--notify-late-every", "0s"}, "--notify-late-every 0s: more than 0"},
 	} {
 		args := append([]string{"serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:-1", "--http", ""}, c.args...)
-		if _, stderr, code := runCLI(t, args...); code != 2 || !strings.Contains(stderr, c.want) {
+		// A serve that starts runs until the bound, then stops (exit 0).
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		_, stderr, code := runCLIWithin(ctx, args...)
+		cancel()
+		if code != 2 || !strings.Contains(stderr, c.want) {
 			t.Errorf("%v: exit %d %s, want 2 and %q", c.args, code, stderr, c.want)
 		}
 	}
