@@ -1,0 +1,112 @@
+package notify
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestSendRounds: a failing endpoint gets Attempts attempts per round;
+// when a round is exhausted the notifier says so in the log (an error)
+// and, after Pause, sends the same notice again with the same key, until
+// it is acknowledged: nothing is dropped. A 4xx other than 408, 425 and
+// 429 refuses the notice for good (logged; sent once).
+func TestSendRounds(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		codes  []int // answers, in order; then 200
+		sent   int
+		rounds int // "attempts exhausted" errors logged
+		logged string
+	}{
+		{name: "5xx then 200", codes: []int{500, 503, 502, 500, 500}, sent: 6, rounds: 2, logged: "attempts exhausted"},
+		{name: "429 and 408 retried", codes: []int{429, 408}, sent: 3, rounds: 1, logged: "attempts exhausted"},
+		{name: "400 refused", codes: []int{400}, sent: 1, logged: "refused by the endpoint"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var keys []string
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				keys = append(keys, r.Header.Get("Idempotency-Key"))
+				n := len(keys)
+				mu.Unlock()
+				if n <= len(c.codes) {
+					w.WriteHeader(c.codes[n-1])
+					return
+				}
+				w.WriteHeader(http.StatusNoContent)
+			}))
+			defer srv.Close()
+			var buf bytes.Buffer
+			var bmu sync.Mutex
+			log := slog.New(slog.NewTextHandler(&lockedWriter{w: &buf, mu: &bmu}, nil))
+			n := &Notifier{URL: srv.URL, Attempts: 2, Backoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond, Pause: time.Millisecond}
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			if err := n.send(ctx, log, &Notice{Kind: KindPromotion, Key: "tidemark-7", Seq: 7}); err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(keys) != c.sent {
+				t.Fatalf("sent %d times, want %d", len(keys), c.sent)
+			}
+			for _, k := range keys {
+				if k != "tidemark-7" {
+					t.Fatalf("keys %v", keys)
+				}
+			}
+			bmu.Lock()
+			out := buf.String()
+			bmu.Unlock()
+			if got := strings.Count(out, "attempts exhausted"); got != c.rounds || !strings.Contains(out, c.logged) {
+				t.Fatalf("%d rounds exhausted, want %d; log:\n%s", got, c.rounds, out)
+			}
+		})
+	}
+}
+
+type lockedWriter struct {
+	w  *bytes.Buffer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// TestSendStopsWithItsContext: a hung endpoint holds send only until its
+// context ends.
+func TestSendStopsWithItsContext(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	n := &Notifier{URL: srv.URL, Attempts: 1, Pause: time.Hour}
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- n.send(ctx, slog.New(slog.DiscardHandler), &Notice{Key: "k"}) }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("send returned nil on a hung endpoint")
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("send did not return when its context ended")
+	}
+}
