@@ -96,7 +96,7 @@ func TestSendStopsWithItsContext(t *testing.T) {
 	}))
 	defer srv.Close()
 	defer close(release)
-	n := &Notifier{URL: srv.URL, Attempts: 1, Pause: time.Hour}
+	n := &Notifier{URL: srv.URL, Attempts: 1, Pause: time.Hour, Client: &http.Client{}}
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
 	done := make(chan error, 1)
