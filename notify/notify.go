@@ -86,6 +86,8 @@ type Notifier struct {
 	View func(fn func(st *projections.State))
 	// Now is the clock lateness is judged at. Default time.Now.
 	Now func() time.Time
+	// Logger logs each delivery and failure. Default: Log's logger.
+	Logger *slog.Logger
 	// Dashboard is the dashboard's base URL, for each notice's link.
 	Dashboard string
 	// Client sends the POSTs. Default: a client with DefaultTimeout.
@@ -214,7 +216,11 @@ type item struct {
 // it each time its engine becomes the writer), it prepares again: it
 // starts after the cursor as saved now.
 func (n *Notifier) Run(ctx context.Context) error {
-	log := n.Log.Logger().With("subsystem", "notify")
+	log := n.Logger
+	if log == nil {
+		log = n.Log.Logger()
+	}
+	log = log.With("subsystem", "notify")
 	for {
 		err := n.runOnce(ctx, log)
 		if ctx.Err() != nil {

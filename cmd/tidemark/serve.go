@@ -231,7 +231,7 @@ func newServeCmd() *cobra.Command {
 			// lateness changes, read from the stream after a cursor of
 			// their own, fixed before any command is accepted.
 			if notifier.URL != "" {
-				notifier.Log, notifier.View, notifier.Now = eng, eng.Projection().Read, eng.Now
+				notifier.Log, notifier.View, notifier.Now, notifier.Logger = eng, eng.Projection().Read, eng.Now, log
 				if err := notifier.Prepare(ctx); err != nil {
 					eng.Close(context.WithoutCancel(ctx))
 					return &exitError{kind: usage, err: err}
