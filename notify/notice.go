@@ -10,6 +10,7 @@ import (
 
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/projections"
+	"github.com/tidemark/tidemark/views"
 )
 
 // The kinds of notice (the field kind).
@@ -163,52 +164,52 @@ type Lateness struct {
 	// Late is set when Frontier is behind Ready by more than one interval
 	// of the incumbent's unit (issue 32's item 1).
 	Late bool
-	// Reason says why, when known: its newest failure's text when that
-	// failure was final (the work was given up), else the upstream models
-	// of the env that are late too.
+	// Reason says why a late incumbent is, when known: its newest
+	// failure's text when that failure was final (the work was given up),
+	// else the upstream models of the env that are late too.
 	Reason string
 }
 
 // Late measures every environment's incumbents at now (the caller's
-// clock: notify reads the wall clock, never decide or the projections).
-// Environments by name, models in dependency order.
+// clock: notify reads the wall clock, never decide or the projections),
+// by env and model. Frontier and readiness frontier are views.Fresh's
+// (the dashboard's and /metrics' tidemark_model_lateness_seconds); the
+// bound, one interval of the incumbent's unit, is issue 32's item 1's
+// default freshness.
 func Late(st *projections.State, now time.Time) []Lateness {
-	names := make([]string, 0, len(st.Envs))
-	for n := range st.Envs {
-		names = append(names, n)
+	fresh := views.Fresh(st, now)
+	out := make([]Lateness, 0, len(fresh))
+	late := map[string]bool{}
+	for _, f := range fresh {
+		sn, ok := st.Snapshots[f.Snapshot]
+		if !ok || sn.Schedule.IsZero() {
+			continue
+		}
+		unit := sn.Schedule.Unit()
+		l := Lateness{Env: f.Env, Model: f.Model, Snapshot: f.Snapshot, Frontier: f.Frontier, Ready: f.Ready}
+		if start := unit.Floor(sn.Start); l.Frontier.Before(start) {
+			l.Frontier = start
+		}
+		l.Late = !l.Ready.IsZero() && unit.Add(l.Frontier, 1).Before(l.Ready)
+		late[lateKey(l.Env, l.Model)] = l.Late
+		out = append(out, l)
 	}
-	sort.Strings(names)
-	var out []Lateness
-	for _, env := range names {
-		e := st.Envs[env]
-		late := map[string]bool{}
-		for _, m := range st.DependencyOrder(env) {
-			id := e.Incumbents[m]
-			sn, ok := st.Snapshots[id]
-			if !ok || sn.Schedule.IsZero() {
-				continue
+	for i, l := range out {
+		if !l.Late {
+			continue
+		}
+		if f := st.Failures[l.Snapshot]; f != nil && f.LastSeq > 0 && f.Last.Final {
+			out[i].Reason = "its work was given up: " + f.Last.Error
+			continue
+		}
+		var ups []string
+		for _, up := range st.Snapshots[l.Snapshot].DependsOn {
+			if late[lateKey(l.Env, up)] {
+				ups = append(ups, up)
 			}
-			unit := sn.Schedule.Unit()
-			l := Lateness{Env: env, Model: m, Snapshot: id, Frontier: st.Frontier(id), Ready: sn.Schedule.ReadyFrontier(now)}
-			if start := unit.Floor(sn.Start); l.Frontier.Before(start) {
-				l.Frontier = start
-			}
-			l.Late = !l.Ready.IsZero() && unit.Add(l.Frontier, 1).Before(l.Ready)
-			late[m] = l.Late
-			if f := st.Failures[id]; f != nil && f.LastSeq > 0 && f.Last.Final {
-				l.Reason = "its work was given up: " + f.Last.Error
-			} else {
-				var ups []string
-				for _, up := range sn.DependsOn {
-					if late[up] {
-						ups = append(ups, up)
-					}
-				}
-				if len(ups) > 0 {
-					l.Reason = "upstream late: " + strings.Join(ups, ", ")
-				}
-			}
-			out = append(out, l)
+		}
+		if len(ups) > 0 {
+			out[i].Reason = "upstream late: " + strings.Join(ups, ", ")
 		}
 	}
 	return out

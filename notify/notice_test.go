@@ -67,13 +67,14 @@ func TestLate(t *testing.T) {
 		{name: "one interval behind", cover: 10, now: hr(11).Add(59 * time.Minute)},
 		{name: "two intervals behind", cover: 10, now: hr(12), late: true, reasonAg: "upstream late: events"},
 		{name: "given up", cover: 10, now: hr(13), failed: true, late: true, reasonEv: "its work was given up: exit status 3", reasonAg: "upstream late: events"},
+		{name: "given up, on time", cover: 10, now: hr(11), failed: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ls := Late(prod(t, c.cover, c.failed), c.now)
-			if len(ls) != 2 || ls[0].Model != "events" || ls[1].Model != "agg" {
-				t.Fatalf("want events then agg, got %+v", ls)
+			if len(ls) != 2 || ls[0].Model != "agg" || ls[1].Model != "events" {
+				t.Fatalf("want agg then events, got %+v", ls)
 			}
-			for i, want := range []string{c.reasonEv, c.reasonAg} {
+			for i, want := range []string{c.reasonAg, c.reasonEv} {
 				l := ls[i]
 				if l.Late != c.late || l.Reason != want || !l.Frontier.Equal(hr(c.cover)) || l.Env != "prod" || l.Snapshot != l.Model+"@v1" {
 					t.Errorf("%s: %+v, want late %v reason %q", l.Model, l, c.late, want)

@@ -44,6 +44,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/projections"
 )
@@ -107,7 +108,41 @@ type Notifier struct {
 	prepared bool
 	cur      cursor
 	late     map[string]string
+	metrics  *Metrics
 }
+
+// Metrics counts what the notifier sent: tidemark_notifications_total
+// {kind, outcome} (outcome delivered: acknowledged; refused: a 4xx, not
+// sent again) and tidemark_notification_failures_total (attempts that
+// failed and will be retried), every series present from the start.
+type Metrics struct {
+	sent   *prometheus.CounterVec
+	failed prometheus.Counter
+}
+
+// NewMetrics registers the notifier's metrics on reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		sent: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tidemark_notifications_total",
+			Help: "Notifications (serve --notify-url) acknowledged by the endpoint (outcome delivered) or refused by it for good (outcome refused), by kind."}, []string{"kind", "outcome"}),
+		failed: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_notification_failures_total",
+			Help: "Attempts at a notification that failed (network error, timeout, 408, 425, 429, 5xx) and will be retried."}),
+	}
+	for _, k := range []string{KindPromotion, KindRollback, KindRestatement, KindWorkFailed, KindLate, KindOnTime} {
+		for _, o := range []string{"delivered", "refused"} {
+			m.sent.WithLabelValues(k, o)
+		}
+	}
+	for _, c := range []prometheus.Collector{m.sent, m.failed} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("notify: metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// SetMetrics makes n count what it sends in m.
+func (n *Notifier) SetMetrics(m *Metrics) { n.metrics = m }
 
 // Validate checks the settings serve's flags give (a zero Attempts,
 // Backoff, … set in code takes its default).
@@ -385,6 +420,7 @@ func (n *Notifier) send(ctx context.Context, log *slog.Logger, notice *Notice) e
 		for attempt := 1; attempt <= attempts; attempt++ {
 			retryable, after, err := n.post(ctx, notice.Key, body)
 			if err == nil {
+				n.count(notice.Kind, "delivered")
 				log.Info("notification delivered", "kind", notice.Kind, "key", notice.Key, "seq", notice.Seq, "attempt", attempt, "round", round)
 				return nil
 			}
@@ -392,10 +428,14 @@ func (n *Notifier) send(ctx context.Context, log *slog.Logger, notice *Notice) e
 				return ctx.Err()
 			}
 			if !retryable {
+				n.count(notice.Kind, "refused")
 				log.Error("notification refused by the endpoint; it is not sent again", "kind", notice.Kind, "key", notice.Key, "seq", notice.Seq, "err", err)
 				return nil
 			}
 			last = err
+			if n.metrics != nil {
+				n.metrics.failed.Inc()
+			}
 			if attempt == attempts {
 				break
 			}
@@ -447,6 +487,12 @@ func (n *Notifier) post(ctx context.Context, key string, body []byte) (retryable
 		return true, after, err
 	}
 	return false, after, err
+}
+
+func (n *Notifier) count(kind, outcome string) {
+	if n.metrics != nil {
+		n.metrics.sent.WithLabelValues(kind, outcome).Inc()
+	}
 }
 
 func (n *Notifier) pause() time.Duration {

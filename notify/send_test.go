@@ -3,6 +3,7 @@ package notify
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -10,7 +11,35 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 )
+
+// gather is every series of reg by name and labels (name{k="v",…}) with
+// its value.
+func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+			}
+			name := mf.GetName()
+			if len(labels) > 0 {
+				name += "{" + strings.Join(labels, ",") + "}"
+			}
+			out[name] = m.GetCounter().GetValue()
+		}
+	}
+	return out
+}
 
 // TestSendRounds: a failing endpoint gets Attempts attempts per round;
 // when a round is exhausted the notifier says so in the log (an error)
@@ -48,6 +77,12 @@ func TestSendRounds(t *testing.T) {
 			var bmu sync.Mutex
 			log := slog.New(slog.NewTextHandler(&lockedWriter{w: &buf, mu: &bmu}, nil))
 			n := &Notifier{URL: srv.URL, Attempts: 2, Backoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond, Pause: time.Millisecond}
+			reg := prometheus.NewRegistry()
+			m, err := NewMetrics(reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n.SetMetrics(m)
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
 			if err := n.send(ctx, log, &Notice{Kind: KindPromotion, Key: "tidemark-7", Seq: 7}); err != nil {
@@ -68,6 +103,31 @@ func TestSendRounds(t *testing.T) {
 			bmu.Unlock()
 			if got := strings.Count(out, "attempts exhausted"); got != c.rounds || !strings.Contains(out, c.logged) {
 				t.Fatalf("%d rounds exhausted, want %d; log:\n%s", got, c.rounds, out)
+			}
+			delivered, refused := 1, 0
+			if c.codes[0] == 400 {
+				delivered, refused = 0, 1
+			}
+			got := gather(t, reg)
+			for series, n := range map[string]int{
+				"tidemark_notification_failures_total":                                       c.sent - delivered - refused,
+				`tidemark_notifications_total{kind="promotion_decided",outcome="delivered"}`: delivered,
+				`tidemark_notifications_total{kind="promotion_decided",outcome="refused"}`:   refused,
+				`tidemark_notifications_total{kind="late",outcome="delivered"}`:              0,
+			} {
+				if v, ok := got[series]; !ok || v != float64(n) {
+					t.Errorf("%s = %v (present %v), want %d", series, v, ok, n)
+				}
+			}
+			if len(got) != 13 {
+				t.Errorf("%d series, want 13 (every kind and outcome from the start): %v", len(got), got)
+			}
+			mfs, err := reg.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if probs, err := promlint.NewWithMetricFamilies(mfs).Lint(); err != nil || len(probs) > 0 {
+				t.Errorf("promlint: %v %v", probs, err)
 			}
 		})
 	}

@@ -232,6 +232,12 @@ func newServeCmd() *cobra.Command {
 			// their own, fixed before any command is accepted.
 			if notifier.URL != "" {
 				notifier.Log, notifier.View, notifier.Now, notifier.Logger = eng, eng.Projection().Read, eng.Now, log
+				m, err := notify.NewMetrics(eng.Registry())
+				if err != nil {
+					eng.Close(context.WithoutCancel(ctx))
+					return &exitError{kind: usage, err: err}
+				}
+				notifier.SetMetrics(m)
 				if err := notifier.Prepare(ctx); err != nil {
 					eng.Close(context.WithoutCancel(ctx))
 					return &exitError{kind: usage, err: err}
