@@ -1,7 +1,11 @@
 package main
 
 import (
+	"html"
+	"io"
+	"net/http"
 	"os"
+	"regexp"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -122,6 +126,40 @@ func TestExitRejectedPromotion(t *testing.T) {
 	}
 	checkExits(t, []exitCase{
 		{"promote rejected", []string{"promote", "r1", "--nats-url", s.nats}, exitFailed, "promotion of r1 rejected"},
-		{"explain of the rejection", []string{"explain", "r1", "--nats-url", s.nats}, exitOK, ""},
 	})
+
+	// The decision's page says how to re-check it from the log: that
+	// command runs, and explains this decision.
+	var page string
+	eventually(t, "the dashboard links the decision", 30*time.Second, func() bool {
+		m := regexp.MustCompile(`/decisions/[0-9]+`).FindString(httpGet(t, s.http+"/"))
+		if m != "" {
+			page = httpGet(t, s.http+m)
+		}
+		return m != ""
+	})
+	m := regexp.MustCompile(`Re-check it from the log: <code>([^<]*)</code>`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("the decision page prints no command to re-check it:\n%s", page)
+	}
+	args := strings.Fields(html.UnescapeString(m[1]))
+	if len(args) < 2 || args[0] != "tidemark" {
+		t.Fatalf("the page prints %q", m[1])
+	}
+	out, stderr, code := runCLI(t, append(args[1:], "--nats-url", s.nats)...)
+	if code != exitOK || !strings.Contains(out, "plan r1 for prod") || !strings.Contains(out, "REJECTED") {
+		t.Fatalf("%s: exit %d %s %s", m[1], code, out, stderr)
+	}
+}
+
+// httpGet is url's body ("" when it cannot be read).
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }
