@@ -58,6 +58,11 @@ func TestExitTable(t *testing.T) {
 			{"apply bad cron", []string{"apply", "-f", badCron, "--nats-url", u}, exitUsage, "cron"},
 			{"events get not a seq", []string{"events", "get", "x", "--nats-url", u}, exitUsage, "want a stream sequence"},
 			{"restate without range", []string{"restate", "--env", "prod", "--model", "page_views", "--nats-url", u}, exitUsage, "--range is required"},
+			{"audit bad time", []string{"audit", "--since", "yesterday", "--nats-url", u}, exitUsage, "--since: want RFC 3339"},
+			{"events tail bad from", []string{"events", "tail", "--from", "x", "--nats-url", u}, exitUsage, "--from"},
+			{"worker without a way to compute", []string{"worker", "--nats-url", u}, exitUsage, "exactly one of --exec"},
+			{"scenario file missing", []string{"scenario", "run", filepath.Join(dir, "none.yaml")}, exitUsage, "none.yaml"},
+			{"replay of no data dir", []string{"replay", "--data-dir", filepath.Join(dir, "none")}, exitUsage, "none"},
 			// Found by the server.
 			{"plan bad version", []string{"plan", "--env", "prod", "--set", "page_views=v 1", "--nats-url", u}, exitUsage, "invalid"},
 			{"plan bad env", []string{"plan", "--env", "pr od", "--set", "page_views=v1", "--nats-url", u}, exitUsage, "invalid: env"},
@@ -80,6 +85,9 @@ func TestExitTable(t *testing.T) {
 			{"audit explain unknown plan", []string{"audit", "explain", "nope", "--nats-url", u}, exitNotFound, "nope"},
 			{"events get unknown seq", []string{"events", "get", "999999", "--nats-url", u}, exitNotFound, "999999"},
 			{"rollback unknown env", []string{"rollback", "--env", "nope", "--nats-url", u}, exitNotFound, "not_found"},
+			{"status unknown env", []string{"status", "--env", "nope", "--nats-url", u}, exitNotFound, "not_found"},
+			{"repairs unknown env", []string{"repairs", "--env", "nope", "--nats-url", u}, exitNotFound, "not_found"},
+			{"status beyond the stream", []string{"status", "--at-seq", "999999", "--nats-url", u}, exitNotFound, "--at-seq 999999: the stream ends at seq"},
 			{"restate unknown env", []string{"restate", "--env", "nope", "--model", "page_views", "--range", future, "--nats-url", u}, exitNotFound, "not_found"},
 			{"restate unknown model", []string{"restate", "--env", "prod", "--model", "nope", "--range", future, "--nats-url", u}, exitNotFound, "not_found"},
 		})

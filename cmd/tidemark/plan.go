@@ -58,6 +58,9 @@ plan PLAN built before (after Ctrl-C, or a --wait that ran out).`,
 			}
 			r, err := request(cmd, f.natsURL, &commands.BuildPlan{Plan: id, Env: env, Versions: versions, Changed: len(versions) == 0,
 				MaxTrailingGapAdvances: trailing, MaxCatchUpAdvances: catchUp, Meta: commands.Meta{Actor: "cli"}})
+			if err != nil && cmd.Context().Err() != nil {
+				return &exitError{kind: failed, err: fmt.Errorf("interrupted while plan %s was being built: it may be built (`tidemark status` lists the plans in flight; `tidemark plan --wait D %s` waits for it): %w", id, id, err)}
+			}
 			if err != nil {
 				return err
 			}

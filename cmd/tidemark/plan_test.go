@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -180,27 +182,30 @@ func TestPlanWaitInterruptedAndResumed(t *testing.T) {
 	if out, stderr, code := runCLI(t, "apply", "-f", models, "--nats-url", s.nats); code != 0 {
 		t.Fatalf("apply: exit %d %s %s", code, out, stderr)
 	}
+	// The CLI as a user runs it; its context's end is Ctrl-C.
 	ctx, cancel := context.WithCancel(t.Context())
-	type result struct {
-		out, stderr string
-		code        int
-	}
-	done := make(chan result, 1)
-	go func() {
-		out, stderr, code := runCLIWithin(ctx, "plan", "--env", "prod", "--set", "events=v1", "--id", "w1", "--nats-url", s.nats, "--wait", "10m")
-		done <- result{out, stderr, code}
-	}()
-	eventually(t, "the plan is in flight", time.Minute, func() bool {
-		out, _, _ := runCLI(t, "status", "--nats-url", s.nats)
-		return strings.Contains(out, "plan in flight: w1")
-	})
-	cancel() // Ctrl-C
-	var r result
+	defer cancel()
+	root := newRootCmd()
+	var out bytes.Buffer
+	er, ew := io.Pipe()
+	root.SetOut(&out)
+	root.SetErr(ew)
+	root.SetArgs([]string{"plan", "--env", "prod", "--set", "events=v1", "--id", "w1", "--nats-url", s.nats, "--wait", "10m"})
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx); ew.Close() }()
+	errLines := follow(er)
+	errLines.await(t, `^plan w1: backfill 0s of 24h0m0s \(0%\)$`, time.Minute) // waiting
+	cancel()
+	var werr error
 	select {
-	case r = <-done:
+	case werr = <-done:
 	case <-time.After(time.Minute):
 		t.Fatal("plan --wait did not return within a minute of its context's end")
 	}
+	r := struct {
+		out, stderr string
+		code        int
+	}{out.String(), fmt.Sprint(werr), exitCode(werr)}
 	m := regexp.MustCompile("plan w1 is built and stays; its backfill goes on: `(tidemark plan --wait 10m0s w1 --nats-url [^`]+)` waits again").FindStringSubmatch(r.stderr)
 	if r.code != exitFailed || m == nil || !strings.Contains(r.stderr, "`tidemark promote w1 --nats-url "+s.nats+"` once it is computed") {
 		t.Fatalf("interrupted: exit %d %s %s", r.code, r.out, r.stderr)
@@ -229,6 +234,14 @@ func TestPlanWaitInterruptedAndResumed(t *testing.T) {
 	}
 	if _, stderr, code := runCLI(t, strings.Fields(m[1])[1:]...); code != 0 || !strings.Contains(stderr, "plan w1: backfill complete") {
 		t.Fatalf("%s: exit %d %s", m[1], code, stderr)
+	}
+
+	// Interrupted before the build's reply: the plan may be built.
+	gone, stop := context.WithCancel(t.Context())
+	stop()
+	if _, stderr, code := runCLIWithin(gone, "plan", "--env", "prod", "--set", "events=v1", "--id", "w2", "--nats-url", s.nats); code != exitFailed ||
+		!strings.Contains(stderr, "interrupted while plan w2 was being built: it may be built") {
+		t.Fatalf("interrupted build: exit %d %s", code, stderr)
 	}
 
 	checkExits(t, []exitCase{
