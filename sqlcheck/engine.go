@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"sync"
 	"time"
 
 	"github.com/tidemark/tidemark/commands"
@@ -51,6 +52,8 @@ func ForEngine(read func(func(*projections.State))) func(context.Context, comman
 			deps = append(deps, c.DependsOn...)
 		}
 		var defs map[string]Model // read once, when some registration has SQL to check
+		errs := make([]error, len(regs))
+		var wg sync.WaitGroup
 		for i, c := range regs {
 			if c.SQL == "" && c.SnapshotKind != events.Seed {
 				continue
@@ -60,12 +63,24 @@ func ForEngine(read func(func(*projections.State))) func(context.Context, comman
 				read(func(st *projections.State) { defs = latest(st, deps, set) })
 				maps.Copy(defs, set)
 			}
-			if err := check(ctx, sem, set[c.Model], defs, prefix(i)); err != nil {
-				return err
-			}
+			// A set's checks run side by side, at most MaxConcurrent at
+			// once (sem); the first refusal in the set's order is the one
+			// returned.
+			wg.Go(func() { errs[i] = check(ctx, sem, set[c.Model], defs, prefix(i)) })
 		}
-		return nil
+		wg.Wait()
+		return firstError(errs)
 	}
+}
+
+// firstError is the first non-nil error of errs, or nil.
+func firstError(errs []error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // check checks m, its upstream models in defs, holding sem while it

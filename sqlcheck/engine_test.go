@@ -78,6 +78,13 @@ func TestForEngine(t *testing.T) {
 	if err := check(t.Context(), set); !errors.As(err, &ce) || ce.Code != commands.CodeInvalid || ce.Field != "snapshots[1].sql" {
 		t.Fatalf("a set's registration reading a column its upstream in the set lacks: got %v, want invalid on snapshots[1].sql", err)
 	}
+	// Checked side by side: the first refusal in the set's order.
+	for range 5 {
+		two := &commands.RegisterSnapshots{Snapshots: append(set.Snapshots[:2:2], commands.RegisterSnapshot{Model: "n", Version: "v1", DependsOn: []string{"events"}, SQL: "SELECT nope FROM events", TimeColumn: "ts"})}
+		if err := check(t.Context(), two); !errors.As(err, &ce) || ce.Field != "snapshots[1].sql" {
+			t.Fatalf("two refusals: got %v, want the first, on snapshots[1].sql", err)
+		}
+	}
 	set.Snapshots = []commands.RegisterSnapshot{{Model: "m", Version: "v1", DependsOn: []string{"events"}, SQL: "SELECT ts, user_id FROM events", TimeColumn: "ts"}}
 	if err := check(t.Context(), set); !errors.As(err, &ce) || ce.Field != "snapshots[0].sql" {
 		t.Fatalf("a set without its upstream's new version: got %v, want invalid on snapshots[0].sql", err)
