@@ -86,7 +86,7 @@ func awaitDecision(parent context.Context, nc *nats.Conn, plan string, after uin
 		return nil, &exitError{kind: usage, err: err}
 	}
 	r, err := eventlog.OpenReader(ctx, js)
-	if err != nil && parent.Err() == nil {
+	if err != nil && ctx.Err() == nil {
 		return nil, &exitError{kind: usage, err: fmt.Errorf("following plan %s: %w", plan, err)}
 	}
 	var d *events.PromotionDecided
