@@ -2,8 +2,6 @@ package main
 
 import (
 	"html"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -140,9 +138,9 @@ func TestExitRejectedPromotion(t *testing.T) {
 	// command runs, and explains this decision.
 	var page string
 	eventually(t, "the dashboard links the decision", 30*time.Second, func() bool {
-		m := regexp.MustCompile(`/decisions/[0-9]+`).FindString(httpGet(t, s.http+"/"))
+		m := regexp.MustCompile(`/decisions/[0-9]+`).FindString(get(t, s.http+"/"))
 		if m != "" {
-			page = httpGet(t, s.http+m)
+			page = get(t, s.http+m)
 		}
 		return m != ""
 	})
@@ -158,16 +156,4 @@ func TestExitRejectedPromotion(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "plan r1 for prod") || !strings.Contains(out, "REJECTED") {
 		t.Fatalf("%s: exit %d %s %s", m[1], code, out, stderr)
 	}
-}
-
-// httpGet is url's body ("" when it cannot be read).
-func httpGet(t *testing.T, url string) string {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		return ""
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b)
 }
