@@ -173,7 +173,12 @@ func decodeMsgpackKeys(body []byte, cmd Command) (err error) {
 		if err != nil {
 			return Errorf(CodeMalformed, k, "%v", err)
 		}
-		if err := msgp.Unmarshal(one, cmd); err != nil {
+		// Unknown keys of nested objects (a registration of a set, an
+		// audit) are refused too, as decodeStrict refuses them.
+		if err := msgp.Decoder(one, func(dec *msgpack.Decoder, _ *bytes.Reader) error {
+			dec.DisallowUnknownFields(true)
+			return dec.Decode(cmd)
+		}); err != nil {
 			return Errorf(CodeMalformed, k, "%v", err)
 		}
 	}

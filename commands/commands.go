@@ -76,10 +76,11 @@ const (
 	KindCancelPlan          = "cancel_plan"
 	KindRollback            = "rollback"
 	KindRestate             = "restate"
+	KindRegisterSnapshots   = "register_snapshots"
 )
 
 // Kinds lists every command kind.
-var Kinds = []string{KindRegisterSnapshot, KindBuildPlan, KindCompleteIntervals, KindInvalidateIntervals, KindAdvanceScheduler, KindPromote, KindFinalize, KindOpenRepairs, KindFailRun, KindStatus, KindCompleteWork, KindFailWork, KindRetireTables, KindCheckWork, KindCancelPlan, KindRollback, KindRestate}
+var Kinds = []string{KindRegisterSnapshot, KindBuildPlan, KindCompleteIntervals, KindInvalidateIntervals, KindAdvanceScheduler, KindPromote, KindFinalize, KindOpenRepairs, KindFailRun, KindStatus, KindCompleteWork, KindFailWork, KindRetireTables, KindCheckWork, KindCancelPlan, KindRollback, KindRestate, KindRegisterSnapshots}
 
 // New returns an empty command of the given kind.
 func New(kind string) (Command, error) {
@@ -118,6 +119,8 @@ func New(kind string) (Command, error) {
 		return &Rollback{}, nil
 	case KindRestate:
 		return &Restate{}, nil
+	case KindRegisterSnapshots:
+		return &RegisterSnapshots{}, nil
 	}
 	return nil, Errorf(CodeInvalid, "kind", "unknown command kind %q", kind)
 }

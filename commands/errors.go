@@ -121,6 +121,11 @@ type Reply struct {
 	// work not all done, their generation still the environment's), by
 	// sequence.
 	Restatements []RestateProgress `msgpack:"restatements,omitempty" json:"restatements,omitempty"`
+	// Registered is set by register_snapshots: the snapshots it
+	// registered, in its order, which are its events (the others of the
+	// set were registered already with the same definitions); omitted on
+	// a duplicate.
+	Registered []string `msgpack:"registered,omitempty" json:"registered,omitempty"`
 }
 
 // RestateProgress is a restatement in flight: its request and the

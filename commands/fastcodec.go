@@ -142,7 +142,7 @@ func (c *CompleteIntervals) DecodeMsgpack(dec *msgpack.Decoder) error {
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (r Reply) EncodeMsgpack(enc *msgpack.Encoder) error {
 	n := msgp.Count(2, r.Code != "", r.Field != "", r.Message != "", r.Seq != 0, r.Duplicate, r.Decision != nil, r.CatchUp != nil,
-		r.Plan != nil, len(r.Advances) > 0, len(r.Repairs) > 0, len(r.Envs) > 0, len(r.Plans) > 0, len(r.Retired) > 0, r.Rollback != nil, r.Restatement != nil, len(r.Restatements) > 0)
+		r.Plan != nil, len(r.Advances) > 0, len(r.Repairs) > 0, len(r.Envs) > 0, len(r.Plans) > 0, len(r.Retired) > 0, r.Rollback != nil, r.Restatement != nil, len(r.Restatements) > 0, len(r.Registered) > 0)
 	if err := enc.EncodeMapLen(n); err != nil {
 		return err
 	}
@@ -191,6 +191,7 @@ func (r Reply) EncodeMsgpack(enc *msgpack.Encoder) error {
 		{"rollback", r.Rollback != nil, r.Rollback},
 		{"restatement", r.Restatement != nil, r.Restatement},
 		{"restatements", len(r.Restatements) > 0, r.Restatements},
+		{"registered", len(r.Registered) > 0, r.Registered},
 	} {
 		if !f.set {
 			continue
@@ -248,6 +249,8 @@ func (r *Reply) DecodeMsgpack(dec *msgpack.Decoder) error {
 			err = dec.Decode(&r.Restatement)
 		case "restatements":
 			err = dec.Decode(&r.Restatements)
+		case "registered":
+			err = dec.Decode(&r.Registered)
 		default:
 			err = dec.Skip()
 		}

@@ -73,6 +73,7 @@ func TestHandWrittenEncodersMatchReflective(t *testing.T) {
 			Work: []events.RestateWork{{Model: "m", Snapshot: "m@v1", Table: "m@v1", Ranges: []interval.Range{r}, Invalidated: []interval.Range{r}}}}},
 		{Accepted: true, Envs: []EnvStatus{{Env: "prod"}}, Restatements: []RestateProgress{{Env: "prod", Model: "m", Snapshot: "m@v1", Ranges: []interval.Range{r}, Run: "restate:c1", Seq: 12,
 			Models: []ModelProgress{{Model: "m", Snapshot: "m@v1", RunKind: events.RunRestate, Batches: 1, Intervals: 1, DueAt: t0}}}}},
+		{Accepted: true, Seq: 9, Events: 2, Registered: []string{"raw@v1", "events@v1"}, Message: "registering 2 snapshot(s)"},
 	} {
 		same(t, "reply", i, rep, replyPlain(rep))
 	}

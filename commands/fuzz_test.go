@@ -39,6 +39,8 @@ func FuzzDecode(f *testing.F) {
 			Audits: []events.AuditOutcome{{Audit: "ids", Count: 1, Columns: []string{"id"}, Sample: [][]string{{""}}}, {Audit: "rows", Passed: true, Error: "x"}}}},
 		&FailWork{FailRun{Meta: Meta{ID: "h"}, Model: "events", Version: "v1", Ranges: []interval.Range{interval.R(t0, t0.Add(time.Hour))}, RunKind: "backfill", Error: "exit status 1", Attempt: 1, Work: "work-3-backfill"}},
 		&Rollback{Meta: Meta{ID: "i"}, Env: "prod", ToGeneration: 2},
+		&RegisterSnapshots{Meta: Meta{ID: "j"}, Snapshots: []RegisterSnapshot{{Model: "raw", Version: "v1", Cron: "@hourly", Start: t0},
+			{Model: "events", Version: "v1", Cron: "@hourly", Start: t0, DependsOn: []string{"raw"}}}},
 	} {
 		for _, asJSON := range []bool{false, true} {
 			b, err := Encode(c, asJSON)

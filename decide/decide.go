@@ -70,6 +70,8 @@ func decideCommand(st *projections.State, cmd commands.Command) (Decision, error
 	switch c := cmd.(type) {
 	case *commands.RegisterSnapshot:
 		return register(st, c)
+	case *commands.RegisterSnapshots:
+		return registerSet(st, c)
 	case *commands.BuildPlan:
 		return buildPlan(st, c)
 	case *commands.CompleteIntervals:

@@ -62,6 +62,7 @@ var documented = map[string]any{
 	"RetiredTable":          commands.RetiredTable{},
 	"Meta":                  commands.Meta{},
 	"register_snapshot":     commands.RegisterSnapshot{},
+	"register_snapshots":    commands.RegisterSnapshots{},
 	"build_plan":            commands.BuildPlan{},
 	"complete_intervals":    commands.CompleteIntervals{},
 	"invalidate_intervals":  commands.InvalidateIntervals{},

@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -254,17 +255,72 @@ func startEmbedded(cfg Config) (*server.Server, error) {
 		}
 		opts.TLSConfig, opts.TLS = tc, true
 	}
+	// A port in use fails here at once, naming it (the server itself
+	// would only log it and never become ready).
+	if err := checkFree(opts.Host, opts.Port, "clients", !opts.DontListen); err != nil {
+		return nil, err
+	}
+	if err := checkFree(opts.Cluster.Host, opts.Cluster.Port, "cluster routes", cfg.ClusterName != ""); err != nil {
+		return nil, err
+	}
 	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("natsnode: embedded server: %w", err)
 	}
+	fatal := make(chan string, 1)
+	s.SetLogger(fatalLog(fatal), false, false)
 	go s.Start()
-	if !s.ReadyForConnections(30 * time.Second) {
+	ready := make(chan bool, 1)
+	go func() { ready <- s.ReadyForConnections(30 * time.Second) }()
+	select {
+	case msg := <-fatal:
+		// A port taken since free looked, or another failure to start.
 		s.Shutdown()
-		return nil, errors.New("natsnode: embedded server did not become ready in 30s")
+		return nil, fmt.Errorf("natsnode: embedded server: %s", msg)
+	case ok := <-ready:
+		if !ok {
+			s.Shutdown()
+			return nil, errors.New("natsnode: embedded server did not become ready in 30s")
+		}
 	}
 	return s, nil
 }
+
+// checkFree is free (a variable so that a test can skip it and see the
+// server's own refusal).
+var checkFree = free
+
+// free checks that the server can listen on host:port (for what), when
+// on and port is not a random one: an error naming the address if not.
+func free(host string, port int, what string, on bool) error {
+	if !on || port <= 0 {
+		return nil
+	}
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("natsnode: cannot listen on %s for %s: %w", addr, what, err)
+	}
+	return l.Close()
+}
+
+// fatalLog is the embedded server's logger: its fatal messages (it could
+// not listen) go to the channel, if there is room; the rest is dropped,
+// as with NoLog.
+type fatalLog chan<- string
+
+func (l fatalLog) Fatalf(format string, v ...any) {
+	select {
+	case l <- fmt.Sprintf(format, v...):
+	default:
+	}
+}
+
+func (fatalLog) Noticef(string, ...any) {}
+func (fatalLog) Warnf(string, ...any)   {}
+func (fatalLog) Errorf(string, ...any)  {}
+func (fatalLog) Debugf(string, ...any)  {}
+func (fatalLog) Tracef(string, ...any)  {}
 
 // checkStoreAccount refuses a store (the server's JetStream directory)
 // whose event stream lives in another account than account, the one the

@@ -1,6 +1,7 @@
 package natsnode
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -105,5 +106,47 @@ func TestCheckStoreAccount(t *testing.T) {
 	}
 	if err := checkStoreAccount(store, "TIDEMARK"); err == nil || !strings.Contains(err.Error(), `account "$G"`) {
 		t.Fatalf("other account: %v", err)
+	}
+}
+
+// A client or cluster port in use fails Start at once, naming the
+// address: checked before the server starts, and, when taken after the
+// check, from the server's own fatal message (without either, Start
+// waited 30 s for a server that never became ready).
+func TestBusyPort(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	addr := held.Addr().String()
+	for _, skipCheck := range []bool{false, true} {
+		if skipCheck {
+			checkFree = func(string, int, string, bool) error { return nil }
+			t.Cleanup(func() { checkFree = free })
+		}
+		for _, c := range []struct {
+			name string
+			cfg  Config
+			say  string
+		}{
+			{"clients", Config{DataDir: t.TempDir(), Listen: addr}, addr},
+			{"cluster", Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", ClusterName: "c", ClusterListen: addr, Routes: []string{"nats://" + addr}}, strings.Split(addr, ":")[1]},
+		} {
+			n, err := Start(t.Context(), c.cfg)
+			if err == nil {
+				n.Close()
+				t.Fatalf("%s (skip check %v): started on a port in use", c.name, skipCheck)
+			}
+			if !strings.Contains(err.Error(), c.say) || strings.Contains(err.Error(), "did not become ready") {
+				t.Fatalf("%s (skip check %v): %v, want it naming %s", c.name, skipCheck, err, c.say)
+			}
+			// The data dir is free again.
+			if n, err := Start(t.Context(), Config{DataDir: c.cfg.DataDir}); err != nil {
+				t.Fatalf("%s: the data dir after the failure: %v", c.name, err)
+			} else {
+				n.Close()
+			}
+		}
 	}
 }

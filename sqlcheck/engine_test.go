@@ -63,4 +63,30 @@ func TestForEngine(t *testing.T) {
 	if err := check(t.Context(), &commands.BuildPlan{Plan: "p", Env: "prod"}); err != nil {
 		t.Fatalf("another command: %v", err)
 	}
+
+	// A set: each registration's upstream models are the set's where it
+	// defines them (events@v3 brings user_id back), the registered
+	// ones' otherwise; a refusal names the registration.
+	set := &commands.RegisterSnapshots{Snapshots: []commands.RegisterSnapshot{
+		{Model: "events", Version: "v3", SQL: "SELECT @start_ts AS ts, 1 AS user_id", TimeColumn: "ts"},
+		{Model: "m", Version: "v1", DependsOn: []string{"events"}, SQL: "SELECT ts, user_id FROM events", TimeColumn: "ts"},
+	}}
+	if err := check(t.Context(), set); err != nil {
+		t.Fatalf("a set reading its own upstream: %v", err)
+	}
+	set.Snapshots[1].SQL = "SELECT ts, account_id FROM events"
+	if err := check(t.Context(), set); !errors.As(err, &ce) || ce.Code != commands.CodeInvalid || ce.Field != "snapshots[1].sql" {
+		t.Fatalf("a set's registration reading a column its upstream in the set lacks: got %v, want invalid on snapshots[1].sql", err)
+	}
+	// Checked side by side: the first refusal in the set's order.
+	for range 5 {
+		two := &commands.RegisterSnapshots{Snapshots: append(set.Snapshots[:2:2], commands.RegisterSnapshot{Model: "n", Version: "v1", DependsOn: []string{"events"}, SQL: "SELECT nope FROM events", TimeColumn: "ts"})}
+		if err := check(t.Context(), two); !errors.As(err, &ce) || ce.Field != "snapshots[1].sql" {
+			t.Fatalf("two refusals: got %v, want the first, on snapshots[1].sql", err)
+		}
+	}
+	set.Snapshots = []commands.RegisterSnapshot{{Model: "m", Version: "v1", DependsOn: []string{"events"}, SQL: "SELECT ts, user_id FROM events", TimeColumn: "ts"}}
+	if err := check(t.Context(), set); !errors.As(err, &ce) || ce.Field != "snapshots[0].sql" {
+		t.Fatalf("a set without its upstream's new version: got %v, want invalid on snapshots[0].sql", err)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -22,7 +23,8 @@ func newApplyCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "apply -f models.yaml|PROJECT_DIR",
 		Short: "Register the models of a model file or a SQLMesh project (unchanged definitions are no-ops; a change is a new version)",
-		Long: "apply registers every model of the file, upstream models first. A model without\n" +
+		Long: "apply registers every model of the file, upstream models first, in one command\n" +
+			"(register_snapshots): all of them or none; a refusal names the model's line. A model without\n" +
 			"`version` gets one derived from its definition (d + 10 hex of its fingerprint), so\n" +
 			"re-applying an unchanged file registers nothing and any change registers a new version.\n" +
 			"An explicit version whose definition changed is refused: give the change a new version.\n\n" +
@@ -68,33 +70,37 @@ type applied struct {
 	at  string
 }
 
-// register sends regs in order (upstream models first) and prints what
-// each did: registered, or unchanged. A version registered with another
-// definition stops it, naming the file's line.
+// register sends regs (upstream models first) as one register_snapshots:
+// all of them are registered or none. It prints what each did:
+// registered, or unchanged. A refusal of one registration names its
+// file's line (a version registered with another definition, a
+// dependency cycle, …).
 func register(cmd *cobra.Command, f clientFlags, regs []applied) error {
-	nc, err := connect(f.natsURL)
-	if err != nil {
-		return err
+	c := &commands.RegisterSnapshots{Meta: commands.Meta{Actor: "cli:apply"}, Snapshots: make([]commands.RegisterSnapshot, len(regs))}
+	for i, a := range regs {
+		c.Snapshots[i] = a.reg
+		c.Snapshots[i].Meta = commands.Meta{}
 	}
-	defer nc.Close()
+	r, err := request(cmd, f.natsURL, c)
+	if err != nil {
+		return placeRefusal(err, r, regs)
+	}
 	type result struct {
 		Snapshot   string `json:"snapshot"`
 		Registered bool   `json:"registered"`
-		Seq        uint64 `json:"seq"`
+		Seq        uint64 `json:"seq,omitempty"`
 	}
-	var results []result
-	for _, a := range regs {
-		reg := a.reg
-		reg.Meta = commands.Meta{Actor: "cli:apply"}
-		r, err := send(cmd.Context(), nc, &reg)
-		if err != nil {
-			var ee *exitError
-			if errors.As(err, &ee) && ee.kind == failed && r.Code == commands.CodeConflict {
-				return &exitError{kind: failed, err: fmt.Errorf("%s: version: %s", a.at, r.Message)}
-			}
-			return err
-		}
-		results = append(results, result{Snapshot: reg.Model + "@" + reg.Version, Registered: r.Events > 0, Seq: r.Seq})
+	// The registered snapshots are the command's events, in its order,
+	// the last at r.Seq.
+	seqs := make(map[string]uint64, len(r.Registered))
+	for i, id := range r.Registered {
+		seqs[id] = r.Seq + 1 - uint64(len(r.Registered)-i)
+	}
+	results := make([]result, len(regs))
+	for i, a := range regs {
+		id := a.reg.Model + "@" + a.reg.Version
+		seq, ok := seqs[id]
+		results[i] = result{Snapshot: id, Registered: ok, Seq: seq}
 	}
 	out := cmd.OutOrStdout()
 	if f.output == "json" {
@@ -111,6 +117,27 @@ func register(cmd *cobra.Command, f clientFlags, regs []applied) error {
 	}
 	fmt.Fprintf(out, "%d model(s), %d registered, %d unchanged\n", len(results), changed, len(results)-changed)
 	return nil
+}
+
+// placeRefusal puts a refusal of register_snapshots naming one of its
+// registrations (field snapshots[i].f) at that registration's file
+// line: "models.yaml:12: version: … (nothing was registered)". Other
+// errors pass unchanged.
+func placeRefusal(err error, r commands.Reply, regs []applied) error {
+	rest, ok := strings.CutPrefix(r.Field, "snapshots[")
+	if !ok {
+		return err
+	}
+	n, field, ok := strings.Cut(rest, "].")
+	i, perr := strconv.Atoi(n)
+	if !ok || perr != nil || i < 0 || i >= len(regs) {
+		return err
+	}
+	var ce *commands.Error
+	if !errors.As(err, &ce) {
+		return err
+	}
+	return &replyError{msg: fmt.Sprintf("%s: %s: %s (nothing was registered)", regs[i].at, field, r.Message), ce: ce}
 }
 
 // isProject reports whether path is a SQLMesh project to apply: a

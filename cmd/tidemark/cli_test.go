@@ -235,6 +235,11 @@ func TestExitCodeMapping(t *testing.T) {
 		{&exitError{kind: usage, err: fmt.Errorf("x: %w", transport.ErrNoService)}, exitUnreachable},
 		{&exitError{kind: failed, err: fmt.Errorf("x: %w", &commands.Error{Code: commands.CodeNotFound})}, exitNotFound},
 		{&exitError{kind: failed, err: fmt.Errorf("x: %w", &commands.Error{Code: commands.CodeConflict})}, exitFailed},
+		{&exitError{kind: failed, err: fmt.Errorf("x: %w", &commands.Error{Code: commands.CodeInvalid})}, exitUsage},
+		{&exitError{kind: failed, err: fmt.Errorf("x: %w", &commands.Error{Code: commands.CodeLimit})}, exitUsage},
+		{&exitError{kind: failed, err: fmt.Errorf("x: %w", &commands.Error{Code: commands.CodeUnavailable})}, exitUnreachable},
+		{rejection("not_found", "no plan"), exitNotFound},
+		{rejection("", "the warehouse failed"), exitFailed},
 		{&exitError{kind: usage, err: &net.OpError{Op: "dial", Err: errors.New("no route to host")}}, exitUnreachable},
 		{&exitError{kind: usage, err: &net.OpError{Op: "listen", Err: errors.New("address already in use")}}, exitUsage},
 	} {

@@ -2,14 +2,12 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/web"
 	"github.com/tidemark/tidemark/work/sqlrun"
@@ -35,16 +33,7 @@ func newDiffCmd() *cobra.Command {
 				return err
 			}
 			if rep.Error != "" {
-				kind := failed
-				switch commands.Code(rep.Code) {
-				case commands.CodeNotFound:
-					kind = notFound
-				case commands.CodeInvalid:
-					kind = usage
-				case commands.CodeUnavailable:
-					kind = unavailable
-				}
-				return &exitError{kind: kind, err: errors.New(rep.Error)}
+				return rejection(rep.Code, rep.Error)
 			}
 			out := cmd.OutOrStdout()
 			if output == "json" {

@@ -11,6 +11,8 @@ import (
 	"github.com/tidemark/tidemark/replay"
 )
 
+// newExplainCmd is `tidemark explain PLAN`, also `tidemark audit
+// explain PLAN` (the decision pages print the first).
 func newExplainCmd() *cobra.Command {
 	var s storeFlags
 	var output string

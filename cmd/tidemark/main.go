@@ -31,10 +31,10 @@ const (
 // exitHelp documents the exit statuses in tidemark --help.
 const exitHelp = `Exit status:
   0  accepted / ok
-  1  rejected, or a check failed (promotion rejected, rollback refused, replay --verify divergence, damaged stream)
-  2  usage error or invalid input
-  3  not found (a command rejected with code not_found, a plan or event sequence the stream does not hold)
-  4  unreachable (no server or no tidemark service, connection refused, timeout)`
+  1  rejected, or a check failed (promotion rejected, rollback refused, a conflict, verify or diff finding rows that differ, replay --verify divergence, damaged stream)
+  2  usage error or invalid input, wherever it is found (a bad flag, or a command the server refuses as invalid, malformed, too_large or limit_exceeded)
+  3  not found (a command rejected with code not_found, an unknown plan, environment or model, a plan or event sequence the stream does not hold)
+  4  unreachable (no server or no tidemark service, connection refused, timeout, a server refusing with unavailable or rate_limited)`
 
 // failure is what kind of failure a command reports; exitCode turns it
 // into an exit status.
@@ -56,10 +56,13 @@ type exitError struct {
 func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
-// exitCode picks the exit status for err (nil: 0). Unreachable servers
-// and not_found rejections are recognised from the typed errors wrapped
-// anywhere in err; otherwise the kind of an exitError decides, and any
-// other error (cobra's flag and argument errors) is a usage error.
+// exitCode picks the exit status for err (nil: 0): the one place that
+// maps failures to statuses. Unreachable servers are recognised from the
+// typed errors wrapped anywhere in err; then a command rejection
+// (*commands.Error, from the engine or a warehouse reply) decides by its
+// code (codeExit), wherever it was detected; then the kind of an
+// exitError; any other error (cobra's flag and argument errors) is a
+// usage error.
 func exitCode(err error) int {
 	if err == nil {
 		return exitOK
@@ -68,8 +71,8 @@ func exitCode(err error) int {
 		return exitUnreachable
 	}
 	var ce *commands.Error
-	if errors.As(err, &ce) && ce.Code == commands.CodeNotFound {
-		return exitNotFound
+	if errors.As(err, &ce) {
+		return codeExit(ce.Code)
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {
@@ -84,6 +87,42 @@ func exitCode(err error) int {
 	}
 	return exitUsage
 }
+
+// codeExit is the exit status of a command rejected with code c: invalid
+// input (the server's own validation included) is 2, an unknown name 3,
+// a server that could not do it now 4, any other refusal (a conflict, a
+// reused id, a stale generation) 1.
+func codeExit(c commands.Code) int {
+	switch c {
+	case commands.CodeInvalid, commands.CodeMalformed, commands.CodeTooLarge, commands.CodeLimit:
+		return exitUsage
+	case commands.CodeNotFound:
+		return exitNotFound
+	case commands.CodeUnavailable, commands.CodeRateLimited:
+		return exitUnreachable
+	}
+	return exitFailed
+}
+
+// rejection is a refusal a warehouse reply carries as text and code:
+// with a code, an error that reads as msg and wraps the *commands.Error
+// exitCode maps; without, a failure.
+func rejection(code, msg string) error {
+	if code == "" {
+		return &exitError{kind: failed, err: errors.New(msg)}
+	}
+	return &replyError{msg: msg, ce: &commands.Error{Code: commands.Code(code), Message: msg}}
+}
+
+// replyError is a warehouse reply's refusal: its text (which names its
+// code already) and the code, for exitCode.
+type replyError struct {
+	msg string
+	ce  *commands.Error
+}
+
+func (e *replyError) Error() string { return e.msg }
+func (e *replyError) Unwrap() error { return e.ce }
 
 // unreachable reports whether err says the server could not be reached.
 func unreachable(err error) bool {

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,8 +13,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
@@ -26,7 +30,7 @@ func newPlanCmd() *cobra.Command {
 	var trailing, catchUp int
 	var wait time.Duration
 	cmd := &cobra.Command{
-		Use:   "plan --env ENV [--set MODEL=VERSION...]",
+		Use:   "plan --env ENV [--set MODEL=VERSION...] | plan --wait D PLAN",
 		Short: "Build a plan on the server: capture incumbents and frontiers, fix the backfill set",
 		Long: `Build a plan on the server: capture incumbents and frontiers, fix the backfill set.
 
@@ -37,9 +41,15 @@ not serve yet. With --set, exactly the versions given.
 A file reverted to an earlier definition applies as "unchanged" (that
 version is registered already), so it is not its model's latest version
 and a plan without --set does not choose it: set it with --set
-MODEL=VERSION (apply printed the version).`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+MODEL=VERSION (apply printed the version).
+
+plan --wait D PLAN builds nothing: it waits again for the backfill of the
+plan PLAN built before (after Ctrl-C, or a --wait that ran out).`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				return resumeWait(cmd, f, args[0], wait)
+			}
 			versions := map[string]string{}
 			for _, s := range set {
 				m, v, ok := strings.Cut(s, "=")
@@ -53,6 +63,9 @@ MODEL=VERSION (apply printed the version).`,
 			}
 			r, err := request(cmd, f.natsURL, &commands.BuildPlan{Plan: id, Env: env, Versions: versions, Changed: len(versions) == 0,
 				MaxTrailingGapAdvances: trailing, MaxCatchUpAdvances: catchUp, Meta: commands.Meta{Actor: "cli"}})
+			if err != nil && cmd.Context().Err() != nil {
+				return &exitError{kind: failed, err: fmt.Errorf("interrupted while plan %s was being built: it may be built (`tidemark status` lists the plans in flight; `tidemark plan --wait D %s` waits for it): %w", id, id, err)}
+			}
 			if err != nil {
 				return err
 			}
@@ -120,6 +133,53 @@ func newPlanCancelCmd() *cobra.Command {
 	return cmd
 }
 
+// resumeWait is plan --wait D PLAN: it waits for the backfill of a plan
+// built before, which must exist (exit 3 if not); it builds nothing, so
+// it takes none of the building flags.
+func resumeWait(cmd *cobra.Command, f clientFlags, plan string, wait time.Duration) error {
+	for _, name := range []string{"env", "set", "id", "max-trailing-gap-advances", "max-catch-up-advances"} {
+		if cmd.Flags().Changed(name) {
+			return &exitError{kind: usage, err: fmt.Errorf("plan --wait D %s waits for a plan built before: --%s builds one (leave out %s to build a plan)", plan, name, plan)}
+		}
+	}
+	if wait <= 0 {
+		return &exitError{kind: usage, err: fmt.Errorf("plan %s: give --wait D, how long to wait for its backfill", plan)}
+	}
+	// The name as a command would carry it (invalid: exit 2).
+	if err := (&commands.CancelPlan{Meta: commands.Meta{ID: commands.NewID()}, Plan: plan}).Validate(); err != nil {
+		return err
+	}
+	nc, err := connect(f.natsURL)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	if err := planExists(cmd.Context(), nc, plan); err != nil {
+		return err
+	}
+	nc.Close()
+	return awaitBackfill(cmd, f.natsURL, plan, wait)
+}
+
+// planExists is nil when the stream holds an event of plan (its
+// PlanBuilt), or when it cannot tell (a user who may not read the
+// stream: the wait then finds nothing in flight); a not-found exitError
+// when it holds none.
+func planExists(ctx context.Context, nc *nats.Conn, plan string) error {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil
+	}
+	st, err := js.Stream(ctx, events.StreamName)
+	if err != nil {
+		return nil
+	}
+	if _, err := st.GetLastMsgForSubject(ctx, events.PlanSubject(plan)); errors.Is(err, jetstream.ErrMsgNotFound) {
+		return &exitError{kind: notFound, err: fmt.Errorf("no plan %q: the stream holds none (tidemark status lists the plans in flight)", plan)}
+	}
+	return nil
+}
+
 // awaitBackfill asks the server for the status until plan's backfill set
 // is covered (or the plan is no longer in flight: accepted meanwhile), for
 // at most wait (0: does not wait). Progress goes to stderr: the plan's
@@ -140,7 +200,22 @@ func awaitBackfill(cmd *cobra.Command, url, plan string, wait time.Duration) err
 	if err == nil {
 		fmt.Fprintf(cmd.ErrOrStderr(), "plan %s: backfill complete\n", plan)
 	}
+	if cmd.Context().Err() != nil {
+		// Interrupted (Ctrl-C): say what stays and how to go on.
+		return &exitError{kind: failed, err: interrupted(plan, url, wait)}
+	}
 	return err
+}
+
+// interrupted says, when a wait for plan's backfill is interrupted, that
+// the plan stays and how to wait again, promote or cancel it.
+func interrupted(plan, url string, wait time.Duration) error {
+	server := ""
+	if url != defaultNatsURL {
+		server = " --nats-url " + url
+	}
+	return fmt.Errorf("interrupted: plan %s is built and stays; its backfill goes on: `tidemark plan --wait %s %s%s` waits again, "+
+		"`tidemark promote %s%s` once it is computed, `tidemark plan cancel %s%s` ends its work", plan, wait, plan, server, plan, server, plan, server)
 }
 
 // waitBackfill is awaitBackfill's loop: nil once the backfill is covered.

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -166,4 +168,86 @@ func TestPlanWaitShowsModels(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^  rollup@v1 backfill: batches 1/1, intervals 2/2, 2 rows, [0-9.]+ rows/s, [0-9.]+ intervals/s, ETA 0s$`).MatchString(out) {
 		t.Fatalf("status lacks rollup's progress:\n%s", out)
 	}
+}
+
+// Ctrl-C during plan --wait says the plan stays, with the command that
+// waits again; that command resumes the wait for the plan built before,
+// which ends once its backfill is computed. A plan the stream does not
+// hold is exit 3.
+func TestPlanWaitInterruptedAndResumed(t *testing.T) {
+	s := startServe(t) // no worker: the test reports the work done
+	start := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -1)
+	models := filepath.Join(t.TempDir(), "models.yaml")
+	os.WriteFile(models, []byte("models:\n  - name: events\n    version: v1\n    cron: \"@daily\"\n    start: "+start.Format(time.RFC3339)+"\n"), 0o644)
+	if out, stderr, code := runCLI(t, "apply", "-f", models, "--nats-url", s.nats); code != 0 {
+		t.Fatalf("apply: exit %d %s %s", code, out, stderr)
+	}
+	// The CLI as a user runs it; its context's end is Ctrl-C.
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	root := newRootCmd()
+	var out bytes.Buffer
+	er, ew := io.Pipe()
+	root.SetOut(&out)
+	root.SetErr(ew)
+	root.SetArgs([]string{"plan", "--env", "prod", "--set", "events=v1", "--id", "w1", "--nats-url", s.nats, "--wait", "10m"})
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx); ew.Close() }()
+	errLines := follow(er)
+	errLines.await(t, `^plan w1: backfill 0s of 24h0m0s \(0%\)$`, time.Minute) // waiting
+	cancel()
+	var werr error
+	select {
+	case werr = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("plan --wait did not return within a minute of its context's end")
+	}
+	r := struct {
+		out, stderr string
+		code        int
+	}{out.String(), fmt.Sprint(werr), exitCode(werr)}
+	m := regexp.MustCompile("plan w1 is built and stays; its backfill goes on: `(tidemark plan --wait 10m0s w1 --nats-url [^`]+)` waits again").FindStringSubmatch(r.stderr)
+	if r.code != exitFailed || m == nil || !strings.Contains(r.stderr, "`tidemark promote w1 --nats-url "+s.nats+"` once it is computed") {
+		t.Fatalf("interrupted: exit %d %s %s", r.code, r.out, r.stderr)
+	}
+	seqs := regexp.MustCompile(`\(policy strict, seq (\d+)\)`).FindStringSubmatch(r.out)
+	if seqs == nil {
+		t.Fatalf("plan printed %q", r.out)
+	}
+	seq, _ := strconv.ParseUint(seqs[1], 10, 64)
+
+	// Nothing computes it: the resumed wait gives up, as a wait does.
+	args := strings.Fields(m[1])[1:]
+	args[2] = "300ms"
+	if _, stderr, code := runCLI(t, args...); code != exitFailed || !strings.Contains(stderr, "--wait: plan w1's backfill is not computed after 300ms") {
+		t.Fatalf("%v: exit %d %s", args, code, stderr)
+	}
+	// The test computes it: the command the message gave ends.
+	nc, err := nats.Connect(s.nats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	rg := interval.R(start, start.AddDate(0, 0, 1)) // the backfill: yesterday
+	if rep, err := transport.NewClient(nc).Do(t.Context(), &commands.CompleteIntervals{Model: "events", Version: "v1", Ranges: []interval.Range{rg}, Work: events.WorkID(seq, events.RunBackfill)}); err != nil || !rep.Accepted {
+		t.Fatalf("complete: %+v %v", rep, err)
+	}
+	if _, stderr, code := runCLI(t, strings.Fields(m[1])[1:]...); code != 0 || !strings.Contains(stderr, "plan w1: backfill complete") {
+		t.Fatalf("%s: exit %d %s", m[1], code, stderr)
+	}
+
+	// Interrupted before the build's reply: the plan may be built.
+	gone, stop := context.WithCancel(t.Context())
+	stop()
+	if _, stderr, code := runCLIWithin(gone, "plan", "--env", "prod", "--set", "events=v1", "--id", "w2", "--nats-url", s.nats); code != exitFailed ||
+		!strings.Contains(stderr, "interrupted while plan w2 was being built: it may be built") {
+		t.Fatalf("interrupted build: exit %d %s", code, stderr)
+	}
+
+	checkExits(t, []exitCase{
+		{"unknown plan", []string{"plan", "--wait", "1m", "nope", "--nats-url", s.nats}, exitNotFound, `no plan "nope"`},
+		{"bad plan name", []string{"plan", "--wait", "1m", "p 1", "--nats-url", s.nats}, exitUsage, "invalid: plan"},
+		{"no --wait", []string{"plan", "w1", "--nats-url", s.nats}, exitUsage, "give --wait D"},
+		{"a building flag", []string{"plan", "--wait", "1m", "--env", "prod", "w1", "--nats-url", s.nats}, exitUsage, "--env builds one"},
+	})
 }

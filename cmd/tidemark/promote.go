@@ -78,29 +78,33 @@ func newPromoteCmd() *cobra.Command {
 
 // awaitDecision follows the plan's subject after seq until its decision
 // is recorded (the strict retry after catch-up).
-func awaitDecision(ctx context.Context, nc *nats.Conn, plan string, after uint64, wait time.Duration) (*events.PromotionDecided, error) {
-	ctx, cancel := context.WithTimeout(ctx, wait)
+func awaitDecision(parent context.Context, nc *nats.Conn, plan string, after uint64, wait time.Duration) (*events.PromotionDecided, error) {
+	ctx, cancel := context.WithTimeout(parent, wait)
 	defer cancel()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, &exitError{kind: usage, err: err}
 	}
 	r, err := eventlog.OpenReader(ctx, js)
-	if err != nil {
+	if err != nil && ctx.Err() == nil {
 		return nil, &exitError{kind: usage, err: fmt.Errorf("following plan %s: %w", plan, err)}
 	}
 	var d *events.PromotionDecided
 	errFound := errors.New("found")
-	err = r.Tail(ctx, after+1, func(e eventlog.Entry) error {
-		if p, ok := e.Event.Payload.(events.PromotionDecided); ok && e.Err == nil {
-			d = &p
-			return errFound
-		}
-		return nil
-	}, events.PlanSubject(plan))
+	if err == nil {
+		err = r.Tail(ctx, after+1, func(e eventlog.Entry) error {
+			if p, ok := e.Event.Payload.(events.PromotionDecided); ok && e.Err == nil {
+				d = &p
+				return errFound
+			}
+			return nil
+		}, events.PlanSubject(plan))
+	}
 	switch {
 	case d != nil:
 		return d, nil
+	case parent.Err() != nil:
+		return nil, &exitError{kind: failed, err: fmt.Errorf("interrupted: plan %s is catching up and stays; its catch-up work goes on: `tidemark promote %s` records its decision once it is computed (see `tidemark status`)", plan, plan)}
 	case ctx.Err() != nil:
 		return nil, &exitError{kind: failed, err: fmt.Errorf("no decision for %s within %s: the catch-up work is still outstanding (see `tidemark status`)", plan, wait)}
 	}

@@ -31,7 +31,7 @@ func newQueryCmd() *cobra.Command {
 				return err
 			}
 			if rep.Error != "" {
-				return &exitError{kind: failed, err: errors.New(rep.Error)}
+				return rejection(rep.Code, rep.Error)
 			}
 			if err := printRows(cmd.OutOrStdout(), output, rep.Columns, rep.Rows); err != nil {
 				return err

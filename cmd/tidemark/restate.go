@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events"
@@ -74,28 +76,7 @@ IntervalsInvalidated of every table it touches, in one atomic batch.`,
 			if wait <= 0 {
 				return nil
 			}
-			ctx := cmd.Context()
-			deadline := time.Now().Add(wait)
-			for {
-				st, err := send(ctx, nc, &commands.Status{Env: req.Env})
-				if err != nil {
-					return err
-				}
-				left, err := restateLeft(st, req, r.Seq)
-				if err != nil {
-					return err
-				}
-				if left == "" {
-					fmt.Fprintf(cmd.ErrOrStderr(), "restate %s: recomputed\n", req.Model)
-					return nil
-				}
-				if !time.Now().Before(deadline) {
-					return &exitError{kind: failed, err: fmt.Errorf("--wait: the restatement is not recomputed after %s: %s still missing (is `tidemark serve` computing its work: --builtin-worker, or a `tidemark worker`?)", wait, left)}
-				}
-				if err := pause(ctx, 250*time.Millisecond, deadline); err != nil {
-					return err
-				}
-			}
+			return awaitRestate(cmd.Context(), nc, req, r.Seq, wait, cmd.ErrOrStderr())
 		},
 	}
 	f.register(cmd)
@@ -170,4 +151,37 @@ func maxTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// awaitRestate asks the server for the status until the restatement req
+// (recorded at seq) is recomputed, for at most wait. Interrupted (ctx
+// ends: Ctrl-C), it says that the restatement stays.
+func awaitRestate(ctx context.Context, nc *nats.Conn, req *events.RestatementRequested, seq uint64, wait time.Duration, stderr io.Writer) error {
+	deadline := time.Now().Add(wait)
+	stays := func(err error) error {
+		if ctx.Err() == nil {
+			return err
+		}
+		return &exitError{kind: failed, err: fmt.Errorf("interrupted: the restatement of %s in %s (seq %d) is recorded and stays; its work goes on: `tidemark status --env %s` shows it", req.Model, req.Env, seq, req.Env)}
+	}
+	for {
+		st, err := send(ctx, nc, &commands.Status{Env: req.Env})
+		if err != nil {
+			return stays(err)
+		}
+		left, err := restateLeft(st, req, seq)
+		if err != nil {
+			return err
+		}
+		if left == "" {
+			fmt.Fprintf(stderr, "restate %s: recomputed\n", req.Model)
+			return nil
+		}
+		if !time.Now().Before(deadline) {
+			return &exitError{kind: failed, err: fmt.Errorf("--wait: the restatement is not recomputed after %s: %s still missing (is `tidemark serve` computing its work: --builtin-worker, or a `tidemark worker`?)", wait, left)}
+		}
+		if err := pause(ctx, 250*time.Millisecond, deadline); err != nil {
+			return stays(err)
+		}
+	}
 }

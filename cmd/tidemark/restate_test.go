@@ -223,7 +223,7 @@ func TestRestateForReal(t *testing.T) {
 		t.Fatalf("bad range: exit %d %s", code, stderr)
 	}
 	future := time.Now().UTC().Add(48 * time.Hour).Truncate(time.Hour)
-	if _, stderr, code := runCLI(t, "restate", "--env", "prod", "--model", "events", "--range", future.Format(time.RFC3339)+"/"+future.Add(time.Hour).Format(time.RFC3339), "--nats-url", s.nats); code != 1 || !strings.Contains(stderr, "covers nothing of") {
+	if _, stderr, code := runCLI(t, "restate", "--env", "prod", "--model", "events", "--range", future.Format(time.RFC3339)+"/"+future.Add(time.Hour).Format(time.RFC3339), "--nats-url", s.nats); code != exitUsage || !strings.Contains(stderr, "covers nothing of") {
 		t.Fatalf("nothing covered: exit %d %s", code, stderr)
 	}
 	out, stderr, code = runCLI(t, "restate", "--env", "prod", "--model", "rollup", "--range", hour, "-o", "json", "--nats-url", s.nats)

@@ -14,6 +14,6 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetVersionTemplate("{{.Version}}")
-	root.AddCommand(newScenarioCmd(), newDemoCmd(), newServeCmd(), newReplayCmd(), newAuditCmd(), newStatusCmd(), newPlanCmd(), newPromoteCmd(), newRepairsCmd(), newWorkerCmd(), newApplyCmd(), newBenchCmd(), newEventsCmd(), newVersionCmd(), newQueryCmd(), newVerifyCmd(), newRollbackCmd(), newRestateCmd(), newDiffCmd())
+	root.AddCommand(newScenarioCmd(), newDemoCmd(), newServeCmd(), newReplayCmd(), newAuditCmd(), newStatusCmd(), newPlanCmd(), newPromoteCmd(), newRepairsCmd(), newWorkerCmd(), newApplyCmd(), newBenchCmd(), newEventsCmd(), newVersionCmd(), newQueryCmd(), newVerifyCmd(), newRollbackCmd(), newRestateCmd(), newDiffCmd(), newExplainCmd())
 	return root
 }

@@ -89,8 +89,20 @@ func newServeCmd() *cobra.Command {
 				if err := check(ctx, c); err != nil {
 					return err
 				}
-				if r, ok := c.(*commands.RegisterSnapshot); ok && r.SQL != "" && noSQL != "" {
-					log.Warn("an SQL model registered, but nothing computes its SQL: "+noSQL, "model", r.Model, "version", r.Version)
+				if noSQL == "" {
+					return nil
+				}
+				regs := []commands.RegisterSnapshot{}
+				switch r := c.(type) {
+				case *commands.RegisterSnapshot:
+					regs = append(regs, *r)
+				case *commands.RegisterSnapshots:
+					regs = r.Snapshots
+				}
+				for _, r := range regs {
+					if r.SQL != "" {
+						log.Warn("an SQL model registered, but nothing computes its SQL: "+noSQL, "model", r.Model, "version", r.Version)
+					}
 				}
 				return nil
 			}

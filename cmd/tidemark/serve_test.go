@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -179,4 +180,31 @@ func TestServeTwiceOnOneDataDir(t *testing.T) {
 	first.stop()
 	third := startServe(t, "--data-dir", first.dataDir)
 	third.stop()
+}
+
+// A port in use (clients, cluster routes, HTTP) fails serve, naming the
+// address, instead of waiting for a server that never becomes ready.
+func TestServeBusyPort(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	addr := held.Addr().String()
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"listen", []string{"--listen", addr}},
+		{"cluster", []string{"--listen", "127.0.0.1:-1", "--cluster", "c", "--cluster-listen", addr, "--routes", "nats://" + addr}},
+		{"http", []string{"--listen", "127.0.0.1:-1", "--http", addr}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := append([]string{"serve", "--data-dir", t.TempDir(), "--http", "127.0.0.1:0", "--no-sync"}, c.args...)
+			_, stderr, code := runCLI(t, args...)
+			if code != exitUsage || !strings.Contains(stderr, addr) || !strings.Contains(stderr, "address already in use") {
+				t.Fatalf("serve %v: exit %d: %s", c.args, code, stderr)
+			}
+		})
+	}
 }

@@ -158,6 +158,12 @@ func (s *storeFlags) read(cmd *cobra.Command) ([]events.Record, func(), *eventlo
 		return nil, nil, nil, err
 	}
 	opts.MinLastSeq = minLast
+	if opts.AtSeq > 0 {
+		if last, err := r.LastSeq(cmd.Context()); err == nil && opts.AtSeq > last {
+			closeStore()
+			return nil, nil, nil, &exitError{kind: notFound, err: fmt.Errorf("--at-seq %d: the stream ends at seq %d", opts.AtSeq, last)}
+		}
+	}
 	var p *mpb.Progress
 	var bar *mpb.Bar
 	if f, ok := cmd.ErrOrStderr().(*os.File); ok && term.IsTerminal(int(f.Fd())) {

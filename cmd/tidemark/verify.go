@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -34,7 +33,7 @@ func newVerifyCmd() *cobra.Command {
 				return err
 			}
 			if rep.Error != "" {
-				return &exitError{kind: failed, err: errors.New(rep.Error)}
+				return rejection(rep.Code, rep.Error)
 			}
 			out := cmd.OutOrStdout()
 			differ := 0

@@ -105,10 +105,10 @@ func TestWarehouseForReal(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "prod.page_views: ok") || !strings.Contains(out, "prod.rollup: ok") {
 		t.Fatalf("verify: exit %d %s %s", code, out, stderr)
 	}
-	if _, stderr, code := runCLI(t, "query", "DELETE FROM prod.page_views", "--nats-url", s.nats); code != 1 {
+	if _, stderr, code := runCLI(t, "query", "DELETE FROM prod.page_views", "--nats-url", s.nats); code != exitUsage {
 		t.Fatalf("a write through query: exit %d %s", code, stderr)
 	}
-	if _, stderr, code := runCLI(t, "verify", "--env", "nope", "--nats-url", s.nats); code != 1 || !strings.Contains(stderr, "nope") {
+	if _, stderr, code := runCLI(t, "verify", "--env", "nope", "--nats-url", s.nats); code != exitNotFound || !strings.Contains(stderr, "nope") {
 		t.Fatalf("verify an unknown env: exit %d %s", code, stderr)
 	}
 }

@@ -96,11 +96,19 @@ func DiffPlan(ctx context.Context, wh *warehouse.Warehouse, proj *live.Projectio
 // replyError fills rep's Error and Code from err.
 func (rep *DiffReply) replyError(err error) {
 	rep.Error = clip(err.Error())
+	rep.Code = replyCode(err, "")
+}
+
+// replyCode is the code a reply gives err: a *commands.Error's own,
+// unavailable when the warehouse's time ran out, else other ("": a
+// failure of the warehouse).
+func replyCode(err error, other commands.Code) string {
 	var ce *commands.Error
 	switch {
 	case errors.As(err, &ce):
-		rep.Code = string(ce.Code)
+		return string(ce.Code)
 	case errors.Is(err, warehouse.ErrTimeout):
-		rep.Code = string(commands.CodeUnavailable)
+		return string(commands.CodeUnavailable)
 	}
+	return string(other)
 }

@@ -41,6 +41,9 @@ type QueryReply struct {
 	Rows      [][]any  `json:"rows"`
 	Truncated bool     `json:"truncated,omitempty"`
 	Error     string   `json:"error,omitempty"`
+	// Code is the commands code of a refusal (replyCode): invalid for a
+	// statement the warehouse refuses, unavailable when its time ran out.
+	Code string `json:"code,omitempty"`
 }
 
 // VerifyRequest asks to verify env's SQL models (one, when Model is set).
@@ -49,10 +52,13 @@ type VerifyRequest struct {
 	Model string `json:"model,omitempty"`
 }
 
-// VerifyReply is a Diff per model, or why there is none.
+// VerifyReply is a Diff per model, or why there is none (Error, with
+// its Code: not_found for an unknown env or model, invalid for a
+// malformed request, unavailable when the time ran out).
 type VerifyReply struct {
 	Models map[string]warehouse.Diff `json:"models"`
 	Error  string                    `json:"error,omitempty"`
+	Code   string                    `json:"code,omitempty"`
 }
 
 // maxQueryBytes bounds a query's text.
@@ -94,14 +100,14 @@ func Serve(nc *nats.Conn, wh *warehouse.Warehouse, proj *live.Projection, timeou
 		go func() {
 			var req QueryRequest
 			if err := json.Unmarshal(m.Data, &req); err != nil || req.SQL == "" || len(req.SQL) > maxQueryBytes {
-				reply(m, QueryReply{Error: fmt.Sprintf("want {\"sql\": \"…\"} of at most %d bytes", maxQueryBytes)})
+				reply(m, QueryReply{Error: fmt.Sprintf("want {\"sql\": \"…\"} of at most %d bytes", maxQueryBytes), Code: string(commands.CodeInvalid)})
 				return
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
 			defer cancel()
 			res, err := wh.QueryLimited(ctx, req.SQL, replyLimits(wh, nc.MaxPayload()))
 			if err != nil {
-				reply(m, QueryReply{Error: clip(err.Error())})
+				reply(m, QueryReply{Error: clip(err.Error()), Code: replyCode(err, commands.CodeInvalid)})
 				return
 			}
 			reply(m, QueryReply{Columns: res.Columns, Rows: res.Rows, Truncated: res.Truncated})
@@ -114,14 +120,14 @@ func Serve(nc *nats.Conn, wh *warehouse.Warehouse, proj *live.Projection, timeou
 		go func() {
 			var req VerifyRequest
 			if err := json.Unmarshal(m.Data, &req); err != nil || req.Env == "" {
-				reply(m, VerifyReply{Error: "want {\"env\": \"…\", \"model\": \"…\"}"})
+				reply(m, VerifyReply{Error: "want {\"env\": \"…\", \"model\": \"…\"}", Code: string(commands.CodeInvalid)})
 				return
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
 			defer cancel()
 			diffs, err := VerifyEnv(ctx, wh, proj, req.Env, req.Model)
 			if err != nil {
-				reply(m, VerifyReply{Error: clip(err.Error())})
+				reply(m, VerifyReply{Error: clip(err.Error()), Code: replyCode(err, "")})
 				return
 			}
 			reply(m, VerifyReply{Models: diffs})

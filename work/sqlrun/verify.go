@@ -2,10 +2,10 @@ package sqlrun
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sort"
 
+	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/live"
 	"github.com/tidemark/tidemark/projections"
@@ -47,7 +47,7 @@ func VerifyEnv(ctx context.Context, wh *warehouse.Warehouse, proj *live.Projecti
 	proj.Read(func(st *projections.State) {
 		e := st.Envs[env]
 		if e == nil {
-			err = fmt.Errorf("sqlrun: no environment %q", env)
+			err = commands.Errorf(commands.CodeNotFound, "env", "no environment %q", env)
 			return
 		}
 		for name, id := range e.Incumbents {
@@ -85,7 +85,7 @@ func VerifyEnv(ctx context.Context, wh *warehouse.Warehouse, proj *live.Projecti
 			jobs = append(jobs, j)
 		}
 		if model != "" && len(jobs) == 0 && err == nil {
-			err = fmt.Errorf("sqlrun: %s serves no SQL model %q", env, model)
+			err = commands.Errorf(commands.CodeNotFound, "model", "%s serves no SQL model %q", env, model)
 		}
 	})
 	if err != nil {
