@@ -476,6 +476,12 @@ type modelView struct {
 	// its interval; WrittenAt: when it committed).
 	HasWritten            bool
 	WrittenEnd, WrittenAt time.Time
+	// Ready is the readiness frontier; Late, LateCause and LateReason say
+	// whether the model is late and why (views: late.go).
+	Ready      time.Time
+	Late       bool
+	LateCause  string
+	LateReason string
 }
 
 type repairView struct {
@@ -494,9 +500,16 @@ type decisionView struct {
 
 func (s *Server) view() view {
 	v := view{Now: s.Clock().UTC(), Lag: s.Proj.Stats().Lag}
+	var workers []Worker
+	if s.Workers != nil {
+		workers = s.Workers()
+	}
 	s.Proj.Read(func(st *projections.State) {
 		v.Seq = st.Seq
 		envs, repairs := views.Status(st, "", v.Now)
+		if s.Workers != nil && len(workers) == 0 {
+			views.NoWorker(envs)
+		}
 		for _, e := range envs {
 			ev := envView{Name: e.Env, Generation: e.Generation}
 			if h := st.Env(e.Env).History; len(h) > 0 {
@@ -513,6 +526,7 @@ func (s *Server) view() view {
 					Model: m.Model, Snapshot: m.Snapshot, Frontier: m.Frontier, LastTick: m.LastTick,
 					Missing: strings.Join(interval.Set(m.Missing).Strings(), ", "), OpenRepairs: m.OpenRepairs, Failures: m.Failures,
 					Timeline: timeline(st, e.Env, m.Snapshot),
+					Ready:    m.Ready, Late: m.Late, LateCause: string(m.LateCause), LateReason: m.LateReason,
 				}
 				if f := m.LastFailure; f != nil {
 					mv.LastFailure, mv.LastFailureFinal = failureText(*f), f.Final
@@ -567,7 +581,7 @@ func (s *Server) view() view {
 	sort.SliceStable(v.Envs, func(i, j int) bool { return v.Envs[i].Name < v.Envs[j].Name })
 	if s.Workers != nil {
 		v.Roster = true
-		for _, w := range s.Workers() {
+		for _, w := range workers {
 			v.Workers = append(v.Workers, workerView{Worker: w, Seen: w.Age.Round(100*time.Millisecond).String() + " ago"})
 		}
 	}
