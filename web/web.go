@@ -200,8 +200,13 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) page(w http.ResponseWriter, r *http.Request) {
+	win, err := windowOf(r.URL.Query())
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
 	var buf bytes.Buffer
-	if err := s.tmpl.ExecuteTemplate(&buf, "page.html", s.view()); err != nil {
+	if err := s.tmpl.ExecuteTemplate(&buf, "page.html", s.view(win)); err != nil {
 		s.Logger.Error("dashboard", "err", err)
 		http.Error(w, "render failed", http.StatusInternalServerError)
 		return
@@ -211,7 +216,12 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) fragment(w http.ResponseWriter, r *http.Request) {
-	b, err := s.render()
+	win, err := windowOf(r.URL.Query())
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	b, err := s.render(win)
 	if err != nil {
 		http.Error(w, "render failed", http.StatusInternalServerError)
 		return
@@ -220,9 +230,9 @@ func (s *Server) fragment(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(b)
 }
 
-func (s *Server) render() ([]byte, error) {
+func (s *Server) render(win string) ([]byte, error) {
 	var buf bytes.Buffer
-	err := s.tmpl.ExecuteTemplate(&buf, "content", s.view())
+	err := s.tmpl.ExecuteTemplate(&buf, "content", s.view(win))
 	return buf.Bytes(), err
 }
 
@@ -235,6 +245,11 @@ func (s *Server) live(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
 		return
 	}
+	win, err := windowOf(r.URL.Query())
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	ctx := r.Context()
@@ -243,7 +258,7 @@ func (s *Server) live(w http.ResponseWriter, r *http.Request) {
 	for {
 		seq := s.Proj.Seq()
 		if first || seq != last {
-			b, err := s.render()
+			b, err := s.render(win)
 			if err != nil {
 				return
 			}
@@ -329,18 +344,24 @@ func failureText(f commands.RunFailure) string {
 	return fmt.Sprintf("%s attempt %d, %s: %s", f.RunKind, f.Attempt, state, f.Error)
 }
 
-func stamp(t time.Time) string {
+// stamp is a time for the pages, compact and on one line: "12-01 15:04"
+// (UTC) in a <time> element whose title and datetime hold it in full;
+// "-" for the zero time.
+func stamp(t time.Time) template.HTML {
 	if t.IsZero() {
 		return "-"
 	}
-	return t.UTC().Format("2006-01-02 15:04Z")
+	full := t.UTC().Format(time.RFC3339)
+	return template.HTML(`<time datetime="` + full + `" title="` + full + `">` + t.UTC().Format("01-02 15:04") + `</time>`)
 }
 
 // view is what the templates render.
 type view struct {
-	Seq       uint64
-	Lag       uint64
-	Now       time.Time
+	Seq uint64
+	Lag uint64
+	Now time.Time
+	// Axis is the time range every coverage bar spans (?window=).
+	Axis      axis
 	Envs      []envView
 	Repairs   []repairView
 	Decisions []decisionView
@@ -498,7 +519,9 @@ type decisionView struct {
 	Findings []events.Finding
 }
 
-func (s *Server) view() view {
+// view is the dashboard at the server's clock, its coverage bars on one
+// axis: window (24h, 7d or all) ending now.
+func (s *Server) view(window string) view {
 	v := view{Now: s.Clock().UTC(), Lag: s.Proj.Stats().Lag}
 	var workers []Worker
 	if s.Workers != nil {
@@ -506,6 +529,7 @@ func (s *Server) view() view {
 	}
 	s.Proj.Read(func(st *projections.State) {
 		v.Seq = st.Seq
+		v.Axis = newAxis(st, window, v.Now)
 		envs, repairs := views.Status(st, "", v.Now)
 		if s.Workers != nil && len(workers) == 0 {
 			views.NoWorker(envs)
@@ -525,7 +549,7 @@ func (s *Server) view() view {
 				mv := modelView{
 					Model: m.Model, Snapshot: m.Snapshot, Frontier: m.Frontier, LastTick: m.LastTick,
 					Missing: strings.Join(interval.Set(m.Missing).Strings(), ", "), OpenRepairs: m.OpenRepairs, Failures: m.Failures,
-					Timeline: timeline(st, e.Env, m.Snapshot),
+					Timeline: timeline(st, m.Snapshot, v.Axis),
 					Ready:    m.Ready, Late: m.Late, LateCause: string(m.LateCause), LateReason: m.LateReason,
 				}
 				if f := m.LastFailure; f != nil {

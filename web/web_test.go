@@ -152,7 +152,7 @@ func TestDashboardRows(t *testing.T) {
 	defer srv.Close()
 	for range 2 {
 		_, page := get(t, srv.URL+"/")
-		if !strings.Contains(page, `<td class="rows">660</td><td>2026-12-01 10:59Z</td><td class="written">to 2026-12-01 11:00Z at 2026-12-01 11:02Z</td>`) {
+		if !strings.Contains(page, `<td class="rows">660</td><td><time datetime="2026-12-01T10:59:00Z" title="2026-12-01T10:59:00Z">12-01 10:59</time></td><td class="written">to <time datetime="2026-12-01T11:00:00Z" title="2026-12-01T11:00:00Z">12-01 11:00</time> at <time datetime="2026-12-01T11:02:00Z" title="2026-12-01T11:02:00Z">12-01 11:02</time></td>`) {
 			t.Fatalf("the page lacks the rows of events@v2:\n%s", page)
 		}
 	}
