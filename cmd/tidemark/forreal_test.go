@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -243,14 +244,15 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true), chromedp.UserDataDir(t.TempDir()))
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true), chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1400, 900))
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
 	defer cancelA()
 	bctx, cancelB := chromedp.NewContext(actx)
 	defer cancelB()
 	bctx, cancelT := context.WithTimeout(bctx, 2*time.Minute)
 	defer cancelT()
-	if err := chromedp.Do(bctx, chromedp.Navigate(s.http+"/"), chromedp.WaitVisible(chromedp.CSS("#conn.live"))); err != nil {
+	if err := chromedp.Do(bctx, chromedp.EmulateViewport(1400, 900), chromedp.Navigate(s.http+"/"), chromedp.WaitVisible(chromedp.CSS("#conn.live"))); err != nil {
 		t.Fatal(err)
 	}
 	before, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS("#content")))
@@ -282,6 +284,46 @@ func TestDashboardInBrowser(t *testing.T) {
 	if !strings.Contains(decision, "ACCEPTED") || !strings.Contains(decision, "no_gaps") {
 		t.Fatalf("decision on the page: %q", decision)
 	}
+	// At 1,400 px the page, in each window, its plan's page and its
+	// decision's page fit the width (no sideways scroll), no time wraps,
+	// and every coverage bar spans one axis.
+	onScreen := func(what string) {
+		t.Helper()
+		fits, err := chromedp.Run(bctx, chromedp.Evaluate[string](`(() => { const e = document.scrollingElement; return e.scrollWidth + " of " + e.clientWidth; })()`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sw, cw int
+		if _, err := fmt.Sscanf(fits, "%d of %d", &sw, &cw); err != nil || sw > cw || cw < 1300 {
+			t.Errorf("%s scrolls sideways at 1,400 px: %s (%v)", what, fits, err)
+		}
+		wrapped, err := chromedp.Run(bctx, chromedp.Evaluate[string](`(() => { const ts = Array.from(document.querySelectorAll("time"));
+			return ts.length + " times; wrapped: " + ts.filter(t => t.getClientRects().length !== 1).map(t => t.textContent).join(", "); })()`))
+		if err != nil || !strings.HasSuffix(wrapped, "wrapped: ") || strings.HasPrefix(wrapped, "0 times") {
+			t.Errorf("%s: %q (%v), want times, none wrapped", what, wrapped, err)
+		}
+	}
+	onScreen("the dashboard")
+	for _, w := range []string{"24h", "7d", "all"} {
+		if err := chromedp.Do(bctx, chromedp.Navigate(s.http+"/?window="+w), chromedp.WaitVisible(chromedp.CSS("#conn.live")),
+			chromedp.WaitVisible(chromedp.CSS(`b.window[data-window="`+w+`"]`))); err != nil {
+			t.Fatalf("window %s: %v", w, err)
+		}
+		axes, err := chromedp.Run(bctx, chromedp.Evaluate[string](`Array.from(new Set(Array.from(document.querySelectorAll("svg.timeline")).map(s => s.dataset.start + "/" + s.dataset.end))).join(" ")`))
+		if err != nil || strings.Count(axes, "/") != 1 {
+			t.Errorf("window %s: the bars' axes %q (%v), want one", w, axes, err)
+		}
+		onScreen("the dashboard of " + w)
+	}
+	if err := chromedp.Do(bctx, chromedp.Navigate(s.http+"/plans/d1"), chromedp.WaitVisible(chromedp.CSS(`tr[data-progress="events"][data-percent="100"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`.plan-decision article[data-outcome="accepted"]`))); err != nil {
+		t.Fatalf("the plan's page: %v", err)
+	}
+	onScreen("the plan's page")
+	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS(`.plan-decision h3 a`)), chromedp.WaitVisible(chromedp.CSS(`article.decision[data-outcome="accepted"]`))); err != nil {
+		t.Fatalf("the decision's page: %v", err)
+	}
+	onScreen("the decision's page")
 	dir := os.Getenv("TIDEMARK_ARTIFACTS")
 	if dir == "" {
 		dir = t.TempDir()
