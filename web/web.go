@@ -473,6 +473,8 @@ type envView struct {
 	// generation began with a promotion).
 	RolledBackTo uint64
 	Models       []modelView
+	// Lineage is the env's models as a DAG, coloured by state (SVG).
+	Lineage template.HTML
 }
 
 type modelView struct {
@@ -534,8 +536,21 @@ func (s *Server) view(window string) view {
 		if s.Workers != nil && len(workers) == 0 {
 			views.NoWorker(envs)
 		}
+		inFlight := views.InFlight(st)
+		inPlan := map[string]map[string]bool{} // env → models a plan in flight replaces
+		for _, p := range inFlight {
+			if p.Cancelled {
+				continue
+			}
+			if inPlan[p.Env] == nil {
+				inPlan[p.Env] = map[string]bool{}
+			}
+			for _, c := range st.Plans[p.Plan].Built.Candidates {
+				inPlan[p.Env][c.Model] = true
+			}
+		}
 		for _, e := range envs {
-			ev := envView{Name: e.Env, Generation: e.Generation}
+			ev := envView{Name: e.Env, Generation: e.Generation, Lineage: lineage(st, e, inPlan[e.Env])}
 			if h := st.Env(e.Env).History; len(h) > 0 {
 				switch g := h[len(h)-1]; {
 				case g.Rollback != nil:
@@ -567,7 +582,7 @@ func (s *Server) view(window string) view {
 				Missing: strings.Join(interval.Set(r.Missing).Strings(), ", "), Age: (time.Duration(r.OpenForMS) * time.Millisecond).Round(time.Second).String()})
 		}
 		v.Retired = views.Retired(st)
-		for _, p := range views.InFlight(st) {
+		for _, p := range inFlight {
 			fv := flightView{Plan: p.Plan, Env: p.Env, Percent: int(p.Fraction()*100 + 0.5),
 				Done: fmt.Sprintf("%s of %s", p.Done, p.Total), Cancelled: p.Cancelled}
 			for _, f := range p.Failures {

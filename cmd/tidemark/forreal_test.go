@@ -304,6 +304,9 @@ func TestDashboardInBrowser(t *testing.T) {
 		}
 	}
 	onScreen("the dashboard")
+	if err := chromedp.Do(bctx, chromedp.WaitVisible(chromedp.CSS(`svg.lineage g.node.ok[data-model="events"]`))); err != nil {
+		t.Fatalf("the lineage: %v", err)
+	}
 	for _, w := range []string{"24h", "7d", "all"} {
 		if err := chromedp.Do(bctx, chromedp.Navigate(s.http+"/?window="+w), chromedp.WaitVisible(chromedp.CSS("#conn.live")),
 			chromedp.WaitVisible(chromedp.CSS(`b.window[data-window="`+w+`"]`))); err != nil {
