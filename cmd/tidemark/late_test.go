@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -84,5 +86,33 @@ func TestStatusShowsLate(t *testing.T) {
 	}
 	if _, stderr, code = runCLI(t, "status", "--nats-url", s.nats, "--fail-on-late", "--env", "nope"); code != 3 {
 		t.Errorf("status --env nope: exit %d %s, want 3", code, stderr)
+	}
+}
+
+// TestStatusLateAtAPointInTime: a scenario's models keep their freshness,
+// and status of a data dir at a later clock (--at) judges lateness at
+// that clock: three hours after the last tick, the default bound (one
+// interval) is passed, freshness 3 is not.
+func TestStatusLateAtAPointInTime(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "late.yaml")
+	os.WriteFile(file, []byte(`name: late
+clock: 2026-12-01T06:00:00Z
+models:
+  - {name: events, cron: "@hourly", start: 2026-12-01T00:00:00Z, freshness: 3}
+  - {name: clicks, cron: "@hourly", start: 2026-12-01T00:00:00Z}
+steps:
+  - deploy: {env: prod, versions: {events: v1, clicks: v1}}
+`), 0o644)
+	data := filepath.Join(dir, "data")
+	if _, stderr, code := runCLI(t, "scenario", "run", "--data-dir", data, file); code != 0 {
+		t.Fatalf("scenario: exit %d %s", code, stderr)
+	}
+	out, stderr, code := runCLI(t, "status", "--data-dir", data, "--at", "2026-12-01T09:00:00Z", "--fail-on-late")
+	if code != 1 || !strings.Contains(stderr, "1 late model(s): prod/clicks") || !strings.Contains(out, "LATE prod/clicks: frontier 2026-12-01T06:00:00Z is behind its readiness frontier 2026-12-01T09:00:00Z by more than 1 interval") {
+		t.Fatalf("status at 09:00: exit %d %s\n%s", code, stderr, out)
+	}
+	if out, _, code := runCLI(t, "status", "--data-dir", data, "--at", "2026-12-01T06:30:00Z", "--fail-on-late", "-o", "json"); code != 0 || strings.Contains(out, `"late"`) {
+		t.Fatalf("status at 06:30: exit %d\n%s", code, out)
 	}
 }
