@@ -13,7 +13,7 @@ import (
 // refused, naming the choices.
 func TestDashboardSharedAxis(t *testing.T) {
 	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	srv := servedAt(t, "trailing-downstream-clean.yaml", at, false)
+	_, srv := servedAt(t, "trailing-downstream-clean.yaml", at, false)
 	spans := regexp.MustCompile(`<svg class="timeline"[^>]* data-start="([^"]+)" data-end="([^"]+)"`)
 	for _, c := range []struct{ query, start, current string }{
 		{"", "2026-11-30T12:00:00Z", "24h"}, {"?window=24h", "2026-11-30T12:00:00Z", "24h"},

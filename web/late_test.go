@@ -1,43 +1,10 @@
 package web
 
 import (
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/tidemark/tidemark/engine"
-	"github.com/tidemark/tidemark/internal/jstest"
-	"github.com/tidemark/tidemark/natsnode"
-	"github.com/tidemark/tidemark/scenario"
 )
-
-// servedAt plays a scenario into a data dir and serves it on a clock at
-// at, with a roster of no worker when roster is set.
-func servedAt(t *testing.T, file string, at time.Time, roster bool) *httptest.Server {
-	t.Helper()
-	f, err := scenario.Load("../testdata/scenarios/" + file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if _, err := scenario.Run(t.Context(), f, scenario.Options{DataDir: dir}); err != nil {
-		t.Fatal(err)
-	}
-	e := jstest.Engine(t, engine.Config{Clock: func() time.Time { return at }, TrustCommandTime: true},
-		jstest.Node(t, natsnode.Config{DataDir: dir}))
-	s := &Server{Proj: e.Projection(), Log: e.Reader(), Registry: e.Registry(), Clock: e.Now, Logger: quiet(), MinInterval: time.Millisecond}
-	if roster {
-		s.Workers = func() []Worker { return nil }
-	}
-	h, err := s.Handler()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return srv
-}
 
 // A model whose frontier trails its readiness frontier by more than its
 // freshness bound is marked LATE on its row, with why; the cause is the
@@ -59,7 +26,8 @@ func TestDashboardLate(t *testing.T) {
 		{"late, no worker", time.Date(2026, 12, 1, 14, 0, 0, 0, time.UTC), true,
 			[]string{`data-late="true" class="late"`, `<b class="late" data-cause="no_worker">LATE · no_worker</b>`, "no worker heartbeat"}, nil},
 	} {
-		code, page := get(t, servedAt(t, file, c.at, c.roster).URL+"/")
+		_, srv := servedAt(t, file, c.at, c.roster)
+		code, page := get(t, srv.URL+"/")
 		for _, w := range c.want {
 			if code != 200 || !strings.Contains(page, w) {
 				t.Errorf("%s: the dashboard (%d) lacks %q", c.name, code, w)

@@ -7,26 +7,17 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/commands"
-	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
-	"github.com/tidemark/tidemark/internal/jstest"
 )
 
 // The dashboard draws each env's lineage as an SVG DAG: an edge from
 // each upstream model to its downstream, each node coloured by its
 // state: failed (its last run given up), late, in a plan in flight, ok.
 func TestDashboardLineage(t *testing.T) {
-	e := jstest.Engine(t, engine.Config{TrustCommandTime: true})
+	e, handle, metaAt := commanded(t)
 	at := time.Date(2026, 12, 1, 4, 0, 0, 0, time.UTC)
-	meta := func() commands.Meta { return commands.Meta{ID: commands.NewID(), At: at} }
-	handle := func(c commands.Command) commands.Reply {
-		r := e.Handle(t.Context(), c)
-		if err := r.Err(); err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
+	meta := func() commands.Meta { return metaAt(at) }
 	start := at.Add(-4 * time.Hour)
 	for _, m := range []struct {
 		name string

@@ -20,7 +20,7 @@ func TestDecisionNextSteps(t *testing.T) {
 		{"trailing-exceeds-bound.yaml", "--max-catch-up-advances 2 would catch this up"},
 		{"catch-up-exceeds-bound.yaml", "tidemark plan --env prod --set events=v2 --max-catch-up-advances 2</code>"},
 	} {
-		srv := servedAt(t, c.file, at, false)
+		_, srv := servedAt(t, c.file, at, false)
 		_, home := get(t, srv.URL+"/")
 		m := link.FindStringSubmatch(home)
 		if m == nil {
@@ -31,7 +31,7 @@ func TestDecisionNextSteps(t *testing.T) {
 			t.Errorf("%s: the rejection's page (%d) lacks %q:\n%s", c.file, code, c.want, page)
 		}
 	}
-	srv := servedAt(t, "trailing-gap.yaml", at, false)
+	_, srv := servedAt(t, "trailing-gap.yaml", at, false)
 	_, home := get(t, srv.URL+"/")
 	m := regexp.MustCompile(`href="/decisions/(\d+)">p1 → prod: ACCEPTED`).FindStringSubmatch(home)
 	if m == nil {

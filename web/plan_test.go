@@ -128,16 +128,9 @@ func TestPlanPage(t *testing.T) {
 // no decision yet; once promoted (rejected here: a gap), the page shows
 // the decision and its findings.
 func TestPlanPageInFlight(t *testing.T) {
-	e := jstest.Engine(t, engine.Config{TrustCommandTime: true})
+	e, handle, metaAt := commanded(t)
 	at := time.Date(2026, 12, 1, 4, 0, 0, 0, time.UTC)
-	meta := func() commands.Meta { return commands.Meta{ID: commands.NewID(), At: at} }
-	handle := func(c commands.Command) commands.Reply {
-		r := e.Handle(t.Context(), c)
-		if err := r.Err(); err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
+	meta := func() commands.Meta { return metaAt(at) }
 	handle(&commands.RegisterSnapshot{Meta: meta(), Model: "events", Version: "v1", Cron: "@hourly", Start: at.Add(-4 * time.Hour)})
 	handle(&commands.RegisterSnapshot{Meta: meta(), Model: "clicks", Version: "v1", Cron: "@hourly", Start: at.Add(-4 * time.Hour)})
 	built := handle(&commands.BuildPlan{Meta: meta(), Plan: "p1", Env: "prod", Versions: map[string]string{"events": "v1", "clicks": "v1"}})
