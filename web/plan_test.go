@@ -164,4 +164,11 @@ func TestPlanPageInFlight(t *testing.T) {
 			t.Fatalf("plan page after the decision lacks %q:\n%s", want, page)
 		}
 	}
+	// No allowance admits a gap in the history: the rejection's page says
+	// to let the backfill finish and promote again.
+	_, page = get(t, fmt.Sprintf("%s/decisions/%d", srv.URL, d.Seq))
+	if !strings.Contains(page, "the candidates miss clicks@v1 [2026-12-01T00:00:00Z/2026-12-01T04:00:00Z]") || !strings.Contains(page, "<code>tidemark promote p1</code>") ||
+		strings.Contains(page, "--max-trailing-gap-advances") {
+		t.Fatalf("the rejection's next steps:\n%s", page)
+	}
 }
