@@ -353,10 +353,14 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Errorf("the failure on the plan's page: %q (%v)", failure, err)
 	}
 	onScreen("the page of a plan in flight")
+	if err := chromedp.Do(bctx, chromedp.Navigate(s.http+"/"), chromedp.WaitVisible(chromedp.CSS(`li[data-inflight="d2"] .failure[data-model="clicks"]`))); err != nil {
+		t.Fatalf("the dashboard with a failing plan: %v", err)
+	}
+	onScreen("the dashboard with a failing plan")
 	if _, _, code := runCLI(t, "promote", "d2", "--nats-url", s.nats); code != 1 {
 		t.Fatalf("promote d2: exit %d, want 1 (rejected)", code)
 	}
-	if err := chromedp.Do(bctx, chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`.plan-decision article[data-outcome="rejected"]`)),
+	if err := chromedp.Do(bctx, chromedp.Navigate(s.http+"/plans/d2"), chromedp.WaitVisible(chromedp.CSS(`.plan-decision article[data-outcome="rejected"]`)),
 		chromedp.Click(chromedp.CSS(`.plan-decision h3 a`)), chromedp.WaitVisible(chromedp.CSS(`section.next-steps li.next-step`))); err != nil {
 		t.Fatalf("the rejection's page: %v", err)
 	}
