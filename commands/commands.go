@@ -158,6 +158,9 @@ type RegisterSnapshot struct {
 	// vocabulary (models.Definition); omitted: none, tidemark's.
 	Seed   string `msgpack:"seed,omitempty" json:"seed,omitempty"`
 	Macros string `msgpack:"macros,omitempty" json:"macros,omitempty"`
+	// Freshness is the version's lateness bound (models.Definition):
+	// omitted, one interval of its unit.
+	Freshness string `msgpack:"freshness,omitempty" json:"freshness,omitempty"`
 }
 
 // BuildPlan builds a plan at the command's clock.
@@ -436,7 +439,7 @@ func (c *RegisterSnapshot) Definition() models.Definition {
 	return models.Definition{Model: c.Model, Version: c.Version, Cron: c.Cron, Unit: c.IntervalUnit, Start: c.Start,
 		Lookback: c.Lookback, Kind: c.SnapshotKind, AllowPartials: c.AllowPartials, DependsOn: c.DependsOn,
 		SQL: c.SQL, TimeColumn: c.TimeColumn, BatchSize: c.BatchSize, BatchConcurrency: c.BatchConcurrency, Audits: c.Audits, Grain: c.Grain,
-		Seed: c.Seed, Macros: c.Macros}
+		Seed: c.Seed, Macros: c.Macros, Freshness: c.Freshness}
 }
 
 // Validate implements Command: the meta, then the definition

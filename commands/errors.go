@@ -264,7 +264,29 @@ type ModelStatus struct {
 	// Audits are the incumbent's audits whose latest result failed on
 	// some of its ranges (issue 30); omitted when none.
 	Audits []AuditStatus `msgpack:"audits,omitempty" json:"audits,omitempty"`
+	// Ready is the incumbent's readiness frontier at the query's clock
+	// (zero: nothing ready yet).
+	Ready time.Time `msgpack:"ready,omitempty" json:"ready,omitzero"`
+	// Late: the frontier trails Ready by more than the incumbent's
+	// freshness bound (issue 32). LateCause is why, when known (one of
+	// the LateCause constants), and LateReason the same in words.
+	Late       bool      `msgpack:"late,omitempty" json:"late,omitempty"`
+	LateCause  LateCause `msgpack:"late_cause,omitempty" json:"late_cause,omitempty"`
+	LateReason string    `msgpack:"late_reason,omitempty" json:"late_reason,omitempty"`
 }
+
+// LateCause is why a model is late, when known.
+type LateCause string
+
+// The causes of lateness status names.
+const (
+	// LateFailed: the incumbent's last run failed.
+	LateFailed LateCause = "failed"
+	// LateUpstream: a model it depends on is late.
+	LateUpstream LateCause = "upstream_late"
+	// LateNoWorker: the server sees no live worker heartbeat.
+	LateNoWorker LateCause = "no_worker"
+)
 
 // AuditStatus is an audit of a snapshot whose latest result failed on
 // some ranges, as status shows it.

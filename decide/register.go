@@ -104,7 +104,7 @@ func registered(c *commands.RegisterSnapshot, prefix string) (events.SnapshotReg
 		Start: c.Start.UTC(), Lookback: c.Lookback, Kind: kind, AllowPartials: c.AllowPartials,
 		DependsOn: append([]string{}, c.DependsOn...), Table: id, SQL: c.SQL, TimeColumn: c.TimeColumn,
 		BatchSize: c.BatchSize, BatchConcurrency: c.BatchConcurrency, Audits: c.Audits,
-		Seed: c.Seed, Macros: c.Macros,
+		Seed: c.Seed, Macros: c.Macros, Freshness: c.Freshness,
 	}
 	if len(c.Grain) > 0 {
 		reg.Grain = append([]string{}, c.Grain...)

@@ -53,6 +53,10 @@ type Config struct {
 	Coalesce bool
 	// Check vets a valid command before it is decided (serve: sqlcheck.ForEngine); its error refuses it.
 	Check func(context.Context, commands.Command) error
+	// LiveWorkers counts the live workers (serve: its roster); nil, not
+	// known. With none live, a status reply names that as the cause of
+	// lateness it knows no other cause of (views.NoWorker).
+	LiveWorkers func() int
 }
 
 // Validate reports configuration errors.
@@ -251,6 +255,9 @@ func (e *Engine) handle(ctx context.Context, cmd commands.Command) commands.Repl
 		e.proj.Read(func(st *projections.State) { r, err = views.Answer(st, q, m.At) })
 		if err != nil {
 			return commands.Rejection(err)
+		}
+		if e.cfg.LiveWorkers != nil && views.AnyLate(r.Envs) && e.cfg.LiveWorkers() == 0 {
+			views.NoWorker(r.Envs)
 		}
 		r.Accepted, r.Seq = true, e.proj.Seq()
 		return r

@@ -276,6 +276,10 @@ type SnapshotRegistered struct {
 	// tidemark's (@start_ts and @end_ts, the interval's bounds as
 	// TIMESTAMPs); "sqlmesh", SQLMesh's (models.MacrosSQLMesh).
 	Macros string `msgpack:"macros,omitempty" json:"macros,omitempty"`
+	// Freshness is how far the version's frontier may trail its readiness
+	// frontier before it is late: a whole number of intervals ("3") or a
+	// duration ("2h") (models.ParseFreshness); omitted, one interval.
+	Freshness string `msgpack:"freshness,omitempty" json:"freshness,omitempty"`
 }
 
 // Policy is the promotion policy a plan was built with.

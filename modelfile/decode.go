@@ -77,6 +77,11 @@ func DecodeModel(m *Map, base models.Definition) (models.Definition, error) {
 			return d, err
 		}
 	}
+	if m.Has("freshness") {
+		if d.Freshness, err = m.Str("freshness", false); err != nil {
+			return d, err
+		}
+	}
 	if m.Has("audits") {
 		if d.Audits, err = DecodeAudits(m.Get("audits")); err != nil {
 			return d, err

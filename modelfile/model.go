@@ -56,6 +56,8 @@ type modelDoc struct {
 	Grain grainDoc `yaml:"grain"`
 	// Macros: "" (tidemark's @start_ts, @end_ts) or "sqlmesh".
 	Macros string `yaml:"macros"`
+	// Freshness: intervals (`freshness: 3`) or a duration (`freshness: 2h`).
+	Freshness string `yaml:"freshness"`
 	// SeedFile is a seed's CSV file, relative to the model file and within
 	// its folder; read into the definition's seed content.
 	SeedFile string `yaml:"seed_file"`
@@ -213,7 +215,7 @@ func Parse(path string, b []byte) ([]Model, error) {
 		def := models.Definition{Model: m.Name, Version: m.Version, Cron: m.Cron, Unit: unit, Start: start.UTC(),
 			Lookback: lookback, Kind: events.Kind(m.Kind), AllowPartials: m.AllowPartials, DependsOn: m.DependsOn,
 			SQL: m.SQL, TimeColumn: m.TimeColumn, BatchSize: batchSize, BatchConcurrency: batchConc, Audits: audits, Grain: m.Grain,
-			Seed: seed, Macros: m.Macros}
+			Seed: seed, Macros: m.Macros, Freshness: m.Freshness}
 		if err := def.Validate(); err != nil {
 			fe := err.(*models.FieldError)
 			key := fe.Key
@@ -230,7 +232,7 @@ func Parse(path string, b []byte) ([]Model, error) {
 		reg := commands.RegisterSnapshot{Model: m.Name, Version: m.Version, Cron: m.Cron, IntervalUnit: unit, Start: start.UTC(),
 			Lookback: lookback, SnapshotKind: kind, AllowPartials: m.AllowPartials, DependsOn: m.DependsOn,
 			SQL: m.SQL, TimeColumn: m.TimeColumn, BatchSize: batchSize, BatchConcurrency: batchConc, Audits: audits, Grain: m.Grain,
-			Seed: seed, Macros: m.Macros}
+			Seed: seed, Macros: m.Macros, Freshness: m.Freshness}
 		mod := Model{Register: reg, Line: line(fmt.Sprintf("$.models[%d]", i)), Index: i,
 			SQLLine: line(fmt.Sprintf("$.models[%d].sql", i)), TimeColumnLine: line(fmt.Sprintf("$.models[%d].time_column", i))}
 		if m.Version == "" {
@@ -262,7 +264,7 @@ func contentVersion(r commands.RegisterSnapshot, sched interval.Schedule) string
 	}
 	return models.ContentVersion(events.SnapshotRegistered{Model: r.Model, Cron: sched.Cron(), Unit: sched.Unit(), Start: r.Start,
 		Lookback: r.Lookback, Kind: kind, AllowPartials: r.AllowPartials, DependsOn: r.DependsOn, SQL: r.SQL, TimeColumn: r.TimeColumn,
-		BatchSize: r.BatchSize, BatchConcurrency: r.BatchConcurrency, Audits: r.Audits, Grain: r.Grain, Seed: r.Seed, Macros: r.Macros})
+		BatchSize: r.BatchSize, BatchConcurrency: r.BatchConcurrency, Audits: r.Audits, Grain: r.Grain, Seed: r.Seed, Macros: r.Macros, Freshness: r.Freshness})
 }
 
 // readSeed reads a seed's CSV file, rel, relative to the folder of the

@@ -282,3 +282,26 @@ func TestParseQualifiedNames(t *testing.T) {
 		}
 	}
 }
+
+// freshness is read as intervals (`3`) or a duration (`2h`), enters the
+// registration (and so the derived version), and a bad one names its
+// line and field.
+func TestParseFreshness(t *testing.T) {
+	plain, err := Parse("models.yaml", []byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ value, want string }{{"3", "3"}, {"2h", "2h"}, {`"90m"`, "90m"}} {
+		ms, err := Parse("models.yaml", []byte(strings.Replace(good, "  - name: sessions", "    freshness: "+c.value+"\n  - name: sessions", 1)))
+		if err != nil {
+			t.Fatalf("freshness %s: %v", c.value, err)
+		}
+		if ms[0].Register.Freshness != c.want || ms[0].Register.Version == plain[0].Register.Version {
+			t.Errorf("freshness %s: %q (version %s, without it %s)", c.value, ms[0].Register.Freshness, ms[0].Register.Version, plain[0].Register.Version)
+		}
+	}
+	_, err = Parse("models.yaml", []byte(strings.Replace(good, "  - name: sessions", "    freshness: soon\n  - name: sessions", 1)))
+	if want := `models.yaml:5: models[0].freshness: "soon": want a whole number of intervals`; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("freshness soon: %v, want prefix %q", err, want)
+	}
+}

@@ -62,6 +62,10 @@ type Definition struct {
 	// "" is tidemark's (@start_ts and @end_ts, the interval's bounds as
 	// TIMESTAMPs, the end exclusive), MacrosSQLMesh SQLMesh's.
 	Macros string
+	// Freshness is how far the version's frontier may trail its readiness
+	// frontier before it is late (ParseFreshness): a whole number of
+	// intervals ("3") or a duration ("2h"); "" one interval of its unit.
+	Freshness string
 }
 
 // MacrosSQLMesh is Definition.Macros for SQLMesh's macro vocabulary:
@@ -169,6 +173,9 @@ func (d Definition) Validate() error {
 	}
 	if err := d.checkKind(); err != nil {
 		return err
+	}
+	if _, err := ParseFreshness(d.Freshness); err != nil {
+		return named("freshness", "%v", err)
 	}
 	if d.SQL != "" || d.TimeColumn != "" {
 		if d.SQL == "" {

@@ -23,8 +23,8 @@ import (
 // they enter the input only when set, so fingerprints of versions without
 // SQL are those computed before SQL existed. BatchSize,
 // BatchConcurrency and Audits enter it the same way, each only when set,
-// and so does Grain (in its order), a seed's content (hashed) and
-// the macro vocabulary.
+// and so does Grain (in its order), a seed's content (hashed),
+// the macro vocabulary and the freshness bound.
 func Fingerprint(r events.SnapshotRegistered) string {
 	deps := append([]string(nil), r.DependsOn...)
 	sort.Strings(deps)
@@ -63,6 +63,10 @@ func Fingerprint(r events.SnapshotRegistered) string {
 	}
 	if r.Macros != "" {
 		fmt.Fprintf(h, "macros=%s\n", r.Macros)
+	}
+	// Freshness too: only when set.
+	if r.Freshness != "" {
+		fmt.Fprintf(h, "freshness=%s\n", r.Freshness)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }

@@ -279,7 +279,7 @@ func (r *runner) register(ctx context.Context, vs map[string]Version) error {
 			Model: model, Version: v.Name, Cron: m.Cron, IntervalUnit: m.Unit, Start: m.Start,
 			Lookback: m.Lookback, SnapshotKind: m.Kind, AllowPartials: m.AllowPartials, DependsOn: m.DependsOn,
 			SQL: m.SQL, TimeColumn: m.TimeColumn, BatchSize: m.BatchSize, BatchConcurrency: m.BatchConcurrency, Audits: m.Audits, Grain: m.Grain,
-			Seed: m.Seed, Macros: m.Macros,
+			Seed: m.Seed, Macros: m.Macros, Freshness: m.Freshness,
 		}); err != nil {
 			return err
 		}

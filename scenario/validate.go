@@ -12,7 +12,7 @@ import (
 	"github.com/tidemark/tidemark/models"
 )
 
-var modelKeys = []string{"name", "cron", "interval_unit", "lookback", "kind", "allow_partials", "start", "depends_on", "sql", "time_column", "batch_size", "batch_concurrency", "audits", "grain", "seed", "macros"}
+var modelKeys = []string{"name", "cron", "interval_unit", "lookback", "kind", "allow_partials", "start", "depends_on", "sql", "time_column", "batch_size", "batch_concurrency", "audits", "grain", "seed", "macros", "freshness"}
 
 var stepKinds = []string{"deploy", "plan", "backfill", "run_scheduler", "complete", "invalidate", "promote", "replay"}
 

@@ -80,6 +80,25 @@ type Progress struct {
 	// Audits are the candidates' failed audits within the window their
 	// promotion judges now (policy.AuditWindow), in candidate order.
 	Audits []commands.AuditStatus
+	// Candidates is each candidate's share of the backfill, in
+	// candidate order.
+	Candidates []CandidateProgress
+}
+
+// CandidateProgress is how much of one candidate's backfill set its
+// table covers.
+type CandidateProgress struct {
+	Model, Snapshot string
+	// Total and Done are the backfill set's length and the part covered.
+	Total, Done time.Duration
+}
+
+// Fraction is Done/Total (1 for an empty backfill).
+func (c CandidateProgress) Fraction() float64 {
+	if c.Total <= 0 {
+		return 1
+	}
+	return float64(c.Done) / float64(c.Total)
 }
 
 // Fraction is Done/Total (1 for an empty backfill).
@@ -94,24 +113,33 @@ func (p Progress) Fraction() float64 {
 // with a catch-up open) with their backfill progress, by plan.
 func InFlight(st *projections.State) []Progress {
 	var out []Progress
-	for id, pl := range st.Plans {
+	for _, pl := range st.Plans {
 		if pl.Accepted() || (pl.Decision != nil && !pl.CatchUpOpen()) {
 			continue
 		}
-		p := Progress{Plan: id, Env: pl.Built.Env, Cancelled: pl.Cancelled != nil, Failures: PlanFailures(st, pl), Models: PlanWork(st, pl)}
-		for _, c := range pl.Built.Candidates {
-			p.Audits = append(p.Audits, FailedAudits(st, c.Model, c.Snapshot, policy.AuditWindow(st, c))...)
-		}
-		for _, c := range pl.Built.Candidates {
-			want := interval.NewSet(c.Backfill...)
-			left := want.SubtractSet(st.Table(c.Table))
-			p.Total += duration(want)
-			p.Done += duration(want) - duration(left)
-		}
-		out = append(out, p)
+		out = append(out, PlanProgress(st, pl))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Plan < out[j].Plan })
 	return out
+}
+
+// PlanProgress is pl's backfill progress, whether it is in flight or
+// decided: per candidate and in all, its work per model, its failures
+// and its candidates' failed audits.
+func PlanProgress(st *projections.State, pl *projections.Plan) Progress {
+	p := Progress{Plan: pl.Built.Plan, Env: pl.Built.Env, Cancelled: pl.Cancelled != nil, Failures: PlanFailures(st, pl), Models: PlanWork(st, pl)}
+	for _, c := range pl.Built.Candidates {
+		p.Audits = append(p.Audits, FailedAudits(st, c.Model, c.Snapshot, policy.AuditWindow(st, c))...)
+	}
+	for _, c := range pl.Built.Candidates {
+		want := interval.NewSet(c.Backfill...)
+		left := want.SubtractSet(st.Table(c.Table))
+		cp := CandidateProgress{Model: c.Model, Snapshot: c.Snapshot, Total: duration(want), Done: duration(want) - duration(left)}
+		p.Candidates = append(p.Candidates, cp)
+		p.Total += cp.Total
+		p.Done += cp.Done
+	}
+	return p
 }
 
 // PlanFailures lists, per candidate of pl in order, the latest failure of

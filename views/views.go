@@ -27,7 +27,8 @@ import (
 
 // Status summarises the environments of st (one when env is set): each
 // incumbent with its frontier, what it misses, its last tick, open repair
-// debt and failed runs; and the open repair debts, measured at clock at.
+// debt, failed runs, readiness frontier and whether it is late and why
+// (late.go); and the open repair debts, measured at clock at.
 func Status(st *projections.State, env string, at time.Time) ([]commands.EnvStatus, []commands.Repair) {
 	out := []commands.EnvStatus{}
 	names := make([]string, 0, len(st.Envs))
@@ -41,6 +42,7 @@ func Status(st *projections.State, env string, at time.Time) ([]commands.EnvStat
 	for _, n := range names {
 		e := st.Envs[n]
 		es := commands.EnvStatus{Env: n, Generation: e.Generation, Finalized: e.Finalized, Models: []commands.ModelStatus{}}
+		lateModels := map[string]bool{}
 		for _, m := range st.DependencyOrder(n) {
 			id := e.Incumbents[m]
 			cov := st.SnapshotCoverage(id)
@@ -61,6 +63,9 @@ func Status(st *projections.State, env string, at time.Time) ([]commands.EnvStat
 				ms.LastFailure = &last
 			}
 			ms.Audits = FailedAudits(st, m, id, everything)
+			if sn, ok := st.Snapshots[id]; ok {
+				late(st, &ms, sn, at, lateModels)
+			}
 			es.Models = append(es.Models, ms)
 		}
 		out = append(out, es)

@@ -12,9 +12,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/projections"
+	"github.com/tidemark/tidemark/views"
 )
 
 // decisionPage is what decision.html renders: one recorded promotion
@@ -29,6 +31,10 @@ type decisionPage struct {
 	Latest bool
 	// LatestSeq is the plan's most recent decision's sequence.
 	LatestSeq uint64
+	// Next says what to do about a rejection (views.NextSteps on the
+	// view it was evaluated on); NextNote why there is none.
+	Next     []views.NextStep
+	NextNote string
 }
 
 type decisionModel struct {
@@ -98,5 +104,39 @@ func (s *Server) decisionAt(ctx context.Context, seq uint64) (decisionPage, erro
 			p.Latest = pl.DecisionSeq == seq
 		}
 	})
+	if d.Outcome == events.Rejected {
+		view, err := s.viewAt(ctx, d.EvaluatedAtSeq)
+		if err != nil {
+			p.NextNote = "what would admit it was not worked out: reading the view it was evaluated on failed: " + err.Error()
+		} else {
+			p.Next = views.NextSteps(view, d)
+		}
+	}
 	return p, nil
+}
+
+// errViewRead ends viewAt's read of the log once it has its view.
+var errViewRead = errors.New("view read")
+
+// viewAt folds the log's events up to seq into a fresh state: the view
+// a decision evaluated at seq read.
+func (s *Server) viewAt(ctx context.Context, seq uint64) (*projections.State, error) {
+	st := projections.New()
+	if seq == 0 {
+		return st, nil
+	}
+	err := s.Log.Tail(ctx, 1, func(e eventlog.Entry) error {
+		if e.Seq > seq {
+			return errViewRead
+		}
+		_ = projections.ApplyRecord(st, e.Record) // as replay folds: a record it cannot apply is skipped
+		if e.Seq == seq && (e.Count == 0 || e.Index == e.Count-1) {
+			return errViewRead
+		}
+		return nil
+	})
+	if errors.Is(err, errViewRead) {
+		return st, nil
+	}
+	return nil, err
 }

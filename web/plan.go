@@ -3,11 +3,13 @@ package web
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/projections"
+	"github.com/tidemark/tidemark/views"
 )
 
 // PlanDiff is one candidate's diff (`tidemark diff`) as the plan page
@@ -38,14 +40,43 @@ type planPage struct {
 	// (no warehouse, or the diff failed or ran out of time).
 	Diffs    []PlanDiff
 	DiffNote string
+	// InFlight: the plan is not accepted, nor decided without a catch-up
+	// open (views.InFlight).
+	InFlight bool
+	// Percent and Done are the backfill's progress in all ("6h of 48h");
+	// Candidates per candidate.
+	Percent    int
+	Done       string
+	Candidates []candidateProgress
+	// Work is the plan's work per model, Failures the latest failure of
+	// it per candidate (with its text), Audits the candidates' failed
+	// audits in the window their promotion judges now.
+	Work     []workView
+	Failures []failureView
+	Audits   []auditView
+	// Decision is the plan's latest decision (nil: not promoted yet).
+	Decision *events.PromotionDecided
 }
+
+// candidateProgress is one candidate's backfill progress as the plan
+// page shows it.
+type candidateProgress struct {
+	Model, Snapshot string
+	Percent         int
+	Done            string
+}
+
+// percent is a fraction as a whole percentage, rounded.
+func percent(f float64) int { return int(f*100 + 0.5) }
 
 // diffTimeout is how long a plan page waits for its diff unless
 // Server.DiffTimeout says.
 const diffTimeout = 10 * time.Second
 
 // plan serves /plans/{id}: the plan as built (candidates, incumbents,
-// backfill sets), its state and latest decision, and each candidate's
+// backfill sets), its state, its backfill's progress per candidate and
+// its work per model, its work's failures with their text, its
+// candidates' failed audits, its latest decision, and each candidate's
 // diff against its incumbent (Server.Diff), computed on request within
 // DiffTimeout, one page's diff at a time.
 func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
@@ -58,7 +89,23 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		found = true
-		p.Plan, p.BuiltSeq, p.DecisionSeq = pl.Built, pl.BuiltSeq, pl.DecisionSeq
+		p.Plan, p.BuiltSeq, p.DecisionSeq, p.Decision = pl.Built, pl.BuiltSeq, pl.DecisionSeq, pl.Decision
+		p.InFlight = !pl.Accepted() && (pl.Decision == nil || pl.CatchUpOpen())
+		pr := views.PlanProgress(st, pl)
+		p.Percent, p.Done = percent(pr.Fraction()), fmt.Sprintf("%s of %s", pr.Done, pr.Total)
+		for _, c := range pr.Candidates {
+			p.Candidates = append(p.Candidates, candidateProgress{Model: c.Model, Snapshot: c.Snapshot, Percent: percent(c.Fraction()),
+				Done: fmt.Sprintf("%s of %s", c.Done, c.Total)})
+		}
+		for _, m := range pr.Models {
+			p.Work = append(p.Work, newWorkView(m))
+		}
+		for _, f := range pr.Failures {
+			p.Failures = append(p.Failures, failureView{Model: f.Model, Final: f.Final, Text: f.Snapshot + ": " + failureText(f)})
+		}
+		for _, a := range pr.Audits {
+			p.Audits = append(p.Audits, newAuditView(a))
+		}
 		switch {
 		case pl.Cancelled != nil:
 			p.State = "cancelled"

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/engine"
+	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/internal/jstest"
 	"github.com/tidemark/tidemark/natsnode"
 	"github.com/tidemark/tidemark/scenario"
@@ -116,5 +120,55 @@ func TestPlanPage(t *testing.T) {
 	t.Cleanup(bare.Close)
 	if code, body := get(t, bare.URL+"/plans/p1"); code != 200 || !strings.Contains(body, "no warehouse") || !strings.Contains(body, `<tr data-model="events">`) {
 		t.Fatalf("without a warehouse (%d):\n%s", code, body)
+	}
+}
+
+// TestPlanPageInFlight: a plan in flight has its page, with its backfill
+// per candidate, its work per model, its failures with their text, and
+// no decision yet; once promoted (rejected here: a gap), the page shows
+// the decision and its findings.
+func TestPlanPageInFlight(t *testing.T) {
+	e, handle, metaAt := commanded(t)
+	at := time.Date(2026, 12, 1, 4, 0, 0, 0, time.UTC)
+	meta := func() commands.Meta { return metaAt(at) }
+	handle(&commands.RegisterSnapshot{Meta: meta(), Model: "events", Version: "v1", Cron: "@hourly", Start: at.Add(-4 * time.Hour)})
+	handle(&commands.RegisterSnapshot{Meta: meta(), Model: "clicks", Version: "v1", Cron: "@hourly", Start: at.Add(-4 * time.Hour)})
+	built := handle(&commands.BuildPlan{Meta: meta(), Plan: "p1", Env: "prod", Versions: map[string]string{"events": "v1", "clicks": "v1"}})
+	handle(&commands.CompleteIntervals{Meta: meta(), Model: "events", Version: "v1",
+		Ranges: []interval.Range{interval.R(at.Add(-4*time.Hour), at.Add(-3*time.Hour))}, Work: events.WorkID(built.Seq, events.RunBackfill), Rows: 120})
+	handle(&commands.FailRun{Meta: meta(), Model: "clicks", Version: "v1", Ranges: []interval.Range{interval.R(at.Add(-4*time.Hour), at)},
+		RunKind: events.RunBackfill, RunID: events.PlanRunID(events.RunBackfill, "p1"), ExitStatus: 1, Error: "relation <raw.clicks> does not exist", Attempt: 3, Final: true})
+	h, err := (&Server{Proj: e.Projection(), Log: e.Reader(), Registry: e.Registry(), Clock: e.Now, Logger: quiet()}).Handler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	code, page := get(t, srv.URL+"/plans/p1")
+	for _, want := range []string{`data-state="built"`, `<section class="progress" data-in-flight="true">`, `13% (1h0m0s of 8h0m0s) · in flight`,
+		`<tr data-progress="events" data-percent="25">`, `25% (1h0m0s of 4h0m0s)`, `<tr data-progress="clicks" data-percent="0">`,
+		`<tr data-work="events@v1" data-run-kind="backfill">`, `<div class="failure" data-model="clicks" data-final="true">clicks@v1: backfill attempt 3, given up: relation &lt;raw.clicks&gt; does not exist</div>`,
+		"Not promoted yet: <code>tidemark promote p1</code>"} {
+		if code != 200 || !strings.Contains(page, want) {
+			t.Fatalf("plan page in flight (%d) lacks %q:\n%s", code, want, page)
+		}
+	}
+	d := handle(&commands.Promote{Meta: meta(), Plan: "p1"})
+	if d.Decision.Outcome != events.Rejected {
+		t.Fatalf("promote: %+v", d.Decision)
+	}
+	_, page = get(t, srv.URL+"/plans/p1")
+	for _, want := range []string{`data-state="rejected"`, `<article class="decision rejected" data-outcome="rejected">`, `<li data-code="missing_intervals">`,
+		fmt.Sprintf(`href="/decisions/%d"`, d.Seq)} {
+		if !strings.Contains(page, want) {
+			t.Fatalf("plan page after the decision lacks %q:\n%s", want, page)
+		}
+	}
+	// No allowance admits a gap in the history: the rejection's page says
+	// to let the backfill finish and promote again.
+	_, page = get(t, fmt.Sprintf("%s/decisions/%d", srv.URL, d.Seq))
+	if !strings.Contains(page, "the candidates miss clicks@v1 [2026-12-01T00:00:00Z/2026-12-01T04:00:00Z]") || !strings.Contains(page, "<code>tidemark promote p1</code>") ||
+		strings.Contains(page, "--max-trailing-gap-advances") {
+		t.Fatalf("the rejection's next steps:\n%s", page)
 	}
 }

@@ -205,8 +205,13 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) page(w http.ResponseWriter, r *http.Request) {
+	win, err := windowOf(r.URL.Query())
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
 	var buf bytes.Buffer
-	if err := s.tmpl.ExecuteTemplate(&buf, "page.html", s.view()); err != nil {
+	if err := s.tmpl.ExecuteTemplate(&buf, "page.html", s.view(win)); err != nil {
 		s.Logger.Error("dashboard", "err", err)
 		http.Error(w, "render failed", http.StatusInternalServerError)
 		return
@@ -216,7 +221,12 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) fragment(w http.ResponseWriter, r *http.Request) {
-	b, err := s.render()
+	win, err := windowOf(r.URL.Query())
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	b, err := s.render(win)
 	if err != nil {
 		http.Error(w, "render failed", http.StatusInternalServerError)
 		return
@@ -225,9 +235,9 @@ func (s *Server) fragment(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(b)
 }
 
-func (s *Server) render() ([]byte, error) {
+func (s *Server) render(win string) ([]byte, error) {
 	var buf bytes.Buffer
-	err := s.tmpl.ExecuteTemplate(&buf, "content", s.view())
+	err := s.tmpl.ExecuteTemplate(&buf, "content", s.view(win))
 	return buf.Bytes(), err
 }
 
@@ -240,6 +250,11 @@ func (s *Server) live(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
 		return
 	}
+	win, err := windowOf(r.URL.Query())
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	ctx := r.Context()
@@ -248,7 +263,7 @@ func (s *Server) live(w http.ResponseWriter, r *http.Request) {
 	for {
 		seq := s.Proj.Seq()
 		if first || seq != last {
-			b, err := s.render()
+			b, err := s.render(win)
 			if err != nil {
 				return
 			}
@@ -334,18 +349,24 @@ func failureText(f commands.RunFailure) string {
 	return fmt.Sprintf("%s attempt %d, %s: %s", f.RunKind, f.Attempt, state, f.Error)
 }
 
-func stamp(t time.Time) string {
+// stamp is a time for the pages, compact and on one line: "12-01 15:04"
+// (UTC) in a <time> element whose title and datetime hold it in full;
+// "-" for the zero time.
+func stamp(t time.Time) template.HTML {
 	if t.IsZero() {
 		return "-"
 	}
-	return t.UTC().Format("2006-01-02 15:04Z")
+	full := t.UTC().Format(time.RFC3339)
+	return template.HTML(`<time datetime="` + full + `" title="` + full + `">` + t.UTC().Format("01-02 15:04") + `</time>`)
 }
 
 // view is what the templates render.
 type view struct {
-	Seq       uint64
-	Lag       uint64
-	Now       time.Time
+	Seq uint64
+	Lag uint64
+	Now time.Time
+	// Axis is the time range every coverage bar spans (?window=).
+	Axis      axis
 	Envs      []envView
 	Repairs   []repairView
 	Decisions []decisionView
@@ -457,6 +478,8 @@ type envView struct {
 	// generation began with a promotion).
 	RolledBackTo uint64
 	Models       []modelView
+	// Lineage is the env's models as a DAG, coloured by state (SVG).
+	Lineage template.HTML
 }
 
 type modelView struct {
@@ -481,6 +504,12 @@ type modelView struct {
 	// its interval; WrittenAt: when it committed).
 	HasWritten            bool
 	WrittenEnd, WrittenAt time.Time
+	// Ready is the readiness frontier; Late, LateCause and LateReason say
+	// whether the model is late and why (views: late.go).
+	Ready      time.Time
+	Late       bool
+	LateCause  string
+	LateReason string
 }
 
 type repairView struct {
@@ -497,13 +526,36 @@ type decisionView struct {
 	Findings []events.Finding
 }
 
-func (s *Server) view() view {
+// view is the dashboard at the server's clock, its coverage bars on one
+// axis: window (24h, 7d or all) ending now.
+func (s *Server) view(window string) view {
 	v := view{Now: s.Clock().UTC(), Lag: s.Proj.Stats().Lag}
+	var workers []Worker
+	if s.Workers != nil {
+		workers = s.Workers()
+	}
 	s.Proj.Read(func(st *projections.State) {
 		v.Seq = st.Seq
+		v.Axis = newAxis(st, window, v.Now)
 		envs, repairs := views.Status(st, "", v.Now)
+		if s.Workers != nil && len(workers) == 0 {
+			views.NoWorker(envs)
+		}
+		inFlight := views.InFlight(st)
+		inPlan := map[string]map[string]bool{} // env → models a plan in flight replaces
+		for _, p := range inFlight {
+			if p.Cancelled {
+				continue
+			}
+			if inPlan[p.Env] == nil {
+				inPlan[p.Env] = map[string]bool{}
+			}
+			for _, c := range st.Plans[p.Plan].Built.Candidates {
+				inPlan[p.Env][c.Model] = true
+			}
+		}
 		for _, e := range envs {
-			ev := envView{Name: e.Env, Generation: e.Generation}
+			ev := envView{Name: e.Env, Generation: e.Generation, Lineage: lineage(st, e, inPlan[e.Env])}
 			if h := st.Env(e.Env).History; len(h) > 0 {
 				switch g := h[len(h)-1]; {
 				case g.Rollback != nil:
@@ -517,7 +569,8 @@ func (s *Server) view() view {
 				mv := modelView{
 					Model: m.Model, Snapshot: m.Snapshot, Frontier: m.Frontier, LastTick: m.LastTick,
 					Missing: strings.Join(interval.Set(m.Missing).Strings(), ", "), OpenRepairs: m.OpenRepairs, Failures: m.Failures,
-					Timeline: timeline(st, e.Env, m.Snapshot),
+					Timeline: timeline(st, m.Snapshot, v.Axis),
+					Ready:    m.Ready, Late: m.Late, LateCause: string(m.LateCause), LateReason: m.LateReason,
 				}
 				if f := m.LastFailure; f != nil {
 					mv.LastFailure, mv.LastFailureFinal = failureText(*f), f.Final
@@ -534,7 +587,7 @@ func (s *Server) view() view {
 				Missing: strings.Join(interval.Set(r.Missing).Strings(), ", "), Age: (time.Duration(r.OpenForMS) * time.Millisecond).Round(time.Second).String()})
 		}
 		v.Retired = views.Retired(st)
-		for _, p := range views.InFlight(st) {
+		for _, p := range inFlight {
 			fv := flightView{Plan: p.Plan, Env: p.Env, Percent: int(p.Fraction()*100 + 0.5),
 				Done: fmt.Sprintf("%s of %s", p.Done, p.Total), Cancelled: p.Cancelled}
 			for _, f := range p.Failures {
@@ -572,7 +625,7 @@ func (s *Server) view() view {
 	sort.SliceStable(v.Envs, func(i, j int) bool { return v.Envs[i].Name < v.Envs[j].Name })
 	if s.Workers != nil {
 		v.Roster = true
-		for _, w := range s.Workers() {
+		for _, w := range workers {
 			v.Workers = append(v.Workers, workerView{Worker: w, Seen: w.Age.Round(100*time.Millisecond).String() + " ago"})
 		}
 	}

@@ -27,8 +27,16 @@ import (
 
 func quiet() *slog.Logger { return jstest.Quiet() }
 
-// served plays a scenario into a data dir and serves the reopened engine.
+// served plays a scenario into a data dir and serves the reopened engine,
+// its clock at 11:30.
 func served(t *testing.T, file string) (*engine.Engine, *httptest.Server) {
+	t.Helper()
+	return servedAt(t, file, time.Date(2026, 12, 1, 11, 30, 0, 0, time.UTC), false)
+}
+
+// servedAt is served on a clock at at, with a roster of no worker when
+// roster is set.
+func servedAt(t *testing.T, file string, at time.Time, roster bool) (*engine.Engine, *httptest.Server) {
 	t.Helper()
 	f, err := scenario.Load("../testdata/scenarios/" + file)
 	if err != nil {
@@ -38,16 +46,35 @@ func served(t *testing.T, file string) (*engine.Engine, *httptest.Server) {
 	if _, err := scenario.Run(t.Context(), f, scenario.Options{DataDir: dir}); err != nil {
 		t.Fatal(err)
 	}
-	at := time.Date(2026, 12, 1, 11, 30, 0, 0, time.UTC)
 	e := jstest.Engine(t, engine.Config{Clock: func() time.Time { return at }, TrustCommandTime: true},
 		jstest.Node(t, natsnode.Config{DataDir: dir}))
-	h, err := (&Server{Proj: e.Projection(), Log: e.Reader(), Registry: e.Registry(), Clock: e.Now, Logger: quiet(), MinInterval: time.Millisecond}).Handler()
+	s := &Server{Proj: e.Projection(), Log: e.Reader(), Registry: e.Registry(), Clock: e.Now, Logger: quiet(), MinInterval: time.Millisecond}
+	if roster {
+		s.Workers = func() []Worker { return nil }
+	}
+	h, err := s.Handler()
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return e, srv
+}
+
+// commanded is an engine on a simulated clock and handle, which sends it
+// a command (failing the test on a rejection), and meta, a command's
+// header at at.
+func commanded(t *testing.T) (e *engine.Engine, handle func(commands.Command) commands.Reply, meta func(at time.Time) commands.Meta) {
+	e = jstest.Engine(t, engine.Config{TrustCommandTime: true})
+	handle = func(c commands.Command) commands.Reply {
+		t.Helper()
+		r := e.Handle(t.Context(), c)
+		if err := r.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	return e, handle, func(at time.Time) commands.Meta { return commands.Meta{ID: commands.NewID(), At: at} }
 }
 
 func get(t *testing.T, url string) (int, string) {
@@ -172,7 +199,7 @@ func TestDashboardRows(t *testing.T) {
 	defer srv.Close()
 	for range 2 {
 		_, page := get(t, srv.URL+"/")
-		if !strings.Contains(page, `<td class="rows">660</td><td>2026-12-01 10:59Z</td><td class="written">to 2026-12-01 11:00Z at 2026-12-01 11:02Z</td>`) {
+		if !strings.Contains(page, `<td class="rows">660</td><td><time datetime="2026-12-01T10:59:00Z" title="2026-12-01T10:59:00Z">12-01 10:59</time></td><td class="written">to <time datetime="2026-12-01T11:00:00Z" title="2026-12-01T11:00:00Z">12-01 11:00</time> at <time datetime="2026-12-01T11:02:00Z" title="2026-12-01T11:02:00Z">12-01 11:02</time></td>`) {
 			t.Fatalf("the page lacks the rows of events@v2:\n%s", page)
 		}
 	}
@@ -185,16 +212,9 @@ func TestDashboardRows(t *testing.T) {
 // backfill done and, per model, its work's batches, intervals and rows
 // done, the pace and the ETA.
 func TestDashboardPlansInFlight(t *testing.T) {
-	e := jstest.Engine(t, engine.Config{TrustCommandTime: true})
+	e, handle, metaAt := commanded(t)
 	at := time.Date(2026, 12, 1, 4, 0, 0, 0, time.UTC)
-	meta := func() commands.Meta { return commands.Meta{ID: commands.NewID(), At: at} }
-	handle := func(c commands.Command) commands.Reply {
-		r := e.Handle(t.Context(), c)
-		if err := r.Err(); err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
+	meta := func() commands.Meta { return metaAt(at) }
 	handle(&commands.RegisterSnapshot{Meta: meta(), Model: "events", Version: "v1", Cron: "@hourly", Start: at.Add(-4 * time.Hour)})
 	built := handle(&commands.BuildPlan{Meta: meta(), Plan: "p1", Env: "prod", Versions: map[string]string{"events": "v1"}})
 	// The first of four hours (one batch: no SQL), 120 rows, 10s after

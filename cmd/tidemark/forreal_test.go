@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -226,31 +227,43 @@ func chromium(t *testing.T) string {
 }
 
 // TestDashboardInBrowser: the dashboard in headless Chromium shows a
-// promotion done through the CLI without a reload, and a screenshot is
-// saved.
+// promotion done through the CLI without a reload, with the lineage; at
+// 1,400 px the dashboard in each window, a plan's page (accepted, and in
+// flight with its failure), and a decision's page (accepted, and a
+// rejection saying what to do next) fit the width; a screenshot is saved.
 func TestDashboardInBrowser(t *testing.T) {
 	browser := chromium(t)
 	s := startServe(t)
-	startWorker(t, s.nats, "true")
+	// Every model's work succeeds but clicks', which fails.
+	startWorker(t, s.nats, `[ "$TIDEMARK_MODEL" != clicks ] || { echo "clicks: upstream export missing" >&2; exit 3; }`)
 	start := time.Now().UTC().Truncate(time.Hour).Add(-3 * time.Hour)
-	models := modelFile(t, start, "")
+	models := modelFile(t, start, "  - name: clicks\n    cron: \"@hourly\"\n    start: "+start.Format(time.RFC3339)+"\n")
 	out, _, code := runCLI(t, "apply", "-f", models, "--nats-url", s.nats, "-o", "json")
 	var applied []struct{ Snapshot string }
-	if json.Unmarshal([]byte(out), &applied); code != 0 || len(applied) != 1 {
+	if json.Unmarshal([]byte(out), &applied); code != 0 || len(applied) != 2 {
 		t.Fatalf("apply: %d %s", code, out)
 	}
-	version := strings.TrimPrefix(applied[0].Snapshot, "events@")
+	var eventsSnap, clicksSnap string
+	for _, a := range applied {
+		if strings.HasPrefix(a.Snapshot, "events@") {
+			eventsSnap = a.Snapshot
+		} else {
+			clicksSnap = a.Snapshot
+		}
+	}
+	version := strings.TrimPrefix(eventsSnap, "events@")
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true), chromedp.UserDataDir(t.TempDir()))
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true), chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1400, 900))
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
 	defer cancelA()
 	bctx, cancelB := chromedp.NewContext(actx)
 	defer cancelB()
 	bctx, cancelT := context.WithTimeout(bctx, 2*time.Minute)
 	defer cancelT()
-	if err := chromedp.Do(bctx, chromedp.Navigate(s.http+"/"), chromedp.WaitVisible(chromedp.CSS("#conn.live"))); err != nil {
+	if err := chromedp.Do(bctx, chromedp.EmulateViewport(1400, 900), chromedp.Navigate(s.http+"/"), chromedp.WaitVisible(chromedp.CSS("#conn.live"))); err != nil {
 		t.Fatal(err)
 	}
 	before, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS("#content")))
@@ -268,7 +281,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	if err := chromedp.Do(bctx,
 		chromedp.WaitVisible(chromedp.CSS(`article[data-plan="d1"][data-outcome="accepted"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`tr[data-snapshot="`+applied[0].Snapshot+`"] svg.timeline`))); err != nil {
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-snapshot="`+eventsSnap+`"] svg.timeline`))); err != nil {
 		t.Fatal(err)
 	}
 	decision, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`article[data-plan="d1"]`)))
@@ -282,6 +295,80 @@ func TestDashboardInBrowser(t *testing.T) {
 	if !strings.Contains(decision, "ACCEPTED") || !strings.Contains(decision, "no_gaps") {
 		t.Fatalf("decision on the page: %q", decision)
 	}
+	// At 1,400 px the page, in each window, its plan's page and its
+	// decision's page fit the width (no sideways scroll), no time wraps,
+	// and every coverage bar spans one axis.
+	onScreen := func(what string) {
+		t.Helper()
+		fits, err := chromedp.Run(bctx, chromedp.Evaluate[string](`(() => { const e = document.scrollingElement; return e.scrollWidth + " of " + e.clientWidth; })()`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sw, cw int
+		if _, err := fmt.Sscanf(fits, "%d of %d", &sw, &cw); err != nil || sw > cw || cw < 1300 {
+			t.Errorf("%s scrolls sideways at 1,400 px: %s (%v)", what, fits, err)
+		}
+		wrapped, err := chromedp.Run(bctx, chromedp.Evaluate[string](`(() => { const ts = Array.from(document.querySelectorAll("time"));
+			return ts.length + " times; wrapped: " + ts.filter(t => t.getClientRects().length !== 1).map(t => t.textContent).join(", "); })()`))
+		if err != nil || !strings.HasSuffix(wrapped, "wrapped: ") || strings.HasPrefix(wrapped, "0 times") {
+			t.Errorf("%s: %q (%v), want times, none wrapped", what, wrapped, err)
+		}
+	}
+	onScreen("the dashboard")
+	if err := chromedp.Do(bctx, chromedp.WaitVisible(chromedp.CSS(`svg.lineage g.node.ok[data-model="events"]`))); err != nil {
+		t.Fatalf("the lineage: %v", err)
+	}
+	for _, w := range []string{"24h", "7d", "all"} {
+		if err := chromedp.Do(bctx, chromedp.Navigate(s.http+"/?window="+w), chromedp.WaitVisible(chromedp.CSS("#conn.live")),
+			chromedp.WaitVisible(chromedp.CSS(`b.window[data-window="`+w+`"]`))); err != nil {
+			t.Fatalf("window %s: %v", w, err)
+		}
+		axes, err := chromedp.Run(bctx, chromedp.Evaluate[string](`Array.from(new Set(Array.from(document.querySelectorAll("svg.timeline")).map(s => s.dataset.start + "/" + s.dataset.end))).join(" ")`))
+		if err != nil || strings.Count(axes, "/") != 1 {
+			t.Errorf("window %s: the bars' axes %q (%v), want one", w, axes, err)
+		}
+		onScreen("the dashboard of " + w)
+	}
+	if err := chromedp.Do(bctx, chromedp.Navigate(s.http+"/plans/d1"), chromedp.WaitVisible(chromedp.CSS(`tr[data-progress="events"][data-percent="100"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`.plan-decision article[data-outcome="accepted"]`))); err != nil {
+		t.Fatalf("the plan's page: %v", err)
+	}
+	onScreen("the plan's page")
+	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS(`.plan-decision h3 a`)), chromedp.WaitVisible(chromedp.CSS(`article.decision[data-outcome="accepted"]`))); err != nil {
+		t.Fatalf("the decision's page: %v", err)
+	}
+	onScreen("the decision's page")
+	// A plan whose work fails stays in flight: its page shows the
+	// failure's text; promoted, it is rejected, and the rejection's page
+	// says what to do next.
+	if _, stderr, code := runCLI(t, "plan", "--env", "dev", "--set", "clicks="+strings.TrimPrefix(clicksSnap, "clicks@"), "--id", "d2", "--wait", "1m", "--nats-url", s.nats); code != 1 {
+		t.Fatalf("plan d2: exit %d, want 1 (its work given up): %s", code, stderr)
+	}
+	if err := chromedp.Do(bctx, chromedp.Navigate(s.http+"/plans/d2"), chromedp.WaitVisible(chromedp.CSS(`section.progress[data-in-flight="true"] tr[data-progress="clicks"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`.plan-failures .failure[data-model="clicks"][data-final="true"]`))); err != nil {
+		t.Fatalf("the page of a plan in flight: %v", err)
+	}
+	failure, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`.plan-failures .failure`)))
+	if err != nil || !strings.Contains(failure, "exit status 3") {
+		t.Errorf("the failure on the plan's page: %q (%v)", failure, err)
+	}
+	onScreen("the page of a plan in flight")
+	if err := chromedp.Do(bctx, chromedp.Navigate(s.http+"/"), chromedp.WaitVisible(chromedp.CSS(`li[data-inflight="d2"] .failure[data-model="clicks"]`))); err != nil {
+		t.Fatalf("the dashboard with a failing plan: %v", err)
+	}
+	onScreen("the dashboard with a failing plan")
+	if _, _, code := runCLI(t, "promote", "d2", "--nats-url", s.nats); code != 1 {
+		t.Fatalf("promote d2: exit %d, want 1 (rejected)", code)
+	}
+	if err := chromedp.Do(bctx, chromedp.Navigate(s.http+"/plans/d2"), chromedp.WaitVisible(chromedp.CSS(`.plan-decision article[data-outcome="rejected"]`)),
+		chromedp.Click(chromedp.CSS(`.plan-decision h3 a`)), chromedp.WaitVisible(chromedp.CSS(`section.next-steps li.next-step`))); err != nil {
+		t.Fatalf("the rejection's page: %v", err)
+	}
+	next, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`section.next-steps`)))
+	if err != nil || !strings.Contains(next, "tidemark promote d2") {
+		t.Errorf("the rejection's next step: %q (%v)", next, err)
+	}
+	onScreen("the rejection's page")
 	dir := os.Getenv("TIDEMARK_ARTIFACTS")
 	if dir == "" {
 		dir = t.TempDir()

@@ -47,14 +47,21 @@ func orList(s []string) string {
 
 func printStatus(w io.Writer, envs []commands.EnvStatus, open []commands.Repair) {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ENV\tGEN\tMODEL\tINCUMBENT\tFRONTIER\tMISSING\tLAST TICK\tOPEN REPAIRS\tFAILED RUNS")
+	fmt.Fprintln(tw, "ENV\tGEN\tMODEL\tINCUMBENT\tSTATE\tFRONTIER\tREADY\tMISSING\tLAST TICK\tOPEN REPAIRS\tFAILED RUNS")
 	for _, e := range envs {
 		for _, m := range e.Models {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", e.Env, e.Generation, m.Model, m.Snapshot, stamp(m.Frontier),
-				dash(strings.Join(interval.Set(m.Missing).Strings(), ",")), stamp(m.LastTick), m.OpenRepairs, m.Failures)
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", e.Env, e.Generation, m.Model, m.Snapshot, modelState(m), stamp(m.Frontier),
+				stamp(m.Ready), dash(strings.Join(interval.Set(m.Missing).Strings(), ",")), stamp(m.LastTick), m.OpenRepairs, m.Failures)
 		}
 	}
 	tw.Flush()
+	for _, e := range envs {
+		for _, m := range e.Models {
+			if m.Late {
+				fmt.Fprintf(w, "LATE %s/%s: %s\n", e.Env, m.Model, m.LateReason)
+			}
+		}
+	}
 	for _, e := range envs {
 		for _, m := range e.Models {
 			if f := m.LastFailure; f != nil {
@@ -150,6 +157,18 @@ func stamp(t time.Time) string {
 		return "-"
 	}
 	return t.UTC().Format(time.RFC3339)
+}
+
+// modelState is a model's STATE in status: LATE, with its cause when
+// known (LATE:failed, LATE:upstream_late, LATE:no_worker), or ok.
+func modelState(m commands.ModelStatus) string {
+	switch {
+	case m.Late && m.LateCause != "":
+		return "LATE:" + string(m.LateCause)
+	case m.Late:
+		return "LATE"
+	}
+	return "ok"
 }
 
 func dash(s string) string {

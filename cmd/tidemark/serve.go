@@ -75,7 +75,12 @@ func newServeCmd() *cobra.Command {
 			// Concurrent completions are stored together: a group of them is
 			// one group message (engine.Config.Coalesce), one fsync and one
 			// store for the group (docs/performance.md).
-			cfg := engine.Config{Replicas: replicas, Logger: log, Coalesce: !noCoalesce}
+			// Worker liveness: every worker's heartbeat (the built-in
+			// one's too) feeds the roster the dashboard shows; status
+			// names it when a late model has no live worker.
+			roster := &work.Roster{}
+			cfg := engine.Config{Replicas: replicas, Logger: log, Coalesce: !noCoalesce,
+				LiveWorkers: func() int { return len(roster.Live()) }}
 			// Model SQL is parsed and bound before it is registered, whoever
 			// sends the command (docs/security.md); upstream models are read
 			// from the engine's projection (eng is set before any command).
@@ -165,9 +170,6 @@ func newServeCmd() *cobra.Command {
 			var syncer *sqlrun.Syncer
 			var dropper *sqlrun.Janitor
 			var wh *warehouse.Warehouse
-			// Worker liveness: every worker's heartbeat (the built-in
-			// one's too) feeds the roster the dashboard shows.
-			roster := &work.Roster{}
 			stopRoster, err := roster.Subscribe(node.Conn())
 			if err != nil {
 				eng.Close(context.WithoutCancel(ctx))

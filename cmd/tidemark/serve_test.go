@@ -148,7 +148,8 @@ func TestServeBuiltinWorker(t *testing.T) {
 	if r, err := c.Do(ctx, &commands.AdvanceScheduler{Env: "prod", Generation: r.Envs[0].Generation}); err != nil || !r.Accepted || len(r.Advances) != 1 {
 		t.Fatalf("advance: %+v %v", r, err)
 	}
-	if err := <-waited; err != nil || !strings.Contains(out.String(), "events@v1  "+today.Format(time.RFC3339)) {
+	// The row: ENV GEN MODEL INCUMBENT STATE FRONTIER ...
+	if err := <-waited; err != nil || !strings.Contains(out.String(), "prod  1    events  events@v1  ok     "+today.Format(time.RFC3339)) {
 		t.Fatalf("status --wait-advance: %v\n%s", err, out.String())
 	}
 	if _, stderr, code := runCLI(t, "status", "--nats-url", s.nats, "--wait-advance", "1s"); code != 1 || !strings.Contains(stderr, "did not advance every incumbent within 1s") {

@@ -18,6 +18,7 @@ func newStatusCmd() *cobra.Command {
 	var s storeFlags
 	var env, output string
 	var waitAdvance time.Duration
+	var failOnLate bool
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show incumbents, frontiers and open repair debt, now (from the server) or as they were (--at, --at-seq, --data-dir)",
@@ -76,21 +77,42 @@ func newStatusCmd() *cobra.Command {
 				if err := json.NewEncoder(out).Encode(res); err != nil {
 					return err
 				}
-				return damageExit(dmg)
+				return lateExit(failOnLate, envs, dmg)
 			}
 			fmt.Fprintf(out, "as of seq %d\n", seq)
 			printStatus(out, envs, open)
 			printPlans(out, plans)
 			printRestating(out, restating)
 			printRetired(out, retired)
-			return damageExit(dmg)
+			return lateExit(failOnLate, envs, dmg)
 		},
 	}
 	s.register(cmd, true)
 	cmd.Flags().StringVar(&env, "env", "", "only this environment")
 	outputFlag(cmd, &output, "table", "json")
 	cmd.Flags().DurationVar(&waitAdvance, "wait-advance", 0, "first wait, up to this long, until the scheduler has moved the frontier of every incumbent shown past where it is now (its next tick, computed); exit 1 if it does not")
+	cmd.Flags().BoolVar(&failOnLate, "fail-on-late", false, "exit 1 when any model shown is late (its frontier behind its readiness frontier by more than its freshness bound): for monitoring scripts")
 	return cmd
+}
+
+// lateExit is status's exit: the damage's, else with failOnLate exit 1
+// (failed) naming the late models of envs, if any.
+func lateExit(failOnLate bool, envs []commands.EnvStatus, dmg *eventlog.Damage) error {
+	if err := damageExit(dmg); err != nil || !failOnLate {
+		return err
+	}
+	var late []string
+	for _, e := range envs {
+		for _, m := range e.Models {
+			if m.Late {
+				late = append(late, e.Env+"/"+m.Model)
+			}
+		}
+	}
+	if len(late) == 0 {
+		return nil
+	}
+	return &exitError{kind: failed, err: fmt.Errorf("--fail-on-late: %d late model(s): %s", len(late), strings.Join(late, ", "))}
 }
 
 // awaitAdvance asks the server for the status until every incumbent's

@@ -3,7 +3,8 @@
 (function () {
   var conn = document.getElementById("conn");
   var content = document.getElementById("content");
-  var es = new EventSource("/live");
+  // The page's query (?window=) chooses the coverage bars' time axis.
+  var es = new EventSource("/live" + window.location.search);
   es.addEventListener("update", function (ev) {
     content.innerHTML = ev.data;
     conn.textContent = "live · seq " + ev.lastEventId;

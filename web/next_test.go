@@ -1,0 +1,43 @@
+package web
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A rejection's page says what to do next: the smallest allowance that
+// would have accepted it on the view it was evaluated on (policy re-run
+// on that view, read from the log), or the catch-up to ask for; an
+// accepted decision's page has no such section.
+func TestDecisionNextSteps(t *testing.T) {
+	at := time.Date(2026, 12, 1, 12, 30, 0, 0, time.UTC)
+	link := regexp.MustCompile(`href="/decisions/(\d+)">p1 → prod: REJECTED`)
+	for _, c := range []struct{ file, want string }{
+		{"trailing-exceeds-bound.yaml", "--max-trailing-gap-advances 2 would accept this on the same view"},
+		{"trailing-exceeds-bound.yaml", "tidemark plan --env prod --set events=v2 --max-trailing-gap-advances 2</code>"},
+		{"trailing-exceeds-bound.yaml", "--max-catch-up-advances 2 would catch this up"},
+		{"catch-up-exceeds-bound.yaml", "tidemark plan --env prod --set events=v2 --max-catch-up-advances 2</code>"},
+	} {
+		_, srv := servedAt(t, c.file, at, false)
+		_, home := get(t, srv.URL+"/")
+		m := link.FindStringSubmatch(home)
+		if m == nil {
+			t.Fatalf("%s: no rejection of p1 on the dashboard:\n%s", c.file, home)
+		}
+		code, page := get(t, srv.URL+"/decisions/"+m[1])
+		if code != 200 || !strings.Contains(page, `<section class="next-steps">`) || !strings.Contains(page, c.want) {
+			t.Errorf("%s: the rejection's page (%d) lacks %q:\n%s", c.file, code, c.want, page)
+		}
+	}
+	_, srv := servedAt(t, "trailing-gap.yaml", at, false)
+	_, home := get(t, srv.URL+"/")
+	m := regexp.MustCompile(`href="/decisions/(\d+)">p1 → prod: ACCEPTED`).FindStringSubmatch(home)
+	if m == nil {
+		t.Fatalf("no acceptance of p1:\n%s", home)
+	}
+	if _, page := get(t, srv.URL+"/decisions/"+m[1]); strings.Contains(page, "next-steps") {
+		t.Errorf("an acceptance's page suggests next steps:\n%s", page)
+	}
+}
