@@ -161,57 +161,39 @@ type Lateness struct {
 	// covers (its start, floored to its unit, while it covers nothing);
 	// Ready the end of the newest interval ready at the clock.
 	Frontier, Ready time.Time
-	// Late is set when Frontier is behind Ready by more than one interval
-	// of the incumbent's unit (issue 32's item 1).
-	Late bool
-	// Reason says why a late incumbent is, when known: its newest
-	// failure's text when that failure was final (the work was given up),
-	// else the upstream models of the env that are late too.
+	// Late, Cause and Reason are views.Status's: the frontier trails Ready
+	// by more than the incumbent's freshness bound (one interval of its
+	// unit unless its definition says otherwise), why when known
+	// (commands.LateCause) and the same in words.
+	Late   bool
+	Cause  string
 	Reason string
 }
 
 // Late measures every environment's incumbents at now (the caller's
 // clock: notify reads the wall clock, never decide or the projections),
-// by env and model. Frontier and readiness frontier are views.Fresh's
-// (the dashboard's and /metrics' tidemark_model_lateness_seconds); the
-// bound, one interval of the incumbent's unit, is issue 32's item 1's
-// default freshness.
+// by env and model, by the one rule status and the dashboard apply
+// (views.Status).
 func Late(st *projections.State, now time.Time) []Lateness {
-	fresh := views.Fresh(st, now)
-	out := make([]Lateness, 0, len(fresh))
-	late := map[string]bool{}
-	for _, f := range fresh {
-		sn, ok := st.Snapshots[f.Snapshot]
-		if !ok || sn.Schedule.IsZero() {
-			continue
-		}
-		unit := sn.Schedule.Unit()
-		l := Lateness{Env: f.Env, Model: f.Model, Snapshot: f.Snapshot, Frontier: f.Frontier, Ready: f.Ready}
-		if start := unit.Floor(sn.Start); l.Frontier.Before(start) {
-			l.Frontier = start
-		}
-		l.Late = !l.Ready.IsZero() && unit.Add(l.Frontier, 1).Before(l.Ready)
-		late[lateKey(l.Env, l.Model)] = l.Late
-		out = append(out, l)
-	}
-	for i, l := range out {
-		if !l.Late {
-			continue
-		}
-		if f := st.Failures[l.Snapshot]; f != nil && f.LastSeq > 0 && f.Last.Final {
-			out[i].Reason = "its work was given up: " + f.Last.Error
-			continue
-		}
-		var ups []string
-		for _, up := range st.Snapshots[l.Snapshot].DependsOn {
-			if late[lateKey(l.Env, up)] {
-				ups = append(ups, up)
+	envs, _ := views.Status(st, "", now)
+	var out []Lateness
+	for _, e := range envs {
+		for _, ms := range e.Models {
+			sn, ok := st.Snapshots[ms.Snapshot]
+			if !ok || ms.Ready.IsZero() {
+				continue // nothing ready yet: never late
 			}
-		}
-		if len(ups) > 0 {
-			out[i].Reason = "upstream late: " + strings.Join(ups, ", ")
+			l := Lateness{Env: e.Env, Model: ms.Model, Snapshot: ms.Snapshot, Frontier: ms.Frontier, Ready: ms.Ready,
+				Late: ms.Late, Cause: string(ms.LateCause), Reason: ms.LateReason}
+			if start := sn.Schedule.Unit().Floor(sn.Start); l.Frontier.Before(start) {
+				l.Frontier = start
+			}
+			out = append(out, l)
 		}
 	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Env < out[j].Env || out[i].Env == out[j].Env && out[i].Model < out[j].Model
+	})
 	return out
 }
 

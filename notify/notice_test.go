@@ -65,8 +65,8 @@ func TestLate(t *testing.T) {
 	}{
 		{name: "up to date", cover: 10, now: hr(10).Add(30 * time.Minute)},
 		{name: "one interval behind", cover: 10, now: hr(11).Add(59 * time.Minute)},
-		{name: "two intervals behind", cover: 10, now: hr(12), late: true, reasonAg: "upstream late: events"},
-		{name: "given up", cover: 10, now: hr(13), failed: true, late: true, reasonEv: "its work was given up: exit status 3", reasonAg: "upstream late: events"},
+		{name: "two intervals behind", cover: 10, now: hr(12), late: true, reasonAg: "upstream_late"},
+		{name: "given up", cover: 10, now: hr(13), failed: true, late: true, reasonEv: "failed", reasonAg: "upstream_late"},
 		{name: "given up, on time", cover: 10, now: hr(11), failed: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -76,8 +76,11 @@ func TestLate(t *testing.T) {
 			}
 			for i, want := range []string{c.reasonAg, c.reasonEv} {
 				l := ls[i]
-				if l.Late != c.late || l.Reason != want || !l.Frontier.Equal(hr(c.cover)) || l.Env != "prod" || l.Snapshot != l.Model+"@v1" {
-					t.Errorf("%s: %+v, want late %v reason %q", l.Model, l, c.late, want)
+				if l.Late != c.late || l.Cause != want || !l.Frontier.Equal(hr(c.cover)) || l.Env != "prod" || l.Snapshot != l.Model+"@v1" {
+					t.Errorf("%s: %+v, want late %v cause %q", l.Model, l, c.late, want)
+				}
+				if want == "failed" && !strings.Contains(l.Reason, "exit status 3") {
+					t.Errorf("%s: reason %q does not say the failure", l.Model, l.Reason)
 				}
 			}
 		})
