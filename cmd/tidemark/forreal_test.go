@@ -69,17 +69,11 @@ func startServe(t *testing.T, extra ...string) *server {
 	return s
 }
 
-// startWorker runs `tidemark worker` in-process until the test ends.
+// startWorker runs `tidemark worker` in-process until the test ends
+// (startWorkerStop, not stopped before).
 func startWorker(t *testing.T, natsURL, command string) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	root := newRootCmd()
-	root.SetOut(io.Discard)
-	root.SetErr(io.Discard)
-	root.SetArgs([]string{"worker", "--nats-url", natsURL, "--exec", command, "--concurrency", "2", "--max-attempts", "2", "--log-format", "json"})
-	done := make(chan struct{})
-	go func() { defer close(done); _ = root.ExecuteContext(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	startWorkerStop(t, natsURL, command)
 }
 
 // eventually polls cond until it holds or the deadline passes.
