@@ -62,30 +62,27 @@ func newEndpoint(t *testing.T) *endpoint {
 	return e
 }
 
-// acked is the notices acknowledged (2xx) of kind, in order.
-func (e *endpoint) acked(kind string) []posted {
+// where is the POSTs keep keeps, in order.
+func (e *endpoint) where(keep func(posted) bool) []posted {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var out []posted
 	for _, p := range e.posts {
-		if p.notice.Kind == kind && p.status >= 200 && p.status < 300 {
+		if keep(p) {
 			out = append(out, p)
 		}
 	}
 	return out
 }
 
+// acked is the notices acknowledged (2xx) of kind, in order.
+func (e *endpoint) acked(kind string) []posted {
+	return e.where(func(p posted) bool { return p.notice.Kind == kind && p.status >= 200 && p.status < 300 })
+}
+
 // tries is every POST of key.
 func (e *endpoint) tries(key string) []posted {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	var out []posted
-	for _, p := range e.posts {
-		if p.header == key {
-			out = append(out, p)
-		}
-	}
-	return out
+	return e.where(func(p posted) bool { return p.header == key })
 }
 
 // twiceAcked is a key acknowledged more than once, or "".
