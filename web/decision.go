@@ -79,7 +79,47 @@ func (s *Server) decision(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(buf.Bytes())
 }
 
+// maxDecisionPages bounds the decision pages kept worked out (decided).
+const maxDecisionPages = 256
+
+// decisionAt is the page of the decision at seq: what the log holds of it
+// (the decision and, for a rejection, its next steps on the view it
+// read) is worked out once per seq and kept (decided), as neither ever
+// changes; the plan's candidates and latest decision are read from the
+// projection each time.
 func (s *Server) decisionAt(ctx context.Context, seq uint64) (decisionPage, error) {
+	s.decidedMu.Lock()
+	p, ok := s.decided[seq]
+	s.decidedMu.Unlock()
+	if !ok {
+		var err error
+		if p, err = s.decisionRead(ctx, seq); err != nil {
+			return decisionPage{}, err
+		}
+		if p.NextNote == "" { // a failed read of the view is tried again
+			s.decidedMu.Lock()
+			if len(s.decided) >= maxDecisionPages {
+				clear(s.decided)
+			}
+			s.decided[seq] = p
+			s.decidedMu.Unlock()
+		}
+	}
+	p.Latest = true
+	s.Proj.Read(func(st *projections.State) {
+		if pl := st.Plans[p.D.Plan]; pl != nil {
+			p.Candidates = pl.Built.Candidates
+			p.LatestSeq = pl.DecisionSeq
+			p.Latest = pl.DecisionSeq == seq
+		}
+	})
+	return p, nil
+}
+
+// decisionRead reads the decision at seq from the log and, for a
+// rejection, folds the log to the view it read (one fold at a time:
+// views, waiting within ctx) for its next steps.
+func (s *Server) decisionRead(ctx context.Context, seq uint64) (decisionPage, error) {
 	rec, err := s.Log.Get(ctx, seq)
 	if err != nil {
 		return decisionPage{}, err
@@ -91,21 +131,21 @@ func (s *Server) decisionAt(ctx context.Context, seq uint64) (decisionPage, erro
 	if !ok {
 		return decisionPage{}, fmt.Errorf("%w: seq %d holds %s", errNotDecision, seq, rec.Event.Type)
 	}
-	p := decisionPage{Seq: seq, D: d, Latest: true}
+	p := decisionPage{Seq: seq, D: d}
 	for m, f := range d.Models {
 		p.Models = append(p.Models, decisionModel{Model: m, Snapshot: f.Snapshot, Codes: f.Codes,
 			Missing: strings.Join(interval.Set(f.Missing).Strings(), ", "), Advances: f.Advances})
 	}
 	sort.Slice(p.Models, func(i, j int) bool { return p.Models[i].Model < p.Models[j].Model })
-	s.Proj.Read(func(st *projections.State) {
-		if pl := st.Plans[d.Plan]; pl != nil {
-			p.Candidates = pl.Built.Candidates
-			p.LatestSeq = pl.DecisionSeq
-			p.Latest = pl.DecisionSeq == seq
-		}
-	})
 	if d.Outcome == events.Rejected {
-		view, err := s.viewAt(ctx, d.EvaluatedAtSeq)
+		var view *projections.State
+		select {
+		case s.views <- struct{}{}:
+			view, err = s.viewAt(ctx, d.EvaluatedAtSeq)
+			<-s.views
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
 		if err != nil {
 			p.NextNote = "what would admit it was not worked out: reading the view it was evaluated on failed: " + err.Error()
 		} else {

@@ -82,7 +82,13 @@ type Server struct {
 	// reads two whole tables' ranges), the others wait within their
 	// deadline.
 	diffs chan struct{}
+	// views holds one token: decision pages fold the log to a view one
+	// at a time, the others wait within their deadline.
+	views chan struct{}
 	tmpl  *template.Template
+
+	decidedMu sync.Mutex
+	decided   map[uint64]decisionPage // by seq, what the log holds (decisionAt)
 
 	rowsMu    sync.Mutex
 	rowsCache map[string]rowsEntry
@@ -172,6 +178,8 @@ func (s *Server) Handler() (http.Handler, error) {
 	}
 	s.tmpl = t
 	s.diffs = make(chan struct{}, 1)
+	s.views = make(chan struct{}, 1)
+	s.decided = map[uint64]decisionPage{}
 	sub, err := fs.Sub(assets, "assets")
 	if err != nil {
 		return nil, err
