@@ -216,7 +216,9 @@ func latenessNotice(l Lateness, seq uint64, now time.Time, dashboard string) *No
 		n.Message = fmt.Sprintf("%s in %s (%s) is on time again: computed up to %s", l.Model, l.Env, l.Snapshot, f.Format(time.RFC3339))
 	}
 	// One lateness episode per incumbent and frontier: it cannot become
-	// late twice without its frontier moving, nor on time twice.
-	n.Key = "tidemark-" + n.Kind + "-" + l.Env + "-" + l.Snapshot + "-" + strconv.FormatInt(f.Unix(), 10)
+	// late twice without its frontier moving, nor on time twice. Names
+	// hold '-' but no '/': "a-b" serving c@v1 and "a" serving b-c@v1
+	// have two keys.
+	n.Key = "tidemark-" + n.Kind + "-" + l.Env + "/" + l.Snapshot + "/" + strconv.FormatInt(f.Unix(), 10)
 	return n
 }

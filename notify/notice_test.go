@@ -2,6 +2,7 @@ package notify
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -128,5 +129,20 @@ func TestOf(t *testing.T) {
 	}
 	if n := Of(rec(13, 0, 0, events.IntervalsCompleted{Snapshot: "e@v1"}), ""); n != nil {
 		t.Fatalf("a completion made a notice: %+v", n)
+	}
+}
+
+// Lateness keys are unique: names may hold '-', so the env and the
+// snapshot are set apart by what no name holds ("a-b" serving c@v1 and
+// "a" serving b-c@v1, late at one frontier, are two notices).
+func TestLatenessKeyUnique(t *testing.T) {
+	f := hr(3)
+	k1 := latenessNotice(Lateness{Env: "a-b", Model: "c", Snapshot: "c@v1", Frontier: f, Ready: hr(5), Late: true}, 7, hr(5), "").Key
+	k2 := latenessNotice(Lateness{Env: "a", Model: "b-c", Snapshot: "b-c@v1", Frontier: f, Ready: hr(5), Late: true}, 7, hr(5), "").Key
+	if k1 == k2 {
+		t.Errorf("two incumbents' lateness notices share the key %s", k1)
+	}
+	if want := "tidemark-late-a-b/c@v1/" + strconv.FormatInt(f.Unix(), 10); k1 != want {
+		t.Errorf("key %s, want %s", k1, want)
 	}
 }
