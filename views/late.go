@@ -13,7 +13,8 @@ import (
 // frontier trails its readiness frontier at the clock by more than its
 // freshness bound (models.Freshness: one interval of its unit unless the
 // version sets one). Nothing ready yet is never late. The reason, when
-// known, is the first of: the incumbent's last run failed (its text);
+// known, is the first of: the incumbent's last run failed and no run
+// computed its ranges since (its text, FailureStands);
 // a model it depends on is late; no worker is live (the caller knows,
 // NoWorker). The default bound lets a tick's work be in flight: at a
 // tick the readiness frontier moves one interval on, and the model is
@@ -47,7 +48,7 @@ func late(st *projections.State, ms *commands.ModelStatus, sn *projections.Snaps
 	lateModels[sn.Model] = true
 	behind := fmt.Sprintf("frontier %s is behind its readiness frontier %s by more than %s",
 		stamp(frontier), stamp(ready.End), f)
-	if fl := st.Failures[sn.Snapshot]; fl != nil {
+	if fl := st.Failures[sn.Snapshot]; fl != nil && FailureStands(st, sn.Snapshot) {
 		ms.LateCause = commands.LateFailed
 		ms.LateReason = fmt.Sprintf("last run failed (seq %d): %s; %s", fl.LastSeq,
 			commands.BoundText(fl.Last.Error, commands.MaxFailureText), behind)
@@ -61,6 +62,27 @@ func late(st *projections.State, ms *commands.ModelStatus, sn *projections.Snaps
 		}
 	}
 	ms.LateReason = behind
+}
+
+// FailureStands reports whether snapshot id's last failed run still
+// stands: some of the ranges it failed are not covered by its table (a
+// later run that computed them overcame it), or it named none. False
+// when it never failed.
+func FailureStands(st *projections.State, id string) bool {
+	fl := st.Failures[id]
+	if fl == nil {
+		return false
+	}
+	if len(fl.Last.Ranges) == 0 {
+		return true
+	}
+	cov := st.SnapshotCoverage(id)
+	for _, r := range fl.Last.Ranges {
+		if len(cov.Missing(r)) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // NoWorker gives the late models of envs that have no cause yet the cause

@@ -116,3 +116,16 @@ func TestLateFailed(t *testing.T) {
 		t.Errorf("failed, not late: %+v", m)
 	}
 }
+
+// A failure that a later run overcame (its ranges computed since) is no
+// reason: the model late now is late for another one (here, no worker
+// ran the next ticks), not for an old failure's text.
+func TestLateFailedOvercome(t *testing.T) {
+	st := lateState(t, "", events.RunFailed{Snapshot: "events@v1", Ranges: []interval.Range{hrs(10, 11)}, RunKind: events.RunScheduled,
+		Error: "exit status 3: relation raw.clicks does not exist", Attempt: 1},
+		events.IntervalsCompleted{Snapshot: "events@v1", Table: "events@v1", Ranges: []interval.Range{hrs(10, 11)}, RunKind: events.RunScheduled})
+	m := lateOf(t, st, h(13))["events"]
+	if !m.Late || m.LateCause == commands.LateFailed || strings.Contains(m.LateReason, "raw.clicks") {
+		t.Errorf("late after its failure was overcome: %+v", m)
+	}
+}
