@@ -7,7 +7,9 @@ import (
 )
 
 // MaxRegisterSnapshots is the most registrations one register_snapshots
-// may carry.
+// may carry: its events are one JetStream atomic batch, which the server
+// bounds to 1,000 messages by default (integration
+// TestRegisterSnapshotsAtTheLimit).
 const MaxRegisterSnapshots = 1_000
 
 // RegisterSnapshots registers a set of model versions at once (a model
