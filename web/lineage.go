@@ -9,6 +9,7 @@ import (
 
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/projections"
+	"github.com/tidemark/tidemark/views"
 )
 
 // Lineage geometry: a node's box, the gaps between layers and rows.
@@ -21,16 +22,17 @@ const (
 
 // Lineage node states, by precedence: a node shows the first that holds.
 const (
-	stateFailed = "failed" // its last run was given up, or it is late for a failure
+	stateFailed = "failed" // its last run was given up and no run computed its ranges since, or it is late for a failure
 	stateLate   = "late"
 	stateInPlan = "in-plan" // a plan in flight replaces it
 	stateOK     = "ok"
 )
 
-// nodeState is a model's state in the lineage picture.
-func nodeState(m commands.ModelStatus, inPlan bool) string {
+// nodeState is a model's state in the lineage picture; stands says
+// whether its last failure still stands (views.FailureStands).
+func nodeState(m commands.ModelStatus, inPlan, stands bool) string {
 	switch {
-	case m.LateCause == commands.LateFailed || (m.LastFailure != nil && m.LastFailure.Final):
+	case m.LateCause == commands.LateFailed || (m.LastFailure != nil && m.LastFailure.Final && stands):
 		return stateFailed
 	case m.Late:
 		return stateLate
@@ -101,7 +103,7 @@ func lineage(st *projections.State, e commands.EnvStatus, inPlan map[string]bool
 		}
 	}
 	for _, m := range e.Models {
-		p, state := pos[m.Model], nodeState(m, inPlan[m.Model])
+		p, state := pos[m.Model], nodeState(m, inPlan[m.Model], views.FailureStands(st, m.Snapshot))
 		title := m.Model + " (" + m.Snapshot + "): " + state
 		if m.Late && m.LateReason != "" {
 			title += ": " + m.LateReason

@@ -32,7 +32,9 @@ func TestDashboardLineage(t *testing.T) {
 	if r := handle(&commands.Promote{Meta: meta(), Plan: "p1"}); r.Decision.Outcome != events.Accepted {
 		t.Fatalf("promote p1: %+v", r.Decision)
 	}
-	handle(&commands.FailRun{Meta: meta(), Model: "clicks", Version: "v1", Ranges: []interval.Range{interval.R(at.Add(-time.Hour), at)},
+	lastHour := []interval.Range{interval.R(at.Add(-time.Hour), at)}
+	handle(&commands.InvalidateIntervals{Meta: meta(), Model: "clicks", Version: "v1", Ranges: lastHour, Reason: "bad rows"})
+	handle(&commands.FailRun{Meta: meta(), Model: "clicks", Version: "v1", Ranges: lastHour,
 		RunKind: events.RunScheduled, ExitStatus: 1, Error: "boom", Attempt: 3, Final: true})
 	handle(&commands.RegisterSnapshot{Meta: meta(), Model: "events", Version: "v2", Cron: "@hourly", Start: start})
 	handle(&commands.BuildPlan{Meta: meta(), Plan: "p2", Env: "prod", Versions: map[string]string{"events": "v2"}})
@@ -64,5 +66,11 @@ func TestDashboardLineage(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("3h on: the lineage lacks %q", want)
 		}
+	}
+	// The failed hour computed since (a rerun): the failure is overcome,
+	// the node no longer red.
+	handle(&commands.CompleteIntervals{Meta: meta(), Model: "clicks", Version: "v1", Ranges: lastHour, RunKind: events.RunRestate})
+	if body := page(at); !strings.Contains(body, `<g class="node ok" data-model="clicks" data-state="ok">`) {
+		t.Errorf("a failure computed since still colours clicks:\n%s", body)
 	}
 }
