@@ -156,4 +156,25 @@ func TestExitRejectedPromotion(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "plan r1 for prod") || !strings.Contains(out, "REJECTED") {
 		t.Fatalf("%s: exit %d %s %s", m[1], code, out, stderr)
 	}
+
+	// Decided again, the first decision's page still prints a command
+	// that explains that decision, not the plan's latest.
+	first := regexp.MustCompile(`/decisions/([0-9]+)`).FindStringSubmatch(get(t, s.http+"/"))
+	if first == nil {
+		t.Fatal("the dashboard links no decision")
+	}
+	seq := first[1]
+	checkExits(t, []exitCase{
+		{"promote rejected again", []string{"promote", "r1", "--nats-url", s.nats}, exitFailed, "promotion of r1 rejected"},
+	})
+	page = get(t, s.http+"/decisions/"+seq)
+	m = regexp.MustCompile(`Re-check it from the log: <code>([^<]*)</code>`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("the first decision's page prints no command:\n%s", page)
+	}
+	args = strings.Fields(html.UnescapeString(m[1]))
+	out, stderr, code = runCLI(t, append(args[1:], "--nats-url", s.nats)...)
+	if code != exitOK || !strings.Contains(out, "decision at seq "+seq+":") {
+		t.Fatalf("%s (the decision at seq %s): exit %d %s %s", m[1], seq, code, out, stderr)
+	}
 }

@@ -12,13 +12,14 @@ import (
 )
 
 // newExplainCmd is `tidemark explain PLAN`, also `tidemark audit
-// explain PLAN` (the decision pages print the first).
+// explain PLAN` (the decision pages print the first, with --at-seq the
+// decision's sequence).
 func newExplainCmd() *cobra.Command {
 	var s storeFlags
 	var output string
 	cmd := &cobra.Command{
 		Use:   "explain PLAN",
-		Short: "Print a plan's latest decision with its findings and the exact coverage it saw",
+		Short: "Print a plan's latest decision (as of --at-seq or --at) with its findings and the exact coverage it saw",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			recs, closeStore, dmg, err := s.read(cmd)
@@ -81,7 +82,9 @@ func newExplainCmd() *cobra.Command {
 			return damageExit(dmg)
 		},
 	}
-	s.register(cmd, false)
+	// --at-seq SEQ explains the plan's decision at SEQ (its latest as of
+	// then): a decision page prints it so, the plan decided again since.
+	s.register(cmd, true)
 	outputFlag(cmd, &output, "table", "json")
 	return cmd
 }
