@@ -470,7 +470,7 @@ func (n *Notifier) post(ctx context.Context, key string, body []byte) (retryable
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return true, 0, err
+		return true, 0, redact(err)
 	}
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
@@ -487,6 +487,20 @@ func (n *Notifier) post(ctx context.Context, key string, body []byte) (retryable
 		return true, after, err
 	}
 	return false, after, err
+}
+
+// redact is err without the URL's path and query (a webhook's are often
+// its secret) nor its user info: the endpoint named by scheme and host.
+func redact(err error) error {
+	var ue *url.Error
+	if !errors.As(err, &ue) {
+		return err
+	}
+	where := "the endpoint"
+	if u, perr := url.Parse(ue.URL); perr == nil {
+		where = u.Scheme + "://" + u.Host
+	}
+	return fmt.Errorf("%s %s: %w", ue.Op, where, ue.Err)
 }
 
 func (n *Notifier) count(kind, outcome string) {

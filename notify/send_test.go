@@ -170,3 +170,44 @@ func TestSendStopsWithItsContext(t *testing.T) {
 		t.Fatal("send did not return when its context ended")
 	}
 }
+
+// A webhook URL's path and query are often its secret (a chat service's
+// hook token): a failed attempt's log line names the endpoint by its
+// scheme and host only.
+func TestSendLogsNoURLSecret(t *testing.T) {
+	var mu sync.Mutex
+	calls := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		calls++
+		first := calls == 1
+		mu.Unlock()
+		if first { // a network error: the connection dropped
+			c, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				c.Close()
+			}
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	var buf bytes.Buffer
+	var bmu sync.Mutex
+	log := slog.New(slog.NewTextHandler(&lockedWriter{w: &buf, mu: &bmu}, nil))
+	n := &Notifier{URL: srv.URL + "/hooks/T0/S3CRET?token=T0K3N", Attempts: 2, Backoff: time.Millisecond, Pause: time.Millisecond}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := n.send(ctx, log, &Notice{Kind: KindPromotion, Key: "tidemark-7", Seq: 7}); err != nil {
+		t.Fatal(err)
+	}
+	bmu.Lock()
+	out := buf.String()
+	bmu.Unlock()
+	if !strings.Contains(out, "not delivered") || !strings.Contains(out, strings.TrimPrefix(srv.URL, "http://")) {
+		t.Fatalf("no failed attempt naming the endpoint's host logged:\n%s", out)
+	}
+	if strings.Contains(out, "S3CRET") || strings.Contains(out, "T0K3N") {
+		t.Errorf("the log shows the URL's secret:\n%s", out)
+	}
+}
