@@ -89,7 +89,8 @@ type Notifier struct {
 	Now func() time.Time
 	// Logger logs each delivery and failure. Default: Log's logger.
 	Logger *slog.Logger
-	// Dashboard is the dashboard's base URL, for each notice's link.
+	// Dashboard is the dashboard's base URL as the receivers reach it,
+	// for each notice's link ("": no link).
 	Dashboard string
 	// Client sends the POSTs. Default: a client with DefaultTimeout.
 	Client *http.Client
@@ -152,6 +153,11 @@ func (n *Notifier) Validate() error {
 		return fmt.Errorf("--notify-url %q: want an http:// or https:// URL", n.URL)
 	}
 	var errs []error
+	if n.Dashboard != "" {
+		if d, err := url.Parse(n.Dashboard); err != nil || (d.Scheme != "http" && d.Scheme != "https") || d.Host == "" {
+			errs = append(errs, fmt.Errorf("--notify-dashboard-url %q: want an http:// or https:// URL", n.Dashboard))
+		}
+	}
 	if n.Attempts < 1 {
 		errs = append(errs, fmt.Errorf("--notify-attempts %d: at least 1", n.Attempts))
 	}

@@ -147,8 +147,10 @@ func TestNotifyPromotion(t *testing.T) {
 
 	// A restart sends nothing acknowledged again: the next decision's
 	// notice is the next thing the endpoint sees of decisions.
+	// After it, the links are on the dashboard's address as the
+	// receivers reach it (--notify-dashboard-url), not the listener's.
 	s.stop()
-	s = startServe(t, append([]string{"--data-dir", s.dataDir}, flags...)...)
+	s = startServe(t, append([]string{"--data-dir", s.dataDir, "--notify-dashboard-url", "https://tidemark.example.com/"}, flags...)...)
 	if out, stderr, code := runCLI(t, "plan", "--env", "dev", "--set", "events="+version, "--id", "d2", "--wait", "1m", "--nats-url", s.nats); code != 0 {
 		t.Fatalf("plan d2: exit %d %s %s", code, out, stderr)
 	}
@@ -159,6 +161,9 @@ func TestNotifyPromotion(t *testing.T) {
 	got = ep.acked(notify.KindPromotion)
 	if len(got) != 2 || got[1].notice.Plan != "d2" || got[1].notice.Seq <= nt.Seq {
 		t.Fatalf("after the restart: %+v", got)
+	}
+	if want := "https://tidemark.example.com/decisions/" + strconv.FormatUint(got[1].notice.Seq, 10); got[1].notice.Link != want {
+		t.Fatalf("after the restart, the link %q, want %q", got[1].notice.Link, want)
 	}
 	if len(ep.tries(key)) != 3 {
 		t.Fatalf("the first decision was sent again after the restart: %+v", ep.tries(key))
@@ -295,8 +300,10 @@ func TestNotifyLateness(t *testing.T) {
 
 	// A restart keeps what it said: the model is late still, and not said
 	// so again; a worker recomputes it, and it is on time.
+	// After it, the links are on the dashboard's address as the
+	// receivers reach it (--notify-dashboard-url), not the listener's.
 	s.stop()
-	s = startServe(t, append([]string{"--data-dir", s.dataDir}, flags...)...)
+	s = startServe(t, append([]string{"--data-dir", s.dataDir, "--notify-dashboard-url", "https://tidemark.example.com/"}, flags...)...)
 	startWorker(t, s.nats, "true")
 	eventually(t, "the model is said on time", time.Minute, func() bool { return len(ep.acked(notify.KindOnTime)) > 0 })
 	if got := ep.acked(notify.KindLate); len(got) != 1 {
@@ -339,6 +346,7 @@ func TestNotifyFlags(t *testing.T) {
 		{[]string{"--notify-url", "ftp://example.com/x"}, `--notify-url "ftp://example.com/x"`},
 		{[]string{"--notify-url", "http://127.0.0.1:1/x", "--notify-attempts", "0"}, "--notify-attempts 0: at least 1"},
 		{[]string{"--notify-url", "http://127.0.0.1:1/x", "--notify-late-every", "0s"}, "--notify-late-every 0s: more than 0"},
+		{[]string{"--notify-url", "http://127.0.0.1:1/x", "--notify-dashboard-url", "tidemark.example.com"}, `--notify-dashboard-url "tidemark.example.com": want an http:// or https:// URL`},
 	} {
 		args := append([]string{"serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:-1", "--http", ""}, c.args...)
 		// A serve that starts runs until the bound, then stops (exit 0).

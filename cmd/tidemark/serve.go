@@ -312,7 +312,9 @@ func newServeCmd() *cobra.Command {
 					}
 				}()
 			}
-			notifier.Dashboard = dashboard
+			if notifier.Dashboard == "" {
+				notifier.Dashboard = dashboard
+			}
 			sched := &scheduler.Scheduler{Engine: eng}
 			// The catch-up driver records each strict retry once the
 			// request's work is done (by the publisher's sink).
@@ -438,6 +440,7 @@ func newServeCmd() *cobra.Command {
 	f.DurationVar(&retain, "retain", commands.DefaultRetain, "keep a table an environment's incumbent wrote or read at least this long after a promotion or rollback demoted it, so that a rollback within it always finds its tables (at least 1h; default 7 days, SQLMesh's)")
 	f.StringVar(&httpAddr, "http", "127.0.0.1:8090", "dashboard, /metrics, /healthz and /readyz address (empty: no HTTP)")
 	f.StringVar(&notifier.URL, "notify-url", "", "POST a JSON document to this URL for each promotion, rollback and restatement, each work item given up, and each model becoming late or on time again (docs/events.md, Notifications); sent by the writer, each with an Idempotency-Key")
+	f.StringVar(&notifier.Dashboard, "notify-dashboard-url", "", "the dashboard's base URL as the notifications' receivers reach it (a public name, a proxy), for each notification's link (default: the --http address, http://127.0.0.1:8090)")
 	f.IntVar(&notifier.Attempts, "notify-attempts", notify.DefaultAttempts, "attempts at a notification before the notifier logs an error and pauses (a minute) before trying it again; none is dropped")
 	f.DurationVar(&notifier.Backoff, "notify-backoff", notify.DefaultBackoff, "wait after a notification's first failed attempt, doubling with each, at most 30s")
 	f.DurationVar(&notifier.LateEvery, "notify-late-every", notify.DefaultLateEvery, "how often the notifier judges whether each environment's models are late (a model is late when what it has computed ends more than one interval of its unit before what is ready)")
