@@ -30,6 +30,11 @@ const (
 	KindOnTime = "on_time"
 )
 
+// MaxMessageFindings bounds the findings a rejection's message names
+// (the rest are counted): a plan of many models would make a document
+// an endpoint may refuse for its size.
+const MaxMessageFindings = 10
+
 // Notice is the JSON document POSTed for one notification
 // (docs/notifications.md). Field names are stable; new fields are added
 // optional.
@@ -101,10 +106,19 @@ func Of(rec events.Record, dashboard string) *Notice {
 		sort.Strings(n.Codes)
 		n.Message = fmt.Sprintf("plan %s for %s: %s [%s]", p.Plan, p.Env, strings.ToUpper(string(p.Outcome)), strings.Join(n.Codes, ", "))
 		if p.Outcome != events.Accepted {
+			shown, more := 0, 0
 			for _, f := range p.Findings {
-				if f.Message != "" {
+				switch {
+				case f.Message == "":
+				case shown < MaxMessageFindings:
 					n.Message += "; " + f.Message
+					shown++
+				default:
+					more++
 				}
+			}
+			if more > 0 {
+				n.Message += fmt.Sprintf("; and %d more findings (the decision's page lists them)", more)
 			}
 		}
 		n.Link = link(dashboard, "/decisions/"+strconv.FormatUint(rec.Seq, 10))

@@ -2,6 +2,7 @@ package notify
 
 import (
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -144,5 +145,22 @@ func TestLatenessKeyUnique(t *testing.T) {
 	}
 	if want := "tidemark-late-a-b/c@v1/" + strconv.FormatInt(f.Unix(), 10); k1 != want {
 		t.Errorf("key %s, want %s", k1, want)
+	}
+}
+
+// A rejection's message names its first MaxMessageFindings findings and
+// counts the rest: a plan of many models made one message per model,
+// a document an endpoint may refuse for its size (and a refusal is not
+// sent again).
+func TestOfManyFindings(t *testing.T) {
+	var fs []events.Finding
+	for i := range 500 {
+		fs = append(fs, events.Finding{Code: "historical_gap", Message: fmt.Sprintf("m%03d@v2 misses 01:00/02:00", i)})
+	}
+	n := Of(events.Record{Seq: 5, Event: events.New(events.NewIDSource(), hr(2), events.PromotionDecided{Plan: "p", Env: "prod",
+		Outcome: events.Rejected, Codes: []string{"historical_gap"}, Findings: fs})}, "")
+	if n == nil || !strings.Contains(n.Message, "m000@v2 misses") || strings.Contains(n.Message, fmt.Sprintf("m%03d@", MaxMessageFindings)) ||
+		!strings.Contains(n.Message, fmt.Sprintf("and %d more findings", 500-MaxMessageFindings)) {
+		t.Fatalf("message (%d bytes): %.400s", len(n.Message), n.Message)
 	}
 }
