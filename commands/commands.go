@@ -163,6 +163,34 @@ type RegisterSnapshot struct {
 	Freshness string `msgpack:"freshness,omitempty" json:"freshness,omitempty"`
 }
 
+// Bounds is a promotion policy as a plan is built with it (DESIGN.md's
+// policies): both 0 is strict; MaxTrailingGapAdvances > 0 admits a
+// trailing gap made by at most that many scheduler advances, tracked as
+// repair debt; MaxCatchUpAdvances > 0 backfills a suffix of at most that
+// many advances before one strict retry. The one place the two bounds
+// are carried from a client (the CLI's flags, a scenario's plan step, a
+// build_plan) to the decision (events.Policy, with the rules' version).
+type Bounds struct {
+	MaxTrailingGapAdvances int `msgpack:"max_trailing_gap_advances,omitempty" json:"max_trailing_gap_advances,omitempty"`
+	MaxCatchUpAdvances     int `msgpack:"max_catch_up_advances,omitempty" json:"max_catch_up_advances,omitempty"`
+}
+
+// Validate checks the bounds: each >= 0, naming the field.
+func (b Bounds) Validate() error {
+	if b.MaxTrailingGapAdvances < 0 {
+		return Errorf(CodeInvalid, "max_trailing_gap_advances", "must be >= 0")
+	}
+	if b.MaxCatchUpAdvances < 0 {
+		return Errorf(CodeInvalid, "max_catch_up_advances", "must be >= 0")
+	}
+	return nil
+}
+
+// Policy is the recorded policy of these bounds under the rules' version.
+func (b Bounds) Policy(version int) events.Policy {
+	return events.Policy{Version: version, MaxTrailingGapAdvances: b.MaxTrailingGapAdvances, MaxCatchUpAdvances: b.MaxCatchUpAdvances}
+}
+
 // BuildPlan builds a plan at the command's clock.
 type BuildPlan struct {
 	Meta `msgpack:",inline"`
@@ -171,9 +199,10 @@ type BuildPlan struct {
 	// Versions maps model to the version the plan sets (a registered
 	// version, derived ones included); at least one. A plan whose versions
 	// all equal the incumbents is valid.
-	Versions               map[string]string `msgpack:"versions" json:"versions"`
-	MaxTrailingGapAdvances int               `msgpack:"max_trailing_gap_advances,omitempty" json:"max_trailing_gap_advances,omitempty"`
-	MaxCatchUpAdvances     int               `msgpack:"max_catch_up_advances,omitempty" json:"max_catch_up_advances,omitempty"`
+	Versions map[string]string `msgpack:"versions" json:"versions"`
+	// Bounds is the promotion policy the plan is built with (its keys
+	// inline: max_trailing_gap_advances, max_catch_up_advances).
+	Bounds `msgpack:",inline"`
 	// Changed, with Versions empty, sets every changed model: each model
 	// whose latest version registered by a user (no '+') is not the
 	// version the env serves (nor the base of the derived one it serves),
@@ -489,11 +518,8 @@ func (c *BuildPlan) Validate() error {
 			return err
 		}
 	}
-	if c.MaxTrailingGapAdvances < 0 {
-		return Errorf(CodeInvalid, "max_trailing_gap_advances", "must be >= 0")
-	}
-	if c.MaxCatchUpAdvances < 0 {
-		return Errorf(CodeInvalid, "max_catch_up_advances", "must be >= 0")
+	if err := c.Bounds.Validate(); err != nil {
+		return err
 	}
 	return nil
 }

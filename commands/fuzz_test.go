@@ -18,7 +18,7 @@ func FuzzDecode(f *testing.F) {
 	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	samples := []Command{
 		&RegisterSnapshot{Meta: Meta{ID: "a"}, Model: "events", Version: "v1", Cron: "@hourly", Start: t0, DependsOn: []string{"raw"}},
-		&BuildPlan{Meta: Meta{ID: "b"}, Plan: "p1", Env: "prod", Versions: map[string]string{"events": "v2"}, MaxTrailingGapAdvances: 1},
+		&BuildPlan{Meta: Meta{ID: "b"}, Plan: "p1", Env: "prod", Versions: map[string]string{"events": "v2"}, Bounds: Bounds{MaxTrailingGapAdvances: 1}},
 		&CompleteIntervals{Meta: Meta{ID: "c", At: t0.Add(3 * time.Hour)}, Model: "events", Version: "v1", Ranges: []interval.Range{interval.R(t0, t0.Add(time.Hour))}, RunKind: "scheduled"},
 		&AdvanceScheduler{Meta: Meta{ID: "d"}, Env: "prod", Generation: 2},
 		&Promote{Meta: Meta{ID: "e"}, Plan: "p1"},

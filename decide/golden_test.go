@@ -111,7 +111,7 @@ func TestGoldenDecisions(t *testing.T) {
 		w.run("prod", h(6), h(8))
 		w.hourly("events", "v2")
 		golden(t, "plan_built_derived", w.must(&commands.BuildPlan{Plan: "p1", Env: "prod",
-			Versions: map[string]string{"events": "v2"}, MaxTrailingGapAdvances: 1, MaxCatchUpAdvances: 2}, h(8).Add(5*time.Minute)))
+			Versions: map[string]string{"events": "v2"}, Bounds: commands.Bounds{MaxTrailingGapAdvances: 1, MaxCatchUpAdvances: 2}}, h(8).Add(5*time.Minute)))
 	})
 	t.Run("advance_with_repair_and_lookback", func(t *testing.T) {
 		w := standard(t, &model{name: "events", lookback: 2}, []int{1})

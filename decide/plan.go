@@ -89,7 +89,7 @@ func buildPlan(st *projections.State, c *commands.BuildPlan) (Decision, error) {
 	at := c.At.UTC()
 	plan := events.PlanBuilt{
 		Plan: c.Plan, Env: c.Env, BuiltAt: at, Generation: env.Generation,
-		Policy: events.Policy{Version: policy.Version, MaxTrailingGapAdvances: c.MaxTrailingGapAdvances, MaxCatchUpAdvances: c.MaxCatchUpAdvances},
+		Policy: c.Bounds.Policy(policy.Version),
 	}
 	binds := false
 	for _, model := range models.TopoSort(deps) {

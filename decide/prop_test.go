@@ -179,7 +179,7 @@ func TestFoldedCommandIsDuplicate(t *testing.T) {
 				}
 				id := fmt.Sprintf("p%d", len(plans)+1)
 				_, err := do(&commands.BuildPlan{Plan: id, Env: "prod", Versions: versions,
-					MaxTrailingGapAdvances: rapid.IntRange(0, 2).Draw(rt, "trailing"), MaxCatchUpAdvances: rapid.IntRange(0, 2).Draw(rt, "catch-up")})
+					Bounds: commands.Bounds{MaxTrailingGapAdvances: rapid.IntRange(0, 2).Draw(rt, "trailing"), MaxCatchUpAdvances: rapid.IntRange(0, 2).Draw(rt, "catch-up")}})
 				if err == nil {
 					plans = append(plans, id)
 				}

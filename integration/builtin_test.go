@@ -124,7 +124,7 @@ func TestBuiltinWorker(t *testing.T) {
 	// the frontier the plan captured (4:00), the scheduler advances the
 	// incumbents to 5:00, the promote asks for [4:00, 5:00) of both.
 	b.do(t, ctx, &commands.RegisterSnapshot{Meta: meta(at(4)), Model: "events", Version: "v2", Cron: "@hourly", Start: t0})
-	b.do(t, ctx, &commands.BuildPlan{Meta: meta(at(4)), Plan: "p2", Env: "prod", Versions: map[string]string{"events": "v2"}, MaxCatchUpAdvances: 1})
+	b.do(t, ctx, &commands.BuildPlan{Meta: meta(at(4)), Plan: "p2", Env: "prod", Versions: map[string]string{"events": "v2"}, Bounds: commands.Bounds{MaxCatchUpAdvances: 1}})
 	if err := e.Await(ctx, covered("events@v2", rng(0, 4))); err != nil {
 		t.Fatalf("backfill p2: %v", err)
 	}

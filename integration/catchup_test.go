@@ -25,7 +25,7 @@ func racePlan(t *testing.T, e *engine.Engine, plan string) {
 		tick(t, e, h)
 	}
 	must(t, e.Handle(ctx, &commands.RegisterSnapshot{Meta: meta(at(10)), Model: "events", Version: "v2", Cron: "@hourly", Start: t0}))
-	pr := must(t, e.Handle(ctx, &commands.BuildPlan{Meta: meta(at(10)), Plan: plan, Env: "prod", Versions: map[string]string{"events": "v2"}, MaxCatchUpAdvances: 1}))
+	pr := must(t, e.Handle(ctx, &commands.BuildPlan{Meta: meta(at(10)), Plan: plan, Env: "prod", Versions: map[string]string{"events": "v2"}, Bounds: commands.Bounds{MaxCatchUpAdvances: 1}}))
 	must(t, e.Handle(ctx, &commands.CompleteIntervals{Meta: meta(at(10)), Model: "events", Version: "v2", Ranges: pr.Plan.Candidates[0].Backfill}))
 	tick(t, e, 11)
 }

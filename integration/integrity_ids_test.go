@@ -99,7 +99,7 @@ func TestClientCannotSwallowEngineCommands(t *testing.T) {
 	ctx := t.Context()
 	s.deploy(t, "prod", "d1", "v1")
 	must(t, s.e.Handle(ctx, &commands.RegisterSnapshot{Meta: own(), Model: "events", Version: "v2", Cron: "@hourly", Start: t0}))
-	p2 := must(t, s.e.Handle(ctx, &commands.BuildPlan{Meta: own(), Plan: "p2", Env: "prod", Versions: map[string]string{"events": "v2"}, MaxCatchUpAdvances: 1}))
+	p2 := must(t, s.e.Handle(ctx, &commands.BuildPlan{Meta: own(), Plan: "p2", Env: "prod", Versions: map[string]string{"events": "v2"}, Bounds: commands.Bounds{MaxCatchUpAdvances: 1}}))
 	must(t, s.e.Handle(ctx, &commands.CompleteIntervals{Meta: own(), Model: "events", Version: "v2", Ranges: p2.Plan.Candidates[0].Backfill}))
 	s.set(at(7))
 	if _, _, err := scheduler.Tick(ctx, s.e, "prod", at(7), 0); err != nil {

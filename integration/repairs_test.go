@@ -39,7 +39,7 @@ func TestOpenRepairsSurviveRestart(t *testing.T) {
 		tick(t, e, h)
 	}
 	must(t, e.Handle(ctx, &commands.RegisterSnapshot{Meta: meta(at(10)), Model: "events", Version: "v2", Cron: "@hourly", Start: t0}))
-	pr := must(t, e.Handle(ctx, &commands.BuildPlan{Meta: meta(at(10)), Plan: "p1", Env: "prod", Versions: map[string]string{"events": "v2"}, MaxTrailingGapAdvances: 1}))
+	pr := must(t, e.Handle(ctx, &commands.BuildPlan{Meta: meta(at(10)), Plan: "p1", Env: "prod", Versions: map[string]string{"events": "v2"}, Bounds: commands.Bounds{MaxTrailingGapAdvances: 1}}))
 	must(t, e.Handle(ctx, &commands.CompleteIntervals{Meta: meta(at(10)), Model: "events", Version: "v2", Ranges: pr.Plan.Candidates[0].Backfill}))
 	tick(t, e, 11)
 	promoted := at(11).Add(7 * time.Minute)

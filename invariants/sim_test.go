@@ -369,7 +369,7 @@ func (s *sim) buildPlan(id, env string, versions map[string]string, trailing, ca
 		return nil, errors.New("a plan with no versions")
 	}
 	r, _, err := s.exec(&commands.BuildPlan{Plan: id, Env: env, Versions: versions,
-		MaxTrailingGapAdvances: trailing, MaxCatchUpAdvances: catchUp})
+		Bounds: commands.Bounds{MaxTrailingGapAdvances: trailing, MaxCatchUpAdvances: catchUp}})
 	s.logf("plan %s env %s versions %v trailing %d catch_up %d -> %v", id, env, versions, trailing, catchUp, errOr(err, "built"))
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/modelfile"
@@ -65,9 +66,10 @@ type Step struct {
 	// Versions is set by deploy and plan (model -> version).
 	Versions map[string]Version
 	// Plan is the plan id of plan, backfill, promote.
-	Plan                   string
-	MaxTrailingGapAdvances int
-	MaxCatchUpAdvances     int
+	Plan string
+	// Bounds is a plan step's policy (max_trailing_gap_advances,
+	// max_catch_up_advances).
+	Bounds commands.Bounds
 	// Through (backfill), Until (run_scheduler), AdvanceDuringCatchUp (promote).
 	Through              time.Time
 	Until                time.Time

@@ -287,7 +287,7 @@ func (r *runner) register(ctx context.Context, vs map[string]Version) error {
 	return nil
 }
 
-func (r *runner) buildPlan(ctx context.Context, id, env string, vs map[string]Version, trailing, catchUp int) (events.PlanBuilt, error) {
+func (r *runner) buildPlan(ctx context.Context, id, env string, vs map[string]Version, bounds commands.Bounds) (events.PlanBuilt, error) {
 	if err := r.register(ctx, vs); err != nil {
 		return events.PlanBuilt{}, err
 	}
@@ -295,7 +295,7 @@ func (r *runner) buildPlan(ctx context.Context, id, env string, vs map[string]Ve
 	for m, v := range vs {
 		versions[m] = v.Name
 	}
-	rep, err := r.do(ctx, &commands.BuildPlan{Plan: id, Env: env, Versions: versions, MaxTrailingGapAdvances: trailing, MaxCatchUpAdvances: catchUp})
+	rep, err := r.do(ctx, &commands.BuildPlan{Plan: id, Env: env, Versions: versions, Bounds: bounds})
 	if err != nil {
 		return events.PlanBuilt{}, err
 	}
@@ -423,7 +423,7 @@ func (r *runner) step(ctx context.Context, st Step) (StepResult, error) {
 	case "deploy":
 		id := fmt.Sprintf("deploy-%d", st.Num)
 		sr.Plan = id
-		pl, err := r.buildPlan(ctx, id, st.Env, st.Versions, 0, 0)
+		pl, err := r.buildPlan(ctx, id, st.Env, st.Versions, commands.Bounds{})
 		if err != nil {
 			return sr, err
 		}
@@ -434,7 +434,7 @@ func (r *runner) step(ctx context.Context, st Step) (StepResult, error) {
 			return sr, err
 		}
 	case "plan":
-		if _, err := r.buildPlan(ctx, st.Plan, st.Env, st.Versions, st.MaxTrailingGapAdvances, st.MaxCatchUpAdvances); err != nil {
+		if _, err := r.buildPlan(ctx, st.Plan, st.Env, st.Versions, st.Bounds); err != nil {
 			return sr, err
 		}
 	case "backfill":

@@ -183,10 +183,10 @@ func (p *parser) step(f *File, ck *checker, n int, raw modelfile.Node) (Step, er
 				return st, body.Errorf("id", "plan %q is built twice", st.Plan)
 			}
 			ck.plans[st.Plan] = true
-			if st.MaxTrailingGapAdvances, _, err = body.Int("max_trailing_gap_advances"); err != nil {
+			if st.Bounds.MaxTrailingGapAdvances, _, err = body.Int("max_trailing_gap_advances"); err != nil {
 				return st, err
 			}
-			if st.MaxCatchUpAdvances, _, err = body.Int("max_catch_up_advances"); err != nil {
+			if st.Bounds.MaxCatchUpAdvances, _, err = body.Int("max_catch_up_advances"); err != nil {
 				return st, err
 			}
 		}

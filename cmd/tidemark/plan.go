@@ -27,7 +27,7 @@ func newPlanCmd() *cobra.Command {
 	var f clientFlags
 	var id, env string
 	var set []string
-	var trailing, catchUp int
+	var bounds commands.Bounds
 	var wait time.Duration
 	cmd := &cobra.Command{
 		Use:   "plan --env ENV [--set MODEL=VERSION...] | plan --wait D PLAN",
@@ -62,7 +62,7 @@ plan PLAN built before (after Ctrl-C, or a --wait that ran out).`,
 				id = "p-" + strings.ToLower(commands.NewID())
 			}
 			r, err := request(cmd, f.natsURL, &commands.BuildPlan{Plan: id, Env: env, Versions: versions, Changed: len(versions) == 0,
-				MaxTrailingGapAdvances: trailing, MaxCatchUpAdvances: catchUp, Meta: commands.Meta{Actor: "cli"}})
+				Bounds: bounds, Meta: commands.Meta{Actor: "cli"}})
 			if err != nil && cmd.Context().Err() != nil {
 				return &exitError{kind: failed, err: fmt.Errorf("interrupted while plan %s was being built: it may be built (`tidemark status` lists the plans in flight; `tidemark plan --wait D %s` waits for it): %w", id, id, err)}
 			}
@@ -100,8 +100,8 @@ plan PLAN built before (after Ctrl-C, or a --wait that ran out).`,
 	fl.StringVar(&id, "id", "", "plan id (default: generated)")
 	fl.StringVar(&env, "env", "", "target environment")
 	fl.StringSliceVar(&set, "set", nil, "MODEL=VERSION the plan sets (repeat or comma-separate; none: every changed model)")
-	fl.IntVar(&trailing, "max-trailing-gap-advances", 0, "trailing-gap allowance bound (0: off)")
-	fl.IntVar(&catchUp, "max-catch-up-advances", 0, "bounded catch-up bound (0: off)")
+	fl.IntVar(&bounds.MaxTrailingGapAdvances, "max-trailing-gap-advances", 0, "trailing-gap allowance bound (0: off)")
+	fl.IntVar(&bounds.MaxCatchUpAdvances, "max-catch-up-advances", 0, "bounded catch-up bound (0: off)")
 	fl.DurationVar(&wait, "wait", 0, "then wait, up to this long, until the plan's backfill set is computed (exit 1 if it is not, naming the model and its error when its work was given up, or when the plan was cancelled)")
 	cmd.AddCommand(newPlanCancelCmd())
 	return cmd

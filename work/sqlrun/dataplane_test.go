@@ -229,7 +229,7 @@ func TestVerifyAfterTrailingGapRepair(t *testing.T) {
 	eachBackend(t, func(t *testing.T, w *world) {
 		pvAndAgg(w)
 		w.registerAt(&commands.RegisterSnapshot{Model: "pv", Version: "v2", Cron: "@hourly", SQL: pv(30), TimeColumn: "ts"})
-		w.plan(&commands.BuildPlan{Plan: "p2", Versions: map[string]string{"pv": "v2"}, MaxTrailingGapAdvances: 1})
+		w.plan(&commands.BuildPlan{Plan: "p2", Versions: map[string]string{"pv": "v2"}, Bounds: commands.Bounds{MaxTrailingGapAdvances: 1}})
 		// The incumbents advance while the plan waits: a one-advance suffix.
 		if advs := w.tick(hour(49)); len(advs) != 2 {
 			t.Fatalf("tick at 49h: %+v", advs)
@@ -282,7 +282,7 @@ func TestVerifyAfterCatchUpRecompute(t *testing.T) {
 	eachBackend(t, func(t *testing.T, w *world) {
 		pvAndAgg(w)
 		w.registerAt(&commands.RegisterSnapshot{Model: "pv", Version: "v2", Cron: "@hourly", SQL: pv(30), TimeColumn: "ts"})
-		p := w.plan(&commands.BuildPlan{Plan: "p2", Versions: map[string]string{"pv": "v2"}, MaxCatchUpAdvances: 1})
+		p := w.plan(&commands.BuildPlan{Plan: "p2", Versions: map[string]string{"pv": "v2"}, Bounds: commands.Bounds{MaxCatchUpAdvances: 1}})
 		w.tick(hour(49))
 		w.at(hour(49).Add(5 * time.Minute))
 		// The derived rollup computes the suffix hour early: pv@v2's table
