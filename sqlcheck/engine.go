@@ -48,7 +48,7 @@ func ForEngine(read func(func(*projections.State))) func(context.Context, comman
 		set := map[string]Model{}
 		var deps []string
 		for _, c := range regs {
-			set[c.Model] = modelOf(c)
+			set[c.Model] = ModelOf(c)
 			deps = append(deps, c.DependsOn...)
 		}
 		var defs map[string]Model // read once, when some registration has SQL to check
@@ -106,8 +106,9 @@ func check(ctx context.Context, sem chan struct{}, m Model, defs map[string]Mode
 	}
 }
 
-// modelOf is what is checked of a registration.
-func modelOf(c *commands.RegisterSnapshot) Model {
+// ModelOf is what is checked of a registration (the engine's check and
+// apply's local one alike).
+func ModelOf(c *commands.RegisterSnapshot) Model {
 	return Model{Name: c.Model, SQL: c.SQL, TimeColumn: c.TimeColumn, DependsOn: c.DependsOn, Audits: c.Audits, Grain: c.Grain,
 		Kind: string(c.SnapshotKind), Seed: c.Seed, Macros: c.Macros}
 }

@@ -172,75 +172,78 @@ func applyProject(cmd *cobra.Command, f clientFlags, path string) error {
 }
 
 // checkProject runs the server's SQL check on a project's models (the
-// upstream models are the project's), a refusal placed in the project's
-// files (project.Model.Place: the query's line for the SQL's, an audit's
-// call or its AUDIT's query line for an audit's, the MODEL block's
-// otherwise).
+// upstream models are the project's), a refusal placed at its file's
+// line: the query's line for the SQL's, the MODEL block's otherwise.
 func checkProject(ctx context.Context, p *project.Project) error {
-	if !sqlcheck.Available() {
+	regs := make([]commands.RegisterSnapshot, len(p.Models))
+	for i, m := range p.Models {
+		regs[i] = m.Register
+	}
+	i, e, err := checkSet(ctx, regs)
+	if err != nil {
+		m := p.Models[i]
+		return fmt.Errorf("%s: checking %s: %w", m.File, m.Register.Model, err)
+	}
+	if e == nil {
 		return nil
 	}
-	defs := map[string]sqlcheck.Model{}
-	for _, m := range p.Models {
-		defs[m.Register.Model] = checkModel(m.Register)
+	m := p.Models[i]
+	if e.Upstream == "" {
+		return m.Place(e.Field, e.Error())
 	}
-	lookup := func(name string) (sqlcheck.Model, bool) { d, ok := defs[name]; return d, ok }
-	for _, m := range p.Models {
-		err := sqlcheck.Check(ctx, defs[m.Register.Model], lookup)
-		var e *sqlcheck.Error
-		if !errors.As(err, &e) {
-			if err != nil {
-				return fmt.Errorf("%s: checking %s: %w", m.File, m.Register.Model, err)
-			}
-			continue
-		}
-		if e.Upstream == "" {
-			return m.Place(e.Field, e.Error())
-		}
-		return &project.Error{File: m.File, Line: m.Line, Property: e.Field, Msg: e.Error()}
-	}
-	return nil
+	return &project.Error{File: m.File, Line: m.Line, Property: e.Field, Msg: e.Error()}
 }
 
 // checkSQL runs the server's SQL check (sqlcheck) on a file's models
 // before anything is sent, so a refusal names the file's line; a build
 // without cgo leaves it to the server. Upstream models are the file's.
 func checkSQL(ctx context.Context, file string, ms []modelfile.Model) error {
-	if !sqlcheck.Available() {
+	regs := make([]commands.RegisterSnapshot, len(ms))
+	for i, m := range ms {
+		regs[i] = m.Register
+	}
+	i, e, err := checkSet(ctx, regs)
+	if err != nil {
+		return fmt.Errorf("%s: checking models[%d].sql: %w", file, ms[i].Index, err)
+	}
+	if e == nil {
 		return nil
 	}
-	defs := map[string]sqlcheck.Model{}
-	for _, m := range ms {
-		r := m.Register
-		defs[r.Model] = checkModel(r)
+	m := ms[i]
+	line := m.SQLLine
+	if e.Field == "time_column" {
+		line = m.TimeColumnLine
+	} else if strings.HasPrefix(e.Field, "audits[") {
+		line = m.Line // the model's: its audits are in it
+	} else if e.Line > 0 && blockScalar(file, line) {
+		line += e.Line // a block scalar's text starts on the next line
 	}
-	lookup := func(name string) (sqlcheck.Model, bool) { d, ok := defs[name]; return d, ok }
-	for _, m := range ms {
-		err := sqlcheck.Check(ctx, defs[m.Register.Model], lookup)
-		var e *sqlcheck.Error
-		if !errors.As(err, &e) {
-			if err != nil {
-				return fmt.Errorf("%s: checking models[%d].sql: %w", file, m.Index, err)
-			}
-			continue
-		}
-		line := m.SQLLine
-		if e.Field == "time_column" {
-			line = m.TimeColumnLine
-		} else if strings.HasPrefix(e.Field, "audits[") {
-			line = m.Line // the model's: its audits are in it
-		} else if e.Line > 0 && blockScalar(file, line) {
-			line += e.Line // a block scalar's text starts on the next line
-		}
-		return &modelfile.Error{File: file, Line: line, Path: fmt.Sprintf("models[%d].%s", m.Index, e.Field), Msg: e.Error()}
-	}
-	return nil
+	return &modelfile.Error{File: file, Line: line, Path: fmt.Sprintf("models[%d].%s", m.Index, e.Field), Msg: e.Error()}
 }
 
-// checkModel is what sqlcheck checks of a registration.
-func checkModel(r commands.RegisterSnapshot) sqlcheck.Model {
-	return sqlcheck.Model{Name: r.Model, SQL: r.SQL, TimeColumn: r.TimeColumn, DependsOn: r.DependsOn, Audits: r.Audits, Grain: r.Grain, Macros: r.Macros,
-		Kind: string(r.SnapshotKind), Seed: r.Seed}
+// checkSet runs sqlcheck on regs in order, each reading the others as its
+// upstream models: the index of the first refused, with its refusal e,
+// or with err when the check itself failed (a cancelled ctx). Nothing is
+// checked by a build without cgo (the server checks).
+func checkSet(ctx context.Context, regs []commands.RegisterSnapshot) (i int, e *sqlcheck.Error, err error) {
+	if !sqlcheck.Available() {
+		return 0, nil, nil
+	}
+	defs := map[string]sqlcheck.Model{}
+	for i := range regs {
+		defs[regs[i].Model] = sqlcheck.ModelOf(&regs[i])
+	}
+	lookup := func(name string) (sqlcheck.Model, bool) { d, ok := defs[name]; return d, ok }
+	for i := range regs {
+		err := sqlcheck.Check(ctx, defs[regs[i].Model], lookup)
+		if errors.As(err, &e) {
+			return i, e, nil
+		}
+		if err != nil {
+			return i, nil, err
+		}
+	}
+	return 0, nil, nil
 }
 
 // blockScalar reports whether line n of file holds a key whose value is a
