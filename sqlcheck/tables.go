@@ -1,7 +1,9 @@
 package sqlcheck
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"strings"
 
 	"github.com/tidemark/tidemark/warehouse"
@@ -78,16 +80,8 @@ func Tables(ctx context.Context, sql, macros string) ([]TableRef, error) {
 		t.Start, t.End = r.Source(t.Start), r.Source(end)
 		out = append(out, t)
 	}
-	sortRefs(out)
+	slices.SortFunc(out, func(a, b TableRef) int { return cmp.Compare(a.Start, b.Start) })
 	return out, nil
-}
-
-func sortRefs(refs []TableRef) {
-	for i := 1; i < len(refs); i++ {
-		for j := i; j > 0 && refs[j].Start < refs[j-1].Start; j-- {
-			refs[j], refs[j-1] = refs[j-1], refs[j]
-		}
-	}
 }
 
 // refEnd is the end of the dotted name starting at byte i of text whose
