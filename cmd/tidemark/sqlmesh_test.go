@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -53,24 +52,21 @@ func editFile(t *testing.T, dir, file, old, new string) {
 
 // viewRows queries model's view in env prod (its columns as text, in
 // order), as CSV records without the header.
-func viewRows(nats, model string, cols, order []string) ([][]string, error) {
+func viewRows(t *testing.T, nats, model string, cols, order []string) ([][]string, error) {
+	t.Helper()
 	schema, name, _ := strings.Cut(model, ".")
 	sel := make([]string, len(cols))
 	for i, c := range cols {
 		sel[i] = "CAST(" + c + " AS VARCHAR) AS " + c
 	}
 	q := fmt.Sprintf("SELECT %s FROM %s__prod.%s ORDER BY %s", strings.Join(sel, ", "), schema, name, strings.Join(order, ", "))
-	root := newRootCmd()
-	var out, errb bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&errb)
-	root.SetArgs([]string{"query", q, "--nats-url", nats, "-o", "csv"})
-	if err := root.Execute(); err != nil {
-		return nil, fmt.Errorf("query %s: %v %s", q, err, errb.String())
+	out, stderr, code := runCLI(t, "query", q, "--nats-url", nats, "-o", "csv")
+	if code != 0 {
+		return nil, fmt.Errorf("query %s: exit %d %s", q, code, stderr)
 	}
-	recs, err := csv.NewReader(&out).ReadAll()
+	recs, err := csv.NewReader(strings.NewReader(out)).ReadAll()
 	if err != nil || len(recs) == 0 {
-		return nil, fmt.Errorf("query %s: %v %q", q, err, out.String())
+		return nil, fmt.Errorf("query %s: %v %q", q, err, out)
 	}
 	return recs[1:], nil
 }
@@ -91,7 +87,7 @@ func checkRows(t *testing.T, nats, model string, cols, order []string, want [][]
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var err error
-		if got, err = viewRows(nats, model, cols, order); err == nil && fmt.Sprint(got) == fmt.Sprint(w) {
+		if got, err = viewRows(t, nats, model, cols, order); err == nil && fmt.Sprint(got) == fmt.Sprint(w) {
 			return
 		}
 		if time.Now().After(deadline) {
