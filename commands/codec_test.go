@@ -14,18 +14,7 @@ func TestDecodeBothEncodings(t *testing.T) {
 	r := interval.R(time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC), time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC))
 	in := &CompleteIntervals{Meta: Meta{ID: "c1"}, Model: "events", Version: "v1", Ranges: []interval.Range{r}, RunKind: "scheduled"}
 	for _, asJSON := range []bool{false, true} {
-		b, err := Encode(in, asJSON)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ct := ContentMsgpack
-		if asJSON {
-			ct = ContentJSON
-		}
-		got, err := Decode(KindCompleteIntervals, ct, b)
-		if err != nil {
-			t.Fatalf("json=%v: %v", asJSON, err)
-		}
+		got := roundTrip(t, in, asJSON)
 		c := got.(*CompleteIntervals)
 		if c.ID != "c1" || c.Model != "events" || len(c.Ranges) != 1 || !c.Ranges[0].Start.Equal(r.Start) || !c.Ranges[0].End.Equal(r.End) {
 			t.Fatalf("json=%v: decoded %+v", asJSON, c)
@@ -162,4 +151,23 @@ func normal(c Command) Command {
 		rs[i] = interval.R(rs[i].Start.UTC(), rs[i].End.UTC())
 	}
 	return c
+}
+
+// roundTrip encodes c (JSON or msgpack) and decodes it as its kind,
+// failing the test on either error.
+func roundTrip(t *testing.T, c Command, asJSON bool) Command {
+	t.Helper()
+	b, err := Encode(c, asJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct := ContentMsgpack
+	if asJSON {
+		ct = ContentJSON
+	}
+	got, err := Decode(c.Kind(), ct, b)
+	if err != nil {
+		t.Fatalf("json=%v: %v", asJSON, err)
+	}
+	return got
 }

@@ -18,18 +18,7 @@ func TestRegisterSnapshots(t *testing.T) {
 		{Model: "events", Version: "v1", Cron: "@hourly", Start: t0, DependsOn: []string{"raw"}, SQL: "SELECT ts FROM raw", TimeColumn: "ts", Grain: []string{"ts"}},
 	}}
 	for _, asJSON := range []bool{false, true} {
-		b, err := Encode(in, asJSON)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ct := ContentMsgpack
-		if asJSON {
-			ct = ContentJSON
-		}
-		got, err := Decode(KindRegisterSnapshots, ct, b)
-		if err != nil {
-			t.Fatalf("json=%v: %v", asJSON, err)
-		}
+		got := roundTrip(t, in, asJSON)
 		a, _ := json.Marshal(got)
 		w, _ := json.Marshal(in)
 		if string(a) != string(w) || Digest(got) != Digest(in) {

@@ -16,18 +16,7 @@ func TestRegisterSnapshotSQL(t *testing.T) {
 	in := &RegisterSnapshot{Meta: Meta{ID: "r1"}, Model: "sessions", Version: "v1", Cron: "@hourly", Start: t0,
 		DependsOn: []string{"events"}, SQL: sessionsSQL, TimeColumn: "ts"}
 	for _, asJSON := range []bool{false, true} {
-		b, err := Encode(in, asJSON)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ct := ContentMsgpack
-		if asJSON {
-			ct = ContentJSON
-		}
-		got, err := Decode(KindRegisterSnapshot, ct, b)
-		if err != nil {
-			t.Fatalf("json=%v: %v", asJSON, err)
-		}
+		got := roundTrip(t, in, asJSON)
 		r := got.(*RegisterSnapshot)
 		if !r.Start.Equal(t0) || r.SQL != in.SQL || r.TimeColumn != in.TimeColumn || !reflect.DeepEqual(r.DependsOn, in.DependsOn) || r.Model != in.Model {
 			t.Fatalf("json=%v: decoded %+v", asJSON, got)
@@ -99,18 +88,7 @@ func TestRegisterSnapshotGrain(t *testing.T) {
 	in := &RegisterSnapshot{Meta: Meta{ID: "r1"}, Model: "sessions", Version: "v1", Cron: "@hourly", Start: t0,
 		SQL: sessionsSQL, TimeColumn: "ts", Grain: []string{"session_id", "ts"}}
 	for _, asJSON := range []bool{false, true} {
-		b, err := Encode(in, asJSON)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ct := ContentMsgpack
-		if asJSON {
-			ct = ContentJSON
-		}
-		got, err := Decode(KindRegisterSnapshot, ct, b)
-		if err != nil {
-			t.Fatalf("json=%v: %v", asJSON, err)
-		}
+		got := roundTrip(t, in, asJSON)
 		if r := got.(*RegisterSnapshot); !reflect.DeepEqual(r.Grain, in.Grain) {
 			t.Fatalf("json=%v: grain %q", asJSON, r.Grain)
 		}
