@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/tidemark/tidemark/events/interval"
-	"github.com/tidemark/tidemark/web"
 	"github.com/tidemark/tidemark/work/sqlrun"
 )
 
@@ -130,20 +129,6 @@ func printDiff(w io.Writer, rep sqlrun.DiffReply) {
 	if len(rep.Models) == 0 {
 		fmt.Fprintln(w, "no candidate to compare")
 	}
-}
-
-// webDiffs is a plan's diff as the dashboard's plan page shows it.
-func webDiffs(rep sqlrun.DiffReply) []web.PlanDiff {
-	out := make([]web.PlanDiff, 0, len(rep.Models))
-	for _, m := range rep.Models {
-		d := web.PlanDiff{Model: m.Model, Candidate: m.Candidate, Incumbent: m.Incumbent, Skipped: m.Skipped}
-		if t := m.TableDiff; t != nil {
-			d.CandidateRows, d.IncumbentRows, d.OnlyInCandidate, d.OnlyInIncumbent, d.Changed, d.Grain =
-				t.CandidateRows, t.IncumbentRows, t.OnlyInCandidate, t.OnlyInIncumbent, t.Changed, t.Grain
-		}
-		out = append(out, d)
-	}
-	return out
 }
 
 // nRows is "1 row" or "N rows".

@@ -73,7 +73,7 @@ const (
 
 // diffForReal is TestDiffForReal's story on the serve s, events' versions
 // written as v1 and v2.
-func diffForReal(t *testing.T, s *server, v1, v2 string) {
+func diffForReal(t *testing.T, s *served, v1, v2 string) {
 	start := time.Now().UTC().Truncate(24 * time.Hour).Add(-48 * time.Hour)
 	file := filepath.Join(t.TempDir(), "models.yaml")
 	write := func(version, sql string) {

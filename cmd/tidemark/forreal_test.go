@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,40 +14,41 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/spf13/pflag"
 	"github.com/tidemark/tidemark/commands"
+	"github.com/tidemark/tidemark/server"
 )
 
-// server is `tidemark serve` running in-process on random loopback ports.
-type server struct {
+// served is `tidemark serve` running in-process on random loopback ports.
+type served struct {
 	nats, http, dataDir string
 	stop                func()
 }
 
-func startServe(t *testing.T, extra ...string) *server {
+// startServe opens, runs and (at the test's end, or stop) closes a
+// server as serve does (serve.go's serve), from serve's flags: the
+// defaults below, then extra.
+func startServe(t *testing.T, extra ...string) *served {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
-	root := newRootCmd()
-	root.SetOut(pw)
-	root.SetErr(io.Discard)
-	s := &server{dataDir: t.TempDir()}
-	root.SetArgs(append([]string{"serve", "--data-dir", s.dataDir, "--listen", "127.0.0.1:-1", "--http", "127.0.0.1:0", "--no-sync", "--log-format", "json"}, extra...))
-	done := make(chan error, 1)
-	go func() { done <- root.ExecuteContext(ctx); pw.Close() }()
-	rd := bufio.NewReader(pr)
-	for s.nats == "" || s.http == "" {
-		line, err := rd.ReadString('\n')
-		if err != nil {
-			t.Fatalf("serve stopped: %v (%v)", err, <-done)
-		}
-		if rest, ok := strings.CutPrefix(line, "tidemark serving on "); ok {
-			s.nats = strings.Fields(rest)[0]
-		}
-		if rest, ok := strings.CutPrefix(line, "dashboard on "); ok {
-			s.http = strings.Fields(rest)[0]
-		}
+	s := &served{dataDir: t.TempDir()}
+	sf := &serveFlags{}
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	bindServeFlags(fs, sf)
+	if err := fs.Parse(append([]string{"--data-dir", s.dataDir, "--listen", "127.0.0.1:-1", "--http", "127.0.0.1:0", "--no-sync", "--log-format", "json"}, extra...)); err != nil {
+		t.Fatal(err)
 	}
-	go io.Copy(io.Discard, rd)
+	cfg, err := sf.config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.Open(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	s.nats, s.http = srv.NATSURL(), srv.DashboardURL()
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- srv.Run(ctx) }()
 	stopped := false
 	s.stop = func() {
 		if stopped {
@@ -57,12 +57,16 @@ func startServe(t *testing.T, extra ...string) *server {
 		stopped = true
 		cancel()
 		select {
-		case err := <-done:
+		case err := <-ran:
 			if err != nil {
 				t.Errorf("serve: %v", err)
 			}
 		case <-time.After(30 * time.Second):
 			t.Error("serve did not stop within 30s")
+			return
+		}
+		if err := srv.Close(context.Background()); err != nil {
+			t.Errorf("serve: close: %v", err)
 		}
 	}
 	t.Cleanup(s.stop)

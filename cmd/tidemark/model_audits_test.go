@@ -49,7 +49,7 @@ func auditedModelsSQL(start time.Time, sql string) string {
 // to s and builds plan a1 setting it; it returns the model's snapshot
 // and how many batches the plan's backfill has: two whole days and
 // today's hours (2 at midnight, when no hour of today has ended).
-func planAudited(t *testing.T, s *server, start time.Time, body string) (snapshot string, batches int) {
+func planAudited(t *testing.T, s *served, start time.Time, body string) (snapshot string, batches int) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "models.yaml")
 	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {

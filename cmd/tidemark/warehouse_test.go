@@ -17,7 +17,7 @@ import (
 // "sushi": sushi.page_views, its rollup reading "sushi.page_views"), to
 // the serve s, plans them into prod as plan and waits for the promotion.
 // It returns the models' start.
-func deployPageViews(t *testing.T, s *server, schema, plan string) time.Time {
+func deployPageViews(t *testing.T, s *served, schema, plan string) time.Time {
 	t.Helper()
 	prefix, from := "", "page_views"
 	if schema != "" {
