@@ -168,4 +168,3 @@ func get(t *testing.T, url string) int {
 	_, _ = io.Copy(io.Discard, resp.Body)
 	return resp.StatusCode
 }
-
