@@ -187,9 +187,13 @@ type Lateness struct {
 // Late measures every environment's incumbents at now (the caller's
 // clock: notify reads the wall clock, never decide or the projections),
 // by env and model, by the one rule status and the dashboard apply
-// (views.Status).
-func Late(st *projections.State, now time.Time) []Lateness {
+// (views.Status). With noWorker (no worker heartbeat is live), a late
+// model with no other cause has the cause no_worker, as in status.
+func Late(st *projections.State, now time.Time, noWorker bool) []Lateness {
 	envs, _ := views.Status(st, "", now)
+	if noWorker {
+		views.NoWorker(envs)
+	}
 	var out []Lateness
 	for _, e := range envs {
 		for _, ms := range e.Models {

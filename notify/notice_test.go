@@ -72,7 +72,7 @@ func TestLate(t *testing.T) {
 		{name: "given up, on time", cover: 10, now: hr(11), failed: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			ls := Late(prod(t, c.cover, c.failed), c.now)
+			ls := Late(prod(t, c.cover, c.failed), c.now, false)
 			if len(ls) != 2 || ls[0].Model != "agg" || ls[1].Model != "events" {
 				t.Fatalf("want agg then events, got %+v", ls)
 			}
@@ -91,7 +91,22 @@ func TestLate(t *testing.T) {
 	st := fold(t, events.SnapshotRegistered{Snapshot: "e@v1", Model: "e", Version: "v1", Cron: "0 * * * *", Unit: interval.Hour, Start: hr(1), Kind: events.Incremental, Table: "e@v1"},
 		events.PlanBuilt{Plan: "p1", Env: "dev", Candidates: []events.Candidate{{Model: "e", Snapshot: "e@v1", Table: "e@v1"}}},
 		events.PromotionDecided{Plan: "p1", Env: "dev", Outcome: events.Accepted, Generation: 1, Models: map[string]events.ModelFinding{"e": {Snapshot: "e@v1"}}})
-	if ls := Late(st, hr(4)); len(ls) != 1 || !ls[0].Late || !ls[0].Frontier.Equal(hr(1)) || !ls[0].Ready.Equal(hr(4)) {
+	// With no live worker, a late model with no other cause says so; a
+	// model on time, or one with a cause, keeps its own.
+	for _, c := range []struct {
+		failed bool
+		now    time.Time
+		ag, ev string
+	}{{false, hr(12), "upstream_late", "no_worker"}, {true, hr(13), "upstream_late", "failed"}, {false, hr(11), "", ""}} {
+		ls := Late(prod(t, 10, c.failed), c.now, true)
+		if ls[0].Cause != c.ag || ls[1].Cause != c.ev {
+			t.Errorf("no worker, failed %v at %s: causes %q, %q; want %q, %q", c.failed, c.now, ls[0].Cause, ls[1].Cause, c.ag, c.ev)
+		}
+		if c.ev == "no_worker" && !strings.Contains(ls[1].Reason, "no worker heartbeat") {
+			t.Errorf("no worker: reason %q", ls[1].Reason)
+		}
+	}
+	if ls := Late(st, hr(4), false); len(ls) != 1 || !ls[0].Late || !ls[0].Frontier.Equal(hr(1)) || !ls[0].Ready.Equal(hr(4)) {
 		t.Fatalf("empty: %+v", ls)
 	}
 }

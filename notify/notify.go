@@ -87,6 +87,10 @@ type Notifier struct {
 	View func(fn func(st *projections.State))
 	// Now is the clock lateness is judged at. Default time.Now.
 	Now func() time.Time
+	// LiveWorkers counts the live workers (serve: its roster); nil, not
+	// known. With none live, a late model with no other cause is late
+	// for no_worker, as status says.
+	LiveWorkers func() int
 	// Logger logs each delivery and failure. Default: Log's logger.
 	Logger *slog.Logger
 	// Dashboard is the dashboard's base URL as the receivers reach it,
@@ -364,7 +368,8 @@ func (n *Notifier) checkLate(ctx context.Context, log *slog.Logger) {
 	}
 	var ls []Lateness
 	var seq uint64
-	n.View(func(st *projections.State) { ls, seq = Late(st, now), st.Seq })
+	noWorker := n.LiveWorkers != nil && n.LiveWorkers() == 0
+	n.View(func(st *projections.State) { ls, seq = Late(st, now, noWorker), st.Seq })
 	seen := map[string]bool{}
 	changed := false
 	for _, l := range ls {

@@ -366,6 +366,7 @@ func (s *Server) openNotifier(ctx context.Context) error {
 	}
 	n := s.cfg.Notify
 	n.Log, n.View, n.Now, n.Logger = s.eng, s.eng.Projection().Read, s.eng.Now, s.log
+	n.LiveWorkers = func() int { return len(s.roster.Live()) }
 	m, err := notify.NewMetrics(s.eng.Registry())
 	if err != nil {
 		return err
