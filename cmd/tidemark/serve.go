@@ -165,7 +165,7 @@ func newServeCmd() *cobra.Command {
 			// The built-in worker runs items on a bounded pool, each failed
 			// step recorded (fail_work: a RunFailed with its error) and
 			// tried again at most --work-max-attempts times.
-			pub := &work.Publisher{Log: eng, AckWait: workAckWait, MaxDeliver: workMaxAttempts,
+			pub := &work.Publisher{Log: eng.Log(), Clock: eng.Now, Logger: log, AckWait: workAckWait, MaxDeliver: workMaxAttempts,
 				Concurrency: workConcurrency, Attempts: workMaxAttempts, Reporter: eng}
 			var syncer *sqlrun.Syncer
 			var dropper *sqlrun.Janitor
@@ -245,7 +245,7 @@ func newServeCmd() *cobra.Command {
 			// lateness changes, read from the stream after a cursor of
 			// their own, fixed before any command is accepted.
 			if notifier.URL != "" {
-				notifier.Log, notifier.View, notifier.Now, notifier.Logger = eng, eng.Projection().Read, eng.Now, log
+				notifier.Log, notifier.View, notifier.Now, notifier.Logger = eng.Log(), eng.Projection().Read, eng.Now, log
 				m, err := notify.NewMetrics(eng.Registry())
 				if err != nil {
 					eng.Close(context.WithoutCancel(ctx))
@@ -259,7 +259,7 @@ func newServeCmd() *cobra.Command {
 			}
 			// One writer among the engines sharing the stream: this one
 			// forwards commands that write while another holds the lease.
-			member, err := cluster.Join(ctx, eng, cluster.Config{Logger: log})
+			member, err := cluster.Join(ctx, cluster.Config{Handler: eng, Log: eng.Log(), Proj: eng.Projection(), CatchUp: eng.CatchUp, Logger: log})
 			if err != nil {
 				eng.Close(context.WithoutCancel(ctx))
 				return &exitError{kind: usage, err: err}
@@ -277,7 +277,7 @@ func newServeCmd() *cobra.Command {
 			var httpSrv *http.Server
 			dashboard := ""
 			if httpAddr != "" {
-				ws := &web.Server{Proj: eng.Projection(), Log: eng.Reader(), Registry: eng.Registry(), Clock: eng.Now, Logger: log.With("subsystem", "http"),
+				ws := &web.Server{Proj: eng.Projection(), Log: eng.Log().Reader(), Registry: eng.Registry(), Clock: eng.Now, Logger: log.With("subsystem", "http"),
 					Workers: func() []web.Worker { return webWorkers(roster.Live(), time.Now()) }, Build: webBuild(),
 					Writer: func() (string, bool) { on, _ := member.Writing(); return member.Node(), on }}
 				if wh != nil {
@@ -315,15 +315,15 @@ func newServeCmd() *cobra.Command {
 			if notifier.Dashboard == "" {
 				notifier.Dashboard = dashboard
 			}
-			sched := &scheduler.Scheduler{Engine: eng}
+			sched := &scheduler.Scheduler{Handler: eng, Proj: eng.Projection(), Clock: eng.Now, Logger: log}
 			// The catch-up driver records each strict retry once the
 			// request's work is done (by the publisher's sink).
-			catchUps := &scheduler.CatchUps{Engine: eng}
+			catchUps := &scheduler.CatchUps{Handler: eng, Proj: eng.Projection(), Clock: eng.Now, Logger: log}
 			// The janitor retires the snapshot tables nothing uses any
 			// more (TableRetired); the warehouse drops them (dropper).
 			// It keeps every table an incumbent used for --retain after its
 			// demotion, so a rollback within it finds its tables.
-			janitor := &scheduler.Janitor{Engine: eng, Every: janitorEvery, Grace: janitorGrace, Retain: retain}
+			janitor := &scheduler.Janitor{Handler: eng, Proj: eng.Projection(), Clock: eng.Now, Logger: log, Every: janitorEvery, Grace: janitorGrace, Retain: retain}
 			// The loops that issue commands on their own, the one work
 			// publisher and the one notifier run on the writer only (a
 			// cluster's other nodes start them when their engine takes the

@@ -19,6 +19,7 @@ import (
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/internal/jstest"
 	"github.com/tidemark/tidemark/internal/pgtest"
 	"github.com/tidemark/tidemark/projections"
 	"github.com/tidemark/tidemark/scheduler"
@@ -77,7 +78,7 @@ func (w *world) items(r commands.Reply) []work.Item {
 	w.t.Helper()
 	var recs []events.Record
 	for seq := r.Seq - uint64(r.Events) + 1; r.Events > 0 && seq <= r.Seq; seq++ {
-		rec, err := w.e.Reader().Get(w.t.Context(), seq)
+		rec, err := w.e.Log().Reader().Get(w.t.Context(), seq)
 		if err != nil {
 			w.t.Fatal(err)
 		}
@@ -311,7 +312,7 @@ func TestVerifyAfterCatchUpRecompute(t *testing.T) {
 		if items := w.compute(r); len(items) != 1 || items[0].RunKind != events.RunCatchUp {
 			t.Fatalf("the catch-up work: %+v", items)
 		}
-		if err := (&scheduler.CatchUps{Engine: w.e}).Step(t.Context()); err != nil {
+		if err := (&scheduler.CatchUps{Handler: w.e, Proj: w.e.Projection(), Clock: w.e.Now, Logger: jstest.Quiet()}).Step(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		var d *events.PromotionDecided
