@@ -24,7 +24,7 @@ import (
 // serve assembles it (engine, work publisher with the built-in SQL worker
 // on a DuckDB file, the views syncer), on a clock the bench moves: each
 // tick moves the clock one hour and sends the scheduler's tick
-// (scheduler.Tick, the command the wall-clock scheduler sends); the
+// (scheduler.Scheduler.Tick, the command the wall-clock scheduler sends); the
 // latency runs from that command until a query on prod's view sees the new
 // interval's rows, for every model of the environment.
 

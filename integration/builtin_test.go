@@ -20,7 +20,7 @@ import (
 // builtinServe is what `serve --builtin-worker` runs besides the engine:
 // the command service, the catch-up driver (no worker of its own) and the
 // work publisher with the in-process sink. The scheduler is driven by the
-// test (scheduler.Tick) instead of the wall clock.
+// test (scheduler.Scheduler.Tick) instead of the wall clock.
 type builtinServe struct {
 	e      *engine.Engine
 	client *transport.Client

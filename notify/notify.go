@@ -25,6 +25,10 @@
 //     late are kept in the state bucket (notify_late), so a restart sends
 //     no change twice.
 //
+// It takes the engine's parts as fields, never the engine: Log (the
+// *eventlog.Log it follows, whose state bucket keeps its cursor), View and
+// Now (the live state and the clock lateness is judged on), Logger.
+//
 // Run it on the writer only (serve does, like the scheduler): one sender
 // per cluster. Importers: cmd/tidemark.
 package notify

@@ -2,6 +2,9 @@
 // make due (Of), the work-queue stream and consumer they travel on, and the
 // Publisher that derives them from the event stream and hands them to
 // workers (work/shell) or runs them in-process (a Runner, work/inproc).
+// The Publisher takes the engine's parts as fields, never the engine: Log
+// (the *eventlog.Log it follows and keeps its cursor beside), Clock,
+// Logger, and Reporter (the commands.Handler that records failures).
 //
 // Importers: work/shell, work/inproc, scheduler, scenario, cmd/tidemark.
 package work

@@ -1,7 +1,7 @@
 package sqlrun_test
 
 // The data plane under the promotion paths of DESIGN.md: the engine on a
-// simulated clock, plans, scheduler ticks (scheduler.Tick, which records
+// simulated clock, plans, scheduler ticks (scheduler.Scheduler.Tick, which records
 // decide.Due's advances), promotions with policy bounds, every work item
 // computed in the warehouse by sqlrun.Runner, the Syncer's view swaps,
 // and VerifyEnv requiring 0 differing rows. Each test runs on DuckDB and
@@ -101,7 +101,7 @@ func (w *world) compute(r commands.Reply) []work.Item {
 }
 
 // tick runs the scheduler's tick at t (the AdvanceScheduler that
-// scheduler.Tick sends, at the env's generation: decide.Due's advances)
+// scheduler.Scheduler.Tick sends, at the env's generation: decide.Due's advances)
 // and computes the work it made due.
 func (w *world) tick(t time.Time) []events.SchedulerAdvanced {
 	w.t.Helper()
