@@ -188,7 +188,7 @@ func (e *Engine) spawn(fn func()) {
 // its Config (the replicas and storage other streams follow), Reader,
 // Bucket (the state bucket: checkpoints, the work and notify cursors;
 // always there, whether or not this engine writes checkpoints) and
-// Retry. Nil if Open failed.
+// Retry.
 func (e *Engine) Log() *eventlog.Log { return e.elog }
 
 // Close stops the projection and writes a last checkpoint. It leaves the

@@ -13,6 +13,7 @@ import (
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/live"
 	"github.com/tidemark/tidemark/projections"
 	"github.com/tidemark/tidemark/scheduler"
 	"github.com/tidemark/tidemark/work"
@@ -60,6 +61,7 @@ func (e *fakeEngine) Watch() (<-chan struct{}, error) { return make(chan struct{
 var (
 	_ commands.Handler     = (*fakeEngine)(nil)
 	_ scheduler.Projection = (*fakeEngine)(nil)
+	_ scheduler.Projection = (*live.Projection)(nil) // the engine's
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
