@@ -265,7 +265,7 @@ func eventBytes(i, snaps int) (string, []byte) {
 
 // serveClients starts the command service and n client connections.
 func serveClients(e *instance, n int) ([]*transport.Client, func(), error) {
-	svc, err := transport.Serve(e.Conn(), e, transport.ServiceConfig{Logger: quiet()})
+	svc, err := transport.Serve(e.Log().JetStream().Conn(), e, transport.ServiceConfig{Logger: quiet()})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -407,7 +407,7 @@ func replayAt(ctx context.Context, n int) ([]Figure, error) {
 		e.Close(ctx)
 		return nil, err
 	}
-	if _, err := rawAsync(ctx, e.JetStream(), n, snaps); err != nil {
+	if _, err := rawAsync(ctx, e.Log().JetStream(), n, snaps); err != nil {
 		e.Close(ctx)
 		return nil, err
 	}
@@ -416,13 +416,13 @@ func replayAt(ctx context.Context, n int) ([]Figure, error) {
 	if err != nil {
 		return nil, err
 	}
-	js := e.JetStream()
+	js := e.Log().JetStream()
 	start := time.Now()
 	// A rebuild folds as it reads (replay.Folder): it holds the state,
 	// not the stream.
 	st, fold := replay.Folder()
 	n = 0
-	if _, err := e.Reader().Read(ctx, eventlog.ReadOptions{Each: func(r events.Record) { n++; fold(r) }}); err != nil {
+	if _, err := e.Log().Reader().Read(ctx, eventlog.ReadOptions{Each: func(r events.Record) { n++; fold(r) }}); err != nil {
 		e.Close(ctx)
 		return nil, err
 	}
@@ -582,7 +582,7 @@ func growthFigure(ctx context.Context, sz sizes) ([]Figure, error) {
 			return nil, err
 		}
 		defer done()
-		if _, err := rawAsync(ctx, e.JetStream(), n, benchSnapshots); err != nil {
+		if _, err := rawAsync(ctx, e.Log().JetStream(), n, benchSnapshots); err != nil {
 			return nil, err
 		}
 		if err := e.CatchUp(ctx); err != nil {

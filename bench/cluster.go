@@ -104,13 +104,13 @@ func (m *clusterMember) start(ctx context.Context) error {
 		node.Close()
 		return err
 	}
-	member, err := cluster.Join(ctx, e, cluster.Config{Node: m.name, Logger: m.cfg.Logger})
+	member, err := cluster.Join(ctx, cluster.Config{Handler: e, Log: e.Log(), Proj: e.Projection(), CatchUp: e.CatchUp, Node: m.name, Logger: m.cfg.Logger})
 	if err != nil {
 		e.Close(context.Background())
 		node.Close()
 		return err
 	}
-	svc, err := member.Serve(e.Conn(), transport.ServiceConfig{Logger: m.cfg.Logger})
+	svc, err := member.Serve(e.Log().JetStream().Conn(), transport.ServiceConfig{Logger: m.cfg.Logger})
 	if err != nil {
 		member.Leave(context.Background())
 		e.Close(context.Background())
@@ -524,7 +524,7 @@ func RunCluster(ctx context.Context, opts ClusterOptions) (*ClusterResult, error
 	if err := reader.e.CatchUp(ctx); err != nil {
 		return res, err
 	}
-	recs, err := reader.e.Reader().Read(ctx, eventlog.ReadOptions{})
+	recs, err := reader.e.Log().Reader().Read(ctx, eventlog.ReadOptions{})
 	if err != nil {
 		return res, err
 	}

@@ -60,7 +60,7 @@ func clusterThroughput(ctx context.Context, total int) (clusterTP, error) {
 	if err := snapshots(sctx, w.m, benchSnapshots); err != nil {
 		return clusterTP{}, err
 	}
-	leader, err := streamLeader(sctx, w.e.JetStream())
+	leader, err := streamLeader(sctx, w.e.Log().JetStream())
 	if err != nil {
 		return clusterTP{}, err
 	}

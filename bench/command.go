@@ -72,7 +72,7 @@ func commandFigures(ctx context.Context, sz sizes) ([]Figure, error) {
 		return nil, err
 	}
 	defer doneRaw()
-	rawTP, err := rawAsync(ctx, raw.JetStream(), sz.commands, snaps)
+	rawTP, err := rawAsync(ctx, raw.Log().JetStream(), sz.commands, snaps)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +85,7 @@ func commandFigures(ctx context.Context, sz sizes) ([]Figure, error) {
 	for i := range rawLat {
 		subj, b := eventBytes(sz.commands+i, snaps)
 		s := time.Now()
-		if _, err := raw.JetStream().Publish(ctx, subj, b); err != nil {
+		if _, err := raw.Log().JetStream().Publish(ctx, subj, b); err != nil {
 			return nil, err
 		}
 		rawLat[i] = time.Since(s)

@@ -26,7 +26,7 @@ func diskLimit(ctx context.Context, e *instance, total, per int) (float64, error
 	msgs := max(total/per, benchClients)
 	rate, err := parallel(benchClients, msgs, func(_, i int) error {
 		subj, body := diskMsg(i, per)
-		_, err := e.JetStream().Publish(ctx, subj, body)
+		_, err := e.Log().JetStream().Publish(ctx, subj, body)
 		return err
 	})
 	return rate * float64(per), err
@@ -92,7 +92,7 @@ func durablePair(ctx context.Context, total int) (tm, raw, group float64, err er
 		return 0, 0, 0, err
 	}
 	defer doneRaw()
-	before, err := e.LastSeq(ctx)
+	before, err := e.Log().Reader().LastSeq(ctx)
 	if err != nil {
 		return 0, 0, 0, err
 	}
@@ -109,7 +109,7 @@ func durablePair(ctx context.Context, total int) (tm, raw, group float64, err er
 		}
 		rawTime += time.Duration(float64(share) / rate * float64(time.Second))
 	}
-	after, err := e.LastSeq(ctx)
+	after, err := e.Log().Reader().LastSeq(ctx)
 	if err != nil {
 		return 0, 0, 0, err
 	}

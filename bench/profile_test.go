@@ -36,7 +36,7 @@ func BenchmarkRestart(b *testing.B) {
 	if err := snapshots(ctx, e, 1000); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := rawAsync(ctx, e.JetStream(), 300_000, 1000); err != nil {
+	if _, err := rawAsync(ctx, e.Log().JetStream(), 300_000, 1000); err != nil {
 		b.Fatal(err)
 	}
 	e.Close(ctx)
@@ -69,8 +69,11 @@ func BenchmarkTransportLimit(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer done()
-	before, _ := e.LastSeq(ctx)
-	defer func() { after, _ := e.LastSeq(ctx); b.ReportMetric(float64(b.N)/float64(after-before), "cmds/msg") }()
+	before, _ := e.Log().Reader().LastSeq(ctx)
+	defer func() {
+		after, _ := e.Log().Reader().LastSeq(ctx)
+		b.ReportMetric(float64(b.N)/float64(after-before), "cmds/msg")
+	}()
 	lim, err := startLimit(ctx)
 	if err != nil {
 		b.Fatal(err)

@@ -52,7 +52,7 @@ func atomicBatchCost(ctx context.Context, e *instance, n, batches int) (time.Dur
 			subj, data := eventBytes(b*n+i, 1<<30)
 			msgs[i] = &nats.Msg{Subject: subj, Data: data, Header: nats.Header{}}
 		}
-		if _, err := jetstreamext.PublishMsgBatch(ctx, e.JetStream(), msgs); err != nil {
+		if _, err := jetstreamext.PublishMsgBatch(ctx, e.Log().JetStream(), msgs); err != nil {
 			return 0, err
 		}
 	}

@@ -24,7 +24,7 @@ import (
 // serve assembles it (engine, work publisher with the built-in SQL worker
 // on a DuckDB file, the views syncer), on a clock the bench moves: each
 // tick moves the clock one hour and sends the scheduler's tick
-// (scheduler.Tick, the command the wall-clock scheduler sends); the
+// (scheduler.Scheduler.Tick, the command the wall-clock scheduler sends); the
 // latency runs from that command until a query on prod's view sees the new
 // interval's rows, for every model of the environment.
 
@@ -74,7 +74,7 @@ func NewTickServed(ctx context.Context, models int) (*TickServed, error) {
 	if err != nil {
 		return fail(err)
 	}
-	pub := &work.Publisher{Log: s.eng, Reporter: s.eng,
+	pub := &work.Publisher{Log: s.eng.Log(), Clock: s.eng.Now, Logger: quiet(), Reporter: s.eng,
 		Runner: &sqlrun.Runner{WH: s.wh, Proj: s.eng.Projection(), Done: &inproc.Worker{Handler: s.eng, Actor: "worker:builtin"}, Log: quiet(), Clock: s.now},
 		Tables: work.TablesFrom(s.eng.Projection()),
 		Done: func(work.Item, error) {
@@ -182,7 +182,7 @@ func (s *TickServed) Tick(ctx context.Context) (time.Duration, error) {
 	t := s.now().Add(time.Hour)
 	s.clock.Store(t.UnixNano())
 	began := time.Now()
-	advs, _, err := scheduler.Tick(ctx, s.eng, "prod", t, 0)
+	advs, _, err := (&scheduler.Scheduler{Handler: s.eng, Proj: s.eng.Projection(), Logger: quiet()}).Tick(ctx, "prod", t, 0)
 	if err != nil {
 		return 0, err
 	}

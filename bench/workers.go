@@ -62,7 +62,7 @@ func workersRun(ctx context.Context, dsn, model string, hours, n int) (int64, ti
 		return 0, 0, err
 	}
 	defer wh.Close()
-	pub := &work.Publisher{Log: eng, SQL: sqlrun.StepSQL(eng.Projection()), Progress: work.ProgressFrom(eng.Projection()),
+	pub := &work.Publisher{Log: eng.Log(), Clock: eng.Now, Logger: quiet(), SQL: sqlrun.StepSQL(eng.Projection()), Progress: work.ProgressFrom(eng.Projection()),
 		Tables: work.TablesFrom(eng.Projection()), BatchConcurrency: wh.BatchConcurrency()}
 	if err := pub.Prepare(ctx); err != nil {
 		return 0, 0, err

@@ -23,12 +23,14 @@
 // commands on their own (scheduler, catch-up driver, work publisher) run
 // where Writing says so (cmd/tidemark serve).
 //
-// It knows the engine only as a Writer (an *engine.Engine), so it imports
-// no engine. Importers: cmd/tidemark, bench, tests.
+// It takes the engine's parts, not the engine (Config: the Handler, the
+// *eventlog.Log, the live projection and CatchUp), so it imports no
+// engine. Importers: cmd/tidemark, bench, tests.
 package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -43,25 +45,26 @@ import (
 	"github.com/tidemark/tidemark/transport"
 )
 
-// Writer is what a member needs of its engine (an *engine.Engine): it
-// carries out commands, and reads the stream through its live projection.
-type Writer interface {
-	commands.Handler
-	Conn() *nats.Conn
-	JetStream() jetstream.JetStream
-	Projection() *live.Projection
-	LastSeq(ctx context.Context) (uint64, error)
-	// CatchUp waits until the projection has applied what the stream held.
-	CatchUp(ctx context.Context) error
-	// Storage is the stream's replicas and storage, which the lease bucket
-	// follows; Retry runs a JetStream call as the engine provisions its
-	// own (waiting for a forming cluster).
-	Storage() (replicas int, memory bool)
-	Retry(ctx context.Context, call func(context.Context) error) error
-}
-
-// Config configures a Member.
+// Config configures a Member: the parts of its engine it needs (Handler,
+// Log, Proj, CatchUp: all required), and its settings.
 type Config struct {
+	// Handler carries out the commands this member writes while it is the
+	// writer, and its queries: its engine.
+	Handler commands.Handler
+	// Log is the event log the engine writes through (Engine.Log). Its
+	// JetStream handle provisions the lease bucket (under Log.Retry,
+	// following Log.Config's replicas and storage), and that handle's
+	// Conn is the connection the member forwards commands on and serves
+	// forwarded commands on; its Reader tells the stream's last sequence
+	// (a client's after_seq beyond it is refused).
+	Log *eventlog.Log
+	// Proj is the engine's live projection (Engine.Projection), which
+	// answers for the sequences a member waits for.
+	Proj *live.Projection
+	// CatchUp waits until Proj has applied what the stream holds
+	// (Engine.CatchUp): taking the lease, the member calls it before it
+	// serves forwarded commands.
+	CatchUp func(ctx context.Context) error
 	// Node names this member in the lease (default: the server's name
 	// and a fresh id).
 	Node string
@@ -75,9 +78,24 @@ type Config struct {
 	Logger      *slog.Logger
 }
 
+// Validate names the engine's parts the Config lacks.
+func (c Config) Validate() error {
+	var errs []error
+	for _, f := range []struct {
+		name    string
+		missing bool
+	}{{"Handler", c.Handler == nil}, {"Log", c.Log == nil}, {"Proj", c.Proj == nil}, {"CatchUp", c.CatchUp == nil}} {
+		if f.missing {
+			errs = append(errs, fmt.Errorf("cluster: Config.%s is required", f.name))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Member is an engine taking part in the election of the writer.
 type Member struct {
-	e           Writer
+	cfg         Config
+	nc          *nats.Conn // cfg.Log's
 	node        string
 	lease       *lease.Lease
 	log         *slog.Logger
@@ -91,20 +109,25 @@ type Member struct {
 	wg     sync.WaitGroup
 }
 
-// Join makes e a member: it provisions the lease bucket and starts taking
-// part in the election. Call Leave before closing e.
-func Join(ctx context.Context, e Writer, cfg Config) (*Member, error) {
+// Join makes the engine whose parts cfg names a member: it provisions the
+// lease bucket and starts taking part in the election. Call Leave before
+// closing the engine.
+func Join(ctx context.Context, cfg Config) (*Member, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	nc := cfg.Log.JetStream().Conn()
 	if cfg.Node == "" {
-		cfg.Node = fmt.Sprintf("%s/%s", e.Conn().ConnectedServerName(), commands.NewID())
+		cfg.Node = fmt.Sprintf("%s/%s", nc.ConnectedServerName(), commands.NewID())
 	}
-	replicas, memory := e.Storage()
+	lc := cfg.Log.Config()
 	var kv jetstream.KeyValue
-	if err := e.Retry(ctx, func(ctx context.Context) error {
+	if err := cfg.Log.Retry(ctx, func(ctx context.Context) error {
 		var err error
-		kv, err = lease.Ensure(ctx, e.JetStream(), replicas, memory)
+		kv, err = lease.Ensure(ctx, cfg.Log.JetStream(), lc.Replicas, lc.Memory)
 		return err
 	}); err != nil {
 		return nil, err
@@ -112,7 +135,7 @@ func Join(ctx context.Context, e Writer, cfg Config) (*Member, error) {
 	if cfg.WritesGrace <= 0 {
 		cfg.WritesGrace = DefaultWritesGrace
 	}
-	m := &Member{e: e, node: cfg.Node, log: cfg.Logger.With("subsystem", "cluster"), changed: make(chan struct{}), writesGrace: cfg.WritesGrace,
+	m := &Member{cfg: cfg, nc: nc, node: cfg.Node, log: cfg.Logger.With("subsystem", "cluster"), changed: make(chan struct{}), writesGrace: cfg.WritesGrace,
 		lease: lease.New(lease.Config{KV: kv, Node: cfg.Node, TTL: cfg.LeaseTTL, Logger: cfg.Logger.With("subsystem", "lease")})}
 	rctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
@@ -134,9 +157,6 @@ func (m *Member) Leave(ctx context.Context) {
 
 // Node is this member's name in the writer lease (Config.Node).
 func (m *Member) Node() string { return m.node }
-
-// Engine is the member's engine.
-func (m *Member) Engine() Writer { return m.e }
 
 // Writing reports whether this member is the writer now, and a channel
 // closed when that changes.
@@ -201,7 +221,7 @@ func (m *Member) follow(ctx context.Context) {
 		switch {
 		case held && w == nil:
 			cctx, cancel := context.WithTimeout(ctx, eventlog.AppendTimeout)
-			err := m.e.CatchUp(cctx)
+			err := m.cfg.CatchUp(cctx)
 			cancel()
 			if err != nil {
 				m.log.Warn("writer lease held but the stream could not be read; retrying", "err", err)
@@ -210,7 +230,7 @@ func (m *Member) follow(ctx context.Context) {
 				}
 				continue
 			}
-			sw, err := transport.ServeWriter(m.e.Conn(), m.e, 0, 0, m.log)
+			sw, err := transport.ServeWriter(m.nc, m.cfg.Handler, 0, 0, m.log)
 			if err != nil {
 				m.log.Warn("serving forwarded commands", "err", err)
 				if !retry() {
@@ -247,7 +267,7 @@ func (m *Member) Handle(ctx context.Context, cmd commands.Command) commands.Repl
 	}
 	_, query := cmd.(commands.Query)
 	if on, _ := m.Writing(); on || query {
-		return m.e.Handle(ctx, cmd)
+		return m.cfg.Handler.Handle(ctx, cmd)
 	}
 	return m.forward(ctx, cmd)
 }
@@ -261,12 +281,12 @@ func (m *Member) forward(ctx context.Context, cmd commands.Command) commands.Rep
 	if err := cmd.Validate(); err != nil {
 		return commands.Rejection(err)
 	}
-	r, err := transport.Forward(ctx, m.e.Conn(), cmd)
+	r, err := transport.Forward(ctx, m.nc, cmd)
 	if err != nil {
 		return commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "%v", err))
 	}
 	if r.Seq > 0 {
-		if err := m.e.Projection().WaitFor(ctx, r.Seq); err != nil {
+		if err := m.cfg.Proj.WaitFor(ctx, r.Seq); err != nil {
 			return commands.Rejection(commands.Errorf(commands.CodeUnavailable, "", "stored at seq %d by the writer, but this member did not apply it: %v", r.Seq, err))
 		}
 	}
@@ -276,11 +296,11 @@ func (m *Member) forward(ctx context.Context, cmd commands.Command) commands.Rep
 // awaitSeq waits until the projection has applied seq (a client's
 // after_seq). A sequence the stream does not hold yet is refused at once.
 func (m *Member) awaitSeq(ctx context.Context, seq uint64) error {
-	p := m.e.Projection()
+	p := m.cfg.Proj
 	if seq <= p.Seq() {
 		return nil
 	}
-	last, err := m.e.LastSeq(ctx)
+	last, err := m.cfg.Log.Reader().LastSeq(ctx)
 	if err != nil {
 		return commands.Errorf(commands.CodeUnavailable, "", "%v", err)
 	}

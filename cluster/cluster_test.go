@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,12 +19,29 @@ var t0 = time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 // changes hands only when given up.
 func join(t *testing.T, e *engine.Engine) *cluster.Member {
 	t.Helper()
-	m, err := cluster.Join(t.Context(), e, cluster.Config{LeaseTTL: time.Hour, Logger: jstest.Quiet()})
+	m, err := cluster.Join(t.Context(), parts(e, cluster.Config{LeaseTTL: time.Hour, Logger: jstest.Quiet()}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Leave(context.Background()) })
 	return m
+}
+
+// parts is cfg with e's parts.
+func parts(e *engine.Engine, cfg cluster.Config) cluster.Config {
+	cfg.Handler, cfg.Log, cfg.Proj, cfg.CatchUp = e, e.Log(), e.Projection(), e.CatchUp
+	return cfg
+}
+
+// Join refuses a Config without the engine's parts, naming each, before
+// it touches the server.
+func TestJoinNeedsTheParts(t *testing.T) {
+	_, err := cluster.Join(t.Context(), cluster.Config{Node: "n"})
+	for _, f := range []string{"Handler", "Log", "Proj", "CatchUp"} {
+		if err == nil || !strings.Contains(err.Error(), "Config."+f+" is required") {
+			t.Errorf("Join without %s: %v", f, err)
+		}
+	}
 }
 
 func awaitWriting(t *testing.T, m *cluster.Member) {
@@ -46,7 +64,8 @@ func TestForwardAndHandOver(t *testing.T) {
 	node := jstest.Node(t)
 	a := join(t, jstest.Engine(t, engine.Config{TrustCommandTime: true}, node))
 	awaitWriting(t, a)
-	b := join(t, jstest.Engine(t, engine.Config{TrustCommandTime: true}, node))
+	eb := jstest.Engine(t, engine.Config{TrustCommandTime: true}, node)
+	b := join(t, eb)
 	if on, _ := b.Writing(); on {
 		t.Fatal("two writers")
 	}
@@ -56,7 +75,7 @@ func TestForwardAndHandOver(t *testing.T) {
 	if err := r.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if got := b.Engine().Projection().Seq(); got < r.Seq {
+	if got := eb.Projection().Seq(); got < r.Seq {
 		t.Fatalf("the forwarding member answered at seq %d, before applying seq %d", got, r.Seq)
 	}
 	if w := b.Writer(); w.Node == "" {

@@ -8,6 +8,15 @@
 // work.
 // Importers: cmd/tidemark, scenario, bench, internal/jstest, tests.
 //
+// Its surface is what its callers need, not a locator of its parts: Open
+// and Close, Handle (it is a commands.Handler), Projection (the live
+// projection: Read, Watch, Await, WaitFor), Log (the *eventlog.Log it
+// writes through: its JetStream handle, Config, Reader, Bucket, Retry),
+// Now (its clock), Registry (its metrics), Failed and Err, CatchUp, Stats
+// and Checkpoint. The components around it (scheduler, work, notify,
+// cluster, web) take those parts as fields of their own; cmd/tidemark
+// serve hands them over.
+//
 // Data flows one way: command → validation → decision against the
 // projection at sequence S → conditional append → stream → projection.
 // Command handling in one engine is serialised by cmdMu. Every append

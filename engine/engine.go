@@ -74,10 +74,8 @@ var ErrStopped = errors.New("engine: stopped")
 type Engine struct {
 	cfg    Config
 	log    *slog.Logger
-	nc     *nats.Conn
-	js     jetstream.JetStream
 	elog   *eventlog.Log
-	reader *eventlog.Reader
+	reader *eventlog.Reader // elog's
 	proj   *live.Projection
 	ids    *events.IDSource
 
@@ -116,13 +114,13 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Engine, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	e := &Engine{cfg: cfg, log: cfg.Logger.With("subsystem", "engine"), ids: events.NewIDSource(), metrics: newMetrics(), nc: nc}
-	var err error
-	if e.js, err = jetstream.New(e.nc); err != nil {
+	e := &Engine{cfg: cfg, log: cfg.Logger.With("subsystem", "engine"), ids: events.NewIDSource(), metrics: newMetrics()}
+	js, err := jetstream.New(nc)
+	if err != nil {
 		e.Close(ctx)
 		return nil, fmt.Errorf("engine: jetstream: %w", err)
 	}
-	if e.elog, err = eventlog.Ensure(ctx, e.js, eventlog.Config{
+	if e.elog, err = eventlog.Ensure(ctx, js, eventlog.Config{
 		Replicas: cfg.Replicas, Memory: cfg.MemoryStorage, Clustered: nc.ConnectedClusterName() != "", Logger: e.log,
 	}); err != nil {
 		e.Close(ctx)
@@ -183,20 +181,15 @@ func (e *Engine) spawn(fn func()) {
 	go func() { defer e.wg.Done(); fn() }()
 }
 
-// Bucket is the state bucket, which also holds the work publisher's
-// cursor (package work); nil when checkpoints are off (CheckpointEvery < 0).
-func (e *Engine) Bucket() jetstream.KeyValue {
-	if e.keeper == nil {
-		return nil
-	}
-	return e.elog.Bucket()
-}
-
-// Conn is the connection the engine was opened on (for serving commands).
-func (e *Engine) Conn() *nats.Conn { return e.nc }
-
-// JetStream is the engine's JetStream context.
-func (e *Engine) JetStream() jetstream.JetStream { return e.js }
+// Log is the event log the engine writes through (eventlog.Ensure'd on
+// the connection Open was given): the components that follow the stream
+// or keep state beside it take it (work.Publisher, notify.Notifier,
+// cluster.Config): its JetStream handle (whose Conn is that connection),
+// its Config (the replicas and storage other streams follow), Reader,
+// Bucket (the state bucket: checkpoints, the work and notify cursors;
+// always there, whether or not this engine writes checkpoints) and
+// Retry.
+func (e *Engine) Log() *eventlog.Log { return e.elog }
 
 // Close stops the projection and writes a last checkpoint. It leaves the
 // connection open: its owner (a natsnode.Node) closes it afterwards.

@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 
 	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/live"
-	"github.com/tidemark/tidemark/projections"
 )
 
 // A damaged store (a truncated or corrupted block file of the event
@@ -74,23 +72,6 @@ func (e *Engine) verifyPrefix(ctx context.Context, seq uint64) {
 	}
 }
 
-// Logger is the engine's logger (Config.Logger).
-func (e *Engine) Logger() *slog.Logger { return e.log }
-
-// Storage is the event stream's replica count and storage, which the
-// streams other packages provision (the work stream) follow.
-func (e *Engine) Storage() (replicas int, memory bool) {
-	return e.cfg.Replicas, e.cfg.MemoryStorage
-}
-
-// Retry runs a JetStream API call the way the engine provisions its own
-// stream (eventlog.Log.Retry): on a cluster, attempts repeat for up to
-// eventlog.StreamWait until enough peers have joined; elsewhere one
-// attempt is made.
-func (e *Engine) Retry(ctx context.Context, call func(context.Context) error) error {
-	return e.elog.Retry(ctx, call)
-}
-
 // Stats describes the live projection (live.Stats: Seq, Folded counts
 // the events folded since the engine opened, not those a checkpoint
 // brought in, Lag).
@@ -118,12 +99,6 @@ func (e *Engine) Checkpoint(ctx context.Context) error {
 	return e.keeper.Save(ctx)
 }
 
-// LastSeq is the stream's last sequence as the server reports it now.
-func (e *Engine) LastSeq(ctx context.Context) (uint64, error) { return e.reader.LastSeq(ctx) }
-
-// Reader is the engine's reader of the event log.
-func (e *Engine) Reader() *eventlog.Reader { return e.reader }
-
 // CatchUp waits until the projection has applied everything the stream held
 // when it was called. It fails at once, with ErrDamaged, when the stream
 // lost events the projection would otherwise wait for (see store.go).
@@ -143,18 +118,3 @@ func (e *Engine) waitFor(ctx context.Context, seq uint64) error {
 
 // Projection is the engine's live projection.
 func (e *Engine) Projection() *live.Projection { return e.proj }
-
-// View runs fn with the live projection state under its read lock. fn must
-// not keep or modify st (live.Projection.Read).
-func (e *Engine) View(fn func(st *projections.State)) { e.proj.Read(fn) }
-
-// Watch returns a channel closed at the next change of the live projection
-// (an applied event), and the projection's failure, if it has failed
-// (live.Projection.Watch).
-func (e *Engine) Watch() (<-chan struct{}, error) { return e.proj.Watch() }
-
-// Await blocks until cond holds on the live projection (checked after
-// every applied event) or ctx ends (live.Projection.Await).
-func (e *Engine) Await(ctx context.Context, cond func(st *projections.State) bool) error {
-	return e.proj.Await(ctx, cond)
-}

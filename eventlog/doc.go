@@ -4,7 +4,10 @@
 // appends to the stream or follows it.
 //
 // Writers get a *Log from Ensure, which creates or updates the stream and
-// the bucket. Append is the only conditional publish: one command's events
+// the bucket. The components beside the writer take its *Log
+// (engine.Engine.Log) for what they need of the store: its Reader, Bucket
+// (their cursors), JetStream handle, Config (the replicas and storage
+// their own streams follow) and Retry. Append is the only conditional publish: one command's events
 // go in as one message or one atomic batch, never half, each under the
 // events.Expect the decision was made with; a lost condition is
 // ErrConflict, a lost acknowledgement ErrAmbiguous. AppendAsync is the same
@@ -27,7 +30,8 @@
 // never something to wait for. Message ids derive from the command (MsgID),
 // so a retried append is deduplicated; its condition stops it anyway.
 //
-// Importers: engine (the writer), live (Tail), checkpoint, work (Tail and
-// the bucket), cmd/tidemark (read-only verbs through OpenReader), bench,
+// Importers: engine (the writer), live (Tail), checkpoint, work and notify
+// (Tail and the bucket), cluster (the lease bucket beside it), web (a
+// Reader), cmd/tidemark (read-only verbs through OpenReader), bench,
 // scenario and tests. It imports only events (and jetstream, orbit).
 package eventlog

@@ -168,8 +168,21 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (*Log, erro
 // Reader is the log's reading side.
 func (l *Log) Reader() *Reader { return l.r }
 
-// Bucket is the state bucket.
+// Bucket is the state bucket (BucketName): projection checkpoints and the
+// cursors of the components that follow the stream (the work publisher,
+// the notifier). Ensure creates it, so it is always there.
 func (l *Log) Bucket() jetstream.KeyValue { return l.kv }
+
+// JetStream is the handle the log was ensured on; its Conn is the
+// writer's connection. The components beside the writer provision their
+// own streams and buckets with it (the work stream, the lease bucket),
+// under Retry and following Config's replicas and storage.
+func (l *Log) JetStream() jetstream.JetStream { return l.js }
+
+// Config is the configuration the log was ensured with (defaults filled
+// in): Replicas and Memory are what the streams and buckets provisioned
+// beside it follow.
+func (l *Log) Config() Config { return l.cfg }
 
 // Retry runs a JetStream API call the way Ensure provisions the stream: on
 // a cluster, attempts repeat for up to Config.Wait until enough peers have

@@ -57,7 +57,7 @@ func TestPermissions(t *testing.T) {
 	node := authNode(t, "")
 	e := open(t, engine.Config{}, node)
 	clientURL := node.ClientURL()
-	svc, err := transport.Serve(e.Conn(), e, transport.ServiceConfig{Logger: quiet()})
+	svc, err := transport.Serve(e.Log().JetStream().Conn(), e, transport.ServiceConfig{Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestPermissions(t *testing.T) {
 		t.Fatalf("service restate: %v %+v", err, r)
 	}
 	// The engine provisions the work stream and consumer; the worker binds.
-	if err := (&work.Publisher{Log: e}).Prepare(ctx); err != nil {
+	if err := (&work.Publisher{Log: e.Log(), Clock: e.Now, Logger: quiet()}).Prepare(ctx); err != nil {
 		t.Fatal(err)
 	}
 	wjs, _ := jetstream.New(wConn)
@@ -126,7 +126,7 @@ func TestPermissions(t *testing.T) {
 	// Its heartbeat reaches the engine's roster (serve's, in the engine's
 	// account).
 	roster := &work.Roster{}
-	stopRoster, err := roster.Subscribe(e.Conn())
+	stopRoster, err := roster.Subscribe(e.Log().JetStream().Conn())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestPermissions(t *testing.T) {
 	}
 
 	// Even the admin cannot purge: the stream denies it.
-	as, err := e.JetStream().Stream(ctx, events.StreamName)
+	as, err := e.Log().JetStream().Stream(ctx, events.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 // not move.
 func TestBadInputTable(t *testing.T) {
 	e := open(t, engine.Config{})
-	svc, err := transport.Serve(e.Conn(), e, transport.ServiceConfig{Logger: quiet()})
+	svc, err := transport.Serve(e.Log().JetStream().Conn(), e, transport.ServiceConfig{Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func TestBadInputTable(t *testing.T) {
 // with rate_limited, and those commands append nothing.
 func TestRateLimit(t *testing.T) {
 	e := open(t, engine.Config{})
-	svc, err := transport.Serve(e.Conn(), e, transport.ServiceConfig{Logger: quiet(), RateLimit: 0.001, RateBurst: 3})
+	svc, err := transport.Serve(e.Log().JetStream().Conn(), e, transport.ServiceConfig{Logger: quiet(), RateLimit: 0.001, RateBurst: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/projections"
-	"github.com/tidemark/tidemark/scheduler"
 	"github.com/tidemark/tidemark/transport"
 	"github.com/tidemark/tidemark/work"
 	"github.com/tidemark/tidemark/work/inproc"
@@ -21,7 +20,7 @@ import (
 // builtinServe is what `serve --builtin-worker` runs besides the engine:
 // the command service, the catch-up driver (no worker of its own) and the
 // work publisher with the in-process sink. The scheduler is driven by the
-// test (scheduler.Tick) instead of the wall clock.
+// test (scheduler.Scheduler.Tick) instead of the wall clock.
 type builtinServe struct {
 	e      *engine.Engine
 	client *transport.Client
@@ -29,14 +28,14 @@ type builtinServe struct {
 }
 
 func newBuiltinServe(t *testing.T, e *engine.Engine) *builtinServe {
-	svc, err := transport.Serve(e.Conn(), e, transport.ServiceConfig{Logger: quiet()})
+	svc, err := transport.Serve(e.Log().JetStream().Conn(), e, transport.ServiceConfig{Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); _ = (&scheduler.CatchUps{Engine: e}).Run(ctx) }()
+	go func() { defer wg.Done(); _ = catchUps(e).Run(ctx) }()
 	b := &builtinServe{e: e, client: transport.NewClient(connect(t, e))}
 	b.sink(t, nil)
 	t.Cleanup(func() {
@@ -54,7 +53,7 @@ func newBuiltinServe(t *testing.T, e *engine.Engine) *builtinServe {
 // sink, calling done (when set) after each item it ran or gave up; it
 // returns its stop function.
 func (b *builtinServe) sink(t *testing.T, done func(work.Item, error)) (stop func()) {
-	pub := &work.Publisher{Log: b.e, Runner: &inproc.Worker{Handler: b.e, Actor: "worker:builtin"}, Done: done}
+	pub := &work.Publisher{Log: b.e.Log(), Clock: b.e.Now, Logger: quiet(), Runner: &inproc.Worker{Handler: b.e, Actor: "worker:builtin"}, Done: done}
 	if err := pub.Prepare(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +102,7 @@ func TestBuiltinWorker(t *testing.T) {
 		}
 	}
 	// The plan's backfill set is covered without anybody asking.
-	if err := e.Await(ctx, func(st *projections.State) bool {
+	if err := e.Projection().Await(ctx, func(st *projections.State) bool {
 		return covered("events@v1", rng(0, 3))(st) && covered("sessions@v1", rng(0, 3))(st)
 	}); err != nil {
 		t.Fatalf("backfill: %v", err)
@@ -113,10 +112,10 @@ func TestBuiltinWorker(t *testing.T) {
 	}
 
 	// A tick's advances.
-	if _, _, err := scheduler.Tick(ctx, e, "prod", at(4), 0); err != nil {
+	if _, _, err := ticker(e).Tick(ctx, "prod", at(4), 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Await(ctx, covered("sessions@v1", rng(3, 4))); err != nil {
+	if err := e.Projection().Await(ctx, covered("sessions@v1", rng(3, 4))); err != nil {
 		t.Fatalf("scheduled: %v", err)
 	}
 
@@ -125,23 +124,23 @@ func TestBuiltinWorker(t *testing.T) {
 	// incumbents to 5:00, the promote asks for [4:00, 5:00) of both.
 	b.do(t, ctx, &commands.RegisterSnapshot{Meta: meta(at(4)), Model: "events", Version: "v2", Cron: "@hourly", Start: t0})
 	b.do(t, ctx, &commands.BuildPlan{Meta: meta(at(4)), Plan: "p2", Env: "prod", Versions: map[string]string{"events": "v2"}, Bounds: commands.Bounds{MaxCatchUpAdvances: 1}})
-	if err := e.Await(ctx, covered("events@v2", rng(0, 4))); err != nil {
+	if err := e.Projection().Await(ctx, covered("events@v2", rng(0, 4))); err != nil {
 		t.Fatalf("backfill p2: %v", err)
 	}
-	if _, _, err := scheduler.Tick(ctx, e, "prod", at(5), 0); err != nil {
+	if _, _, err := ticker(e).Tick(ctx, "prod", at(5), 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Await(ctx, covered("sessions@v1", rng(4, 5))); err != nil {
+	if err := e.Projection().Await(ctx, covered("sessions@v1", rng(4, 5))); err != nil {
 		t.Fatalf("scheduled: %v", err)
 	}
 	r := b.do(t, ctx, &commands.Promote{Meta: meta(at(5)), Plan: "p2"})
 	if r.CatchUp == nil || len(r.CatchUp.Work) != 2 || r.CatchUp.Work[0].Ranges[0].String() != rng(4, 5).String() {
 		t.Fatalf("promote p2: %+v %+v", r, r.CatchUp)
 	}
-	if err := e.Await(ctx, decided("p2")); err != nil {
+	if err := e.Projection().Await(ctx, decided("p2")); err != nil {
 		t.Fatal(err)
 	}
-	e.View(func(st *projections.State) {
+	e.Projection().Read(func(st *projections.State) {
 		d, n := st.Plans["p2"].Decision, 0
 		for _, ref := range st.Decisions {
 			if ref.Plan == "p2" {
@@ -162,7 +161,7 @@ func TestBuiltinWorker(t *testing.T) {
 	b.do(t, ctx, &commands.BuildPlan{Meta: meta(at(5)), Plan: "p3", Env: "qa", Versions: map[string]string{"clicks": "v1"}})
 	ran := make(chan work.Item, 16)
 	b.sink(t, func(it work.Item, _ error) { ran <- it })
-	if err := e.Await(ctx, covered("clicks@v1", rng(0, 5))); err != nil {
+	if err := e.Projection().Await(ctx, covered("clicks@v1", rng(0, 5))); err != nil {
 		t.Fatalf("work made due while the sink was down: %v", err)
 	}
 
@@ -182,7 +181,7 @@ func TestBuiltinWorker(t *testing.T) {
 			}
 		}
 	}
-	e.View(func(st *projections.State) {
+	e.Projection().Read(func(st *projections.State) {
 		if st.Runs[events.RunBackfill] != 6 {
 			t.Fatalf("backfill completions: %d, want 6 (one per candidate)", st.Runs[events.RunBackfill])
 		}
@@ -229,7 +228,7 @@ func TestBuiltinWorkerGivesUp(t *testing.T) {
 	if r := next(); r.item.Plan != "p2" || r.err != nil {
 		t.Fatalf("the work after a rejected item: %+v", r)
 	}
-	e.View(func(st *projections.State) {
+	e.Projection().Read(func(st *projections.State) {
 		if !st.SnapshotCoverage("early@v1").Empty() || !st.SnapshotCoverage("later@v1").Covers(rng(0, 3)) {
 			t.Fatalf("coverage: early %v, later %v", st.SnapshotCoverage("early@v1"), st.SnapshotCoverage("later@v1"))
 		}

@@ -46,7 +46,7 @@ func TestCatchUpDriver(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
 			racePlan(t, e, "p1")
-			drivers := []*scheduler.CatchUps{{Engine: e}, {Engine: e}}
+			drivers := []*scheduler.CatchUps{catchUps(e), catchUps(e)}
 			if builtin {
 				drivers[0].Runner = &inproc.Worker{Handler: e, Actor: "worker:builtin"}
 			}
@@ -58,7 +58,7 @@ func TestCatchUpDriver(t *testing.T) {
 			}
 			defer func() { stop(); wg.Wait() }()
 
-			svc, err := transport.Serve(e.Conn(), e, transport.ServiceConfig{Logger: quiet()})
+			svc, err := transport.Serve(e.Log().JetStream().Conn(), e, transport.ServiceConfig{Logger: quiet()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -75,12 +75,12 @@ func TestCatchUpDriver(t *testing.T) {
 				w := r.CatchUp.Work[0]
 				must(t, e.Handle(ctx, &commands.CompleteIntervals{Meta: meta(at(11).Add(8 * time.Minute)), Model: w.Model, Version: "v2", Ranges: w.Ranges, RunKind: events.RunCatchUp}))
 			}
-			if err := e.Await(ctx, decided("p1")); err != nil {
+			if err := e.Projection().Await(ctx, decided("p1")); err != nil {
 				t.Fatal(err)
 			}
 			var d *events.PromotionDecided
 			count := 0
-			e.View(func(st *projections.State) {
+			e.Projection().Read(func(st *projections.State) {
 				d = st.Plans["p1"].Decision
 				for _, ref := range st.Decisions {
 					if ref.Plan == "p1" {

@@ -21,7 +21,7 @@ import (
 
 func putCheckpoint(t *testing.T, e *engine.Engine, value []byte) {
 	t.Helper()
-	kv, err := e.JetStream().KeyValue(t.Context(), eventlog.BucketName)
+	kv, err := e.Log().JetStream().KeyValue(t.Context(), eventlog.BucketName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +32,7 @@ func putCheckpoint(t *testing.T, e *engine.Engine, value []byte) {
 
 func getCheckpoint(t *testing.T, e *engine.Engine) []byte {
 	t.Helper()
-	kv, err := e.JetStream().KeyValue(t.Context(), eventlog.BucketName)
+	kv, err := e.Log().JetStream().KeyValue(t.Context(), eventlog.BucketName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestCheckpointWhen(t *testing.T) {
 	var writer atomic.Bool
 	e := open(t, engine.Config{CheckpointEvery: 2, CheckpointWhen: writer.Load}, dial(t, url))
 	deploy(t, e, "prod", "d1", "v1", at(6))
-	kv, err := e.JetStream().KeyValue(ctx, eventlog.BucketName)
+	kv, err := e.Log().JetStream().KeyValue(ctx, eventlog.BucketName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func TestCheckpointKeepsNewer(t *testing.T) {
 	if err := writer.Checkpoint(ctx); err != nil {
 		t.Fatal(err)
 	}
-	js := writer.JetStream()
+	js := writer.Log().JetStream()
 	newest, err := checkpoint.StoredSeq(ctx, js)
 	if err != nil || newest != writer.Stats().Seq {
 		t.Fatalf("the writer's checkpoint: seq %d (%v), want %d", newest, err, writer.Stats().Seq)

@@ -164,7 +164,7 @@ func TestNodeLoss(t *testing.T) {
 		}
 	}
 	leader := func() string {
-		info, err := running(nodes).e.JetStream().Stream(ctx, events.StreamName)
+		info, err := running(nodes).e.Log().JetStream().Stream(ctx, events.StreamName)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -203,7 +203,7 @@ func TestNodeLoss(t *testing.T) {
 		if err := victim.start(ctx); err != nil {
 			t.Fatalf("restart %s: %v", victim.name, err)
 		}
-		last, err := victim.e.LastSeq(ctx)
+		last, err := victim.e.Log().Reader().LastSeq(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -215,7 +215,7 @@ func TestNodeLoss(t *testing.T) {
 	if err := <-loadDone; err != nil {
 		t.Fatal(err)
 	}
-	recs, err := jstest.ReadLog(ctx, running(nodes).e.JetStream())
+	recs, err := jstest.ReadLog(ctx, running(nodes).e.Log().JetStream())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,7 +91,7 @@ func TestCommitterSeparateMessages(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	recs, err := jstest.ReadLog(ctx, e.JetStream())
+	recs, err := jstest.ReadLog(ctx, e.Log().JetStream())
 	if err != nil {
 		t.Fatal(err)
 	}

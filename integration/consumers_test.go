@@ -49,7 +49,7 @@ func TestWorkerCannotReconfigureWorkConsumer(t *testing.T) {
 	if !contains(violations(), `Permissions Violation for Publish to "$JS.API.CONSUMER.CREATE.`+work.Stream) {
 		t.Errorf("no permission violation for the worker's consumer create: %v", violations())
 	}
-	ws, err := e.JetStream().Stream(ctx, work.Stream)
+	ws, err := e.Log().JetStream().Stream(ctx, work.Stream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestWorkerCannotReconfigureWorkConsumer(t *testing.T) {
 	if info.State.Consumers != 1 {
 		t.Errorf("work stream has %d consumers, want the one the engine provisioned", info.State.Consumers)
 	}
-	ci, err := e.JetStream().Consumer(ctx, work.Stream, work.Consumer)
+	ci, err := e.Log().JetStream().Consumer(ctx, work.Stream, work.Consumer)
 	if err != nil {
 		t.Fatalf("the engine did not provision %s: %v", work.Consumer, err)
 	}
@@ -79,7 +79,7 @@ func TestWorkerCannotReconfigureWorkConsumer(t *testing.T) {
 	defer func() { stop(); wg.Wait() }()
 	must(t, e.Handle(ctx, &commands.RegisterSnapshot{Meta: meta(at(3)), Model: "events", Version: "v1", Cron: "@hourly", Start: t0}))
 	must(t, e.Handle(ctx, &commands.BuildPlan{Meta: meta(at(3)), Plan: "w1", Env: "prod", Versions: map[string]string{"events": "v1"}}))
-	if err := e.Await(ctx, covered("events@v1", rng(0, 3))); err != nil {
+	if err := e.Projection().Await(ctx, covered("events@v1", rng(0, 3))); err != nil {
 		t.Fatalf("the bound worker did not complete the backfill: %v", err)
 	}
 	// Its acks reached the consumer (through its account's import of the
@@ -112,7 +112,7 @@ func TestAuditorConsumersBounded(t *testing.T) {
 	e, clientURL := env.e, env.url
 	ctx := t.Context()
 	deploy(t, e, "prod", "d1", "v1", at(6))
-	stream, err := e.JetStream().Stream(ctx, events.StreamName)
+	stream, err := e.Log().JetStream().Stream(ctx, events.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,7 +51,7 @@ func storeWithHistory(t *testing.T, checkpointEvery int) (dir, blk string, ids [
 	}
 	deploy(t, e, "prod", "d1", "v1", at(6))
 	deploy(t, e, "qa", "d2", "v1", at(6))
-	recs, err := jstest.ReadLog(t.Context(), e.JetStream())
+	recs, err := jstest.ReadLog(t.Context(), e.Log().JetStream())
 	if err != nil {
 		t.Fatal(err)
 	}

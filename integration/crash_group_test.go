@@ -137,7 +137,7 @@ func TestCrashSafetyGroups(t *testing.T) {
 	}
 
 	e := open(t, engine.Config{}, nodeOn(t, dataDir))
-	recs, err := jstest.ReadLog(ctx, e.JetStream())
+	recs, err := jstest.ReadLog(ctx, e.Log().JetStream())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func TestCrashSafetyGroups(t *testing.T) {
 	if groups == 0 {
 		t.Fatal("no group message of several completions was stored")
 	}
-	e.View(func(st *projections.State) {
+	e.Projection().Read(func(st *projections.State) {
 		for s := 0; s < snaps; s++ {
 			if cov := st.SnapshotCoverage(fmt.Sprintf("cg@v%d", s)); !cov.Equal(interval.NewSet(rng(0, hours))) {
 				t.Errorf("cg@v%d covers %v", s, cov)

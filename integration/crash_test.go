@@ -185,7 +185,7 @@ func TestCrashSafety(t *testing.T) {
 	}
 
 	e := open(t, engine.Config{}, nodeOn(t, dataDir))
-	recs, err := jstest.ReadLog(ctx, e.JetStream())
+	recs, err := jstest.ReadLog(ctx, e.Log().JetStream())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestCrashSafety(t *testing.T) {
 	}
 	rebuilt, _ := json.Marshal(replay.Fold(recs))
 	var live []byte
-	e.View(func(st *projections.State) { live, _ = json.Marshal(st) })
+	e.Projection().Read(func(st *projections.State) { live, _ = json.Marshal(st) })
 	if string(live) != string(rebuilt) {
 		t.Fatal("restored projections differ from a fold from scratch")
 	}

@@ -21,7 +21,7 @@ func TestCommandsOverNATS(t *testing.T) {
 	dir := t.TempDir()
 	node := nodeOn(t, dir)
 	e := open(t, engine.Config{}, node)
-	svc, err := transport.Serve(e.Conn(), e, transport.ServiceConfig{Logger: quiet()})
+	svc, err := transport.Serve(e.Log().JetStream().Conn(), e, transport.ServiceConfig{Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestCommandsOverNATS(t *testing.T) {
 		t.Fatalf("retry after restart applied again: %+v", r)
 	}
 	var inc string
-	e2.View(func(st *projections.State) { inc = st.Env("prod").Incumbents["events"] })
+	e2.Projection().Read(func(st *projections.State) { inc = st.Env("prod").Incumbents["events"] })
 	if inc != "events@v1" {
 		t.Fatalf("incumbent after restart: %q", inc)
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/projections"
-	"github.com/tidemark/tidemark/scheduler"
 )
 
 // TestFencingAfterPromotion: once v2 is promoted, a scheduler advance that
@@ -24,7 +23,7 @@ func TestFencingAfterPromotion(t *testing.T) {
 	pr := must(t, e.Handle(ctx, &commands.BuildPlan{Meta: meta(at(6)), Plan: "p1", Env: "prod", Versions: map[string]string{"events": "v2"}}))
 	must(t, e.Handle(ctx, &commands.CompleteIntervals{Meta: meta(at(6)), Model: "events", Version: "v2", Ranges: pr.Plan.Candidates[0].Backfill}))
 	var oldGen uint64
-	e.View(func(st *projections.State) { oldGen = st.Env("prod").Generation })
+	e.Projection().Read(func(st *projections.State) { oldGen = st.Env("prod").Generation })
 	dec := must(t, e.Handle(ctx, &commands.Promote{Meta: meta(at(6)), Plan: "p1"}))
 	if dec.Decision.Outcome != events.Accepted || dec.Decision.Generation != oldGen+1 {
 		t.Fatalf("promotion: %+v", dec.Decision)
@@ -41,7 +40,7 @@ func TestFencingAfterPromotion(t *testing.T) {
 
 	// The demoted snapshot's worker reports 06:00-07:00: a fact for v1 only.
 	must(t, e.Handle(ctx, &commands.CompleteIntervals{Meta: meta(at(7)), Model: "events", Version: "v1", Ranges: []interval.Range{rng(6, 7)}, RunKind: events.RunScheduled}))
-	e.View(func(st *projections.State) {
+	e.Projection().Read(func(st *projections.State) {
 		if f := st.Frontier("events@v1"); !f.Equal(at(7)) {
 			t.Errorf("v1 frontier %v, want 07:00", f)
 		}
@@ -53,7 +52,7 @@ func TestFencingAfterPromotion(t *testing.T) {
 
 	// A scheduler that starts from the stale view is fenced once, re-reads,
 	// and schedules v2.
-	advs, fenced, err := scheduler.Tick(ctx, e, "prod", at(7), oldGen)
+	advs, fenced, err := ticker(e).Tick(ctx, "prod", at(7), oldGen)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +80,7 @@ func TestFencingAfterRollback(t *testing.T) {
 	}
 	var v2Gen uint64
 	var v1Cov string
-	e.View(func(st *projections.State) {
+	e.Projection().Read(func(st *projections.State) {
 		v2Gen, v1Cov = st.Env("prod").Generation, st.SnapshotCoverage("events@v1").String()
 	})
 
@@ -89,7 +88,7 @@ func TestFencingAfterRollback(t *testing.T) {
 	if rb.Events != 1 || rb.Rollback == nil || rb.Rollback.Generation != v2Gen+1 || rb.Rollback.Models[0].Restored != "events@v1" {
 		t.Fatalf("rollback: %+v", rb)
 	}
-	e.View(func(st *projections.State) {
+	e.Projection().Read(func(st *projections.State) {
 		if inc := st.Env("prod").Incumbents["events"]; inc != "events@v1" || st.SnapshotCoverage("events@v1").String() != v1Cov {
 			t.Errorf("after the rollback: incumbent %s, v1 covers %s (was %s)", inc, st.SnapshotCoverage("events@v1"), v1Cov)
 		}
@@ -103,7 +102,7 @@ func TestFencingAfterRollback(t *testing.T) {
 	if got := lastSeq(t, e); got != before {
 		t.Fatalf("stale advance appended %d events", got-before)
 	}
-	advs, fenced, err := scheduler.Tick(ctx, e, "prod", at(9), v2Gen)
+	advs, fenced, err := ticker(e).Tick(ctx, "prod", at(9), v2Gen)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func TestGroupCommitCoalesced(t *testing.T) { groupCommit(t, engine.Config{Coale
 
 func groupCommit(t *testing.T, cfg engine.Config) {
 	e := open(t, cfg)
-	svc, err := transport.Serve(e.Conn(), e, transport.ServiceConfig{Logger: quiet()})
+	svc, err := transport.Serve(e.Log().JetStream().Conn(), e, transport.ServiceConfig{Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func groupCommit(t *testing.T, cfg engine.Config) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	recs, err := jstest.ReadLog(ctx, e.JetStream())
+	recs, err := jstest.ReadLog(ctx, e.Log().JetStream())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func groupCommit(t *testing.T, cfg engine.Config) {
 			t.Fatalf("%s stored %d times", id, n)
 		}
 	}
-	e.View(func(st *projections.State) {
+	e.Projection().Read(func(st *projections.State) {
 		for s := 0; s <= snaps; s++ {
 			if cov := st.SnapshotCoverage(fmt.Sprintf("g@v%d", s)); !cov.Equal(interval.NewSet(rng(0, hours))) {
 				t.Errorf("g@v%d covers %v", s, cov)
@@ -141,7 +141,7 @@ func groupCommit(t *testing.T, cfg engine.Config) {
 	// stored events.
 	rebuilt, _ := json.Marshal(replay.Fold(recs))
 	var live []byte
-	e.View(func(st *projections.State) { live, _ = json.Marshal(st) })
+	e.Projection().Read(func(st *projections.State) { live, _ = json.Marshal(st) })
 	if string(live) != string(rebuilt) {
 		t.Fatal("the live projection differs from a fold of the stream")
 	}
@@ -187,7 +187,7 @@ func coalescedChecks(t *testing.T, e *engine.Engine, recs []events.Record) {
 	if dec.Decision == nil {
 		t.Fatalf("no decision: %+v", dec)
 	}
-	recs, err := jstest.ReadLog(ctx, e.JetStream())
+	recs, err := jstest.ReadLog(ctx, e.Log().JetStream())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/tidemark/tidemark/internal/jstest"
 	"github.com/tidemark/tidemark/natsnode"
 	"github.com/tidemark/tidemark/projections"
+	"github.com/tidemark/tidemark/scheduler"
 )
 
 var t0 = time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
@@ -32,6 +33,16 @@ func open(t *testing.T, cfg engine.Config, node ...*natsnode.Node) *engine.Engin
 	t.Helper()
 	cfg.TrustCommandTime = true
 	return jstest.Engine(t, cfg, node...)
+}
+
+// ticker is a scheduler on e's parts (for its Tick).
+func ticker(e *engine.Engine) *scheduler.Scheduler {
+	return &scheduler.Scheduler{Handler: e, Proj: e.Projection(), Clock: e.Now, Logger: quiet()}
+}
+
+// catchUps is a catch-up driver on e's parts.
+func catchUps(e *engine.Engine) *scheduler.CatchUps {
+	return &scheduler.CatchUps{Handler: e, Proj: e.Projection(), Clock: e.Now, Logger: quiet()}
 }
 
 // authNode is a node with docs/auth.conf whose connection is the admin's
@@ -69,7 +80,7 @@ func stateJSON(t *testing.T, e *engine.Engine) string {
 	t.Helper()
 	var b []byte
 	var err error
-	e.View(func(st *projections.State) { b, err = json.Marshal(st) })
+	e.Projection().Read(func(st *projections.State) { b, err = json.Marshal(st) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +89,7 @@ func stateJSON(t *testing.T, e *engine.Engine) string {
 
 func lastSeq(t *testing.T, e *engine.Engine) uint64 {
 	t.Helper()
-	s, err := e.LastSeq(t.Context())
+	s, err := e.Log().Reader().LastSeq(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,8 +121,8 @@ func connect(t *testing.T, e *engine.Engine) *nats.Conn {
 	t.Helper()
 	// An engine dialed over TCP (replicas' second and later engines)
 	// has no in-process server: connect to the URL it is connected to.
-	url, opts := e.Conn().ConnectedUrl(), []nats.Option(nil)
-	if srv := e.Conn().Opts.InProcessServer; srv != nil {
+	url, opts := e.Log().JetStream().Conn().ConnectedUrl(), []nats.Option(nil)
+	if srv := e.Log().JetStream().Conn().Opts.InProcessServer; srv != nil {
 		url, opts = "", []nats.Option{nats.InProcessServer(srv)}
 	}
 	nc, err := nats.Connect(url, opts...)

@@ -52,7 +52,7 @@ func sendRaw(t *testing.T, e *engine.Engine, nc *nats.Conn, cases []rawCase) {
 func served(t *testing.T) (*engine.Engine, *nats.Conn) {
 	t.Helper()
 	e := open(t, engine.Config{})
-	svc, err := transport.Serve(e.Conn(), e, transport.ServiceConfig{Logger: quiet()})
+	svc, err := transport.Serve(e.Log().JetStream().Conn(), e, transport.ServiceConfig{Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}

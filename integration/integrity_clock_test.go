@@ -6,7 +6,6 @@ import (
 
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events/interval"
-	"github.com/tidemark/tidemark/scheduler"
 )
 
 // TestCommandTimeIsTheEngines (item 4): in serve a command's `at` is
@@ -38,7 +37,7 @@ func TestCommandTimeIsTheEngines(t *testing.T) {
 
 	// The engine's own scheduler still ticks on its clock.
 	s.set(at(8))
-	if advs, _, err := scheduler.Tick(t.Context(), s.e, "prod", at(8), 0); err != nil || len(advs) != 1 {
+	if advs, _, err := ticker(s.e).Tick(t.Context(), "prod", at(8), 0); err != nil || len(advs) != 1 {
 		t.Fatalf("tick at 08:00: %v %+v", err, advs)
 	}
 	if r := s.do(t, &commands.CompleteIntervals{Meta: commands.Meta{ID: "c-now"}, Model: "events", Version: "v1", Ranges: []interval.Range{rng(7, 8)}}); !r.Accepted {

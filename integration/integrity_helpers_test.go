@@ -36,7 +36,7 @@ func openStrict(t *testing.T, now time.Time) *strictEngine {
 	e := jstest.Engine(t, engine.Config{Clock: func() time.Time { return *s.now.Load() }}, node)
 	s.e = e
 	clientURL := node.ClientURL()
-	svc, err := transport.Serve(e.Conn(), e, transport.ServiceConfig{Logger: quiet()})
+	svc, err := transport.Serve(e.Log().JetStream().Conn(), e, transport.ServiceConfig{Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,6 +100,6 @@ func unchanged(t *testing.T, e *engine.Engine, what string, seq uint64, state st
 
 func registered(e *engine.Engine, snapshot string) bool {
 	ok := false
-	e.View(func(st *projections.State) { _, ok = st.Snapshots[snapshot] })
+	e.Projection().Read(func(st *projections.State) { _, ok = st.Snapshots[snapshot] })
 	return ok
 }

@@ -85,7 +85,7 @@ func TestCommandIDsCannotCollide(t *testing.T) {
 		t.Errorf("a tick-like client id: %+v", r)
 	}
 	s.set(at(7))
-	advs, _, err := scheduler.Tick(t.Context(), s.e, "prod", at(7), 0)
+	advs, _, err := ticker(s.e).Tick(t.Context(), "prod", at(7), 0)
 	if err != nil || len(advs) != 1 || advs[0].Tick != at(7) {
 		t.Errorf("the scheduler's tick at 07:00 after a client used its id: %v %+v", err, advs)
 	}
@@ -102,7 +102,7 @@ func TestClientCannotSwallowEngineCommands(t *testing.T) {
 	p2 := must(t, s.e.Handle(ctx, &commands.BuildPlan{Meta: own(), Plan: "p2", Env: "prod", Versions: map[string]string{"events": "v2"}, Bounds: commands.Bounds{MaxCatchUpAdvances: 1}}))
 	must(t, s.e.Handle(ctx, &commands.CompleteIntervals{Meta: own(), Model: "events", Version: "v2", Ranges: p2.Plan.Candidates[0].Backfill}))
 	s.set(at(7))
-	if _, _, err := scheduler.Tick(ctx, s.e, "prod", at(7), 0); err != nil {
+	if _, _, err := ticker(s.e).Tick(ctx, "prod", at(7), 0); err != nil {
 		t.Fatal(err)
 	}
 	must(t, s.e.Handle(ctx, &commands.CompleteIntervals{Meta: own(), Model: "events", Version: "v1", Ranges: []interval.Range{rng(6, 7)}, RunKind: "scheduled"}))
@@ -110,7 +110,7 @@ func TestClientCannotSwallowEngineCommands(t *testing.T) {
 		t.Fatalf("want a catch-up request: %+v", r)
 	}
 	var reqSeq uint64
-	s.e.View(func(st *projections.State) { reqSeq = st.Plans["p2"].CatchUpSeq })
+	s.e.Projection().Read(func(st *projections.State) { reqSeq = st.Plans["p2"].CatchUpSeq })
 
 	// The attack: claim the retry's id before the work is done.
 	r := s.do(t, &commands.RegisterSnapshot{Meta: commands.Meta{ID: scheduler.RetryID("p2", reqSeq)}, Model: "clicks", Version: "v1", Cron: "@hourly", Start: t0})
@@ -121,11 +121,11 @@ func TestClientCannotSwallowEngineCommands(t *testing.T) {
 		t.Errorf("id %q: %+v", legacy, r)
 	}
 	must(t, s.e.Handle(ctx, &commands.CompleteIntervals{Meta: own(), Model: "events", Version: "v2", Ranges: []interval.Range{rng(6, 7)}, RunKind: "catch_up"}))
-	if err := (&scheduler.CatchUps{Engine: s.e}).Step(ctx); err != nil {
+	if err := catchUps(s.e).Step(ctx); err != nil {
 		t.Fatal(err)
 	}
 	var d *events.PromotionDecided
-	s.e.View(func(st *projections.State) { d = st.Plans["p2"].Decision })
+	s.e.Projection().Read(func(st *projections.State) { d = st.Plans["p2"].Decision })
 	if d == nil || d.CatchUpSeq != reqSeq || d.Outcome != events.Accepted {
 		t.Fatalf("the strict retry was not recorded: %+v", d)
 	}
@@ -133,7 +133,7 @@ func TestClientCannotSwallowEngineCommands(t *testing.T) {
 	// The built-in worker's completion ids: a client completing something
 	// under the id the worker will use for a plan's backfill does not
 	// stop the backfill from being recorded.
-	pub := &work.Publisher{Log: s.e, Runner: &inproc.Worker{Handler: s.e, Actor: "worker:builtin"}}
+	pub := &work.Publisher{Log: s.e.Log(), Clock: s.e.Now, Logger: quiet(), Runner: &inproc.Worker{Handler: s.e, Actor: "worker:builtin"}}
 	done := make(chan error, 8)
 	pub.Done = func(item work.Item, err error) {
 		if err != nil {
@@ -168,7 +168,7 @@ func TestClientCannotSwallowEngineCommands(t *testing.T) {
 		t.Fatal("the backfill item was not run")
 	}
 	var cov interval.Set
-	s.e.View(func(st *projections.State) { cov = st.SnapshotCoverage("events@v3") })
+	s.e.Projection().Read(func(st *projections.State) { cov = st.SnapshotCoverage("events@v3") })
 	if want := interval.NewSet(p3.Plan.Candidates[0].Backfill...); !cov.Equal(want) {
 		t.Fatalf("events@v3 covers %v after its backfill, want %v", cov, want)
 	}
@@ -203,7 +203,7 @@ func TestDuplicateAckIsProved(t *testing.T) {
 		m := nats.NewMsg(c.foreign.Subject())
 		m.Data = b
 		m.Header.Set(jetstream.MsgIDHeader, eventlog.MsgID(cmd.Kind(), cmd.Header().ID, false))
-		ack, err := s.e.JetStream().PublishMsg(ctx, m)
+		ack, err := s.e.Log().JetStream().PublishMsg(ctx, m)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -213,7 +213,7 @@ func TestDuplicateAckIsProved(t *testing.T) {
 		r := s.do(t, cmd)
 		var stored bool
 		var cov interval.Set
-		s.e.View(func(st *projections.State) {
+		s.e.Projection().Read(func(st *projections.State) {
 			_, stored = st.Commands[cmd.Header().ID]
 			cov = st.SnapshotCoverage("events@v1")
 		})

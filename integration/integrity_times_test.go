@@ -52,7 +52,7 @@ func TestTimesThatPoison(t *testing.T) {
 
 	// Out-of-range events already stored: a plan built in year 10001 and
 	// coverage to year 10001 of the incumbent.
-	pub := &work.Publisher{Log: s.e}
+	pub := &work.Publisher{Log: s.e.Log(), Clock: s.e.Now, Logger: quiet()}
 	var mu sync.Mutex
 	var published []string
 	pub.Published = func(it work.Item) { mu.Lock(); published = append(published, it.Plan); mu.Unlock() }
@@ -72,7 +72,7 @@ func TestTimesThatPoison(t *testing.T) {
 		{events.EnvSubject("prod"), rawEvent(t, at(7), events.SchedulerAdvanced{Env: "prod", Model: "events", Snapshot: "events@v1", Tick: y10001, Frontier: y10001, Ranges: []interval.Range{}, Generation: 1})},
 	}
 	for _, p := range poison {
-		if _, err := s.e.JetStream().Publish(ctx, p.subject, p.b); err != nil {
+		if _, err := s.e.Log().JetStream().Publish(ctx, p.subject, p.b); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -106,7 +106,7 @@ func TestTimesThatPoison(t *testing.T) {
 		t.Fatal(err)
 	}
 	var skipped int
-	s.e.View(func(st *projections.State) { skipped = st.Skipped })
+	s.e.Projection().Read(func(st *projections.State) { skipped = st.Skipped })
 	if skipped != len(poison) {
 		t.Errorf("the projection reports %d skipped events, want %d", skipped, len(poison))
 	}

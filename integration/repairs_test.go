@@ -8,7 +8,6 @@ import (
 	"github.com/tidemark/tidemark/engine"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
-	"github.com/tidemark/tidemark/scheduler"
 	"github.com/tidemark/tidemark/transport"
 	"github.com/tidemark/tidemark/work/inproc"
 )
@@ -16,7 +15,7 @@ import (
 // tick runs the scheduler at hour h and completes what it scheduled.
 func tick(t *testing.T, e *engine.Engine, h int) {
 	t.Helper()
-	advs, _, err := scheduler.Tick(t.Context(), e, "prod", at(h), 0)
+	advs, _, err := ticker(e).Tick(t.Context(), "prod", at(h), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +47,7 @@ func TestOpenRepairsSurviveRestart(t *testing.T) {
 		t.Fatalf("promotion: %+v", dec.Decision)
 	}
 
-	svc, err := transport.Serve(e.Conn(), e, transport.ServiceConfig{Logger: quiet()})
+	svc, err := transport.Serve(e.Log().JetStream().Conn(), e, transport.ServiceConfig{Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/internal/jstest"
 	"github.com/tidemark/tidemark/replay"
-	"github.com/tidemark/tidemark/scheduler"
 	"github.com/tidemark/tidemark/work/inproc"
 )
 
@@ -45,7 +44,7 @@ func TestSchedulerReplicas(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				advs, _, err := scheduler.Tick(ctx, r, "prod", at(h), 0)
+				advs, _, err := ticker(r).Tick(ctx, "prod", at(h), 0)
 				if err == nil {
 					err = (&inproc.Worker{Handler: r, Actor: fmt.Sprintf("worker:%d", i)}).RunAdvances(ctx, advs, at(h))
 				}
@@ -59,7 +58,7 @@ func TestSchedulerReplicas(t *testing.T) {
 			}
 		}
 	}
-	recs, err := jstest.ReadLog(ctx, rs[0].JetStream())
+	recs, err := jstest.ReadLog(ctx, rs[0].Log().JetStream())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +136,7 @@ func TestConflictingWritersAcrossReplicas(t *testing.T) {
 			t.Fatalf("trial %d: %d of %d promotions accepted", trial, accepted, n)
 		}
 	}
-	recs, err := jstest.ReadLog(ctx, rs[0].JetStream())
+	recs, err := jstest.ReadLog(ctx, rs[0].Log().JetStream())
 	if err != nil {
 		t.Fatal(err)
 	}

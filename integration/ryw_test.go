@@ -15,31 +15,43 @@ import (
 	"github.com/tidemark/tidemark/transport"
 )
 
+// member is a cluster member and its engine.
+type member struct {
+	*cluster.Member
+	e *engine.Engine
+}
+
+// parts is cfg with e's parts.
+func parts(e *engine.Engine, cfg cluster.Config) cluster.Config {
+	cfg.Handler, cfg.Log, cfg.Proj, cfg.CatchUp = e, e.Log(), e.Projection(), e.CatchUp
+	return cfg
+}
+
 // members makes each engine a cluster member, and returns them with the
 // writer first, waiting (bounded) until one of them is the writer.
-func members(t *testing.T, es []*engine.Engine) []*cluster.Member {
+func members(t *testing.T, es []*engine.Engine) []member {
 	t.Helper()
 	return membersWith(t, es, cluster.Config{Logger: quiet()})
 }
 
 // membersWith is members with cfg.
-func membersWith(t *testing.T, es []*engine.Engine, cfg cluster.Config) []*cluster.Member {
+func membersWith(t *testing.T, es []*engine.Engine, cfg cluster.Config) []member {
 	t.Helper()
-	var ms []*cluster.Member
+	var ms []member
 	for _, e := range es {
-		m, err := cluster.Join(t.Context(), e, cfg)
+		m, err := cluster.Join(t.Context(), parts(e, cfg))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { m.Leave(context.Background()) })
-		ms = append(ms, m)
+		ms = append(ms, member{m, e})
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	for {
 		for i, m := range ms {
 			if on, _ := m.Writing(); on {
-				out := []*cluster.Member{m}
+				out := []member{m}
 				out = append(out, ms[:i]...)
 				return append(out, ms[i+1:]...)
 			}
@@ -101,7 +113,7 @@ func TestReadYourWrites(t *testing.T) {
 	// A write sent to the follower: carried out by the writer, answered
 	// once the follower has applied it.
 	r = must(t, f.Handle(ctx, &commands.RegisterSnapshot{Meta: meta(at(0)), Model: "late", Version: "v1", Cron: "@hourly", Start: t0}))
-	if got := f.Engine().Projection().Seq(); got < r.Seq {
+	if got := f.e.Projection().Seq(); got < r.Seq {
 		t.Fatalf("the follower replied before applying its write: at %d, stored at %d", got, r.Seq)
 	}
 	if on, _ := f.Writing(); on {
@@ -121,7 +133,7 @@ func TestWritesReachTheWriter(t *testing.T) {
 	ctx := t.Context()
 	svcs := make([]*cluster.Service, len(ms))
 	for i, m := range ms {
-		s, err := m.Serve(m.Engine().Conn(), transport.ServiceConfig{Logger: quiet()})
+		s, err := m.Serve(m.e.Log().JetStream().Conn(), transport.ServiceConfig{Logger: quiet()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,7 +171,7 @@ func TestWritesReachTheWriter(t *testing.T) {
 		}
 	}
 
-	client := transport.NewClient(connect(t, w.Engine().(*engine.Engine)))
+	client := transport.NewClient(connect(t, w.e))
 	r, err := client.Do(ctx, &commands.RegisterSnapshot{Meta: meta(at(0)), Model: "a", Version: "v1", Cron: "@hourly", Start: t0})
 	if err != nil || !r.Accepted {
 		t.Fatalf("a write: %v %+v", err, r)
@@ -187,12 +199,12 @@ func TestWritesServedThroughTheGrace(t *testing.T) {
 	ms := membersWith(t, replicas(t, 2), cluster.Config{Logger: quiet(), WritesGrace: time.Minute})
 	w, f := ms[0], ms[1]
 	ctx := t.Context()
-	old, err := w.Serve(w.Engine().Conn(), transport.ServiceConfig{Logger: quiet()})
+	old, err := w.Serve(w.e.Log().JetStream().Conn(), transport.ServiceConfig{Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = old.Stop() })
-	client := transport.NewClient(connect(t, w.Engine().(*engine.Engine)))
+	client := transport.NewClient(connect(t, w.e))
 	// Served once the writer's member has started its write service.
 	if r, err := client.Do(ctx, &commands.RegisterSnapshot{Meta: meta(at(0)), Model: "a", Version: "v1", Cron: "@hourly", Start: t0}); err != nil || !r.Accepted {
 		t.Fatalf("a write: %v %+v", err, r)
@@ -206,7 +218,7 @@ func TestWritesServedThroughTheGrace(t *testing.T) {
 	if err != nil || !r.Accepted {
 		t.Fatalf("a write right after the writer lost the lease: %v %+v", err, r)
 	}
-	if got := w.Engine().Projection().Seq(); got < r.Seq {
+	if got := w.e.Projection().Seq(); got < r.Seq {
 		t.Fatalf("the old writer answered before applying the write: at %d, stored at %d", got, r.Seq)
 	}
 }

@@ -26,7 +26,7 @@ func TestHostileModelSQL(t *testing.T) {
 	}
 	var e *engine.Engine
 	e = open(t, engine.Config{Check: sqlcheck.ForEngine(func(fn func(*projections.State)) { e.Projection().Read(fn) })})
-	svc, err := transport.Serve(e.Conn(), e, transport.ServiceConfig{Logger: quiet()})
+	svc, err := transport.Serve(e.Log().JetStream().Conn(), e, transport.ServiceConfig{Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,12 +56,12 @@ func newAuthEnvFile(t *testing.T, file string, svcCfg transport.ServiceConfig, p
 	if pub == nil {
 		pub = &work.Publisher{}
 	}
-	pub.Log = e
+	pub.Log, pub.Clock, pub.Logger = e.Log(), e.Now, quiet()
 	if err := pub.Prepare(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	svcCfg.Logger = quiet()
-	svc, err := transport.Serve(e.Conn(), e, svcCfg)
+	svc, err := transport.Serve(e.Log().JetStream().Conn(), e, svcCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func storeCounts(t *testing.T, e *engine.Engine) map[string]uint64 {
 	t.Helper()
 	out := map[string]uint64{}
 	for _, name := range []string{events.StreamName, work.Stream, "KV_" + eventlog.BucketName} {
-		s, err := e.JetStream().Stream(t.Context(), name)
+		s, err := e.Log().JetStream().Stream(t.Context(), name)
 		if err != nil {
 			t.Fatalf("stream %s: %v", name, err)
 		}
@@ -94,7 +94,7 @@ func subjectCounts(t *testing.T, e *engine.Engine) map[string]uint64 {
 	t.Helper()
 	out := map[string]uint64{}
 	for _, name := range []string{events.StreamName, work.Stream, "KV_" + eventlog.BucketName} {
-		s, err := e.JetStream().Stream(t.Context(), name)
+		s, err := e.Log().JetStream().Stream(t.Context(), name)
 		if err != nil {
 			t.Fatalf("stream %s: %v", name, err)
 		}
@@ -218,7 +218,7 @@ func testRepliesNeverReachStreams(t *testing.T, file string) {
 			t.Errorf("%d hostile requests appended %d message(s) to %s", sent, after[name]-n, name)
 		}
 	}
-	e.View(func(st *projections.State) {
+	e.Projection().Read(func(st *projections.State) {
 		for i := range hostile {
 			if _, ok := st.Snapshots[fmt.Sprintf("forged%d@v1", i)]; ok {
 				t.Errorf("a request with a hostile reply subject was handled (forged%d@v1 registered)", i)

@@ -16,7 +16,6 @@ import (
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 	"github.com/tidemark/tidemark/projections"
-	"github.com/tidemark/tidemark/scheduler"
 	"github.com/tidemark/tidemark/transport"
 	"github.com/tidemark/tidemark/work"
 	"github.com/tidemark/tidemark/work/shell"
@@ -34,7 +33,7 @@ type workEnv struct {
 // newWorkEnv's work consumer redelivers an item after ackWait.
 func newWorkEnv(t *testing.T, ackWait time.Duration) *workEnv {
 	e := open(t, engine.Config{})
-	svc, err := transport.Serve(e.Conn(), e, transport.ServiceConfig{Logger: quiet()})
+	svc, err := transport.Serve(e.Log().JetStream().Conn(), e, transport.ServiceConfig{Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +43,7 @@ func newWorkEnv(t *testing.T, ackWait time.Duration) *workEnv {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	pub := &work.Publisher{Log: e, AckWait: ackWait}
+	pub := &work.Publisher{Log: e.Log(), Clock: e.Now, Logger: quiet(), AckWait: ackWait}
 	if err := pub.Prepare(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -87,16 +86,16 @@ func TestExecWorker(t *testing.T) {
 	must(t, w.e.Handle(ctx, &commands.RegisterSnapshot{Meta: meta(at(3)), Model: "events", Version: "v1", Cron: "@hourly", Start: t0}))
 	must(t, w.e.Handle(ctx, &commands.RegisterSnapshot{Meta: meta(at(3)), Model: "sessions", Version: "v1", Cron: "@hourly", Start: t0, DependsOn: []string{"events"}}))
 	must(t, w.e.Handle(ctx, &commands.BuildPlan{Meta: meta(at(3)), Plan: "d1", Env: "prod", Versions: map[string]string{"events": "v1", "sessions": "v1"}}))
-	if err := w.e.Await(ctx, covered("sessions@v1", rng(0, 3))); err != nil {
+	if err := w.e.Projection().Await(ctx, covered("sessions@v1", rng(0, 3))); err != nil {
 		t.Fatal(err)
 	}
 	if r := must(t, w.e.Handle(ctx, &commands.Promote{Meta: meta(at(3)), Plan: "d1"})); r.Decision.Outcome != events.Accepted {
 		t.Fatalf("deploy: %+v", r.Decision)
 	}
-	if _, _, err := scheduler.Tick(ctx, w.e, "prod", at(4), 0); err != nil {
+	if _, _, err := ticker(w.e).Tick(ctx, "prod", at(4), 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.e.Await(ctx, covered("sessions@v1", rng(3, 4))); err != nil {
+	if err := w.e.Projection().Await(ctx, covered("sessions@v1", rng(3, 4))); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(logFile)
@@ -114,7 +113,7 @@ func TestExecWorker(t *testing.T) {
 		t.Fatalf("runs:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
 	}
 	var runs map[events.RunKind]int
-	w.e.View(func(st *projections.State) {
+	w.e.Projection().Read(func(st *projections.State) {
 		runs = map[events.RunKind]int{}
 		for k, v := range st.Runs {
 			runs[k] = v
@@ -143,10 +142,10 @@ func TestExecWorkerFailures(t *testing.T) {
 	failed := func(snapshot string, n int) func(*projections.State) bool {
 		return func(st *projections.State) bool { f := st.Failures[snapshot]; return f != nil && f.Count >= n }
 	}
-	if err := w.e.Await(ctx, func(st *projections.State) bool { return failed("bad@v1", 2)(st) && failed("slow@v1", 2)(st) }); err != nil {
+	if err := w.e.Projection().Await(ctx, func(st *projections.State) bool { return failed("bad@v1", 2)(st) && failed("slow@v1", 2)(st) }); err != nil {
 		t.Fatal(err)
 	}
-	w.e.View(func(st *projections.State) {
+	w.e.Projection().Read(func(st *projections.State) {
 		bad, slow := st.Failures["bad@v1"], st.Failures["slow@v1"]
 		if bad.Count != 2 || bad.Final != 1 || bad.Last.ExitStatus != 3 || !bad.Last.Final || bad.Last.Attempt != 2 ||
 			strings.TrimSpace(bad.Last.StderrTail) != "no such table: bad_v1" || bad.Last.RunKind != events.RunBackfill {
@@ -185,7 +184,7 @@ func TestExecWorkerFailures(t *testing.T) {
 		t.Fatalf("dead worker took %d items", taken)
 	}
 	wait2 := w.worker(ctx2, "true", nil)
-	if err := w.e.Await(ctx2, covered("good@v1", rng(0, 3))); err != nil {
+	if err := w.e.Projection().Await(ctx2, covered("good@v1", rng(0, 3))); err != nil {
 		t.Fatal(err)
 	}
 	cancel2()
@@ -202,7 +201,7 @@ func TestExecWorkerHeartbeats(t *testing.T) {
 	defer func() { cancel(); wait() }()
 	must(t, w.e.Handle(ctx, &commands.RegisterSnapshot{Meta: meta(at(3)), Model: "long", Version: "v1", Cron: "@hourly", Start: t0}))
 	must(t, w.e.Handle(ctx, &commands.BuildPlan{Meta: meta(at(3)), Plan: "p-long", Env: "prod", Versions: map[string]string{"long": "v1"}}))
-	if err := w.e.Await(ctx, covered("long@v1", rng(0, 3))); err != nil {
+	if err := w.e.Projection().Await(ctx, covered("long@v1", rng(0, 3))); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(logFile)
@@ -234,7 +233,7 @@ func TestWorkerSkipsStalePlanWork(t *testing.T) {
 		t.Fatalf("p-fo: %+v", r.Decision)
 	}
 	var table string
-	w.e.View(func(st *projections.State) { table = st.Snapshots["events@v3"].Table })
+	w.e.Projection().Read(func(st *projections.State) { table = st.Snapshots["events@v3"].Table })
 	if table != "events@v2" {
 		t.Fatalf("forward-only v3 writes %s, want v2's table", table)
 	}

@@ -29,14 +29,14 @@ func TestWorkerReportsOnlyItsWork(t *testing.T) {
 	node := authNode(t, "")
 	e := open(t, engine.Config{}, node)
 	clientURL := node.ClientURL()
-	svc, err := transport.Serve(e.Conn(), e, transport.ServiceConfig{Logger: quiet()})
+	svc, err := transport.Serve(e.Log().JetStream().Conn(), e, transport.ServiceConfig{Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer svc.Stop()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	pub := &work.Publisher{Log: e}
+	pub := &work.Publisher{Log: e.Log(), Clock: e.Now, Logger: quiet()}
 	if err := pub.Prepare(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestWorkerReportsOnlyItsWork(t *testing.T) {
 	go func() { defer close(done); _ = x.Run(wctx) }()
 	must(t, e.Handle(ctx, &commands.RegisterSnapshot{Meta: meta(at(3)), Model: "events", Version: "v1", Cron: "@hourly", Start: t0}))
 	must(t, e.Handle(ctx, &commands.BuildPlan{Meta: meta(at(3)), Plan: "d1", Env: "prod", Versions: map[string]string{"events": "v1"}}))
-	if err := e.Await(ctx, covered("events@v1", rng(0, 3))); err != nil {
+	if err := e.Projection().Await(ctx, covered("events@v1", rng(0, 3))); err != nil {
 		t.Fatal(err)
 	}
 	stopWorker()
@@ -71,7 +71,7 @@ func TestWorkerReportsOnlyItsWork(t *testing.T) {
 	must(t, e.Handle(ctx, &commands.RegisterSnapshot{Meta: meta(at(3)), Model: "events", Version: "v3", Cron: "@hourly", Start: t0}))
 	var item string
 	var runs int
-	e.View(func(st *projections.State) {
+	e.Projection().Read(func(st *projections.State) {
 		item = events.WorkID(st.Plans["d1"].BuiltSeq, events.RunBackfill)
 		runs = st.Runs[events.RunBackfill]
 	})

@@ -25,6 +25,10 @@
 //     late are kept in the state bucket (notify_late), so a restart sends
 //     no change twice.
 //
+// It takes the engine's parts as fields, never the engine: Log (the
+// *eventlog.Log it follows, whose state bucket keeps its cursor), View and
+// Now (the live state and the clock lateness is judged on), Logger.
+//
 // Run it on the writer only (serve does, like the scheduler): one sender
 // per cluster. Importers: cmd/tidemark.
 package notify
@@ -66,22 +70,18 @@ const (
 	lateKeyKV = "notify_late"
 )
 
-// Log is what the notifier needs of the event log's writer (the engine):
-// the state bucket that holds its cursor, the log's reader and a logger.
-type Log interface {
-	// Bucket is the state bucket; nil when checkpoints are off.
-	Bucket() jetstream.KeyValue
-	Reader() *eventlog.Reader
-	Logger() *slog.Logger
-}
-
 // Notifier follows the event stream and POSTs a Notice to URL for each
 // event that makes one (Of) and each lateness change. Set the fields,
 // then Prepare (before the engine accepts commands) and Run.
 type Notifier struct {
 	// URL receives the POSTs (http or https).
 	URL string
-	Log Log
+	// Log is the event log it follows (the engine's, Engine.Log): its
+	// reader (Tail, LastSeq) and its state bucket, which keeps the
+	// notifier's cursor and late set (always there: eventlog.Ensure
+	// creates it with the stream, whether or not the engine writes
+	// checkpoints). Required.
+	Log *eventlog.Log
 	// View reads the live state (the engine's projection); nil: no
 	// lateness notices.
 	View func(fn func(st *projections.State))
@@ -91,7 +91,7 @@ type Notifier struct {
 	// known. With none live, a late model with no other cause is late
 	// for no_worker, as status says.
 	LiveWorkers func() int
-	// Logger logs each delivery and failure. Default: Log's logger.
+	// Logger logs each delivery and failure. Default slog.Default().
 	Logger *slog.Logger
 	// Dashboard is the dashboard's base URL as the receivers reach it,
 	// for each notice's link ("": no link).
@@ -210,10 +210,10 @@ func parseCursor(s string) (cursor, error) {
 // Call it before the engine accepts commands (serve does), so that no
 // decision made meanwhile is missed.
 func (n *Notifier) Prepare(ctx context.Context) error {
-	b := n.Log.Bucket()
-	if b == nil {
-		return errors.New("notify: the notifier needs the state bucket (checkpoints on)")
+	if n.Log == nil {
+		return errors.New("notify: the notifier has no event log to follow (Notifier.Log is nil)")
 	}
+	b := n.Log.Bucket()
 	entry, err := b.Get(ctx, cursorKey)
 	switch {
 	case err == nil:
@@ -239,7 +239,7 @@ func (n *Notifier) Prepare(ctx context.Context) error {
 	switch {
 	case err == nil:
 		if err := json.Unmarshal(entry.Value(), &n.late); err != nil {
-			n.Log.Logger().Warn("notify: late set unreadable; judging lateness afresh", "err", err)
+			n.logger().Warn("notify: late set unreadable; judging lateness afresh", "err", err)
 			n.late = map[string]string{}
 		}
 	case !errors.Is(err, jetstream.ErrKeyNotFound):
@@ -256,16 +256,20 @@ type item struct {
 	at     cursor
 }
 
+// logger is the notifier's logger (Logger, else slog.Default()).
+func (n *Notifier) logger() *slog.Logger {
+	if n.Logger == nil {
+		return slog.Default()
+	}
+	return n.Logger
+}
+
 // Run sends notices until ctx ends, resuming from the cursor after any
 // failure of its reader (after Pause). Run again after a stop (serve runs
 // it each time its engine becomes the writer), it prepares again: it
 // starts after the cursor as saved now.
 func (n *Notifier) Run(ctx context.Context) error {
-	log := n.Logger
-	if log == nil {
-		log = n.Log.Logger()
-	}
-	log = log.With("subsystem", "notify")
+	log := n.logger().With("subsystem", "notify")
 	for {
 		err := n.runOnce(ctx, log)
 		if ctx.Err() != nil {

@@ -211,3 +211,13 @@ func TestSendLogsNoURLSecret(t *testing.T) {
 		t.Errorf("the log shows the URL's secret:\n%s", out)
 	}
 }
+
+// A Notifier without a Log follows nothing: Prepare refuses it, naming
+// the field (Run prepares first, so it logs that and tries again after
+// Pause).
+func TestNotifierWithoutLog(t *testing.T) {
+	n := &Notifier{URL: "http://127.0.0.1:1/", Pause: time.Millisecond}
+	if err := n.Prepare(t.Context()); err == nil || !strings.Contains(err.Error(), "Notifier.Log") {
+		t.Errorf("Prepare = %v, want a refusal naming Notifier.Log", err)
+	}
+}

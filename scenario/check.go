@@ -113,7 +113,7 @@ func (r *runner) check(ctx context.Context, st Step, sr *StepResult) []Failure {
 			env = r.env
 		}
 		var inc map[string]string
-		r.eng.View(func(s *projections.State) {
+		r.eng.Projection().Read(func(s *projections.State) {
 			inc = map[string]string{}
 			for m, id := range s.Env(env).Incumbents {
 				_, v, _ := events.ParseSnapshotID(id)

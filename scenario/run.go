@@ -213,7 +213,7 @@ func start(ctx context.Context, f *File, dir string) (*runner, error) {
 		node.Close()
 		return nil, err
 	}
-	return &runner{f: f, node: node, eng: eng, clock: clock, tail: openTail(ctx, eng.Reader()), worker: &inproc.Worker{Handler: eng, Actor: "worker:builtin"}}, nil
+	return &runner{f: f, node: node, eng: eng, clock: clock, tail: openTail(ctx, eng.Log().Reader()), worker: &inproc.Worker{Handler: eng, Actor: "worker:builtin"}}, nil
 }
 
 func (r *runner) close(ctx context.Context) {
@@ -244,7 +244,7 @@ func (r *runner) do(ctx context.Context, cmd commands.Command) (commands.Reply, 
 // they make due (work.Of per command), adding it to the step's.
 func (r *runner) take(ctx context.Context) ([]work.Item, error) {
 	var seq uint64
-	r.eng.View(func(st *projections.State) { seq = st.Seq })
+	r.eng.Projection().Read(func(st *projections.State) { seq = st.Seq })
 	recs, err := r.tail.readTo(ctx, seq)
 	if err != nil {
 		return nil, err
@@ -305,7 +305,7 @@ func (r *runner) buildPlan(ctx context.Context, id, env string, vs map[string]Ve
 func (r *runner) plan(id string) (events.PlanBuilt, bool) {
 	var pl events.PlanBuilt
 	ok := false
-	r.eng.View(func(st *projections.State) {
+	r.eng.Projection().Read(func(st *projections.State) {
 		if p, found := st.Plans[id]; found {
 			pl, ok = p.Built, true
 		}
@@ -371,12 +371,12 @@ func (r *runner) runScheduler(ctx context.Context, env string, until time.Time, 
 			return fenced, fmt.Errorf("more than %d ticks before %s", MaxTicks, until.Format(time.RFC3339))
 		}
 		var next time.Time
-		r.eng.View(func(st *projections.State) { next = scheduler.NextTick(st, []string{env}, r.clock.now()) })
+		r.eng.Projection().Read(func(st *projections.State) { next = scheduler.NextTick(st, []string{env}, r.clock.now()) })
 		if next.IsZero() || next.After(until) {
 			break
 		}
 		r.clock.set(next)
-		_, n, err := scheduler.Tick(ctx, r.eng, env, next, gen)
+		_, n, err := (&scheduler.Scheduler{Handler: r.eng, Proj: r.eng.Projection(), Logger: quietLogger()}).Tick(ctx, env, next, gen)
 		if err != nil {
 			return fenced, err
 		}
@@ -401,7 +401,7 @@ func (r *runner) runScheduler(ctx context.Context, env string, until time.Time, 
 func (r *runner) step(ctx context.Context, st Step) (StepResult, error) {
 	sr := StepResult{Step: st.Num, Kind: st.Kind, Plan: st.Plan, Env: st.Env}
 	closedBefore := map[uint64]bool{}
-	r.eng.View(func(s *projections.State) {
+	r.eng.Projection().Read(func(s *projections.State) {
 		for _, d := range s.Repairs {
 			closedBefore[d.OpenSeq] = !d.Open()
 		}
@@ -440,7 +440,7 @@ func (r *runner) step(ctx context.Context, st Step) (StepResult, error) {
 	case "backfill":
 		pl, _ := r.plan(st.Plan)
 		var item work.Item
-		r.eng.View(func(s *projections.State) { item = work.BackfillThrough(s, pl, st.Through) })
+		r.eng.Projection().Read(func(s *projections.State) { item = work.BackfillThrough(s, pl, st.Through) })
 		if err := r.worker.Run(ctx, item, r.clock.now()); err != nil {
 			return sr, err
 		}
@@ -517,7 +517,7 @@ func (r *runner) step(ctx context.Context, st Step) (StepResult, error) {
 			return sr, err
 		}
 	}
-	r.eng.View(func(s *projections.State) {
+	r.eng.Projection().Read(func(s *projections.State) {
 		sr.Seq = s.Seq
 		sr.RepairsOpen = len(s.OpenRepairs())
 		for _, d := range s.Repairs {
@@ -533,7 +533,7 @@ func (r *runner) step(ctx context.Context, st Step) (StepResult, error) {
 // verify rebuilds every projection from the stream, compares it with the
 // live one, and re-evaluates every recorded decision.
 func (r *runner) verify(ctx context.Context) ([]replay.Divergence, error) {
-	recs, err := r.eng.Reader().Read(ctx, eventlog.ReadOptions{})
+	recs, err := r.eng.Log().Reader().Read(ctx, eventlog.ReadOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -543,7 +543,7 @@ func (r *runner) verify(ctx context.Context) ([]replay.Divergence, error) {
 		return nil, err
 	}
 	var live []byte
-	r.eng.View(func(st *projections.State) { live, err = json.Marshal(st) })
+	r.eng.Projection().Read(func(st *projections.State) { live, err = json.Marshal(st) })
 	if err != nil {
 		return nil, err
 	}
@@ -564,7 +564,7 @@ func (r *runner) data(ctx context.Context, sr *StepResult) error {
 		env = r.env
 	}
 	exists := false
-	r.eng.View(func(s *projections.State) { exists = s.Envs[env] != nil })
+	r.eng.Projection().Read(func(s *projections.State) { exists = s.Envs[env] != nil })
 	if !exists {
 		return nil
 	}

@@ -254,7 +254,7 @@ func replayed(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	var live []byte
-	e.View(func(st *projections.State) { live, err = json.Marshal(st) })
+	e.Projection().Read(func(st *projections.State) { live, err = json.Marshal(st) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +271,7 @@ func replayed(t *testing.T, dir string) {
 func reopen(t *testing.T, dir string) (*engine.Engine, []events.Record) {
 	t.Helper()
 	e := jstest.Engine(t, engine.Config{}, jstest.Node(t, natsnode.Config{DataDir: dir}))
-	recs, err := jstest.ReadLog(t.Context(), e.JetStream())
+	recs, err := jstest.ReadLog(t.Context(), e.Log().JetStream())
 	if err != nil {
 		t.Fatal(err)
 	}

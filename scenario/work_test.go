@@ -107,7 +107,7 @@ func TestQueuedRepairRunsBeforeTicks(t *testing.T) {
 	if len(r.repairs.items) != 0 {
 		t.Fatalf("queue not run: %v", r.repairs.items)
 	}
-	recs, err := r.eng.Reader().Read(ctx, eventlog.ReadOptions{})
+	recs, err := r.eng.Log().Reader().Read(ctx, eventlog.ReadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

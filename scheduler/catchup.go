@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sort"
 	"time"
 
@@ -19,7 +20,15 @@ import (
 // the retry's decision with a promote command. The retry's command id is
 // derived from the request, so several drivers (replicas) record it once.
 type CatchUps struct {
-	Engine Engine
+	// Handler records the retries (the engine, or a cluster member).
+	Handler commands.Handler
+	// Proj is the live state the open requests are read from; the loop
+	// wakes at each of its changes.
+	Proj Projection
+	// Clock is the time the Runner computes at. Default time.Now.
+	Clock func() time.Time
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
 	// Runner, when set, computes the outstanding catch-up work itself
 	// (work/inproc). Leave it nil when a work.Publisher runs (serve): the publisher derives
 	// the request's work from the stream and its workers, or its
@@ -43,9 +52,9 @@ func (c *CatchUps) Run(ctx context.Context) error {
 	if c.Recheck == 0 {
 		c.Recheck = 5 * time.Second
 	}
-	log := c.Engine.Logger().With("subsystem", "catch-up")
+	log := logger(c.Logger).With("subsystem", "catch-up")
 	for {
-		changed, _ := c.Engine.Watch()
+		changed, _ := c.Proj.Watch()
 		if err := c.Step(ctx); err != nil && ctx.Err() == nil {
 			log.Warn("catch-up", "err", err)
 		}
@@ -69,7 +78,7 @@ func (c *CatchUps) Step(ctx context.Context) error {
 		left []events.CatchUpWork
 	}
 	var todo []open
-	c.Engine.View(func(st *projections.State) {
+	c.Proj.Read(func(st *projections.State) {
 		for _, pl := range st.Plans {
 			if pl.CatchUpOpen() {
 				todo = append(todo, open{*pl.CatchUp, pl.CatchUpSeq, decide.Outstanding(st, *pl.CatchUp)})
@@ -84,16 +93,16 @@ func (c *CatchUps) Step(ctx context.Context) error {
 			}
 			req := o.req
 			req.Work = o.left
-			if err := c.Runner.Run(ctx, work.CatchUp(req), c.Engine.Now()); err != nil {
+			if err := c.Runner.Run(ctx, work.CatchUp(req), now(c.Clock)); err != nil {
 				return err
 			}
 		}
-		r := c.Engine.Handle(ctx, &commands.Promote{Meta: commands.Meta{ID: RetryID(o.req.Plan, o.seq), Actor: "catch-up", Correlation: o.req.Plan}, Plan: o.req.Plan})
+		r := c.Handler.Handle(ctx, &commands.Promote{Meta: commands.Meta{ID: RetryID(o.req.Plan, o.seq), Actor: "catch-up", Correlation: o.req.Plan}, Plan: o.req.Plan})
 		if err := r.Err(); err != nil {
 			return fmt.Errorf("catch-up retry of %s: %w", o.req.Plan, err)
 		}
 		if d := r.Decision; d != nil {
-			c.Engine.Logger().Info("catch-up retried", "plan", d.Plan, "outcome", d.Outcome, "codes", d.Codes)
+			logger(c.Logger).Info("catch-up retried", "plan", d.Plan, "outcome", d.Outcome, "codes", d.Codes)
 		}
 	}
 	return nil

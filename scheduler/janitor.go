@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -24,28 +25,28 @@ func JanitorID(seq uint64) string {
 const maxSweepAttempts = 3
 
 // Sweep retires every table retirable now (decide.Retirable at the live
-// view, the engine's clock, grace and retention) with one retire_tables
-// command, and
+// view, Clock, Grace and Retain) with one retire_tables command, and
 // returns what it appended (nothing when no table is retirable). A
 // command refused because the state changed since the view (a plan used
 // a table again) is judged again on a fresh view.
-func Sweep(ctx context.Context, e Engine, grace, retain time.Duration) ([]events.TableRetired, error) {
+func (j *Janitor) Sweep(ctx context.Context) ([]events.TableRetired, error) {
+	grace, retain := j.Grace, j.retain()
 	for attempt := 1; ; attempt++ {
-		now := e.Now()
+		at := now(j.Clock)
 		var due []events.TableRetired
 		var seq uint64
-		e.View(func(st *projections.State) { due, seq = decide.Retirable(st, now, grace, retain), st.Seq })
+		j.Proj.Read(func(st *projections.State) { due, seq = decide.Retirable(st, at, grace, retain), st.Seq })
 		if len(due) == 0 {
 			return nil, nil
 		}
 		if len(due) > commands.MaxRetireTables {
 			due = due[:commands.MaxRetireTables]
 		}
-		cmd := &commands.RetireTables{Meta: commands.Meta{ID: JanitorID(seq), Actor: "janitor", At: now}, GraceMS: grace.Milliseconds(), RetainMS: retain.Milliseconds()}
+		cmd := &commands.RetireTables{Meta: commands.Meta{ID: JanitorID(seq), Actor: "janitor", At: at}, GraceMS: grace.Milliseconds(), RetainMS: retain.Milliseconds()}
 		for _, ev := range due {
 			cmd.Tables = append(cmd.Tables, ev.Table)
 		}
-		r := e.Handle(ctx, cmd)
+		r := j.Handler.Handle(ctx, cmd)
 		switch {
 		case r.Code == commands.CodeIdempotencyConflict:
 			// Another replica judged this view (at another clock).
@@ -62,11 +63,18 @@ func Sweep(ctx context.Context, e Engine, grace, retain time.Duration) ([]events
 }
 
 // Janitor retires unused snapshot tables on the wall clock: every Every it
-// runs Sweep with Grace and Retain. It drops nothing itself: the warehouse drops a
+// runs Sweep. It drops nothing itself: the warehouse drops a
 // table once its TableRetired is in the stream (work/sqlrun.Janitor).
 // It runs on the writer only.
 type Janitor struct {
-	Engine Engine
+	// Handler records the retirements (the engine, or a cluster member).
+	Handler commands.Handler
+	// Proj is the live state the retirable tables are judged on.
+	Proj Projection
+	// Clock is the time they are judged at. Default time.Now.
+	Clock func() time.Time
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
 	// Every is how often it sweeps; 0 or less: never (Run returns).
 	Every time.Duration
 	// Grace is the grace period (commands.MinRetireGrace at least).
@@ -82,11 +90,11 @@ func (j *Janitor) Run(ctx context.Context) error {
 	if j.Every <= 0 {
 		return nil
 	}
-	log := j.Engine.Logger().With("subsystem", "janitor")
+	log := logger(j.Logger).With("subsystem", "janitor")
 	ticker := time.NewTicker(j.Every)
 	defer ticker.Stop()
 	for {
-		retired, err := Sweep(ctx, j.Engine, j.Grace, j.retain())
+		retired, err := j.Sweep(ctx)
 		switch {
 		case err != nil && ctx.Err() == nil:
 			log.Warn("janitor sweep failed", "err", err)

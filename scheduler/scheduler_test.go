@@ -13,6 +13,7 @@ import (
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/live"
 	"github.com/tidemark/tidemark/projections"
 	"github.com/tidemark/tidemark/scheduler"
 	"github.com/tidemark/tidemark/work"
@@ -24,10 +25,10 @@ func hr(a, b int) interval.Range {
 	return interval.R(t0.Add(time.Duration(a)*time.Hour), t0.Add(time.Duration(b)*time.Hour))
 }
 
-// fakeEngine is the engine as the loops see it: a projection the test
-// sets, and a handler that records commands and answers from replies (an
-// accepted, empty reply once they run out). view, when set, runs before
-// each View (to move the projection on).
+// fakeEngine is the engine's parts as the loops see them: a projection
+// the test sets (Proj), and a handler that records commands and answers
+// from replies (an accepted, empty reply once they run out). view, when
+// set, runs before each Read (to move the projection on).
 type fakeEngine struct {
 	st      *projections.State
 	view    func(st *projections.State)
@@ -47,7 +48,7 @@ func (e *fakeEngine) Handle(_ context.Context, cmd commands.Command) commands.Re
 	return commands.Reply{Accepted: true}
 }
 
-func (e *fakeEngine) View(fn func(st *projections.State)) {
+func (e *fakeEngine) Read(fn func(st *projections.State)) {
 	e.views++
 	if e.view != nil {
 		e.view(e.st)
@@ -56,10 +57,19 @@ func (e *fakeEngine) View(fn func(st *projections.State)) {
 }
 
 func (e *fakeEngine) Watch() (<-chan struct{}, error) { return make(chan struct{}), nil }
-func (e *fakeEngine) Now() time.Time                  { return t0 }
-func (e *fakeEngine) Logger() *slog.Logger            { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-var _ scheduler.Engine = (*fakeEngine)(nil)
+var (
+	_ commands.Handler     = (*fakeEngine)(nil)
+	_ scheduler.Projection = (*fakeEngine)(nil)
+	_ scheduler.Projection = (*live.Projection)(nil) // the engine's
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// catchUps is a catch-up driver on e's parts, at t0, running r.
+func (e *fakeEngine) catchUps(r work.Runner) *scheduler.CatchUps {
+	return &scheduler.CatchUps{Handler: e, Proj: e, Clock: func() time.Time { return t0 }, Logger: quiet, Runner: r}
+}
 
 func TestTickID(t *testing.T) {
 	cet := time.FixedZone("CET", 3600)
@@ -216,7 +226,7 @@ func TestTick(t *testing.T) {
 					}
 				}
 			}
-			got, fenced, err := scheduler.Tick(t.Context(), e, tt.env, tick, tt.gen)
+			got, fenced, err := (&scheduler.Scheduler{Handler: e, Proj: e, Logger: quiet}).Tick(t.Context(), tt.env, tick, tt.gen)
 			if !reflect.DeepEqual(got, tt.wantAdvs) || fenced != tt.wantFenced {
 				t.Errorf("Tick = %v, fenced %d; want %v, fenced %d", got, fenced, tt.wantAdvs, tt.wantFenced)
 			}
@@ -292,7 +302,7 @@ func TestCatchUpsStep(t *testing.T) {
 	}
 	t.Run("without a runner, plans with work left wait", func(t *testing.T) {
 		e := &fakeEngine{st: catchUpState()}
-		if err := (&scheduler.CatchUps{Engine: e}).Step(t.Context()); err != nil {
+		if err := e.catchUps(nil).Step(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		want := []string{"p3 $catch-up-retry:p3:10", "p2 $catch-up-retry:p2:20"}
@@ -303,7 +313,7 @@ func TestCatchUpsStep(t *testing.T) {
 	t.Run("with a runner, the outstanding work is computed first", func(t *testing.T) {
 		e := &fakeEngine{st: catchUpState()}
 		r := &runner{}
-		if err := (&scheduler.CatchUps{Engine: e, Runner: r}).Step(t.Context()); err != nil {
+		if err := e.catchUps(r).Step(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		want := []string{"p3 $catch-up-retry:p3:10", "p1 $catch-up-retry:p1:15", "p2 $catch-up-retry:p2:20"}
@@ -320,7 +330,7 @@ func TestCatchUpsStep(t *testing.T) {
 	t.Run("a runner failure stops the pass", func(t *testing.T) {
 		e := &fakeEngine{st: catchUpState()}
 		boom := errors.New("boom")
-		err := (&scheduler.CatchUps{Engine: e, Runner: &runner{err: boom}}).Step(t.Context())
+		err := e.catchUps(&runner{err: boom}).Step(t.Context())
 		if !errors.Is(err, boom) {
 			t.Errorf("Step = %v, want boom", err)
 		}
@@ -330,7 +340,7 @@ func TestCatchUpsStep(t *testing.T) {
 	})
 	t.Run("a rejected retry stops the pass", func(t *testing.T) {
 		e := &fakeEngine{st: catchUpState(), replies: []commands.Reply{{Code: commands.CodeConflict, Message: "busy"}}}
-		err := (&scheduler.CatchUps{Engine: e}).Step(t.Context())
+		err := e.catchUps(nil).Step(t.Context())
 		var ce *commands.Error
 		if !errors.As(err, &ce) || ce.Code != commands.CodeConflict {
 			t.Errorf("Step = %v, want a conflict", err)
@@ -341,7 +351,7 @@ func TestCatchUpsStep(t *testing.T) {
 	})
 	t.Run("nothing open", func(t *testing.T) {
 		e := &fakeEngine{st: projections.New()}
-		if err := (&scheduler.CatchUps{Engine: e, Runner: &runner{}}).Step(t.Context()); err != nil || len(e.cmds) != 0 {
+		if err := e.catchUps(&runner{}).Step(t.Context()); err != nil || len(e.cmds) != 0 {
 			t.Errorf("Step = %v, %d commands; want nil, none", err, len(e.cmds))
 		}
 	})

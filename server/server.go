@@ -194,7 +194,7 @@ func Open(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	// One writer among the engines sharing the stream: this one forwards
 	// commands that write while another holds the lease.
-	if s.member, err = cluster.Join(ctx, s.eng, cluster.Config{Logger: s.log}); err != nil {
+	if s.member, err = cluster.Join(ctx, cluster.Config{Handler: s.eng, Log: s.eng.Log(), Proj: s.eng.Projection(), CatchUp: s.eng.CatchUp, Logger: s.log}); err != nil {
 		return nil, err
 	}
 	s.joined.Store(s.member)
@@ -297,7 +297,7 @@ func (s *Server) warnNoSQL(c commands.Command, why string) {
 func (s *Server) openDataPlane(ctx context.Context) error {
 	cfg, eng := s.cfg, s.eng
 	proj := eng.Projection()
-	s.pub = &work.Publisher{Log: eng, AckWait: cfg.WorkAckWait, MaxDeliver: cfg.WorkMaxAttempts,
+	s.pub = &work.Publisher{Log: eng.Log(), Clock: eng.Now, Logger: s.log, AckWait: cfg.WorkAckWait, MaxDeliver: cfg.WorkMaxAttempts,
 		Concurrency: cfg.WorkConcurrency, Attempts: cfg.WorkMaxAttempts, Reporter: eng}
 	if cfg.BuiltinWorker {
 		s.pub.Runner = &inproc.Worker{Handler: eng, Actor: "worker:builtin"}
@@ -365,7 +365,7 @@ func (s *Server) openNotifier(ctx context.Context) error {
 		return nil
 	}
 	n := s.cfg.Notify
-	n.Log, n.View, n.Now, n.Logger = s.eng, s.eng.Projection().Read, s.eng.Now, s.log
+	n.Log, n.View, n.Now, n.Logger = s.eng.Log(), s.eng.Projection().Read, s.eng.Now, s.log
 	n.LiveWorkers = func() int { return len(s.roster.Live()) }
 	m, err := notify.NewMetrics(s.eng.Registry())
 	if err != nil {
@@ -385,7 +385,7 @@ func (s *Server) openHTTP() error {
 		return nil
 	}
 	eng, proj, member := s.eng, s.eng.Projection(), s.member
-	ws := &web.Server{Proj: proj, Log: eng.Reader(), Registry: eng.Registry(), Clock: eng.Now, Logger: s.log.With("subsystem", "http"),
+	ws := &web.Server{Proj: proj, Log: eng.Log().Reader(), Registry: eng.Registry(), Clock: eng.Now, Logger: s.log.With("subsystem", "http"),
 		Workers: func() []web.Worker { return workersOf(s.roster.Live(), time.Now()) }, Build: s.cfg.Build,
 		Writer: func() (string, bool) { on, _ := member.Writing(); return member.Node(), on }}
 	if wh := s.wh; wh != nil {
@@ -487,9 +487,10 @@ func (s *Server) loops() []func(context.Context) {
 	// any more, keeping every table an incumbent used for Retain after
 	// its demotion (a rollback within it finds its tables); the warehouse
 	// janitor drops them.
-	sched := &scheduler.Scheduler{Engine: eng}
-	catchUps := &scheduler.CatchUps{Engine: eng}
-	janitor := &scheduler.Janitor{Engine: eng, Every: cfg.JanitorEvery, Grace: cfg.JanitorGrace, Retain: cfg.Retain}
+	sched := &scheduler.Scheduler{Handler: eng, Proj: eng.Projection(), Clock: eng.Now, Logger: s.log}
+	catchUps := &scheduler.CatchUps{Handler: eng, Proj: eng.Projection(), Clock: eng.Now, Logger: s.log}
+	janitor := &scheduler.Janitor{Handler: eng, Proj: eng.Projection(), Clock: eng.Now, Logger: s.log,
+		Every: cfg.JanitorEvery, Grace: cfg.JanitorGrace, Retain: cfg.Retain}
 	loops := []func(context.Context){
 		func(ctx context.Context) { _ = sched.Run(ctx) },
 		func(ctx context.Context) { _ = catchUps.Run(ctx) },

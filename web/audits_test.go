@@ -36,7 +36,7 @@ func TestDashboardFailedAudits(t *testing.T) {
 	handle(&commands.BuildPlan{Meta: meta(), Plan: "p1", Env: "prod", Versions: map[string]string{"events": "v1"}})
 	handle(&commands.CompleteIntervals{Meta: meta(), Model: "events", Version: "v1", Ranges: []interval.Range{interval.R(at.Add(-4*time.Hour), at.Add(-3*time.Hour))},
 		Audits: []events.AuditOutcome{{Audit: "ids", Count: 2}}})
-	h, err := (&Server{Proj: e.Projection(), Log: e.Reader(), Registry: e.Registry(), Clock: e.Now, Logger: quiet()}).Handler()
+	h, err := (&Server{Proj: e.Projection(), Log: e.Log().Reader(), Registry: e.Registry(), Clock: e.Now, Logger: quiet()}).Handler()
 	if err != nil {
 		t.Fatal(err)
 	}

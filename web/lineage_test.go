@@ -39,7 +39,7 @@ func TestDashboardLineage(t *testing.T) {
 	handle(&commands.RegisterSnapshot{Meta: meta(), Model: "events", Version: "v2", Cron: "@hourly", Start: start})
 	handle(&commands.BuildPlan{Meta: meta(), Plan: "p2", Env: "prod", Versions: map[string]string{"events": "v2"}})
 	page := func(now time.Time) string {
-		h, err := (&Server{Proj: e.Projection(), Log: e.Reader(), Registry: e.Registry(), Clock: func() time.Time { return now }, Logger: quiet()}).Handler()
+		h, err := (&Server{Proj: e.Projection(), Log: e.Log().Reader(), Registry: e.Registry(), Clock: func() time.Time { return now }, Logger: quiet()}).Handler()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -64,7 +64,7 @@ func TestDecisionNextStepsOnce(t *testing.T) {
 	at := time.Date(2026, 12, 1, 12, 30, 0, 0, time.UTC)
 	n := jstest.Node(t, natsnode.Config{DataDir: dir})
 	e := jstest.Engine(t, engine.Config{Clock: func() time.Time { return at }, TrustCommandTime: true}, n)
-	s := &Server{Proj: e.Projection(), Log: e.Reader(), Registry: e.Registry(), Clock: e.Now, Logger: quiet(), MinInterval: time.Millisecond}
+	s := &Server{Proj: e.Projection(), Log: e.Log().Reader(), Registry: e.Registry(), Clock: e.Now, Logger: quiet(), MinInterval: time.Millisecond}
 	h, err := s.Handler()
 	if err != nil {
 		t.Fatal(err)

@@ -37,7 +37,7 @@ func TestPlanPage(t *testing.T) {
 	var asked []string
 	var diffErr error
 	var block, entered chan struct{} // when set, a diff waits for block
-	s := &Server{Proj: e.Projection(), Log: e.Reader(), Registry: e.Registry(), Clock: e.Now, Logger: quiet(),
+	s := &Server{Proj: e.Projection(), Log: e.Log().Reader(), Registry: e.Registry(), Clock: e.Now, Logger: quiet(),
 		Diff: func(ctx context.Context, plan string) ([]PlanDiff, error) {
 			if _, ok := ctx.Deadline(); !ok {
 				t.Error("the diff was asked without a deadline")
@@ -138,7 +138,7 @@ func TestPlanPageInFlight(t *testing.T) {
 		Ranges: []interval.Range{interval.R(at.Add(-4*time.Hour), at.Add(-3*time.Hour))}, Work: events.WorkID(built.Seq, events.RunBackfill), Rows: 120})
 	handle(&commands.FailRun{Meta: meta(), Model: "clicks", Version: "v1", Ranges: []interval.Range{interval.R(at.Add(-4*time.Hour), at)},
 		RunKind: events.RunBackfill, RunID: events.PlanRunID(events.RunBackfill, "p1"), ExitStatus: 1, Error: "relation <raw.clicks> does not exist", Attempt: 3, Final: true})
-	h, err := (&Server{Proj: e.Projection(), Log: e.Reader(), Registry: e.Registry(), Clock: e.Now, Logger: quiet()}).Handler()
+	h, err := (&Server{Proj: e.Projection(), Log: e.Log().Reader(), Registry: e.Registry(), Clock: e.Now, Logger: quiet()}).Handler()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func servedAt(t *testing.T, file string, at time.Time, roster bool) (*engine.Eng
 	}
 	e := jstest.Engine(t, engine.Config{Clock: func() time.Time { return at }, TrustCommandTime: true},
 		jstest.Node(t, natsnode.Config{DataDir: dir}))
-	s := &Server{Proj: e.Projection(), Log: e.Reader(), Registry: e.Registry(), Clock: e.Now, Logger: quiet(), MinInterval: time.Millisecond}
+	s := &Server{Proj: e.Projection(), Log: e.Log().Reader(), Registry: e.Registry(), Clock: e.Now, Logger: quiet(), MinInterval: time.Millisecond}
 	if roster {
 		s.Workers = func() []Worker { return nil }
 	}
@@ -183,7 +183,7 @@ func TestDashboardRows(t *testing.T) {
 	e, _ := served(t, "stale-scheduler-after-promotion.yaml")
 	newest := time.Date(2026, 12, 1, 10, 59, 0, 0, time.UTC)
 	asked := 0
-	s := &Server{Proj: e.Projection(), Log: e.Reader(), Registry: e.Registry(), Clock: e.Now, Logger: quiet(), RowsEvery: time.Hour,
+	s := &Server{Proj: e.Projection(), Log: e.Log().Reader(), Registry: e.Registry(), Clock: e.Now, Logger: quiet(), RowsEvery: time.Hour,
 		Rows: func(_ context.Context, snapshot string) (int64, time.Time, bool) {
 			asked++
 			return 660, newest, snapshot == "events@v2"
@@ -221,7 +221,7 @@ func TestDashboardPlansInFlight(t *testing.T) {
 	// the plan was built: 12 rows/s, 0.1 intervals/s, three left: 30s.
 	handle(&commands.CompleteIntervals{Meta: commands.Meta{ID: commands.NewID(), At: at.Add(10 * time.Second)}, Model: "events", Version: "v1",
 		Ranges: []interval.Range{interval.R(at.Add(-4*time.Hour), at.Add(-3*time.Hour))}, Work: events.WorkID(built.Seq, events.RunBackfill), Rows: 120})
-	h, err := (&Server{Proj: e.Projection(), Log: e.Reader(), Registry: e.Registry(), Clock: e.Now, Logger: quiet()}).Handler()
+	h, err := (&Server{Proj: e.Projection(), Log: e.Log().Reader(), Registry: e.Registry(), Clock: e.Now, Logger: quiet()}).Handler()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +261,7 @@ func TestDashboardRestatementsInFlight(t *testing.T) {
 	handle(&commands.Promote{Meta: meta(), Plan: "p1"})
 	hour := interval.R(start.Add(time.Hour), start.Add(2*time.Hour))
 	r := handle(&commands.Restate{Meta: meta(), Env: "prod", Model: "events", Ranges: []interval.Range{hour}})
-	h, err := (&Server{Proj: e.Projection(), Log: e.Reader(), Registry: e.Registry(), Clock: e.Now, Logger: quiet()}).Handler()
+	h, err := (&Server{Proj: e.Projection(), Log: e.Log().Reader(), Registry: e.Registry(), Clock: e.Now, Logger: quiet()}).Handler()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +289,7 @@ func TestWorkersPanelAndMetrics(t *testing.T) {
 		{Name: "w1", User: "worker", Kind: "sql", Done: 4, Failed: 1, InFlight: 2, Age: 1500 * time.Millisecond},
 		{Name: "builtin-h-1", Kind: "builtin", Done: 7},
 	}
-	ws := &Server{Proj: e.Projection(), Log: e.Reader(), Registry: e.Registry(), Logger: quiet(), WorkersEvery: 10 * time.Millisecond,
+	ws := &Server{Proj: e.Projection(), Log: e.Log().Reader(), Registry: e.Registry(), Logger: quiet(), WorkersEvery: 10 * time.Millisecond,
 		Workers: func() []Worker { mu.Lock(); defer mu.Unlock(); return slices.Clone(live) }}
 	h, err := ws.Handler()
 	if err != nil {
@@ -357,7 +357,7 @@ func TestWorkersPanelAndMetrics(t *testing.T) {
 
 	// A server without a roster shows no panel and no worker gauge.
 	e2 := jstest.Engine(t, engine.Config{})
-	h2, err := (&Server{Proj: e2.Projection(), Log: e2.Reader(), Registry: e2.Registry(), Logger: quiet()}).Handler()
+	h2, err := (&Server{Proj: e2.Projection(), Log: e2.Log().Reader(), Registry: e2.Registry(), Logger: quiet()}).Handler()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -529,7 +529,7 @@ func TestUserStringsEscaped(t *testing.T) {
 		{Name: "w1", User: "mallory", Kind: "exec"},
 		{Name: "w1", User: "worker", Kind: "sql"},
 	}
-	ws := &Server{Proj: e.Projection(), Log: e.Reader(), Registry: e.Registry(), Logger: quiet(), WorkersEvery: 10 * time.Millisecond,
+	ws := &Server{Proj: e.Projection(), Log: e.Log().Reader(), Registry: e.Registry(), Logger: quiet(), WorkersEvery: 10 * time.Millisecond,
 		Workers: func() []Worker { return slices.Clone(hostile) }}
 	h, err := ws.Handler()
 	if err != nil {

@@ -7,28 +7,36 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tidemark/tidemark/commands"
-	"github.com/tidemark/tidemark/eventlog"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
 )
 
-// fakeLog is the part of the event log the pool uses: a clock and a
-// logger.
-type fakeLog struct{ now time.Time }
+// The pool tests run a Publisher without a Log (it follows no stream: the
+// tests feed its pool directly), on a fixed clock, quietly.
 
-func (l fakeLog) JetStream() jetstream.JetStream                                    { return nil }
-func (l fakeLog) Bucket() jetstream.KeyValue                                        { return nil }
-func (l fakeLog) Reader() *eventlog.Reader                                          { return nil }
-func (l fakeLog) Now() time.Time                                                    { return l.now }
-func (l fakeLog) Logger() *slog.Logger                                              { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-func (l fakeLog) Storage() (int, bool)                                              { return 1, true }
-func (l fakeLog) Retry(ctx context.Context, call func(context.Context) error) error { return call(ctx) }
+// clockAt is a clock stopped at t.
+func clockAt(t time.Time) func() time.Time { return func() time.Time { return t } }
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// A Publisher without a Log follows nothing: Prepare and Run refuse it,
+// naming the field, and touch nothing.
+func TestPublisherWithoutLog(t *testing.T) {
+	for _, p := range []*Publisher{{}, {Runner: &funcRunner{}}} {
+		if err := p.Prepare(t.Context()); !errors.Is(err, ErrNoLog) || !strings.Contains(err.Error(), "Publisher.Log") {
+			t.Errorf("Prepare (runner %v) = %v, want ErrNoLog", p.Runner != nil, err)
+		}
+		if err := p.Run(t.Context()); !errors.Is(err, ErrNoLog) {
+			t.Errorf("Run (runner %v) = %v, want ErrNoLog", p.Runner != nil, err)
+		}
+	}
+}
 
 // funcRunner runs items with run; it records the calls.
 type funcRunner struct {
@@ -192,7 +200,7 @@ func TestPoolIsolatesAFailingItem(t *testing.T) {
 		return nil
 	}}
 	rep := &reporter{}
-	p := &Publisher{Log: fakeLog{now: t0.Add(48 * time.Hour)}, Runner: r, Reporter: rep, Concurrency: 2, Attempts: 3,
+	p := &Publisher{Clock: clockAt(t0.Add(48 * time.Hour)), Logger: quiet, Runner: r, Reporter: rep, Concurrency: 2, Attempts: 3,
 		RetryBackoff: 20 * time.Millisecond, MaxBackoff: 40 * time.Millisecond}
 	pr := startPool(t, p, batch{items: []Item{poison}, last: 10}, batch{items: []Item{other}, last: 20}, batch{items: []Item{same}, last: 30})
 	eventually(t, "the other item done", func() bool { return pr.finished(other.ID) })
@@ -245,7 +253,7 @@ func TestPoolEndlessItemHoldsOneWorker(t *testing.T) {
 		}
 		return nil
 	}}
-	p := &Publisher{Log: fakeLog{now: t0}, Runner: r, Concurrency: 3}
+	p := &Publisher{Clock: clockAt(t0), Logger: quiet, Runner: r, Concurrency: 3}
 	pr := startPool(t, p, append([]batch{{items: []Item{endless}, last: 5}}, rest...)...)
 	eventually(t, "the rest done", func() bool { _, d := pr.snapshot(); return len(d) == 5 })
 	pr.stop()
@@ -271,7 +279,7 @@ func TestPoolRetries(t *testing.T) {
 			return nil
 		}}
 		rep := &reporter{}
-		p := &Publisher{Log: fakeLog{now: t0}, Runner: r, Reporter: rep, Attempts: 2, RetryBackoff: time.Millisecond, MaxBackoff: time.Millisecond}
+		p := &Publisher{Clock: clockAt(t0), Logger: quiet, Runner: r, Reporter: rep, Attempts: 2, RetryBackoff: time.Millisecond, MaxBackoff: time.Millisecond}
 		pr := startPool(t, p, batch{items: []Item{it}, last: 7})
 		eventually(t, "done", func() bool { return pr.finished(it.ID) })
 		if pr.errs[it.ID] != nil || len(rep.got()) != 0 || len(r.calls) != 8 {
@@ -281,7 +289,7 @@ func TestPoolRetries(t *testing.T) {
 	t.Run("rejection", func(t *testing.T) {
 		it := testItem(7, "a@v1")
 		r := &funcRunner{run: func(context.Context, Item, int) error { return invalid }}
-		p := &Publisher{Log: fakeLog{now: t0}, Runner: r, RetryBackoff: time.Millisecond}
+		p := &Publisher{Clock: clockAt(t0), Logger: quiet, Runner: r, RetryBackoff: time.Millisecond}
 		pr := startPool(t, p, batch{items: []Item{it}, last: 7})
 		eventually(t, "given up", func() bool { return pr.finished(it.ID) })
 		if !errors.Is(pr.errs[it.ID], invalid) || len(r.calls) != 1 {
@@ -297,7 +305,7 @@ func TestPoolRetries(t *testing.T) {
 			return nil
 		}}
 		rep := &reporter{}
-		p := &Publisher{Log: fakeLog{now: t0}, Runner: r, Reporter: rep, RetryBackoff: time.Millisecond}
+		p := &Publisher{Clock: clockAt(t0), Logger: quiet, Runner: r, Reporter: rep, RetryBackoff: time.Millisecond}
 		pr := startPool(t, p, batch{items: []Item{it}, last: 7})
 		eventually(t, "done", func() bool { return pr.finished(it.ID) })
 		if len(r.calls) != 2 {
@@ -339,7 +347,7 @@ func TestPoolPlanYields(t *testing.T) {
 	tick := Item{ID: events.WorkID(2, events.RunScheduled), RunKind: events.RunScheduled, EventSeq: 2, Steps: []Step{{Snapshot: "b@v1", Model: "b", Version: "v1", Ranges: plan.Steps[0].Ranges}}}
 	var done []string
 	var dmu sync.Mutex
-	p := &Publisher{Log: fakeLog{now: t0}, Runner: runner, Concurrency: 1, Done: func(it Item, err error) {
+	p := &Publisher{Clock: clockAt(t0), Logger: quiet, Runner: runner, Concurrency: 1, Done: func(it Item, err error) {
 		dmu.Lock()
 		done = append(done, fmt.Sprintf("%s %v", it.RunKind, err))
 		dmu.Unlock()

@@ -81,19 +81,19 @@ func (p *Publisher) exhausted(ctx context.Context, a maxDeliveries) error {
 	if err := json.Unmarshal(raw.Data, &item); err != nil {
 		return fmt.Errorf("undecodable work message: %w", err)
 	}
-	p.Log.Logger().Warn("work ran out of deliveries without a final report; recorded failed for good", "subsystem", "work", "item", item.Key(), "deliveries", a.Deliveries)
+	p.logger().Warn("work ran out of deliveries without a final report; recorded failed for good", "subsystem", "work", "item", item.Key(), "deliveries", a.Deliveries)
 	if p.Reporter != nil && item.ID != "" {
 		for si, st := range item.Steps {
 			for ri, r := range st.Ranges {
 				cmd := &commands.FailWork{FailRun: commands.FailRun{
-					Meta:  commands.Meta{ID: commands.InternalID("work", fmt.Sprintf("%s/%d/%d/exhausted", item.Key(), si, ri)), Actor: "engine", At: p.Log.Now(), Correlation: st.RunID},
+					Meta:  commands.Meta{ID: commands.InternalID("work", fmt.Sprintf("%s/%d/%d/exhausted", item.Key(), si, ri)), Actor: "engine", At: p.now(), Correlation: st.RunID},
 					Model: st.Model, Version: st.Version, Ranges: []interval.Range{r}, RunKind: item.RunKind, RunID: st.RunID,
 					ExitStatus: -1, Error: fmt.Sprintf("delivered %d times without a report (a worker killed or stopped on each, or unable to reach the engine): given up", a.Deliveries),
 					Attempt: int(a.Deliveries), Final: true, Work: item.ID}}
 				if err := p.retry(ctx, "recording exhausted work", func() error {
 					err := p.Reporter.Handle(ctx, cmd).Err()
 					if err != nil && !Transient(err) {
-						p.Log.Logger().Warn("the engine refused the record of exhausted work", "item", item.Key(), "err", err)
+						p.logger().Warn("the engine refused the record of exhausted work", "item", item.Key(), "err", err)
 						return nil
 					}
 					return err

@@ -627,7 +627,7 @@ func (p *Publisher) pool(ctx context.Context, in <-chan batch, save func(context
 }
 
 func (p *Publisher) workerLog() *slog.Logger {
-	log := p.Log.Logger().With("subsystem", "worker")
+	log := p.logger().With("subsystem", "worker")
 	if a, ok := p.Runner.(interface{ ActorName() string }); ok {
 		log = log.With("actor", a.ActorName())
 	}
@@ -639,7 +639,7 @@ func (p *Publisher) attempt(ctx context.Context, log *slog.Logger, t *task) erro
 	if p.Stats != nil {
 		p.Stats.Begin()
 	}
-	at := p.Log.Now()
+	at := p.now()
 	if t.plan {
 		ctx = WithYield(ctx, &t.yield)
 	}

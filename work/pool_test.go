@@ -98,7 +98,7 @@ func TestPoolTickBeforePlanWork(t *testing.T) {
 	endA, endB, later := testItem(10, "e1@v1", "e2@v1"), testItem(11, "e3@v1", "e4@v1"), testItem(12, "x@v1")
 	tick := scheduledItem(20, "pv@v1")
 	o := newOrder(endA.ID, endB.ID)
-	p := &Publisher{Log: fakeLog{now: t0}, Runner: &funcRunner{run: o.run}, Concurrency: 2}
+	p := &Publisher{Clock: clockAt(t0), Logger: quiet, Runner: &funcRunner{run: o.run}, Concurrency: 2}
 	pr := feed(t, p, batch{items: []Item{endA}, last: 10}, batch{items: []Item{endB}, last: 11},
 		batch{items: []Item{later}, last: 12}, batch{items: []Item{tick}, last: 20})
 	eventually(t, "the tick done", func() bool { return pr.finished(tick.ID) })
@@ -123,7 +123,7 @@ func TestPoolPriorityKeepsOrder(t *testing.T) {
 	endless, shared := testItem(10, "e1@v1"), testItem(11, "pv@v2")
 	tick := scheduledItem(20, "pv@v2")
 	o := newOrder(endless.ID)
-	p := &Publisher{Log: fakeLog{now: t0}, Runner: &funcRunner{run: o.run}, Concurrency: 2}
+	p := &Publisher{Clock: clockAt(t0), Logger: quiet, Runner: &funcRunner{run: o.run}, Concurrency: 2}
 	pr := feed(t, p, batch{items: []Item{endless}, last: 10}, batch{items: []Item{shared}, last: 11}, batch{items: []Item{tick}, last: 20})
 	eventually(t, "the tick done", func() bool { return pr.finished(tick.ID) })
 	if a, b := o.index("end "+shared.ID), o.index("start "+tick.ID); a < 0 || b < a {
@@ -151,7 +151,7 @@ func TestPoolPlanFloodLeavesRoomForTicks(t *testing.T) {
 	}
 	tick := scheduledItem(uint64(10+len(batches)), "pv@v1")
 	o := newOrder(ids...)
-	p := &Publisher{Log: fakeLog{now: t0}, Runner: &funcRunner{run: o.run}, Concurrency: 2}
+	p := &Publisher{Clock: clockAt(t0), Logger: quiet, Runner: &funcRunner{run: o.run}, Concurrency: 2}
 	pr := feed(t, p, append(batches, batch{items: []Item{tick}, last: tick.EventSeq})...)
 	eventually(t, "the tick done", func() bool { return pr.finished(tick.ID) })
 	if _, done := pr.snapshot(); len(done) != 1 {
@@ -169,7 +169,7 @@ func TestPoolParkedPlanWorkKeepsOrder(t *testing.T) {
 	first, parked := testItem(10, "e1@v1"), testItem(11, "pv@v2")
 	tick, other := scheduledItem(20, "pv@v2"), scheduledItem(21, "pv@v1")
 	o := newOrder(first.ID)
-	p := &Publisher{Log: fakeLog{now: t0}, Runner: &funcRunner{run: o.run}, Concurrency: 3}
+	p := &Publisher{Clock: clockAt(t0), Logger: quiet, Runner: &funcRunner{run: o.run}, Concurrency: 3}
 	pr := feed(t, p, batch{items: []Item{first}, last: 10}, batch{items: []Item{parked}, last: 11},
 		batch{items: []Item{tick}, last: 20}, batch{items: []Item{other}, last: 21})
 	eventually(t, "the tick on other tables done", func() bool { return pr.finished(other.ID) })
@@ -198,7 +198,7 @@ func TestPoolTimeoutIsFinal(t *testing.T) {
 				return &ItemFailed{Failed: []StepFailure{{Step: 0, Err: cause}, {Step: 1, Err: errors.New("boom")}}}
 			}}
 			rep := &reporter{}
-			p := &Publisher{Log: fakeLog{now: t0}, Runner: r, Reporter: rep, Attempts: 5, RetryBackoff: time.Millisecond}
+			p := &Publisher{Clock: clockAt(t0), Logger: quiet, Runner: r, Reporter: rep, Attempts: 5, RetryBackoff: time.Millisecond}
 			pr := feed(t, p, batch{items: []Item{it}, last: 7})
 			eventually(t, "given up", func() bool { return pr.finished(it.ID) })
 			var fe *ItemFailed

@@ -45,7 +45,7 @@ func ph(n int) time.Time { return t0.Add(time.Duration(n) * time.Hour) }
 func newPubWorld(t *testing.T) *pubWorld {
 	t.Helper()
 	e := jstest.Engine(t, engine.Config{TrustCommandTime: true})
-	return &pubWorld{t: t, e: e, js: e.JetStream()}
+	return &pubWorld{t: t, e: e, js: e.Log().JetStream()}
 }
 
 // runningPub is a publisher running until stop.
@@ -70,7 +70,7 @@ func (w *pubWorld) start(batchConcurrency int) *runningPub {
 	t.Helper()
 	proj := w.e.Projection()
 	r := &runningPub{}
-	r.p = &Publisher{Log: w.e, AckWait: time.Minute, SQL: testSQL(proj), Progress: ProgressFrom(proj), Tables: TablesFrom(proj), Gone: GoneFrom(proj),
+	r.p = &Publisher{Log: w.e.Log(), Clock: w.e.Now, Logger: jstest.Quiet(), AckWait: time.Minute, SQL: testSQL(proj), Progress: ProgressFrom(proj), Tables: TablesFrom(proj), Gone: GoneFrom(proj),
 		BatchConcurrency: batchConcurrency, MaxBackoff: 50 * time.Millisecond,
 		Published: func(it Item) { r.mu.Lock(); r.keys = append(r.keys, it.Key()); r.mu.Unlock() }}
 	if err := r.p.Prepare(t.Context()); err != nil {
@@ -146,7 +146,7 @@ func (w *pubWorld) build(plan, env string, through time.Time, models ...string) 
 	}
 	w.do(&commands.BuildPlan{Meta: commands.Meta{ID: commands.NewID(), At: through, Actor: "test"}, Plan: plan, Env: env, Versions: vs})
 	var id string
-	w.e.View(func(st *projections.State) { id = events.WorkID(st.Plans[plan].BuiltSeq, events.RunBackfill) })
+	w.e.Projection().Read(func(st *projections.State) { id = events.WorkID(st.Plans[plan].BuiltSeq, events.RunBackfill) })
 	return id
 }
 
@@ -193,7 +193,7 @@ func (w *pubWorld) barrier() []batchMsg {
 				continue
 			}
 			b := batchMsg{item: it, msgID: msg.Headers().Get(jetstream.MsgIDHeader), done: map[string]interval.Set{}}
-			w.e.View(func(st *projections.State) {
+			w.e.Projection().Read(func(st *projections.State) {
 				if wk := st.Work[it.ID]; wk != nil {
 					for sn, d := range wk.Done {
 						b.done[sn] = slices.Clone(d.Ranges)
@@ -229,7 +229,7 @@ func (w *pubWorld) fail(b batchMsg) {
 // cursor is the saved work cursor.
 func (w *pubWorld) cursor() uint64 {
 	w.t.Helper()
-	e, err := w.e.Bucket().Get(w.t.Context(), cursorKey)
+	e, err := w.e.Log().Bucket().Get(w.t.Context(), cursorKey)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -337,7 +337,7 @@ func TestPublishedChildWaitsForParent(t *testing.T) {
 		t.Errorf("published after the item was done: %v", keysOf(got))
 	}
 	var done interval.Set
-	w.e.View(func(st *projections.State) { done = st.Work[id].Done["sessions@v1"].Ranges })
+	w.e.Projection().Read(func(st *projections.State) { done = st.Work[id].Done["sessions@v1"].Ranges })
 	if !done.Equal(interval.NewSet(interval.R(ph(0), ph(6)))) {
 		t.Errorf("the child's progress: %s", done)
 	}
@@ -399,7 +399,7 @@ func TestPublishedBatchConcurrency(t *testing.T) {
 // lastSeq is the event stream's last sequence.
 func (w *pubWorld) lastSeq() uint64 {
 	w.t.Helper()
-	seq, err := w.e.LastSeq(w.t.Context())
+	seq, err := w.e.Log().Reader().LastSeq(w.t.Context())
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -527,7 +527,7 @@ func TestPublishedGivenUp(t *testing.T) {
 func TestWakeOrder(t *testing.T) {
 	w := newPubWorld(t)
 	var order []string
-	p := &Publisher{Log: w.e, Progress: func(context.Context, uint64, string, string) (interval.Set, error) { return nil, nil },
+	p := &Publisher{Log: w.e.Log(), Clock: w.e.Now, Logger: jstest.Quiet(), Progress: func(context.Context, uint64, string, string) (interval.Set, error) { return nil, nil },
 		Published: func(it Item) { order = append(order, it.Key()) }}
 	if err := p.Prepare(t.Context()); err != nil {
 		t.Fatal(err)
@@ -569,8 +569,8 @@ func TestPublishedGroupedCompletions(t *testing.T) {
 	w.register("sessions", 2, 0, "events")
 	id := w.build("p1", "prod", ph(6), "events", "sessions")
 	seq, _, _ := events.ParseWorkID(id)
-	replicas, memory := w.e.Storage()
-	elog, err := eventlog.Ensure(t.Context(), w.js, eventlog.Config{Replicas: replicas, Memory: memory, Logger: jstest.Quiet()})
+	lc := w.e.Log().Config()
+	elog, err := eventlog.Ensure(t.Context(), w.js, eventlog.Config{Replicas: lc.Replicas, Memory: lc.Memory, Logger: jstest.Quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -726,7 +726,7 @@ func TestPublishedRestartSkipsCancelled(t *testing.T) {
 func TestPublishedExhaustedIsFailed(t *testing.T) {
 	w := newPubWorld(t)
 	proj := w.e.Projection()
-	p := &Publisher{Log: w.e, Reporter: w.e, AckWait: time.Minute, MaxDeliver: 1, SQL: testSQL(proj), Progress: ProgressFrom(proj), Tables: TablesFrom(proj), MaxBackoff: 50 * time.Millisecond}
+	p := &Publisher{Log: w.e.Log(), Clock: w.e.Now, Logger: jstest.Quiet(), Reporter: w.e, AckWait: time.Minute, MaxDeliver: 1, SQL: testSQL(proj), Progress: ProgressFrom(proj), Tables: TablesFrom(proj), MaxBackoff: 50 * time.Millisecond}
 	if err := p.Prepare(t.Context()); err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,9 @@
 // make due (Of), the work-queue stream and consumer they travel on, and the
 // Publisher that derives them from the event stream and hands them to
 // workers (work/shell) or runs them in-process (a Runner, work/inproc).
+// The Publisher takes the engine's parts as fields, never the engine: Log
+// (the *eventlog.Log it follows and keeps its cursor beside), Clock,
+// Logger, and Reporter (the commands.Handler that records failures).
 //
 // Importers: work/shell, work/inproc, scheduler, scenario, cmd/tidemark.
 package work
@@ -292,8 +295,10 @@ func ConsumerConfig(ackWait time.Duration, maxDeliver int) jetstream.ConsumerCon
 // recorded, when the cursor moves).
 //
 // The cursor: the publisher keeps the last event sequence it has turned
-// into work in the checkpoint bucket (key work_cursor, shared by both
-// sinks, so switching between them neither loses nor repeats work). On
+// into work in the log's state bucket (key work_cursor, shared by both
+// sinks, so switching between them neither loses nor repeats work; the
+// bucket is there whether or not the engine writes checkpoints, since
+// eventlog.Ensure creates it with the stream). On
 // its very first start it begins at the stream's end: history is not
 // work. After a restart it resumes after the cursor, so work made due
 // while it was down (a plan built, a tick recorded, a catch-up requested
@@ -307,7 +312,20 @@ func ConsumerConfig(ackWait time.Duration, maxDeliver int) jetstream.ConsumerCon
 // (and attempt), so an item run again (after a restart, or by another
 // replica's built-in worker) is recorded once.
 type Publisher struct {
-	Log Log
+	// Log is the event log the publisher follows (the engine's,
+	// Engine.Log): its reader (Tail, LastSeq), its state bucket (the
+	// cursor), and its JetStream handle, Config and Retry (the work
+	// stream and consumer Prepare provisions follow its replicas and
+	// storage). Nil: the publisher follows nothing, and Prepare and Run
+	// refuse with ErrNoLog; only its in-process pool runs (fed directly,
+	// as the pool tests do).
+	Log *eventlog.Log
+	// Clock gives the time in-process items are run at and exhausted
+	// work is recorded at. Default time.Now (serve: the engine's,
+	// Engine.Now).
+	Clock func() time.Time
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
 	// Runner, when set, is the in-process sink: items are run with
 	// Runner.Run instead of being published, and TIDEMARK_WORK is not
 	// used.
@@ -400,19 +418,24 @@ type Runner interface {
 	Run(ctx context.Context, item Item, at time.Time) error
 }
 
-// Log is what the publisher needs of the event log's writer (the engine):
-// its JetStream handle, the state bucket that holds the cursor, the log's
-// reader (Tail, LastSeq), its clock, logger and storage, and how it
-// retries JetStream calls while a cluster forms.
-type Log interface {
-	JetStream() jetstream.JetStream
-	// Bucket is the state bucket; nil when checkpoints are off.
-	Bucket() jetstream.KeyValue
-	Reader() *eventlog.Reader
-	Now() time.Time
-	Logger() *slog.Logger
-	Storage() (replicas int, memory bool)
-	Retry(ctx context.Context, call func(context.Context) error) error
+// ErrNoLog refuses Prepare and Run of a Publisher without a Log: there is
+// no stream to follow and no bucket for the cursor.
+var ErrNoLog = errors.New("work: the publisher has no event log to follow (Publisher.Log is nil)")
+
+// now is the publisher's clock, in UTC.
+func (p *Publisher) now() time.Time {
+	if p.Clock == nil {
+		return time.Now().UTC()
+	}
+	return p.Clock().UTC()
+}
+
+// logger is the publisher's logger.
+func (p *Publisher) logger() *slog.Logger {
+	if p.Logger == nil {
+		return slog.Default()
+	}
+	return p.Logger
 }
 
 // minBackoff is the first wait before an item is attempted again.
@@ -425,13 +448,13 @@ const minBackoff = 100 * time.Millisecond
 // command accepted before that point would make no work.
 func (p *Publisher) Prepare(ctx context.Context) error {
 	e := p.Log
-	if e.Bucket() == nil {
-		return errors.New("engine: the work publisher needs the checkpoint bucket (CheckpointEvery >= 0)")
+	if e == nil {
+		return ErrNoLog
 	}
 	if p.Runner == nil {
-		replicas, memory := e.Storage()
+		cfg := e.Config()
 		if err := e.Retry(ctx, func(ctx context.Context) error {
-			_, err := e.JetStream().CreateOrUpdateStream(ctx, StreamConfig(replicas, memory))
+			_, err := e.JetStream().CreateOrUpdateStream(ctx, StreamConfig(cfg.Replicas, cfg.Memory))
 			return err
 		}); err != nil {
 			return fmt.Errorf("engine: work stream: %w", err)
@@ -471,6 +494,9 @@ func (p *Publisher) Prepare(ctx context.Context) error {
 // batches still wait are derived again after the cursor).
 func (p *Publisher) Run(ctx context.Context) error {
 	e := p.Log
+	if e == nil {
+		return ErrNoLog
+	}
 	if !p.prepared {
 		if err := p.Prepare(ctx); err != nil {
 			return err
@@ -478,7 +504,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 	}
 	cursor := p.start
 	p.prepared, p.waiting = false, nil
-	log := e.Logger().With("subsystem", "work")
+	log := p.logger().With("subsystem", "work")
 	if p.Runner == nil {
 		unwatch, err := p.watchExhausted(ctx, log)
 		if err != nil {
@@ -636,7 +662,7 @@ func (p *Publisher) deliver(ctx context.Context, item Item) error {
 			}
 			if why != "" {
 				gone[i] = true
-				p.Log.Logger().Info("work no longer wanted not published", "subsystem", "work", "item", item.ID, "snapshot", st.Snapshot, "why", why)
+				p.logger().Info("work no longer wanted not published", "subsystem", "work", "item", item.ID, "snapshot", st.Snapshot, "why", why)
 			}
 		}
 		for _, part := range Split(described, tables) {
@@ -794,7 +820,7 @@ func (p *Publisher) wake(ctx context.Context, w wake, seq uint64) error {
 	if len(p.waiting) == 0 || len(w.done) == 0 && len(w.failed) == 0 && len(w.failedRuns) == 0 && len(w.cancelled) == 0 {
 		return nil
 	}
-	log := p.Log.Logger().With("subsystem", "work")
+	log := p.logger().With("subsystem", "work")
 	ids := make([]string, 0, len(p.waiting))
 	for id := range p.waiting {
 		ids = append(ids, id)
@@ -910,7 +936,7 @@ func (p *Publisher) retry(ctx context.Context, what string, fn func() error) err
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		p.Log.Logger().Warn(what+"; retrying", "err", err, "in", backoff)
+		p.logger().Warn(what+"; retrying", "err", err, "in", backoff)
 		if sleep(ctx, backoff); ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -926,7 +952,7 @@ func (p *Publisher) cursor(ctx context.Context) (uint64, error) {
 		if perr == nil {
 			return seq, nil
 		}
-		e.Logger().Warn("work cursor unreadable; starting at the stream's end", "value", string(entry.Value()))
+		p.logger().Warn("work cursor unreadable; starting at the stream's end", "value", string(entry.Value()))
 	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return 0, fmt.Errorf("engine: work cursor: %w", err)
 	}
@@ -944,13 +970,13 @@ func (p *Publisher) publish(ctx context.Context, item Item) error {
 	js := p.Log.JetStream()
 	b, trimmed, err := encode(item, js.Conn().MaxPayload())
 	if trimmed {
-		p.Log.Logger().Error("work item too large for the server with its steps' SQL; published with sql.error instead, so SQL workers report its steps failed", "item", item.ID, "run_kind", item.RunKind, "max_payload", js.Conn().MaxPayload())
+		p.logger().Error("work item too large for the server with its steps' SQL; published with sql.error instead, so SQL workers report its steps failed", "item", item.ID, "run_kind", item.RunKind, "max_payload", js.Conn().MaxPayload())
 	}
 	if err != nil {
 		// It never will encode: report it and go on, or it would hold up
 		// all later work (events.Decode keeps times printable, so only a
 		// bug gets here).
-		p.Log.Logger().Error("work item cannot be encoded; skipped", "item", item.ID, "run_kind", item.RunKind, "err", err)
+		p.logger().Error("work item cannot be encoded; skipped", "item", item.ID, "run_kind", item.RunKind, "err", err)
 		return nil
 	}
 	m := nats.NewMsg(Subject(item.RunKind))

@@ -60,7 +60,7 @@ func copyStream(t *testing.T, src string, edit func(*events.Event)) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := to.JetStream().Publish(ctx, r.Subject, b); err != nil {
+		if _, err := to.Log().JetStream().Publish(ctx, r.Subject, b); err != nil {
 			t.Fatal(err)
 		}
 	}

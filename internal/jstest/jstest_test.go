@@ -16,7 +16,7 @@ func TestNode(t *testing.T) {
 		t.Fatalf("client URL %q, want loopback", url)
 	}
 	e := Engine(t, engine.Config{}, n)
-	if _, err := e.LastSeq(t.Context()); err != nil {
+	if _, err := e.Log().Reader().LastSeq(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 }

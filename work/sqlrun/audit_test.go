@@ -104,7 +104,7 @@ func TestRunnerAuditsEachBatch(t *testing.T) {
 
 		// The stream: one AuditRecorded per outcome, in the outcomes'
 		// order, with its batch's IntervalsCompleted.
-		js, err := jetstream.New(w.e.Conn())
+		js, err := jetstream.New(w.e.Log().JetStream().Conn())
 		if err != nil {
 			t.Fatal(err)
 		}

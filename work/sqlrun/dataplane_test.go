@@ -1,7 +1,7 @@
 package sqlrun_test
 
 // The data plane under the promotion paths of DESIGN.md: the engine on a
-// simulated clock, plans, scheduler ticks (scheduler.Tick, which records
+// simulated clock, plans, scheduler ticks (scheduler.Scheduler.Tick, which records
 // decide.Due's advances), promotions with policy bounds, every work item
 // computed in the warehouse by sqlrun.Runner, the Syncer's view swaps,
 // and VerifyEnv requiring 0 differing rows. Each test runs on DuckDB and
@@ -19,6 +19,7 @@ import (
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/internal/jstest"
 	"github.com/tidemark/tidemark/internal/pgtest"
 	"github.com/tidemark/tidemark/projections"
 	"github.com/tidemark/tidemark/scheduler"
@@ -77,7 +78,7 @@ func (w *world) items(r commands.Reply) []work.Item {
 	w.t.Helper()
 	var recs []events.Record
 	for seq := r.Seq - uint64(r.Events) + 1; r.Events > 0 && seq <= r.Seq; seq++ {
-		rec, err := w.e.Reader().Get(w.t.Context(), seq)
+		rec, err := w.e.Log().Reader().Get(w.t.Context(), seq)
 		if err != nil {
 			w.t.Fatal(err)
 		}
@@ -100,7 +101,7 @@ func (w *world) compute(r commands.Reply) []work.Item {
 }
 
 // tick runs the scheduler's tick at t (the AdvanceScheduler that
-// scheduler.Tick sends, at the env's generation: decide.Due's advances)
+// scheduler.Scheduler.Tick sends, at the env's generation: decide.Due's advances)
 // and computes the work it made due.
 func (w *world) tick(t time.Time) []events.SchedulerAdvanced {
 	w.t.Helper()
@@ -311,7 +312,7 @@ func TestVerifyAfterCatchUpRecompute(t *testing.T) {
 		if items := w.compute(r); len(items) != 1 || items[0].RunKind != events.RunCatchUp {
 			t.Fatalf("the catch-up work: %+v", items)
 		}
-		if err := (&scheduler.CatchUps{Engine: w.e}).Step(t.Context()); err != nil {
+		if err := (&scheduler.CatchUps{Handler: w.e, Proj: w.e.Projection(), Clock: w.e.Now, Logger: jstest.Quiet()}).Step(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		var d *events.PromotionDecided

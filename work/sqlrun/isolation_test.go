@@ -17,6 +17,7 @@ import (
 
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events"
+	"github.com/tidemark/tidemark/internal/jstest"
 	"github.com/tidemark/tidemark/projections"
 	"github.com/tidemark/tidemark/work"
 	"github.com/tidemark/tidemark/work/inproc"
@@ -60,7 +61,7 @@ func (pb *publisher) finished(ids ...string) bool {
 func (w *world) publish(concurrency, attempts int, timeout, backoff time.Duration) *publisher {
 	w.t.Helper()
 	pb := &publisher{done: map[string]error{}}
-	pb.p = &work.Publisher{Log: w.e, Reporter: w.e, Concurrency: concurrency, Attempts: attempts,
+	pb.p = &work.Publisher{Log: w.e.Log(), Clock: w.e.Now, Logger: jstest.Quiet(), Reporter: w.e, Concurrency: concurrency, Attempts: attempts,
 		RetryBackoff: backoff, MaxBackoff: 2 * backoff, Tables: work.TablesFrom(w.e.Projection()),
 		Runner: &sqlrun.Runner{WH: w.wh, Proj: w.e.Projection(), Done: &inproc.Worker{Handler: w.e, Actor: "worker:builtin"}, Timeout: timeout},
 		Done: func(it work.Item, err error) {

@@ -13,6 +13,7 @@ import (
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/events"
 	"github.com/tidemark/tidemark/events/interval"
+	"github.com/tidemark/tidemark/internal/jstest"
 	"github.com/tidemark/tidemark/projections"
 	"github.com/tidemark/tidemark/replay"
 	"github.com/tidemark/tidemark/scheduler"
@@ -32,10 +33,16 @@ func (w *world) exists(id string) bool {
 	return n != "0"
 }
 
+// janitor is a janitor on the world's engine and clock, with its grace
+// and retain.
+func (w *world) janitor(retain time.Duration) *scheduler.Janitor {
+	return &scheduler.Janitor{Handler: w.e, Proj: w.e.Projection(), Clock: w.e.Now, Logger: jstest.Quiet(), Grace: janitorGrace, Retain: retain}
+}
+
 // sweep runs the janitor's sweep at the world's clock.
 func (w *world) sweep() []string {
 	w.t.Helper()
-	evs, err := scheduler.Sweep(w.t.Context(), w.e, janitorGrace, janitorGrace)
+	evs, err := w.janitor(janitorGrace).Sweep(w.t.Context())
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -49,13 +56,13 @@ func (w *world) sweep() []string {
 // records reads the whole log back.
 func (w *world) records() []events.Record {
 	w.t.Helper()
-	last, err := w.e.Reader().LastSeq(w.t.Context())
+	last, err := w.e.Log().Reader().LastSeq(w.t.Context())
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	var recs []events.Record
 	for seq := uint64(1); seq <= last; seq++ {
-		rec, err := w.e.Reader().Get(w.t.Context(), seq)
+		rec, err := w.e.Log().Reader().Get(w.t.Context(), seq)
 		if err != nil {
 			w.t.Fatal(err)
 		}
@@ -244,7 +251,9 @@ func TestJanitorKeepsForwardOnlySharedTable(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = (&scheduler.Janitor{Engine: w.e, Every: 20 * time.Millisecond, Grace: janitorGrace, Retain: janitorGrace}).Run(ctx)
+		j := w.janitor(janitorGrace)
+		j.Every = 20 * time.Millisecond
+		_ = j.Run(ctx)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	w.at(hour(48 + 24*30))
@@ -421,7 +430,7 @@ func TestJanitorKeepsTablesForRetention(t *testing.T) {
 		w.startJanitor()
 		sweep := func() []string {
 			t.Helper()
-			evs, err := scheduler.Sweep(t.Context(), w.e, janitorGrace, week)
+			evs, err := w.janitor(week).Sweep(t.Context())
 			if err != nil {
 				t.Fatal(err)
 			}
