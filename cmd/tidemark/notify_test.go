@@ -288,7 +288,11 @@ func TestNotifyLateness(t *testing.T) {
 	if out, stderr, code := runCLI(t, "restate", "--env", "prod", "--model", "events", "--range", restated, "--reason", "late raw rows", "--nats-url", s.nats); code != 0 {
 		t.Fatalf("restate: exit %d %s %s", code, out, stderr)
 	}
-	eventually(t, "the model is said late", time.Minute, func() bool { return len(ep.acked(notify.KindLate)) > 0 })
+	// Lateness is judged on the live state beside the stream's notices:
+	// the late notice may come before the restatement's.
+	eventually(t, "the restatement is notified and the model said late", time.Minute, func() bool {
+		return len(ep.acked(notify.KindLate)) > 0 && len(ep.acked(notify.KindRestatement)) > 0
+	})
 	late := ep.acked(notify.KindLate)[0].notice
 	if late.Env != "prod" || late.Model != "events" || late.Snapshot != "events@v1" || late.Frontier == nil || !late.Frontier.Equal(start.Add(2*time.Hour)) ||
 		late.ReadyFrontier == nil || late.ReadyFrontier.Before(start.Add(5*time.Hour)) || !strings.Contains(late.Message, "events in prod (events@v1) is late") {
