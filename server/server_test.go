@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"log/slog"
@@ -167,4 +168,48 @@ func get(t *testing.T, url string) int {
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, resp.Body)
 	return resp.StatusCode
+}
+
+// TestCloseWithALiveDashboard: a dashboard left open in a browser (its
+// /live stream never ends on its own) neither fails Close nor outlives
+// it: Run shuts the dashboard down gracefully as far as it can, and
+// Close ends what is left, the stream included.
+func TestCloseWithALiveDashboard(t *testing.T) {
+	s, err := Open(t.Context(), testConfig(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	ran := make(chan error, 1)
+	go func() { ran <- s.Run(ctx) }()
+	// Open listens already: a request before Run serves waits in the
+	// listener's backlog.
+	resp, err := http.Get(s.DashboardURL() + "/live")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "event: update") {
+		t.Fatalf("/live's first line: %q %v", line, err)
+	}
+	cancel()
+	select {
+	case err := <-ran:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return within 30s of its context ending")
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatalf("Close with a dashboard stream open: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := io.Copy(io.Discard, resp.Body); done <- err }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the dashboard's /live stream still runs 30s after Close")
+	}
 }
