@@ -30,7 +30,8 @@
 // Now (the live state and the clock lateness is judged on), Logger.
 //
 // Run it on the writer only (serve does, like the scheduler): one sender
-// per cluster. Importers: cmd/tidemark.
+// per cluster. Importers: server (serve runs it), cmd/tidemark (serve's
+// flags fill a Notifier's settings).
 package notify
 
 import (

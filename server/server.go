@@ -560,9 +560,11 @@ func (s *Server) whileWriting(ctx context.Context, loops ...func(context.Context
 
 // Close stops the command service (in-flight commands finish), gives the
 // writer lease up, and closes the engine, the warehouse and the NATS
-// server: what Open built, in reverse. It returns the first error (the
-// engine's final checkpoint's among them). Close after Run has returned,
-// or instead of Run; a second Close does nothing.
+// server: what Open built, in reverse. It returns the first error of the
+// command service's stop, the warehouse's close or (never run) the
+// dashboard listener's close; the engine logs a failed final checkpoint,
+// which does not fail Close. Close after Run has
+// returned, or instead of Run; a second Close does nothing.
 func (s *Server) Close(ctx context.Context) error {
 	if s.closed {
 		return nil
