@@ -88,9 +88,9 @@ type Notifier struct {
 	View func(fn func(st *projections.State))
 	// Now is the clock lateness is judged at. Default time.Now.
 	Now func() time.Time
-	// LiveWorkers counts the live workers (serve: its roster); nil, not
-	// known. With none live, a late model with no other cause is late
-	// for no_worker, as status says.
+	// LiveWorkers counts the live workers (serve: its roster); nil, or a
+	// negative count, not known. With none live, a late model with no
+	// other cause is late for no_worker, as status says.
 	LiveWorkers func() int
 	// Logger logs each delivery and failure. Default slog.Default().
 	Logger *slog.Logger

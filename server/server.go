@@ -256,6 +256,18 @@ func (s *Server) openEngine(ctx context.Context) error {
 	return nil
 }
 
+// liveWorkers counts the live workers for the notifier (its no_worker
+// cause): -1, not known, until the roster has settled (heard every worker
+// beating at the default interval), so that a restarted serve does not
+// notify a model late for no_worker, once and for good, while its workers
+// run. (status, asked again, may say no_worker in that window.)
+func (s *Server) liveWorkers() int {
+	if !s.roster.Settled() {
+		return -1
+	}
+	return len(s.roster.Live())
+}
+
 // noSQLReason is why nothing computes an SQL model's SQL under cfg ("":
 // something does).
 func noSQLReason(cfg Config) string {
@@ -366,7 +378,7 @@ func (s *Server) openNotifier(ctx context.Context) error {
 	}
 	n := s.cfg.Notify
 	n.Log, n.View, n.Now, n.Logger = s.eng.Log(), s.eng.Projection().Read, s.eng.Now, s.log
-	n.LiveWorkers = func() int { return len(s.roster.Live()) }
+	n.LiveWorkers = s.liveWorkers
 	m, err := notify.NewMetrics(s.eng.Registry())
 	if err != nil {
 		return err

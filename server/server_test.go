@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/natsnode"
+	"github.com/tidemark/tidemark/notify"
 	"github.com/tidemark/tidemark/transport"
 	"github.com/tidemark/tidemark/warehouse"
 	"github.com/tidemark/tidemark/work"
@@ -211,5 +212,30 @@ func TestCloseWithALiveDashboard(t *testing.T) {
 	case <-done:
 	case <-time.After(30 * time.Second):
 		t.Fatal("the dashboard's /live stream still runs 30s after Close")
+	}
+}
+
+// TestNoWorkerNotJudgedBeforeTheRosterHeard: right after Open the roster
+// has heard no heartbeat yet, not even from a worker that runs, so the
+// count the notifier judges no_worker by is "not known" (negative), never
+// 0: a restart must not notify a late model as late for no_worker (a
+// notice sent once) while its workers are up. Once the roster has listened as long
+// as it takes to drop a silent worker, an empty roster counts 0.
+func TestNoWorkerNotJudgedBeforeTheRosterHeard(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.BuiltinWorker, cfg.HTTP = false, ""
+	cfg.Notify = notify.Notifier{URL: "http://127.0.0.1:1/hook", Attempts: 1, Backoff: time.Second, LateEvery: time.Minute}
+	s, err := Open(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	if n := s.notifier.LiveWorkers(); n >= 0 {
+		t.Fatalf("the notifier's live workers right after Open: %d, want not known (negative)", n)
+	}
+	now := time.Now()
+	s.roster.Now = func() time.Time { return now.Add(work.MissedBeats*work.DefaultHeartbeat + time.Second) }
+	if n := s.notifier.LiveWorkers(); n != 0 {
+		t.Fatalf("the notifier's live workers once the roster has listened: %d, want 0", n)
 	}
 }
