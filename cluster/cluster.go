@@ -21,11 +21,11 @@
 // decide.Decision.Expect), so a deposed writer that has not noticed yet
 // fails its append, re-reads, and is outvoted. The loops that issue
 // commands on their own (scheduler, catch-up driver, work publisher) run
-// where Writing says so (cmd/tidemark serve).
+// where Writing says so (package server, for tidemark serve).
 //
 // It takes the engine's parts, not the engine (Config: the Handler, the
 // *eventlog.Log, the live projection and CatchUp), so it imports no
-// engine. Importers: cmd/tidemark, bench, tests.
+// engine. Importers: server (serve's composition root), bench, tests.
 package cluster
 
 import (

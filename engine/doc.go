@@ -6,7 +6,8 @@
 // its condition, re-deciding after a conflict. The loops that issue
 // commands on their own live in package scheduler, the worker protocol in
 // work.
-// Importers: cmd/tidemark, scenario, bench, internal/jstest, tests.
+// Importers: server (serve), cmd/tidemark, scenario, bench, internal/jstest,
+// tests.
 //
 // Its surface is what its callers need, not a locator of its parts: Open
 // and Close, Handle (it is a commands.Handler), Projection (the live
@@ -14,8 +15,8 @@
 // writes through: its JetStream handle, Config, Reader, Bucket, Retry),
 // Now (its clock), Registry (its metrics), Failed and Err, CatchUp, Stats
 // and Checkpoint. The components around it (scheduler, work, notify,
-// cluster, web) take those parts as fields of their own; cmd/tidemark
-// serve hands them over.
+// cluster, web) take those parts as fields of their own; package server
+// (tidemark serve's composition root) hands them over.
 //
 // Data flows one way: command → validation → decision against the
 // projection at sequence S → conditional append → stream → projection.

@@ -13,7 +13,7 @@
 // token (the stream sequence its decision read; see package decide), and
 // the stale one's append fails.
 //
-// Importers: engine.
+// Importers: cluster.
 package lease
 
 import (

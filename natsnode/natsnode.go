@@ -14,8 +14,8 @@
 // configured user's is refused (checkStoreAccount), never opened empty.
 // Close drains the connection, then stops the embedded server.
 //
-// Importers: cmd/tidemark (serve, demo, bench and the read-only verbs),
-// scenario, bench, internal/jstest.
+// Importers: server (serve), cmd/tidemark (demo, bench and the read-only
+// verbs), scenario, bench, internal/jstest.
 package natsnode
 
 import (

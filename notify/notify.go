@@ -30,7 +30,8 @@
 // Now (the live state and the clock lateness is judged on), Logger.
 //
 // Run it on the writer only (serve does, like the scheduler): one sender
-// per cluster. Importers: cmd/tidemark.
+// per cluster. Importers: server (serve runs it), cmd/tidemark (serve's
+// flags fill a Notifier's settings).
 package notify
 
 import (
@@ -87,9 +88,9 @@ type Notifier struct {
 	View func(fn func(st *projections.State))
 	// Now is the clock lateness is judged at. Default time.Now.
 	Now func() time.Time
-	// LiveWorkers counts the live workers (serve: its roster); nil, not
-	// known. With none live, a late model with no other cause is late
-	// for no_worker, as status says.
+	// LiveWorkers counts the live workers (serve: its roster); nil, or a
+	// negative count, not known. With none live, a late model with no
+	// other cause is late for no_worker, as status says.
 	LiveWorkers func() int
 	// Logger logs each delivery and failure. Default slog.Default().
 	Logger *slog.Logger

@@ -5,7 +5,7 @@
 // They run on the writer only. Each takes the parts it needs as fields,
 // never the engine: Handler (the commands it issues), Proj (the live
 // state it reads: a *live.Projection satisfies Projection), Clock and
-// Logger. Importers: cmd/tidemark, scenario, bench.
+// Logger. Importers: server (serve runs them), scenario, bench.
 package scheduler
 
 import (

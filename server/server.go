@@ -256,6 +256,18 @@ func (s *Server) openEngine(ctx context.Context) error {
 	return nil
 }
 
+// liveWorkers counts the live workers for the notifier (its no_worker
+// cause): -1, not known, until the roster has settled (heard every worker
+// beating at the default interval), so that a restarted serve does not
+// notify a model late for no_worker, once and for good, while its workers
+// run. (status, asked again, may say no_worker in that window.)
+func (s *Server) liveWorkers() int {
+	if !s.roster.Settled() {
+		return -1
+	}
+	return len(s.roster.Live())
+}
+
 // noSQLReason is why nothing computes an SQL model's SQL under cfg ("":
 // something does).
 func noSQLReason(cfg Config) string {
@@ -366,7 +378,7 @@ func (s *Server) openNotifier(ctx context.Context) error {
 	}
 	n := s.cfg.Notify
 	n.Log, n.View, n.Now, n.Logger = s.eng.Log(), s.eng.Projection().Read, s.eng.Now, s.log
-	n.LiveWorkers = func() int { return len(s.roster.Live()) }
+	n.LiveWorkers = s.liveWorkers
 	m, err := notify.NewMetrics(s.eng.Registry())
 	if err != nil {
 		return err
@@ -415,9 +427,11 @@ func (s *Server) openHTTP() error {
 		if !s.ran.Load() {
 			return ln.Close() // never served: Shutdown does not know the listener
 		}
-		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		return s.http.Shutdown(sctx)
+		// Run shut the dashboard down as gracefully as it could (5s); what
+		// is left (a browser's /live stream, which never ends on its own)
+		// is closed here, as serve's exit did: not an error of Close.
+		_ = s.http.Close()
+		return nil
 	})
 	return nil
 }
@@ -558,9 +572,11 @@ func (s *Server) whileWriting(ctx context.Context, loops ...func(context.Context
 
 // Close stops the command service (in-flight commands finish), gives the
 // writer lease up, and closes the engine, the warehouse and the NATS
-// server: what Open built, in reverse. It returns the first error (the
-// engine's final checkpoint's among them). Close after Run has returned,
-// or instead of Run; a second Close does nothing.
+// server: what Open built, in reverse. It returns the first error of the
+// command service's stop, the warehouse's close or (never run) the
+// dashboard listener's close; the engine logs a failed final checkpoint,
+// which does not fail Close. Close after Run has
+// returned, or instead of Run; a second Close does nothing.
 func (s *Server) Close(ctx context.Context) error {
 	if s.closed {
 		return nil

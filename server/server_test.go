@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/tidemark/tidemark/commands"
 	"github.com/tidemark/tidemark/natsnode"
+	"github.com/tidemark/tidemark/notify"
 	"github.com/tidemark/tidemark/transport"
 	"github.com/tidemark/tidemark/warehouse"
 	"github.com/tidemark/tidemark/work"
@@ -167,4 +169,73 @@ func get(t *testing.T, url string) int {
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, resp.Body)
 	return resp.StatusCode
+}
+
+// TestCloseWithALiveDashboard: a dashboard left open in a browser (its
+// /live stream never ends on its own) neither fails Close nor outlives
+// it: Run shuts the dashboard down gracefully as far as it can, and
+// Close ends what is left, the stream included.
+func TestCloseWithALiveDashboard(t *testing.T) {
+	s, err := Open(t.Context(), testConfig(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	ran := make(chan error, 1)
+	go func() { ran <- s.Run(ctx) }()
+	// Open listens already: a request before Run serves waits in the
+	// listener's backlog.
+	resp, err := http.Get(s.DashboardURL() + "/live")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "event: update") {
+		t.Fatalf("/live's first line: %q %v", line, err)
+	}
+	cancel()
+	select {
+	case err := <-ran:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return within 30s of its context ending")
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatalf("Close with a dashboard stream open: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := io.Copy(io.Discard, resp.Body); done <- err }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the dashboard's /live stream still runs 30s after Close")
+	}
+}
+
+// TestNoWorkerNotJudgedBeforeTheRosterHeard: right after Open the roster
+// has heard no heartbeat yet, not even from a worker that runs, so the
+// count the notifier judges no_worker by is "not known" (negative), never
+// 0: a restart must not notify a late model as late for no_worker (a
+// notice sent once) while its workers are up. Once the roster has listened as long
+// as it takes to drop a silent worker, an empty roster counts 0.
+func TestNoWorkerNotJudgedBeforeTheRosterHeard(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.BuiltinWorker, cfg.HTTP = false, ""
+	cfg.Notify = notify.Notifier{URL: "http://127.0.0.1:1/hook", Attempts: 1, Backoff: time.Second, LateEvery: time.Minute}
+	s, err := Open(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	if n := s.notifier.LiveWorkers(); n >= 0 {
+		t.Fatalf("the notifier's live workers right after Open: %d, want not known (negative)", n)
+	}
+	now := time.Now()
+	s.roster.Now = func() time.Time { return now.Add(work.MissedBeats*work.DefaultHeartbeat + time.Second) }
+	if n := s.notifier.LiveWorkers(); n != 0 {
+		t.Fatalf("the notifier's live workers once the roster has listened: %d, want 0", n)
+	}
 }

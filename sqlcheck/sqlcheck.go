@@ -71,8 +71,9 @@
 // statement and reference checks hold for both; a model must also bind in
 // DuckDB, so SQL only Postgres understands is refused (docs/security.md).
 //
-// Importers: cmd/tidemark (serve wires ForEngine into engine.Config.Check;
-// apply checks a file's models locally first) and scenario.
+// Importers: server (serve wires ForEngine into engine.Config.Check),
+// cmd/tidemark (apply checks a file's models locally first), scenario and
+// sqlmesh/project.
 package sqlcheck
 
 import (

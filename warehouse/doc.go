@@ -122,6 +122,7 @@
 // A build without cgo has no DuckDB: Open of a DuckDB path returns
 // ErrNoCgo, and Postgres works as usual.
 //
-// Importers: cmd/tidemark (serve, demo), scenario (Options.Warehouse),
-// work/sqlrun (the runner, the views, verify).
+// Importers: server (serve), cmd/tidemark (demo, worker, scenario), scenario
+// (Options.Warehouse), work/sqlrun (the runner, the views, verify),
+// sqlcheck, bench.
 package warehouse

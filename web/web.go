@@ -2,7 +2,7 @@
 // rendered HTML, updated over Server-Sent Events fed by the projection),
 // Prometheus metrics, and health and readiness probes. It reads a
 // *live.Projection (through views) and an *eventlog.Reader, never the
-// engine. Importers: cmd/tidemark.
+// engine. Importers: server (serve's dashboard), cmd/tidemark (its Build).
 package web
 
 import (

@@ -231,6 +231,20 @@ type Roster struct {
 	n     int
 	// swept is when every user's silent workers were last dropped.
 	swept time.Time
+	// since is when Subscribe began listening (zero: never).
+	since time.Time
+}
+
+// Settled reports whether the roster has listened since Subscribe for as
+// long as it takes to drop a silent worker beating at DefaultHeartbeat
+// (MissedBeats of it): only then does an empty roster mean that no such
+// worker runs. Before, a worker that runs may not have been heard yet (a
+// restarted serve). A roster never subscribed (fed by Observe) is settled.
+func (r *Roster) Settled() bool {
+	r.mu.Lock()
+	since := r.since
+	r.mu.Unlock()
+	return since.IsZero() || r.now().Sub(since) >= MissedBeats*DefaultHeartbeat
 }
 
 func (r *Roster) now() time.Time {
@@ -263,6 +277,9 @@ func (r *Roster) Subscribe(nc *nats.Conn) (stop func(), err error) {
 		_ = users.Unsubscribe()
 		return nil, err
 	}
+	r.mu.Lock()
+	r.since = r.now()
+	r.mu.Unlock()
 	return func() { _ = own.Unsubscribe(); _ = users.Unsubscribe() }, nil
 }
 

@@ -6,7 +6,8 @@
 // (the *eventlog.Log it follows and keeps its cursor beside), Clock,
 // Logger, and Reporter (the commands.Handler that records failures).
 //
-// Importers: work/shell, work/inproc, scheduler, scenario, cmd/tidemark.
+// Importers: work/shell, work/inproc, work/sqlrun, scheduler, server,
+// scenario, bench, cmd/tidemark.
 package work
 
 import (

@@ -1,7 +1,7 @@
 // Package inproc is the built-in worker: it "computes" work by recording
 // it complete, in-process. Scenarios, the demo and `serve --builtin-worker`
 // use it.
-// Importers: cmd/tidemark, scenario.
+// Importers: server (serve --builtin-worker), scenario, bench.
 package inproc
 
 import (

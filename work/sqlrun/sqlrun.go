@@ -20,7 +20,8 @@
 // from the live state (each env's incumbents) and applied idempotently,
 // all of an env's in one transaction, and again after a restart.
 //
-// Importers: cmd/tidemark, scenario.
+// Importers: server (serve's data plane), cmd/tidemark (worker
+// --warehouse, query, verify, diff), scenario, bench.
 package sqlrun
 
 import (
