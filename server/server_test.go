@@ -72,9 +72,7 @@ func TestRunThenClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	ran := make(chan error, 1)
-	go func() { ran <- s.Run(ctx) }()
+	stop := running(t, s)
 	nc, err := nats.Connect(s.NATSURL())
 	if err != nil {
 		t.Fatal(err)
@@ -88,18 +86,10 @@ func TestRunThenClose(t *testing.T) {
 	if code := get(t, health); code != http.StatusOK {
 		t.Fatalf("healthz: %d", code)
 	}
-	if err := s.Run(ctx); err == nil {
+	if err := s.Run(t.Context()); err == nil {
 		t.Fatal("a second Run was not refused")
 	}
-	cancel()
-	select {
-	case err := <-ran:
-		if err != nil {
-			t.Fatalf("Run: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return within 30s of its context ending")
-	}
+	stop()
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -160,6 +150,26 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
+// running runs s until the returned stop, which ends Run's context and
+// waits (30 s at most) for Run to return nil.
+func running(t *testing.T, s *Server) (stop func()) {
+	ctx, cancel := context.WithCancel(t.Context())
+	ran := make(chan error, 1)
+	go func() { ran <- s.Run(ctx) }()
+	return func() {
+		t.Helper()
+		cancel()
+		select {
+		case err := <-ran:
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("Run did not return within 30s of its context ending")
+		}
+	}
+}
+
 func get(t *testing.T, url string) int {
 	t.Helper()
 	resp, err := http.Get(url)
@@ -180,9 +190,7 @@ func TestCloseWithALiveDashboard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	ran := make(chan error, 1)
-	go func() { ran <- s.Run(ctx) }()
+	stop := running(t, s)
 	// Open listens already: a request before Run serves waits in the
 	// listener's backlog.
 	resp, err := http.Get(s.DashboardURL() + "/live")
@@ -194,15 +202,7 @@ func TestCloseWithALiveDashboard(t *testing.T) {
 	if err != nil || !strings.HasPrefix(line, "event: update") {
 		t.Fatalf("/live's first line: %q %v", line, err)
 	}
-	cancel()
-	select {
-	case err := <-ran:
-		if err != nil {
-			t.Fatalf("Run: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return within 30s of its context ending")
-	}
+	stop()
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatalf("Close with a dashboard stream open: %v", err)
 	}
