@@ -56,7 +56,13 @@ func (e *Engine) decideAndAppend(ctx context.Context, cmd commands.Command) comm
 			return d.Reply
 		case errors.Is(err, eventlog.ErrConflict), errors.Is(err, eventlog.ErrAmbiguous):
 			lastErr = err
-			e.log.Debug("re-deciding", "kind", cmd.Kind(), "id", m.ID, "attempt", attempt, "err", err)
+			if errors.Is(err, eventlog.ErrAmbiguous) {
+				// Not the normal race of two writers: the server did not
+				// answer the append in time (a slow or electing stream).
+				e.log.Warn("append outcome unknown; re-reading the stream and deciding again", "kind", cmd.Kind(), "id", m.ID, "attempt", attempt, "err", err)
+			} else {
+				e.log.Debug("re-deciding", "kind", cmd.Kind(), "id", m.ID, "attempt", attempt, "err", err)
+			}
 			cctx, cancel := context.WithTimeout(ctx, eventlog.AppendTimeout)
 			cerr := e.CatchUp(cctx)
 			cancel()
