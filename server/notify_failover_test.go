@@ -22,8 +22,8 @@ import (
 	"github.com/tidemark/tidemark/transport"
 )
 
-// Phases of TestNotifyOneSenderAcrossFailover, as the endpoint records
-// them with each POST.
+// The phases of a failover test (pair), as the hook records them with
+// each POST.
 const (
 	bothRun  = iota // a writes, b follows
 	handover        // a's Run is being stopped and a closed
@@ -41,9 +41,9 @@ type hookPost struct {
 
 // hook is a notification endpoint shared by the members of a cluster,
 // each posting to its own path: it records every POST with the phase it
-// came in and answers 200, or 500 when refuse says so.
+// came in and answers 200, or 500 when refuse says so (set it before
+// any server posts).
 type hook struct {
-	t      *testing.T
 	srv    *httptest.Server
 	mu     sync.Mutex
 	phase  int
@@ -52,7 +52,7 @@ type hook struct {
 }
 
 func newHook(t *testing.T) *hook {
-	h := &hook{t: t}
+	h := &hook{}
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		var nt notify.Notice
