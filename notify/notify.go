@@ -111,10 +111,9 @@ type Notifier struct {
 	// Queue bounds the notices read and not yet sent.
 	Queue int
 
-	prepared bool
-	cur      cursor
-	late     map[string]string
-	metrics  *Metrics
+	cur     cursor
+	late    map[string]string
+	metrics *Metrics
 }
 
 // Metrics counts what the notifier sent: tidemark_notifications_total
@@ -209,7 +208,8 @@ func parseCursor(s string) (cursor, error) {
 // Prepare reads the cursor and the late set from the state bucket. On a
 // very first start the cursor is the stream's end: history is not news.
 // Call it before the engine accepts commands (serve does), so that no
-// decision made meanwhile is missed.
+// decision made meanwhile is missed; Run reads both again each time it
+// starts.
 func (n *Notifier) Prepare(ctx context.Context) error {
 	if n.Log == nil {
 		return errors.New("notify: the notifier has no event log to follow (Notifier.Log is nil)")
@@ -246,7 +246,6 @@ func (n *Notifier) Prepare(ctx context.Context) error {
 	case !errors.Is(err, jetstream.ErrKeyNotFound):
 		return fmt.Errorf("notify: late set: %w", err)
 	}
-	n.prepared = true
 	return nil
 }
 
@@ -266,9 +265,11 @@ func (n *Notifier) logger() *slog.Logger {
 }
 
 // Run sends notices until ctx ends, resuming from the cursor after any
-// failure of its reader (after Pause). Run again after a stop (serve runs
-// it each time its engine becomes the writer), it prepares again: it
-// starts after the cursor as saved now.
+// failure of its reader (after Pause). Each time it starts (serve runs it
+// each time its engine becomes the writer, maybe long after Prepare) it
+// prepares again: it starts after the cursor and with the late set as
+// saved now, where the previous writer stopped, not where they were at
+// Prepare.
 func (n *Notifier) Run(ctx context.Context) error {
 	log := n.logger().With("subsystem", "notify")
 	for {
@@ -284,12 +285,9 @@ func (n *Notifier) Run(ctx context.Context) error {
 }
 
 func (n *Notifier) runOnce(ctx context.Context, log *slog.Logger) error {
-	if !n.prepared {
-		if err := n.Prepare(ctx); err != nil {
-			return err
-		}
+	if err := n.Prepare(ctx); err != nil {
+		return err
 	}
-	n.prepared = false
 	start := n.cur
 	queue := make(chan item, n.queueLen())
 	tctx, stop := context.WithCancel(ctx)
