@@ -351,7 +351,9 @@ func (n *Notifier) runOnce(ctx context.Context, log *slog.Logger) error {
 				}
 			}
 			n.cur = it.at
-			if _, err := n.Log.Bucket().Put(ctx, cursorKey, []byte(it.at.String())); err != nil && ctx.Err() == nil {
+			// Saved even when ctx ends now (a graceful stop, a handover to
+			// another writer): the notice was acknowledged.
+			if _, err := n.Log.Bucket().Put(context.WithoutCancel(ctx), cursorKey, []byte(it.at.String())); err != nil {
 				// The notice went out; a restart before the next save
 				// sends it again, with the same key.
 				log.Warn("saving the notify cursor", "err", err, "cursor", it.at.String())
