@@ -318,6 +318,19 @@ func TestLoadErrors(t *testing.T) {
 			edit(t, dir, "models/customer_totals.sql", "WHERE o.status = 'paid'", "WHERE o.status = '{% if x %}'")
 			edit(t, dir, "audits/amounts.sql", "defaults (column := amount),", "defaults (column := amount),,")
 		}, []string{"audits/amounts.sql:4: ", "models/customer_totals.sql:13: query: Jinja is not supported"}},
+		// csv_settings change how a seed reads (another delimiter, quote):
+		// tidemark reads RFC 4180 CSV only, so they are refused at their
+		// line rather than noted and read otherwise.
+		{"a seed's csv_settings", func(t *testing.T, dir string) {
+			edit(t, dir, "models/raw_orders.sql", "path '../seeds/raw_orders.csv',", "path '../seeds/raw_orders.csv',\n    csv_settings (delimiter = ';'),")
+		}, []string{"models/raw_orders.sql:6: kind: SEED: csv_settings are not supported"}},
+		// SQLMesh computes no interval after a model's end; tidemark
+		// computes a model up to now, so an end is refused at its line
+		// rather than noted and passed over (the rows after it would be
+		// computed).
+		{"a model's end", func(t *testing.T, dir string) {
+			edit(t, dir, "models/daily_revenue.sql", "kind FULL,", "kind FULL,\n  end '2024-02-01',")
+		}, []string{"models/daily_revenue.sql:5: end: a model's end is not supported"}},
 		{"errors of several files together", func(t *testing.T, dir string) {
 			edit(t, dir, "models/orders.sql", "INCREMENTAL_BY_TIME_RANGE", "SCD_TYPE_2")
 			edit(t, dir, "models/customer_totals.sql", "kind VIEW,", "kind EMBEDDED,")
@@ -631,32 +644,6 @@ func TestQueryEndsWithComment(t *testing.T) {
 		if err := sqlcheck.Check(context.Background(), defs[n], func(n string) (sqlcheck.Model, bool) { d, ok := defs[n]; return d, ok }); err != nil {
 			t.Errorf("%s: %v\n%s", n, err, defs[n].SQL)
 		}
-	}
-}
-
-// TestSeedCSVSettings: a SEED's csv_settings change how its file reads
-// (another delimiter, quote): tidemark reads RFC 4180 CSV only, so they
-// are refused at their line rather than noted and read otherwise.
-func TestSeedCSVSettings(t *testing.T) {
-	needParser(t)
-	dir := copyFixture(t)
-	edit(t, dir, "models/raw_orders.sql", "path '../seeds/raw_orders.csv',", "path '../seeds/raw_orders.csv',\n    csv_settings (delimiter = ';'),")
-	_, err := Load(context.Background(), dir)
-	if err == nil || !strings.Contains(err.Error(), "raw_orders.sql:6: kind: ") || !strings.Contains(err.Error(), "csv_settings") {
-		t.Errorf("got %v", err)
-	}
-}
-
-// TestModelEnd: SQLMesh computes no interval after a model's end; tidemark
-// computes a model up to now, so an end is refused at its line rather than
-// noted and passed over (the rows after it would be computed).
-func TestModelEnd(t *testing.T) {
-	needParser(t)
-	dir := copyFixture(t)
-	edit(t, dir, "models/daily_revenue.sql", "kind FULL,", "kind FULL,\n  end '2024-02-01',")
-	_, err := Load(context.Background(), dir)
-	if err == nil || !strings.Contains(err.Error(), "daily_revenue.sql:5: end: ") {
-		t.Errorf("got %v", err)
 	}
 }
 
