@@ -268,8 +268,8 @@ func (s *Server) liveWorkers() int {
 	return len(s.roster.Live())
 }
 
-// noSQLReason is why nothing computes an SQL model's SQL under cfg ("":
-// something does).
+// noSQLReason is why nothing computes an SQL model's SQL under cfg: serve
+// opens no warehouse ("": it opens one, and something computes there).
 func noSQLReason(cfg Config) string {
 	switch {
 	case cfg.Warehouse == "none" && cfg.BuiltinWorker:
@@ -311,8 +311,11 @@ func (s *Server) openDataPlane(ctx context.Context) error {
 	proj := eng.Projection()
 	s.pub = &work.Publisher{Log: eng.Log(), Clock: eng.Now, Logger: s.log, AckWait: cfg.WorkAckWait, MaxDeliver: cfg.WorkMaxAttempts,
 		Concurrency: cfg.WorkConcurrency, Attempts: cfg.WorkMaxAttempts, Reporter: eng}
+	// The built-in worker records work done; with a warehouse it does so
+	// once the SQL runner has computed it.
+	builtin := &inproc.Worker{Handler: eng, Actor: "worker:builtin"}
 	if cfg.BuiltinWorker {
-		s.pub.Runner = &inproc.Worker{Handler: eng, Actor: "worker:builtin"}
+		s.pub.Runner = builtin
 		s.pub.Stats = s.builtin
 	} else {
 		// Items published to workers carry their SQL, so that `tidemark
@@ -328,8 +331,8 @@ func (s *Server) openDataPlane(ctx context.Context) error {
 	// and verify served. One process owns a DuckDB file: without the
 	// built-in worker, serve opens a warehouse only when one is named (a
 	// Postgres the workers share).
-	if cfg.Warehouse == "none" || (!cfg.BuiltinWorker && cfg.Warehouse == "") {
-		s.log.Info("no warehouse: models without SQL only (" + noSQLReason(cfg) + ")")
+	if why := noSQLReason(cfg); why != "" {
+		s.log.Info("no warehouse: models without SQL only (" + why + ")")
 		return nil
 	}
 	dsn := s.warehouseDSN()
@@ -340,7 +343,7 @@ func (s *Server) openDataPlane(ctx context.Context) error {
 	s.wh = wh
 	s.onClose(func(context.Context) error { return wh.Close() })
 	if cfg.BuiltinWorker {
-		s.pub.Runner = &sqlrun.Runner{WH: wh, Proj: proj, Done: &inproc.Worker{Handler: eng, Actor: "worker:builtin"},
+		s.pub.Runner = &sqlrun.Runner{WH: wh, Proj: proj, Done: builtin,
 			Log: s.log.With("subsystem", "sqlrun"), Timeout: cfg.WarehouseOptions.ModelTimeout, Clock: eng.Now}
 		// Items that write or read a common table run in stream order;
 		// the others beside each other.
