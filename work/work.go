@@ -495,10 +495,7 @@ func (p *Publisher) Prepare(ctx context.Context) error {
 // batches still wait are derived again after the cursor).
 func (p *Publisher) Run(ctx context.Context) error {
 	e := p.Log
-	if e == nil {
-		return ErrNoLog
-	}
-	if !p.prepared {
+	if !p.prepared { // Prepare refuses a Publisher without a Log
 		if err := p.Prepare(ctx); err != nil {
 			return err
 		}
