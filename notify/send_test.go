@@ -73,9 +73,8 @@ func TestSendRounds(t *testing.T) {
 				w.WriteHeader(http.StatusNoContent)
 			}))
 			defer srv.Close()
-			var buf bytes.Buffer
-			var bmu sync.Mutex
-			log := slog.New(slog.NewTextHandler(&lockedWriter{w: &buf, mu: &bmu}, nil))
+			buf := &logBuffer{}
+			log := slog.New(slog.NewTextHandler(buf, nil))
 			n := &Notifier{URL: srv.URL, Attempts: 2, Backoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond, Pause: time.Millisecond}
 			reg := prometheus.NewRegistry()
 			m, err := NewMetrics(reg)
@@ -98,9 +97,7 @@ func TestSendRounds(t *testing.T) {
 					t.Fatalf("keys %v", keys)
 				}
 			}
-			bmu.Lock()
 			out := buf.String()
-			bmu.Unlock()
 			if got := strings.Count(out, "attempts exhausted"); got != c.rounds || !strings.Contains(out, c.logged) {
 				t.Fatalf("%d rounds exhausted, want %d; log:\n%s", got, c.rounds, out)
 			}
@@ -133,15 +130,22 @@ func TestSendRounds(t *testing.T) {
 	}
 }
 
-type lockedWriter struct {
-	w  *bytes.Buffer
-	mu *sync.Mutex
+// logBuffer is a log's output, written and read from several goroutines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
 }
 
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // TestSendStopsWithItsContext: a hung endpoint holds send only until its
@@ -192,18 +196,15 @@ func TestSendLogsNoURLSecret(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer srv.Close()
-	var buf bytes.Buffer
-	var bmu sync.Mutex
-	log := slog.New(slog.NewTextHandler(&lockedWriter{w: &buf, mu: &bmu}, nil))
+	buf := &logBuffer{}
+	log := slog.New(slog.NewTextHandler(buf, nil))
 	n := &Notifier{URL: srv.URL + "/hooks/T0/S3CRET?token=T0K3N", Attempts: 2, Backoff: time.Millisecond, Pause: time.Millisecond}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	if err := n.send(ctx, log, &Notice{Kind: KindPromotion, Key: "tidemark-7", Seq: 7}); err != nil {
 		t.Fatal(err)
 	}
-	bmu.Lock()
 	out := buf.String()
-	bmu.Unlock()
 	if !strings.Contains(out, "not delivered") || !strings.Contains(out, strings.TrimPrefix(srv.URL, "http://")) {
 		t.Fatalf("no failed attempt naming the endpoint's host logged:\n%s", out)
 	}
