@@ -103,18 +103,7 @@ func TestWorkReports(t *testing.T) {
 	fw := &FailWork{FailRun{Meta: Meta{ID: "f1"}, Model: "events", Version: "v1", Ranges: []interval.Range{r}, RunKind: "backfill", Error: "exit 1", Attempt: 1, Work: "work-3-backfill"}}
 	for _, c := range []Command{cw, fw} {
 		for _, asJSON := range []bool{false, true} {
-			b, err := Encode(c, asJSON)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ct := ContentMsgpack
-			if asJSON {
-				ct = ContentJSON
-			}
-			got, err := Decode(c.Kind(), ct, b)
-			if err != nil {
-				t.Fatalf("%s json=%v: %v", c.Kind(), asJSON, err)
-			}
+			got := roundTrip(t, c, asJSON)
 			if !reflect.DeepEqual(normal(got), normal(c)) {
 				t.Fatalf("%s json=%v: decoded %+v, sent %+v", c.Kind(), asJSON, got, c)
 			}
@@ -167,7 +156,7 @@ func roundTrip(t *testing.T, c Command, asJSON bool) Command {
 	}
 	got, err := Decode(c.Kind(), ct, b)
 	if err != nil {
-		t.Fatalf("json=%v: %v", asJSON, err)
+		t.Fatalf("%s json=%v: %v", c.Kind(), asJSON, err)
 	}
 	return got
 }
